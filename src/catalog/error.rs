@@ -1,0 +1,79 @@
+//! Catalogue problems: every one carries the file and the YAML path it is
+//! about, so an operator can fix all of them in one pass.
+
+use std::fmt;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Always fails the load.
+    Error,
+    /// Fails the load only under strict validation.
+    Warning,
+}
+
+/// One thing wrong with the catalogue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    /// The file (as given or discovered), `<builtin>`, or `mcp:<server>`.
+    pub origin: String,
+    /// Where in the file: `tools[3] (reschedule_delivery).parameters`; may be empty.
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.severity == Severity::Warning {
+            f.write_str("warning: ")?;
+        }
+        match self.path.is_empty() {
+            true => write!(f, "{}: {}", self.origin, self.message),
+            false => write!(f, "{}: {}: {}", self.origin, self.path, self.message),
+        }
+    }
+}
+
+/// Collects problems while a catalogue loads.
+#[derive(Debug, Default)]
+pub struct Problems {
+    list: Vec<Problem>,
+}
+
+impl Problems {
+    pub fn error(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Severity::Error, origin, path.into(), message.into());
+    }
+
+    pub fn warning(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Severity::Warning, origin, path.into(), message.into());
+    }
+
+    fn push(&mut self, severity: Severity, origin: &str, path: String, message: String) {
+        self.list.push(Problem { severity, origin: origin.to_owned(), path, message });
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn has_errors(&self) -> bool {
+        self.list.iter().any(|p| p.severity == Severity::Error)
+    }
+
+    pub fn into_vec(self) -> Vec<Problem> {
+        self.list
+    }
+}
+
+/// The catalogue could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("the catalogue has {} problem{}", .problems.len(), if .problems.len() == 1 { "" } else { "s" })]
+pub struct LoadError {
+    /// Every problem found, errors and warnings, in the order found.
+    pub problems: Vec<Problem>,
+}

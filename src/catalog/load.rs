@@ -1,0 +1,242 @@
+//! Finds and reads the catalogue files (registry, enabled packs), adds the
+//! built-ins, and merges them. One code path for `validate` and `serve`.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use super::{
+    builtin::{BuiltinTool, BUILTIN_ALIASES},
+    error::{LoadError, Problem, Problems, Severity},
+    merge::{merge, AliasDecl, Declarations, Layer, ToolDecl, ToolsetDecl},
+    raw::{self, did_you_mean},
+    validate::{self, FileContext},
+    Backend, Catalog, Place, Source, Tool,
+};
+use crate::env::Env;
+
+const BUILTIN_ORIGIN: &str = "<builtin>";
+
+/// What to load.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Registry files or folders (a folder means every `*.yaml` / `*.yml`
+    /// directly in it).
+    pub registry: Vec<PathBuf>,
+    /// The folder of tool packs (`<name>.yaml`).
+    pub packs_dir: PathBuf,
+    /// Packs to merge, by name.
+    pub packs: Vec<String>,
+    /// Treat every warning as an error.
+    pub strict: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            registry: vec![PathBuf::from("catalog")],
+            packs_dir: PathBuf::from("catalog/packs"),
+            packs: Vec::new(),
+            strict: false,
+        }
+    }
+}
+
+/// A loaded catalogue and the warnings met on the way.
+#[derive(Debug)]
+pub struct Loaded {
+    pub catalog: Catalog,
+    pub warnings: Vec<Problem>,
+}
+
+/// Loads, validates and merges the catalogue. Every problem of every file is
+/// in the error; under `strict`, warnings fail the load too.
+pub fn load(options: &LoadOptions, env: &Env) -> Result<Loaded, LoadError> {
+    let mut problems = Problems::default();
+    let mut decls = Declarations::default();
+
+    for file in registry_files(&options.registry, &mut problems) {
+        read_file(&file, Layer::Registry, &Source::Registry, env, &mut decls, &mut problems);
+    }
+    for (name, file) in pack_files(options, &mut problems) {
+        read_file(&file, Layer::Packs, &Source::Pack(name), env, &mut decls, &mut problems);
+    }
+    builtins(&mut decls);
+
+    let catalog = merge(decls, &mut problems);
+    let failed = problems.has_errors() || (options.strict && !problems.is_empty());
+    let problems = problems.into_vec();
+    if failed {
+        return Err(LoadError { problems });
+    }
+    debug_assert!(problems.iter().all(|p| p.severity == Severity::Warning));
+    Ok(Loaded { catalog, warnings: problems })
+}
+
+fn registry_files(paths: &[PathBuf], problems: &mut Problems) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for path in paths {
+        let origin = path.display().to_string();
+        match fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => {
+                let found = yaml_files_in(path, problems);
+                if found.is_empty() {
+                    problems.warning(&origin, "", "the folder holds no *.yaml files");
+                }
+                files.extend(found);
+            }
+            Ok(_) => files.push(path.clone()),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                problems.error(&origin, "", "no such file or folder");
+            }
+            Err(err) => problems.error(&origin, "", format!("cannot read: {err}")),
+        }
+    }
+    files
+}
+
+/// `*.yaml` and `*.yml` files directly in `dir`, sorted by name.
+fn yaml_files_in(dir: &Path, problems: &mut Problems) -> Vec<PathBuf> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) => {
+            problems.error(&dir.display().to_string(), "", format!("cannot read the folder: {err}"));
+            return Vec::new();
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn pack_files(options: &LoadOptions, problems: &mut Problems) -> Vec<(String, PathBuf)> {
+    if options.packs.is_empty() {
+        return Vec::new();
+    }
+    let dir = &options.packs_dir;
+    let origin = dir.display().to_string();
+    if !dir.is_dir() {
+        problems.error(&origin, "", "the packs folder does not exist, so no pack can be enabled");
+        return Vec::new();
+    }
+    let available: Vec<(String, PathBuf)> = yaml_files_in(dir, problems)
+        .into_iter()
+        .filter_map(|p| Some((p.file_stem()?.to_str()?.to_owned(), p)))
+        .collect();
+    let mut chosen: Vec<(String, PathBuf)> = Vec::new();
+    for name in &options.packs {
+        if chosen.iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        match available.iter().find(|(n, _)| n == name) {
+            Some(found) => chosen.push(found.clone()),
+            None => {
+                let names = available.iter().map(|(n, _)| n.as_str());
+                let message = match did_you_mean(name, names) {
+                    Some(near) => format!("unknown pack '{name}', did you mean '{near}'?"),
+                    None if available.is_empty() => format!("unknown pack '{name}': the folder holds no packs"),
+                    None => format!(
+                        "unknown pack '{name}'; packs here: {}",
+                        available.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                problems.error(&origin, "", message);
+            }
+        }
+    }
+    chosen
+}
+
+fn read_file(path: &Path, layer: Layer, source: &Source, env: &Env, decls: &mut Declarations, problems: &mut Problems) {
+    let origin: Arc<str> = path.display().to_string().into();
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            problems.error(&origin, "", format!("cannot read: {err}"));
+            return;
+        }
+    };
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(err) => {
+            let at = err.utf8_error().valid_up_to();
+            problems.error(&origin, "", format!("not valid UTF-8 (at byte {at}); catalogue files are UTF-8 text"));
+            return;
+        }
+    };
+    let raw = raw::parse(&origin, &text, problems);
+    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let file = FileContext { origin: &origin, dir: &dir, source, env };
+    let place = |path: String| Place { origin: origin.clone(), path };
+
+    for entry in raw.tools {
+        let aliases =
+            entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
+        let aliases: Vec<_> = aliases.collect();
+        let (name, at) = (entry.name.clone(), place(entry.path.clone()));
+        let tool = validate::tool(entry, &file, problems);
+        decls.tools.push(ToolDecl { name, layer, place: at, tool, aliases });
+    }
+    for set in raw.toolsets {
+        if !validate::is_valid_name(&set.name) {
+            let message = format!("invalid toolset name '{}': {}", set.name, validate::NAME_RULE);
+            problems.error(&origin, set.path.clone(), message);
+        }
+        decls.toolsets.push(ToolsetDecl { name: set.name, members: set.members, layer, place: place(set.path) });
+    }
+    for alias in raw.aliases {
+        if !validate::is_valid_name(&alias.alias) {
+            let message = format!("invalid alias '{}': {}", alias.alias, validate::NAME_RULE);
+            problems.error(&origin, alias.path.clone(), message);
+        }
+        decls.aliases.push(AliasDecl { alias: alias.alias, target: alias.target, layer, place: place(alias.path) });
+    }
+    for server in raw.mcp_servers {
+        problems.error(
+            &origin,
+            server.path,
+            format!("MCP servers are not supported yet: server '{}' cannot be connected; remove it", server.name),
+        );
+    }
+}
+
+fn builtins(decls: &mut Declarations) {
+    let origin: Arc<str> = BUILTIN_ORIGIN.into();
+    let place = |path: String| Place { origin: origin.clone(), path };
+    for builtin in BuiltinTool::ALL {
+        let tool = Tool {
+            name: builtin.name().to_owned(),
+            description: builtin.description().to_owned(),
+            parameters: Arc::new(builtin.schema()),
+            aliases: Vec::new(),
+            source: Source::Builtin,
+            idempotent: builtin.idempotent(),
+            timeout: super::DEFAULT_TIMEOUT,
+            max_concurrency: super::DEFAULT_MAX_CONCURRENCY,
+            backend: Backend::Builtin(builtin),
+            declared_at: place(format!("tools.{}", builtin.name())),
+        };
+        let at = tool.declared_at.clone();
+        decls.tools.push(ToolDecl {
+            name: Some(tool.name.clone()),
+            layer: Layer::Builtin,
+            place: at,
+            tool: Some(tool),
+            aliases: Vec::new(),
+        });
+    }
+    for (alias, target) in BUILTIN_ALIASES {
+        decls.aliases.push(AliasDecl {
+            alias: (*alias).to_owned(),
+            target: (*target).to_owned(),
+            layer: Layer::Builtin,
+            place: place(format!("aliases.{alias}")),
+        });
+    }
+}

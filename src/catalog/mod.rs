@@ -1,0 +1,284 @@
+//! The catalogue: YAML files, tool packs and built-ins merged into one
+//! immutable [`Catalog`] snapshot (DESIGN section 1).
+//!
+//! Owns loading, every catalogue rule and the name tables that resolution
+//! reads (exact names, aliases, toolsets, normalised keys, the suggestion
+//! index), all built once at load. Knows nothing of tonic, the network or
+//! processes: backends are described here, run elsewhere.
+
+mod builtin;
+mod error;
+mod format;
+mod load;
+mod merge;
+mod raw;
+mod validate;
+
+use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
+
+pub use builtin::{BuiltinTool, BUILTIN_ALIASES};
+pub use error::{LoadError, Problem, Severity};
+pub use format::{render, ToolFormat};
+pub use load::{load, LoadOptions, Loaded};
+pub use raw::did_you_mean;
+
+use crate::resolve::suggest::SuggestIndex;
+
+/// Default per-call timeout of a tool.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default number of calls of one tool in flight.
+pub const DEFAULT_MAX_CONCURRENCY: u32 = 32;
+
+/// Where a tool comes from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Source {
+    Builtin,
+    Registry,
+    Pack(String),
+    Mcp(String),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Builtin => f.write_str("builtin"),
+            Source::Registry => f.write_str("registry"),
+            Source::Pack(name) => write!(f, "pack:{name}"),
+            Source::Mcp(server) => write!(f, "mcp:{server}"),
+        }
+    }
+}
+
+/// Where something is declared: a file (or `<builtin>`) and a YAML path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Place {
+    pub origin: Arc<str>,
+    pub path: String,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.origin, self.path)
+    }
+}
+
+/// A value read from `${VAR}` that must never be logged or traced.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: String) -> Self {
+        Self(value)
+    }
+
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// A tool's argument schema, checked against the meta-schema and compiled
+/// once at load.
+pub struct Schema {
+    json: serde_json::Value,
+    text: String,
+    validator: jsonschema::Validator,
+    required: Vec<String>,
+    optional: Vec<String>,
+}
+
+impl Schema {
+    /// The schema as written, key order kept.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.json
+    }
+
+    /// The schema as compact JSON text, key order kept.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn validator(&self) -> &jsonschema::Validator {
+        &self.validator
+    }
+
+    /// Required parameters, in the order of the schema's `required`.
+    pub fn required(&self) -> &[String] {
+        &self.required
+    }
+
+    /// Optional parameters, in the order of the schema's `properties`.
+    pub fn optional(&self) -> &[String] {
+        &self.optional
+    }
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+/// How a tool is run.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    Builtin(BuiltinTool),
+    Http(HttpBackend),
+    Command(CommandBackend),
+}
+
+impl Backend {
+    /// The backend kind, as written in the catalogue.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Builtin(_) => "builtin",
+            Backend::Http(_) => "http",
+            Backend::Command(_) => "command",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct HttpBackend {
+    pub url: url::Url,
+    pub headers: Vec<(String, Secret)>,
+    pub follow_redirects: bool,
+    pub use_env_proxy: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct CommandBackend {
+    /// argv[0]; a relative path with a `/` is resolved against the folder of
+    /// the declaring file.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The declared `cwd` (resolved against the declaring file's folder), or
+    /// that folder.
+    pub cwd: PathBuf,
+    pub env: Vec<(String, Secret)>,
+}
+
+/// One tool of the catalogue.
+#[derive(Debug)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    pub parameters: Arc<Schema>,
+    pub aliases: Vec<String>,
+    pub source: Source,
+    pub idempotent: bool,
+    pub timeout: Duration,
+    pub max_concurrency: u32,
+    pub backend: Backend,
+    pub declared_at: Place,
+}
+
+/// Index of a tool in [`Catalog::tools`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ToolId(pub u32);
+
+/// Index of a toolset in [`Catalog::toolsets`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ToolsetId(pub u32);
+
+/// A named group of tools, members expanded (nested toolsets included), in
+/// declared order, each tool once.
+#[derive(Debug)]
+pub struct Toolset {
+    pub name: String,
+    pub tools: Vec<ToolId>,
+}
+
+/// What an exact name refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Name {
+    Tool(ToolId),
+    Alias(ToolId),
+    Toolset(ToolsetId),
+}
+
+/// What a suggestion points at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Tool(ToolId),
+    Toolset(ToolsetId),
+}
+
+/// An immutable catalogue snapshot.
+pub struct Catalog {
+    tools: Vec<Tool>,
+    toolsets: Vec<Toolset>,
+    names: HashMap<String, Name>,
+    keys: HashMap<String, Vec<ToolId>>,
+    index: SuggestIndex<Target>,
+    version: String,
+}
+
+impl Catalog {
+    /// Every tool, sorted by name (code point order).
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    pub fn tool(&self, id: ToolId) -> &Tool {
+        &self.tools[id.0 as usize]
+    }
+
+    pub fn toolsets(&self) -> &[Toolset] {
+        &self.toolsets
+    }
+
+    pub fn toolset(&self, id: ToolsetId) -> &Toolset {
+        &self.toolsets[id.0 as usize]
+    }
+
+    /// What an exact tool, alias or toolset name refers to.
+    pub fn lookup(&self, name: &str) -> Option<Name> {
+        self.names.get(name).copied()
+    }
+
+    /// The tools whose name or an alias has this normalised key.
+    pub fn by_key(&self, key: &str) -> &[ToolId] {
+        self.keys.get(key).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// The display name of a suggestion target.
+    pub fn target_name(&self, target: Target) -> &str {
+        match target {
+            Target::Tool(id) => &self.tool(id).name,
+            Target::Toolset(id) => &self.toolset(id).name,
+        }
+    }
+
+    /// Up to `limit` names near `query` (similarity at least `cutoff`), best
+    /// first, ties to the name that sorts first. A matching alias suggests its
+    /// tool; each target is named once. Only targets that `accept` are considered.
+    pub fn suggest(&self, query: &str, cutoff: f64, limit: usize, accept: impl Fn(Target) -> bool) -> Vec<&str> {
+        let mut found: Vec<(f64, &str)> = Vec::new();
+        for s in self.index.suggest(query, cutoff, |t| accept(*t)) {
+            let name = self.target_name(*s.target);
+            match found.iter_mut().find(|(_, n)| *n == name) {
+                Some(seen) => seen.0 = seen.0.max(s.score),
+                None => found.push((s.score, name)),
+            }
+        }
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        found.into_iter().take(limit).map(|(_, name)| name).collect()
+    }
+
+    /// Changes whenever the snapshot's tools or toolsets change.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+}
+
+impl fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Catalog").field("tools", &self.tools.len()).field("version", &self.version).finish()
+    }
+}

@@ -1,0 +1,414 @@
+//! Raw shapes of a catalogue file: the only place that sees YAML.
+//!
+//! A file is parsed to a YAML value first, then each entry and each field is
+//! read on its own with its path, so that one bad field never hides the next
+//! problem: every problem of every file is reported in one run. An unknown key
+//! gets a did-you-mean. A broken entry keeps its name, so duplicates are still
+//! found. What this module returns is unchecked beyond its YAML shape; the
+//! rules of the catalogue are applied in `validate` and `merge`.
+
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use serde_yaml::{Mapping, Value};
+
+use super::error::Problems;
+use crate::resolve::suggest::similarity;
+
+pub const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
+pub const TOOL_KEYS: &[&str] =
+    &["name", "description", "aliases", "parameters", "idempotent", "timeout", "max_concurrency", "backend"];
+/// Keys every tool entry must have, and why, for the message.
+const REQUIRED_TOOL_KEYS: &[(&str, &str)] =
+    &[("name", ""), ("description", " (it is what the model reads)"), ("backend", " (one of: http, command, builtin)")];
+pub const BACKEND_KEYS: &[&str] = &["http", "command", "builtin"];
+pub const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy"];
+pub const COMMAND_KEYS: &[&str] = &["argv", "cwd", "env"];
+pub const MCP_SERVER_KEYS: &[&str] =
+    &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout"];
+
+/// One catalogue file, as written.
+#[derive(Debug, Default)]
+pub struct RawFile {
+    pub tools: Vec<RawTool>,
+    pub toolsets: Vec<RawToolset>,
+    pub aliases: Vec<RawAlias>,
+    pub mcp_servers: Vec<RawMcpServer>,
+}
+
+/// A `tools[i]` entry. `None` fields were absent or broken (the problem is
+/// already reported); `broken` says whether anything was.
+#[derive(Debug, Default)]
+pub struct RawTool {
+    /// `tools[3] (reschedule_delivery)`
+    pub path: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub aliases: Vec<String>,
+    pub parameters: Option<serde_json::Value>,
+    pub idempotent: Option<bool>,
+    pub timeout: Option<Duration>,
+    pub max_concurrency: Option<u32>,
+    pub backend: Option<RawBackend>,
+    pub broken: bool,
+}
+
+#[derive(Debug)]
+pub enum RawBackend {
+    Http { url: String, headers: Vec<(String, String)>, follow_redirects: bool, use_env_proxy: bool },
+    Command { argv: Vec<String>, cwd: Option<String>, env: Vec<(String, String)> },
+    Builtin(String),
+}
+
+#[derive(Debug)]
+pub struct RawToolset {
+    pub path: String,
+    pub name: String,
+    pub members: Vec<String>,
+}
+
+#[derive(Debug)]
+pub struct RawAlias {
+    pub path: String,
+    pub alias: String,
+    pub target: String,
+}
+
+#[derive(Debug)]
+pub struct RawMcpServer {
+    pub path: String,
+    pub name: String,
+}
+
+/// Parses one file's text. Problems go to `problems` under `origin`.
+pub fn parse(origin: &str, text: &str, problems: &mut Problems) -> RawFile {
+    let mut reader = Reader { origin, problems };
+    let document: Value = match serde_yaml::from_str(text) {
+        Ok(value) => value,
+        Err(err) => {
+            let path = err.location().map(|l| format!("line {} column {}", l.line(), l.column())).unwrap_or_default();
+            reader.problems.error(origin, path, format!("invalid YAML: {}", strip_location(&err.to_string())));
+            return RawFile::default();
+        }
+    };
+    let top = match document {
+        Value::Null => {
+            reader.problems.error(
+                origin,
+                "",
+                "the file is empty; a catalogue file holds tools, toolsets, aliases or mcp_servers",
+            );
+            return RawFile::default();
+        }
+        Value::Mapping(map) => map,
+        other => {
+            reader.problems.error(origin, "", format!("expected a mapping at the top level, found {}", kind(&other)));
+            return RawFile::default();
+        }
+    };
+    reader.check_keys(&top, "", TOP_LEVEL_KEYS);
+    RawFile {
+        tools: reader.tools(top.get("tools")),
+        toolsets: reader.toolsets(top.get("toolsets")),
+        aliases: reader.aliases(top.get("aliases")),
+        mcp_servers: reader.mcp_servers(top.get("mcp_servers")),
+    }
+}
+
+struct Reader<'a> {
+    origin: &'a str,
+    problems: &'a mut Problems,
+}
+
+impl Reader<'_> {
+    fn error(&mut self, path: &str, message: impl Into<String>) {
+        self.problems.error(self.origin, path, message);
+    }
+
+    fn tools(&mut self, value: Option<&Value>) -> Vec<RawTool> {
+        let Some(items) = self.sequence(value, "tools") else { return Vec::new() };
+        items.iter().enumerate().map(|(i, item)| self.tool(i, item)).collect()
+    }
+
+    fn tool(&mut self, index: usize, item: &Value) -> RawTool {
+        let Value::Mapping(map) = item else {
+            let path = format!("tools[{index}]");
+            self.error(&path, format!("expected a tool (a mapping), found {}", kind(item)));
+            return RawTool { path, broken: true, ..RawTool::default() };
+        };
+        let bare = format!("tools[{index}]");
+        let before = self.problems.len();
+        let name = self.field::<String>(map, &bare, "name").unwrap_or(None);
+        let path = match &name {
+            Some(name) => format!("{bare} ({name})"),
+            None => bare,
+        };
+        let mut tool = RawTool { path, name, ..RawTool::default() };
+        self.check_keys(map, &tool.path, TOOL_KEYS);
+        for (key, why) in REQUIRED_TOOL_KEYS {
+            if !map.contains_key(*key) {
+                self.error(&tool.path, format!("missing field '{key}'{why}"));
+            }
+        }
+        tool.description = self.field(map, &tool.path, "description").unwrap_or(None);
+        tool.aliases = self.field(map, &tool.path, "aliases").unwrap_or(None).unwrap_or_default();
+        tool.idempotent = self.field(map, &tool.path, "idempotent").unwrap_or(None);
+        tool.max_concurrency = self.field(map, &tool.path, "max_concurrency").unwrap_or(None);
+        tool.timeout = self.duration(map, &tool.path, "timeout");
+        tool.parameters = self.json(map, &tool.path, "parameters");
+        tool.backend = self.backend(map.get("backend"), &join(&tool.path, "backend"));
+        tool.broken = self.problems.len() != before;
+        tool
+    }
+
+    fn backend(&mut self, value: Option<&Value>, path: &str) -> Option<RawBackend> {
+        let value = value?;
+        let Value::Mapping(map) = value else {
+            self.error(path, format!("expected a mapping with one of: http, command, builtin; found {}", kind(value)));
+            return None;
+        };
+        self.check_keys(map, path, BACKEND_KEYS);
+        let present: Vec<&str> = BACKEND_KEYS.iter().copied().filter(|k| map.contains_key(*k)).collect();
+        match present.as_slice() {
+            [] => {
+                self.error(path, "a backend needs one of: http, command, builtin");
+                None
+            }
+            ["http"] => self.http(&map["http"], &join(path, "http")),
+            ["command"] => self.command(&map["command"], &join(path, "command")),
+            ["builtin"] => self.field::<String>(map, path, "builtin").ok().flatten().map(RawBackend::Builtin),
+            several => {
+                self.error(path, format!("a backend has exactly one kind; this one has {}", several.join(" and ")));
+                None
+            }
+        }
+    }
+
+    fn http(&mut self, value: &Value, path: &str) -> Option<RawBackend> {
+        let map = self.mapping(value, path)?;
+        self.check_keys(map, path, HTTP_KEYS);
+        let url = self.required::<String>(map, path, "url");
+        let headers = self.string_map(map, path, "headers");
+        let follow_redirects = self.field(map, path, "follow_redirects").unwrap_or(None).unwrap_or(false);
+        let use_env_proxy = self.field(map, path, "use_env_proxy").unwrap_or(None).unwrap_or(false);
+        Some(RawBackend::Http { url: url?, headers: headers?, follow_redirects, use_env_proxy })
+    }
+
+    fn command(&mut self, value: &Value, path: &str) -> Option<RawBackend> {
+        let map = self.mapping(value, path)?;
+        self.check_keys(map, path, COMMAND_KEYS);
+        let argv = self.required::<Vec<String>>(map, path, "argv");
+        let cwd = self.field::<String>(map, path, "cwd");
+        let env = self.string_map(map, path, "env");
+        Some(RawBackend::Command { argv: argv?, cwd: cwd.ok()?, env: env? })
+    }
+
+    fn toolsets(&mut self, value: Option<&Value>) -> Vec<RawToolset> {
+        let Some(map) = value.and_then(|v| self.mapping(v, "toolsets")) else { return Vec::new() };
+        let mut toolsets = Vec::new();
+        for (key, members) in map {
+            let Some(name) = self.key(key, "toolsets") else { continue };
+            let path = format!("toolsets.{name}");
+            if let Ok(members) = serde_yaml::from_value::<Vec<String>>(members.clone()) {
+                toolsets.push(RawToolset { path, name, members });
+            } else {
+                self.error(&path, format!("expected a list of tool names, found {}", kind(members)));
+            }
+        }
+        toolsets
+    }
+
+    fn aliases(&mut self, value: Option<&Value>) -> Vec<RawAlias> {
+        let Some(map) = value.and_then(|v| self.mapping(v, "aliases")) else { return Vec::new() };
+        let mut aliases = Vec::new();
+        for (key, target) in map {
+            let Some(alias) = self.key(key, "aliases") else { continue };
+            let path = format!("aliases.{alias}");
+            match target {
+                Value::String(target) => aliases.push(RawAlias { path, alias, target: target.clone() }),
+                other => self.error(&path, format!("expected the name of a tool, found {}", kind(other))),
+            }
+        }
+        aliases
+    }
+
+    fn mcp_servers(&mut self, value: Option<&Value>) -> Vec<RawMcpServer> {
+        let Some(map) = value.and_then(|v| self.mapping(v, "mcp_servers")) else { return Vec::new() };
+        let mut servers = Vec::new();
+        for (key, server) in map {
+            let Some(name) = self.key(key, "mcp_servers") else { continue };
+            let path = format!("mcp_servers.{name}");
+            if let Some(settings) = self.mapping(server, &path) {
+                self.check_keys(settings, &path, MCP_SERVER_KEYS);
+            }
+            servers.push(RawMcpServer { path, name });
+        }
+        servers
+    }
+
+    // --- field helpers -------------------------------------------------
+
+    /// Reads `key` as `T`; `Ok(None)` when absent, `Err` (reported) when malformed.
+    fn field<T: DeserializeOwned>(&mut self, map: &Mapping, path: &str, key: &str) -> Result<Option<T>, ()> {
+        let Some(value) = map.get(key) else { return Ok(None) };
+        match serde_yaml::from_value::<T>(value.clone()) {
+            Ok(v) => Ok(Some(v)),
+            Err(err) => {
+                self.error(&join(path, key), strip_location(&err.to_string()));
+                Err(())
+            }
+        }
+    }
+
+    fn required<T: DeserializeOwned>(&mut self, map: &Mapping, path: &str, key: &str) -> Option<T> {
+        match self.field::<T>(map, path, key) {
+            Ok(Some(v)) => Some(v),
+            Ok(None) => {
+                self.error(path, format!("missing field '{key}'"));
+                None
+            }
+            Err(()) => None,
+        }
+    }
+
+    /// A mapping of strings to strings, in written order; `Some(empty)` when absent.
+    fn string_map(&mut self, map: &Mapping, path: &str, key: &str) -> Option<Vec<(String, String)>> {
+        let Some(value) = map.get(key) else { return Some(Vec::new()) };
+        let path = join(path, key);
+        let inner = self.mapping(value, &path)?;
+        let mut pairs = Vec::new();
+        let mut ok = true;
+        for (k, v) in inner {
+            let Some(k) = self.key(k, &path) else {
+                ok = false;
+                continue;
+            };
+            match v {
+                Value::String(s) => pairs.push((k, s.clone())),
+                other => {
+                    ok = false;
+                    self.error(&join(&path, &k), format!("expected a string, found {}", kind(other)));
+                }
+            }
+        }
+        ok.then_some(pairs)
+    }
+
+    fn duration(&mut self, map: &Mapping, path: &str, key: &str) -> Option<Duration> {
+        let text: String = self.field(map, path, key).ok()??;
+        match humantime::parse_duration(text.trim()) {
+            Ok(d) if d.is_zero() => {
+                self.error(&join(path, key), "must be longer than zero");
+                None
+            }
+            Ok(d) => Some(d),
+            Err(err) => {
+                self.error(&join(path, key), format!("invalid duration '{text}' ({err}); write e.g. 500ms, 5s or 1m"));
+                None
+            }
+        }
+    }
+
+    /// A YAML value as JSON (key order kept).
+    fn json(&mut self, map: &Mapping, path: &str, key: &str) -> Option<serde_json::Value> {
+        let value = map.get(key)?;
+        match serde_json::to_value(value) {
+            Ok(json) => Some(json),
+            Err(err) => {
+                self.error(&join(path, key), format!("cannot be expressed as JSON: {err}"));
+                None
+            }
+        }
+    }
+
+    fn sequence<'v>(&mut self, value: Option<&'v Value>, path: &str) -> Option<&'v Vec<Value>> {
+        match value? {
+            Value::Sequence(items) => Some(items),
+            Value::Null => None,
+            other => {
+                self.error(path, format!("expected a list, found {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    fn mapping<'v>(&mut self, value: &'v Value, path: &str) -> Option<&'v Mapping> {
+        match value {
+            Value::Mapping(map) => Some(map),
+            Value::Null => None,
+            other => {
+                self.error(path, format!("expected a mapping, found {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    fn key(&mut self, key: &Value, path: &str) -> Option<String> {
+        match key {
+            Value::String(s) => Some(s.clone()),
+            other => {
+                self.error(path, format!("keys must be strings, found {}", kind(other)));
+                None
+            }
+        }
+    }
+
+    /// Reports every key of `map` that is not in `allowed`, with a did-you-mean.
+    fn check_keys(&mut self, map: &Mapping, path: &str, allowed: &[&str]) {
+        for key in map.keys() {
+            let Some(key) = self.key(key, path) else { continue };
+            if !allowed.contains(&key.as_str()) {
+                let message = match did_you_mean(&key, allowed.iter().copied()) {
+                    Some(near) => format!("unknown field '{key}', did you mean '{near}'?"),
+                    None => format!("unknown field '{key}'; expected one of: {}", allowed.join(", ")),
+                };
+                self.error(path, message);
+            }
+        }
+    }
+}
+
+/// The nearest of `candidates` to `name` (similarity at least 0.6), ties to
+/// the first in sort order.
+pub fn did_you_mean<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+    let mut best: Option<(f64, &str)> = None;
+    for candidate in candidates {
+        let score = similarity(name, candidate);
+        let better = match best {
+            None => true,
+            Some((s, b)) => score > s || (score == s && candidate < b),
+        };
+        if score >= 0.6 && better {
+            best = Some((score, candidate));
+        }
+    }
+    best.map(|(_, c)| c)
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "nothing",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Sequence(_) => "a list",
+        Value::Mapping(_) => "a mapping",
+        Value::Tagged(_) => "a tagged value",
+    }
+}
+
+/// serde_yaml appends "at line L column C"; the location is reported apart.
+fn strip_location(message: &str) -> &str {
+    match message.rfind(" at line ") {
+        Some(at) => &message[..at],
+        None => message,
+    }
+}

@@ -1,0 +1,328 @@
+//! Turns a raw tool entry into a [`Tool`]: the name rule, the description,
+//! the backend settings with `${VAR}` expanded, and the `parameters` schema
+//! checked against the JSON Schema meta-schema and compiled once.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use serde_json::Value;
+
+use super::{
+    error::Problems,
+    raw::{did_you_mean, RawBackend, RawTool},
+    Backend, BuiltinTool, CommandBackend, HttpBackend, Place, Schema, Secret, Source, Tool, DEFAULT_MAX_CONCURRENCY,
+    DEFAULT_TIMEOUT,
+};
+use crate::env::Env;
+
+/// What every model provider accepts as a tool name: `^[A-Za-z0-9_-]{1,64}$`.
+pub fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+pub const NAME_RULE: &str = "a name has 1 to 64 characters from A-Z, a-z, 0-9, '_' and '-'";
+
+/// The file a raw entry came from.
+pub struct FileContext<'a> {
+    pub origin: &'a Arc<str>,
+    /// The folder of the file, against which relative paths resolve.
+    pub dir: &'a Path,
+    pub source: &'a Source,
+    pub env: &'a Env,
+}
+
+/// Builds the tool, or reports why not. `None` when anything is wrong.
+pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut Problems) -> Option<Tool> {
+    let origin: &str = file.origin;
+    let path = raw.path.as_str();
+    let mut ok = !raw.broken;
+
+    match &raw.name {
+        Some(name) if is_valid_name(name) => {}
+        Some(name) => {
+            problems.error(origin, format!("{path}.name"), format!("invalid tool name '{name}': {NAME_RULE}"));
+            ok = false;
+        }
+        None => ok = false,
+    }
+    match raw.description.as_deref().map(str::trim) {
+        Some("") => {
+            problems.error(origin, format!("{path}.description"), "must not be empty: it is what the model reads");
+            ok = false;
+        }
+        Some(_) => {}
+        None => ok = false,
+    }
+    for (i, alias) in raw.aliases.iter().enumerate() {
+        if !is_valid_name(alias) {
+            problems.error(origin, format!("{path}.aliases[{i}]"), format!("invalid alias '{alias}': {NAME_RULE}"));
+            ok = false;
+        }
+    }
+    if raw.max_concurrency == Some(0) {
+        problems.error(origin, format!("{path}.max_concurrency"), "must be at least 1");
+        ok = false;
+    }
+    let backend = match raw.backend {
+        Some(backend) => backend_of(backend, path, file, problems),
+        None => None,
+    };
+    let parameters = match (raw.parameters, &backend) {
+        (Some(json), _) => match Schema::compile(json) {
+            Ok(schema) => Some(Arc::new(schema)),
+            Err(message) => {
+                problems.error(origin, format!("{path}.parameters"), message);
+                None
+            }
+        },
+        (None, Some(Backend::Builtin(builtin))) => Some(Arc::new(builtin.schema())),
+        (None, _) => Some(Arc::new(Schema::compile(serde_json::json!({"type": "object", "properties": {}})).ok()?)),
+    };
+    let (Some(backend), Some(parameters), true) = (backend, parameters, ok) else { return None };
+    Some(Tool {
+        name: raw.name?,
+        description: raw.description?.trim().to_owned(),
+        parameters,
+        aliases: raw.aliases,
+        source: file.source.clone(),
+        idempotent: raw.idempotent.unwrap_or(false),
+        timeout: raw.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        max_concurrency: raw.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
+        backend,
+        declared_at: Place { origin: file.origin.clone(), path: raw.path },
+    })
+}
+
+fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems: &mut Problems) -> Option<Backend> {
+    let origin: &str = file.origin;
+    let mut expand = |text: &str, path: String| match expand(text, file.env) {
+        Ok(value) => Some(value),
+        Err(message) => {
+            problems.error(origin, path, message);
+            None
+        }
+    };
+    match raw {
+        RawBackend::Builtin(name) => match BuiltinTool::from_name(&name) {
+            Some(builtin) => Some(Backend::Builtin(builtin)),
+            None => {
+                let known = BuiltinTool::ALL.map(BuiltinTool::name);
+                let message = match did_you_mean(&name, known) {
+                    Some(near) => format!("unknown built-in tool '{name}', did you mean '{near}'?"),
+                    None => format!("unknown built-in tool '{name}'; built-ins are: {}", known.join(", ")),
+                };
+                problems.error(origin, format!("{tool_path}.backend.builtin"), message);
+                None
+            }
+        },
+        RawBackend::Http { url, headers, follow_redirects, use_env_proxy } => {
+            let path = format!("{tool_path}.backend.http");
+            let url = expand(&url, format!("{path}.url"));
+            let headers: Vec<Option<(String, Secret)>> = headers
+                .into_iter()
+                .map(|(name, value)| {
+                    let value = expand(&value, format!("{path}.headers.{name}"))?;
+                    Some((name, Secret::new(value)))
+                })
+                .collect();
+            let url = match url.as_deref().map(url::Url::parse) {
+                Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
+                Some(Ok(u)) => {
+                    problems.error(
+                        origin,
+                        format!("{path}.url"),
+                        format!("unsupported URL scheme '{}'; use http or https", u.scheme()),
+                    );
+                    None
+                }
+                // The text may hold an expanded secret: never echo it.
+                Some(Err(err)) => {
+                    problems.error(origin, format!("{path}.url"), format!("invalid URL: {err}"));
+                    None
+                }
+                None => None,
+            };
+            let headers: Option<Vec<_>> = headers.into_iter().collect();
+            Some(Backend::Http(HttpBackend { url: url?, headers: headers?, follow_redirects, use_env_proxy }))
+        }
+        RawBackend::Command { argv, cwd, env } => {
+            let path = format!("{tool_path}.backend.command");
+            if argv.is_empty() || argv[0].trim().is_empty() {
+                problems.error(origin, format!("{path}.argv"), "must name a program to run");
+                return None;
+            }
+            let argv: Vec<Option<String>> =
+                argv.iter().enumerate().map(|(i, arg)| expand(arg, format!("{path}.argv[{i}]"))).collect();
+            let cwd = cwd.map(|c| expand(&c, format!("{path}.cwd")));
+            let env: Vec<Option<(String, Secret)>> = env
+                .into_iter()
+                .map(|(name, value)| Some((name.clone(), Secret::new(expand(&value, format!("{path}.env.{name}"))?))))
+                .collect();
+            let mut argv: Vec<String> = argv.into_iter().collect::<Option<_>>()?;
+            let env: Vec<(String, Secret)> = env.into_iter().collect::<Option<_>>()?;
+            let cwd = match cwd {
+                Some(c) => file.dir.join(c?),
+                None => file.dir.to_path_buf(),
+            };
+            let program = argv.remove(0);
+            let program = if program.contains('/') { file.dir.join(&program) } else { PathBuf::from(program) };
+            Some(Backend::Command(CommandBackend { program, args: argv, cwd, env }))
+        }
+    }
+}
+
+/// Expands every `${NAME}` in `text` from `env`. `$${` writes a literal `${`.
+/// A missing variable is an error naming it; values are never put in messages.
+pub fn expand(text: &str, env: &Env) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut missing = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("$${") {
+            out.push_str("${");
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let Some(end) = after.find('}') else {
+                return Err("unterminated '${' (write '$${' for a literal '${')".to_owned());
+            };
+            let name = &after[..end];
+            let valid = !name.is_empty()
+                && !name.starts_with(|c: char| c.is_ascii_digit())
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+            if !valid {
+                return Err(format!("invalid variable name '${{{name}}}'"));
+            }
+            match env.get(name) {
+                Some(value) => out.push_str(value),
+                None => missing.push(name),
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    match missing.as_slice() {
+        [] => Ok(out),
+        [one] => Err(format!("environment variable '{one}' is not set")),
+        many => Err(format!("environment variables {} are not set", quoted_list(many))),
+    }
+}
+
+fn quoted_list(names: &[&str]) -> String {
+    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
+}
+
+impl Schema {
+    /// Checks `json` against the meta-schema and compiles it. The error says
+    /// what is wrong and where.
+    pub fn compile(json: Value) -> Result<Schema, String> {
+        match json.get("type") {
+            Some(Value::String(t)) if t == "object" => {}
+            _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
+            _ => return Err("must be an object schema (type: object): a tool takes an object of arguments".to_owned()),
+        }
+        if let Err(err) = jsonschema::meta::validate(&json) {
+            return Err(format!("not a valid JSON Schema: {}", describe(&err)));
+        }
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&json)
+            .map_err(|err| format!("cannot compile the schema: {}", describe(&err)))?;
+        let names = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        let required = names(json.get("required"));
+        let optional = json
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().filter(|k| !required.contains(k)).cloned().collect())
+            .unwrap_or_default();
+        let text = serde_json::to_string(&json).expect("a JSON value always serialises");
+        Ok(Schema { json, text, validator, required, optional })
+    }
+}
+
+fn describe(err: &jsonschema::ValidationError<'_>) -> String {
+    let at = err.instance_path().as_str();
+    match at.is_empty() {
+        true => err.to_string(),
+        false => format!("{err} (at {at})"),
+    }
+}
+
+impl BuiltinTool {
+    /// The compiled schema of a built-in.
+    pub fn schema(self) -> Schema {
+        Schema::compile(self.parameters()).expect("built-in schemas are valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Env {
+        Env::from_pairs([("TOKEN", "s3cret"), ("HOST", "127.0.0.1")])
+    }
+
+    #[test]
+    fn expands_variables() {
+        assert_eq!(expand("Bearer ${TOKEN}", &env()).unwrap(), "Bearer s3cret");
+        assert_eq!(expand("http://${HOST}:8080/${TOKEN}", &env()).unwrap(), "http://127.0.0.1:8080/s3cret");
+        assert_eq!(expand("no variables, $5", &env()).unwrap(), "no variables, $5");
+        assert_eq!(expand("literal $${TOKEN}", &env()).unwrap(), "literal ${TOKEN}");
+    }
+
+    #[test]
+    fn missing_variables_are_named_and_values_never_shown() {
+        assert_eq!(expand("${NOPE}", &env()).unwrap_err(), "environment variable 'NOPE' is not set");
+        let err = expand("${A} ${TOKEN} ${B}", &env()).unwrap_err();
+        assert_eq!(err, "environment variables 'A', 'B' are not set");
+        assert!(!err.contains("s3cret"));
+        assert!(expand("${TOKEN", &env()).unwrap_err().contains("unterminated"));
+        assert!(expand("${1X}", &env()).unwrap_err().contains("invalid variable name"));
+    }
+
+    #[test]
+    fn name_rule() {
+        assert!(is_valid_name("web_search-2"));
+        assert!(is_valid_name(&"a".repeat(64)));
+        assert!(!is_valid_name(&"a".repeat(65)));
+        assert!(!is_valid_name(""));
+        assert!(!is_valid_name("web.search"));
+        assert!(!is_valid_name("wéb"));
+    }
+
+    #[test]
+    fn schema_keeps_parameter_order() {
+        let schema = Schema::compile(serde_json::json!({
+            "type": "object",
+            "properties": {"limit": {"type": "integer"}, "query": {"type": "string"}, "lang": {"type": "string"}},
+            "required": ["query"]
+        }))
+        .unwrap();
+        assert_eq!(schema.required(), ["query"]);
+        assert_eq!(schema.optional(), ["limit", "lang"]);
+    }
+
+    #[test]
+    fn schema_errors_say_what_and_where() {
+        let err =
+            Schema::compile(serde_json::json!({"type": "object", "properties": {"day": {"type": "int"}}})).unwrap_err();
+        assert!(err.starts_with("not a valid JSON Schema"), "{err}");
+        assert!(err.contains("/properties/day/type"), "{err}");
+        let err = Schema::compile(serde_json::json!({"type": "string"})).unwrap_err();
+        assert!(err.contains("type: object"), "{err}");
+        let err =
+            Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "("}}})).unwrap_err();
+        assert!(err.contains("/properties/a/pattern") || err.contains("regex"), "{err}");
+    }
+}

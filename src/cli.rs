@@ -1,0 +1,329 @@
+//! The `toolgate` command line (DESIGN section 8). The only module that uses
+//! anyhow: every error here ends as a message to a person.
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio::net::TcpListener;
+
+use crate::{
+    catalog::{self, render, Catalog, Loaded, Severity, Tool, ToolFormat},
+    config::{FileConfig, Flags, Settings},
+    env::Env,
+    resolve, server,
+    service::Gateway,
+};
+
+#[derive(Parser, Debug)]
+#[command(name = "toolgate", version, about = "A gRPC tool gateway for LLM agent backends")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Load the catalogue and serve the gateway over gRPC.
+    Serve(ServeArgs),
+    /// Load the catalogue, report every problem, and exit non-zero if any is an error.
+    Validate(CatalogArgs),
+    /// Inspect the catalogue's tools.
+    #[command(subcommand)]
+    Tools(ToolsCommand),
+    /// Resolve tool, alias and toolset names as the Resolve RPC does.
+    Resolve(ResolveArgs),
+}
+
+#[derive(Subcommand, Debug)]
+enum ToolsCommand {
+    /// List every tool of the catalogue.
+    List(ListArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+struct CatalogArgs {
+    /// A registry file or folder (every *.yaml directly in it); repeatable. Default: catalog/
+    #[arg(long = "catalog", value_name = "PATH")]
+    catalog: Vec<PathBuf>,
+    /// The folder of tool packs. Default: catalog/packs/
+    #[arg(long, value_name = "DIR")]
+    packs_dir: Option<PathBuf>,
+    /// Enable a tool pack by name; repeatable.
+    #[arg(long = "pack", value_name = "NAME")]
+    pack: Vec<String>,
+    /// Strict policy: every catalogue warning is an error, unknown names fail.
+    #[arg(long)]
+    strict: bool,
+    /// A YAML configuration file (below flags and environment).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    /// Address to listen on; port 0 picks a free port. Default: 127.0.0.1:50051
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Allow a listen address other than loopback (every caller is trusted).
+    #[arg(long)]
+    allow_remote: bool,
+    /// How long shutdown waits for calls in flight (e.g. 10s).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
+    drain_timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+struct ListArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    #[arg(long, value_enum, default_value_t = ListFormat::Table)]
+    format: ListFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum ListFormat {
+    Table,
+    Json,
+    Openai,
+    Anthropic,
+    Mcp,
+}
+
+#[derive(Args, Debug)]
+struct ResolveArgs {
+    /// Tool, alias or toolset names.
+    #[arg(required = true, value_name = "NAME")]
+    names: Vec<String>,
+    #[command(flatten)]
+    catalog: CatalogArgs,
+}
+
+/// Parses the command line and runs the command.
+pub fn run() -> anyhow::Result<ExitCode> {
+    let cli = Cli::parse();
+    let env = Env::from_process();
+    init_logging(&env);
+    match cli.command {
+        Command::Serve(args) => serve(args, &env),
+        Command::Validate(args) => validate(&args, &env),
+        Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
+        Command::Resolve(args) => resolve_names(&args, &env),
+    }
+}
+
+fn init_logging(env: &Env) {
+    let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or("info");
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi)
+        .with_target(false)
+        .init();
+}
+
+fn settings(args: &CatalogArgs, listen: Option<String>, env: &Env) -> anyhow::Result<Settings> {
+    let file = match &args.config {
+        Some(path) => FileConfig::read(path)?,
+        None => FileConfig::default(),
+    };
+    let flags = Flags {
+        catalog: args.catalog.clone(),
+        packs_dir: args.packs_dir.clone(),
+        packs: args.pack.clone(),
+        strict: args.strict,
+        listen,
+    };
+    Ok(Settings::build(flags, file, env)?)
+}
+
+/// How catalogue problems reach the operator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Report {
+    /// One log line each (serve).
+    Log,
+    /// One plain line each on stderr (the other commands).
+    Plain,
+}
+
+/// Loads the catalogue; reports every problem, one line each.
+fn load(settings: &Settings, env: &Env, report: Report) -> anyhow::Result<Loaded> {
+    let (loaded, problems) = match catalog::load(&settings.load, env) {
+        Ok(loaded) => {
+            let warnings = loaded.warnings.clone();
+            (Ok(loaded), warnings)
+        }
+        Err(err) => {
+            let problems = err.problems.clone();
+            (Err(anyhow!(err)), problems)
+        }
+    };
+    for problem in &problems {
+        // Under strict validation a warning fails the load: say so.
+        let fatal = problem.severity == Severity::Error || settings.load.strict;
+        let suffix = if problem.severity == Severity::Warning && settings.load.strict {
+            " (an error under strict validation)"
+        } else {
+            ""
+        };
+        match (report, fatal) {
+            (Report::Log, true) => tracing::error!("{problem}{suffix}"),
+            (Report::Log, false) => tracing::warn!("{problem}"),
+            (Report::Plain, true) if problem.severity == Severity::Error => eprintln!("error: {problem}"),
+            (Report::Plain, _) => eprintln!("{problem}{suffix}"),
+        }
+    }
+    loaded
+}
+
+fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args.catalog, args.listen.clone(), env)?;
+    if !settings.listen.ip().is_loopback() && !args.allow_remote {
+        bail!(
+            "refusing to listen on {}: not a loopback address, and toolgate has no authentication yet; \
+             pass --allow-remote to accept every caller on the network",
+            settings.listen
+        );
+    }
+    let loaded = load(&settings, env, Report::Log)?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(settings.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", settings.listen))?;
+        let addr: SocketAddr = listener.local_addr()?;
+        let catalog = Arc::new(loaded.catalog);
+        tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
+        tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
+        tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
+        let gateway = Gateway::new(catalog, settings.policy);
+        server::serve(listener, gateway, shutdown_signal(), args.drain_timeout).await?;
+        tracing::info!("toolgate stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = ctrl_c => {},
+                _ = term.recv() => {},
+            },
+            Err(_) => {
+                let _ = ctrl_c.await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
+
+fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(args, None, env)?;
+    let loaded = load(&settings, env, Report::Plain)?;
+    let catalog = &loaded.catalog;
+    println!(
+        "catalogue ok: {} tools, {} toolsets, {} warnings{}",
+        catalog.tools().len(),
+        catalog.toolsets().len(),
+        loaded.warnings.len(),
+        if settings.load.strict { " (strict)" } else { "" }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args.catalog, None, env)?;
+    let loaded = load(&settings, env, Report::Plain)?;
+    let tools = loaded.catalog.tools();
+    let text = match args.format {
+        ListFormat::Table => table(tools),
+        ListFormat::Json => native_json(tools),
+        ListFormat::Openai => render(tools, ToolFormat::OpenAi),
+        ListFormat::Anthropic => render(tools, ToolFormat::Anthropic),
+        ListFormat::Mcp => render(tools, ToolFormat::Mcp),
+    };
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args.catalog, None, env)?;
+    let loaded = load(&settings, env, Report::Plain)?;
+    resolve::check_names("names", &args.names)?;
+    let catalog: &Catalog = &loaded.catalog;
+    let resolution = resolve::resolve(catalog, &args.names);
+    let message = resolution.message();
+    if settings.policy.strict && !resolution.unknown.is_empty() {
+        eprintln!("{message}");
+        return Ok(ExitCode::FAILURE);
+    }
+    let tools: Vec<&Tool> = resolution.tools.iter().map(|&id| catalog.tool(id)).collect();
+    print!("{}", table(tools.iter().copied()));
+    if !message.is_empty() {
+        eprintln!("warning: {message}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> String {
+    let rows: Vec<[String; 4]> = tools
+        .into_iter()
+        .map(|t| {
+            let mut description: String = t.description.chars().take(60).collect();
+            if t.description.chars().count() > 60 {
+                description.push('…');
+            }
+            [t.name.clone(), t.source.to_string(), t.aliases.join(", "), description]
+        })
+        .collect();
+    let header = ["NAME", "SOURCE", "ALIASES", "DESCRIPTION"].map(str::to_owned);
+    let widths: Vec<usize> =
+        (0..3).map(|i| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
+    let mut out = String::new();
+    for row in [&header].into_iter().chain(&rows) {
+        let line = format!(
+            "{:w0$}  {:w1$}  {:w2$}  {}",
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            w0 = widths[0],
+            w1 = widths[1],
+            w2 = widths[2]
+        );
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn native_json(tools: &[Tool]) -> String {
+    let list: Vec<serde_json::Value> = tools
+        .iter()
+        .map(|t| {
+            serde_json::json!({
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters.json(),
+                "aliases": t.aliases,
+                "source": t.source.to_string(),
+                "idempotent": t.idempotent,
+            })
+        })
+        .collect();
+    serde_json::to_string_pretty(&list).expect("JSON values serialise")
+}

@@ -1,0 +1,195 @@
+//! Runtime settings: listen address, catalogue locations, packs and policy.
+//!
+//! Precedence: command-line flags, then environment, then the optional
+//! configuration file (`--config FILE`), then defaults. The environment is a
+//! parameter ([`Env`]), never read here directly.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use serde::Deserialize;
+
+use crate::{catalog::LoadOptions, env::Env};
+
+/// The environment variable that sets the strict policy.
+pub const STRICT_ENV: &str = "TOOLGATE_STRICT_TOOLS";
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+
+/// Strict or non-strict, per request (DESIGN section 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// The policy of a request that does not set `strict` itself.
+    pub strict: bool,
+}
+
+impl Policy {
+    /// The first that is set of: the `--strict` flag, `TOOLGATE_STRICT_TOOLS`
+    /// (`1`, `true`, `yes` after trimming, any case, mean strict; any other
+    /// value, empty included, means non-strict), the configuration's
+    /// `policy.strict`; else non-strict.
+    pub fn from_sources(flag: bool, env: &Env, configured: Option<bool>) -> Self {
+        let strict = if flag { true } else { env_strict(env).or(configured).unwrap_or(false) };
+        Self { strict }
+    }
+
+    /// The policy for one request: its own `strict` field when set.
+    pub fn strict_for(&self, requested: Option<bool>) -> bool {
+        requested.unwrap_or(self.strict)
+    }
+}
+
+/// `TOOLGATE_STRICT_TOOLS` read as DESIGN section 2 says; `None` when unset.
+pub fn env_strict(env: &Env) -> Option<bool> {
+    env.get(STRICT_ENV).map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+/// The optional configuration file (YAML). Every key is optional.
+///
+/// ```yaml
+/// listen: 127.0.0.1:50051
+/// catalog: [catalog]          # files or folders; relative to this file
+/// packs_dir: catalog/packs    # relative to this file
+/// packs: [courier]
+/// policy: {strict: false}
+/// ```
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub listen: Option<String>,
+    pub catalog: Option<Vec<PathBuf>>,
+    pub packs_dir: Option<PathBuf>,
+    pub packs: Option<Vec<String>>,
+    #[serde(default)]
+    pub policy: PolicyConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    pub strict: Option<bool>,
+}
+
+impl FileConfig {
+    /// Reads the file; relative paths in it resolve against its folder.
+    pub fn read(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| ConfigError::File { path: path.display().to_string(), message: err.to_string() })?;
+        let mut config: FileConfig = serde_yaml::from_str(&text)
+            .map_err(|err| ConfigError::File { path: path.display().to_string(), message: err.to_string() })?;
+        let dir = path.parent().unwrap_or(Path::new(""));
+        if let Some(catalog) = &mut config.catalog {
+            catalog.iter_mut().for_each(|p| *p = dir.join(&*p));
+        }
+        if let Some(packs_dir) = &mut config.packs_dir {
+            *packs_dir = dir.join(&*packs_dir);
+        }
+        Ok(config)
+    }
+}
+
+/// What the command line said about the catalogue and policy.
+#[derive(Clone, Debug, Default)]
+pub struct Flags {
+    pub catalog: Vec<PathBuf>,
+    pub packs_dir: Option<PathBuf>,
+    pub packs: Vec<String>,
+    pub strict: bool,
+    pub listen: Option<String>,
+}
+
+/// Settings after every source is merged.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub load: LoadOptions,
+    pub policy: Policy,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {path}: {message}")]
+    File { path: String, message: String },
+    #[error("invalid listen address '{0}': expected IP:PORT, e.g. 127.0.0.1:50051")]
+    Listen(String),
+}
+
+impl Settings {
+    pub fn build(flags: Flags, file: FileConfig, env: &Env) -> Result<Self, ConfigError> {
+        let listen_text = flags.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
+        let listen = listen_text.parse().map_err(|_| ConfigError::Listen(listen_text.clone()))?;
+        let policy = Policy::from_sources(flags.strict, env, file.policy.strict);
+        let defaults = LoadOptions::default();
+        let registry = match (flags.catalog.is_empty(), file.catalog) {
+            (false, _) => flags.catalog,
+            (true, Some(paths)) => paths,
+            (true, None) => defaults.registry,
+        };
+        let load = LoadOptions {
+            registry,
+            packs_dir: flags.packs_dir.or(file.packs_dir).unwrap_or(defaults.packs_dir),
+            packs: if flags.packs.is_empty() { file.packs.unwrap_or_default() } else { flags.packs },
+            strict: policy.strict,
+        };
+        Ok(Self { listen, load, policy })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(value: &str) -> Env {
+        Env::from_pairs([(STRICT_ENV, value)])
+    }
+
+    #[test]
+    fn env_values_that_mean_strict() {
+        for v in ["1", "true", "TRUE", " yes ", "Yes\n", "tRuE"] {
+            assert_eq!(env_strict(&env(v)), Some(true), "{v:?}");
+        }
+        for v in ["", "0", "false", "no", "on", "y", "strict", "2"] {
+            assert_eq!(env_strict(&env(v)), Some(false), "{v:?}");
+        }
+        assert_eq!(env_strict(&Env::default()), None);
+    }
+
+    #[test]
+    fn precedence_request_then_flag_then_env_then_config() {
+        let none = Env::default();
+        assert!(!Policy::from_sources(false, &none, None).strict);
+        assert!(Policy::from_sources(false, &none, Some(true)).strict);
+        // The environment, when set, wins over the configuration, either way.
+        assert!(!Policy::from_sources(false, &env("0"), Some(true)).strict);
+        assert!(!Policy::from_sources(false, &env(""), Some(true)).strict);
+        assert!(Policy::from_sources(false, &env("yes"), Some(false)).strict);
+        assert!(Policy::from_sources(true, &env("0"), Some(false)).strict);
+        // The request's own field wins over everything.
+        let strict = Policy { strict: true };
+        assert!(!strict.strict_for(Some(false)));
+        assert!(strict.strict_for(None));
+        assert!(Policy::default().strict_for(Some(true)));
+    }
+
+    #[test]
+    fn flags_win_over_the_file() {
+        let file = FileConfig {
+            listen: Some("127.0.0.1:7000".into()),
+            packs: Some(vec!["a".into()]),
+            catalog: Some(vec!["x".into()]),
+            ..FileConfig::default()
+        };
+        let flags = Flags { packs: vec!["b".into()], ..Flags::default() };
+        let s = Settings::build(flags, file, &Env::default()).unwrap();
+        assert_eq!(s.listen.port(), 7000);
+        assert_eq!(s.load.packs, ["b"]);
+        assert_eq!(s.load.registry, [PathBuf::from("x")]);
+        assert!(Settings::build(
+            Flags { listen: Some("nope".into()), ..Flags::default() },
+            FileConfig::default(),
+            &Env::default()
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,20 @@
+//! toolgate: a gRPC tool gateway for LLM agent backends.
+//!
+//! Module map (dependencies point down the list):
+//! - [`cli`]: the `toolgate` commands; the only user of anyhow.
+//! - [`config`]: settings from flags, environment and file; the strict policy.
+//! - [`server`]: the tonic server (gateway, health, reflection), graceful shutdown.
+//! - [`service`]: gRPC handlers; protobuf <-> domain; errors -> statuses.
+//! - [`resolve`]: names -> tools or suggestions (normalisation, similarity, messages).
+//! - [`catalog`]: YAML files -> an immutable catalogue; no network, no processes.
+//! - [`proto`]: the generated contract. [`env`]: the environment as a value.
+#![forbid(unsafe_code)]
+
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod env;
+pub mod proto;
+pub mod resolve;
+pub mod server;
+pub mod service;

@@ -1,0 +1,13 @@
+//! The generated protobuf and gRPC code of `proto/toolgate/v1/toolgate.proto`,
+//! and its encoded descriptor set for server reflection.
+
+#[allow(clippy::all, clippy::pedantic, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("toolgate.v1");
+}
+
+/// The encoded `FileDescriptorSet` of the contract, served by reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_descriptor.bin"));
+
+/// The fully qualified gRPC service name, as health checks name it.
+pub const SERVICE_NAME: &str = "toolgate.v1.ToolGatewayService";

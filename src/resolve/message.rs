@@ -1,0 +1,117 @@
+//! Model-facing text (DESIGN section 4): how names are quoted and how the
+//! Resolve warning reads. Exact formats are part of the contract.
+
+use std::fmt::Write;
+
+/// An emitted name is cut to this many characters before quoting.
+pub const MAX_QUOTED_CHARS: usize = 64;
+
+/// The first this many unknown names are spelled out in a message and in
+/// status details; the rest are counted.
+pub const MAX_REPORTED_UNKNOWN: usize = 20;
+
+/// Quotes a name as a model or agent emitted it: cut to 64 characters (then
+/// `…`), control and bidirectional-formatting characters escaped (`\u202e`),
+/// in single quotes.
+pub fn quote_emitted(name: &str) -> String {
+    let mut out = String::with_capacity(name.len().min(256) + 2);
+    out.push('\'');
+    let mut chars = name.chars();
+    for c in chars.by_ref().take(MAX_QUOTED_CHARS) {
+        if needs_escape(c) {
+            let _ = write!(out, "\\u{:04x}", c as u32);
+        } else {
+            out.push(c);
+        }
+    }
+    if chars.next().is_some() {
+        out.push('…');
+    }
+    out.push('\'');
+    out
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Catalogue names (known safe) as `'a'`, `'a' or 'b'`, `'a', 'b' or 'c'`.
+pub fn or_list<S: AsRef<str>>(names: &[S]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{}'", n.as_ref())).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
+/// A list printed like Python's: `['a', 'b']`.
+pub fn python_list<S: AsRef<str>>(names: &[S]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("'{}'", n.as_ref())).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// `Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'.`
+pub fn unknown_tool(name: &str, suggestions: &[String]) -> String {
+    let quoted = quote_emitted(name);
+    match suggestions.is_empty() {
+        true => format!("Unknown tool {quoted}. Run 'toolgate tools list'."),
+        false => format!("Unknown tool {quoted}. Did you mean {}? Run 'toolgate tools list'.", or_list(suggestions)),
+    }
+}
+
+/// The Resolve warning: one sentence per unknown name, joined by a space; past
+/// [`MAX_REPORTED_UNKNOWN`] names, the rest are counted.
+pub fn resolve_warning(unknown: &[(String, Vec<String>)]) -> String {
+    let mut sentences: Vec<String> =
+        unknown.iter().take(MAX_REPORTED_UNKNOWN).map(|(name, s)| unknown_tool(name, s)).collect();
+    if unknown.len() > MAX_REPORTED_UNKNOWN {
+        sentences.push(format!("… and {} more unknown names.", unknown.len() - MAX_REPORTED_UNKNOWN));
+    }
+    sentences.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_and_cuts_emitted_names() {
+        assert_eq!(quote_emitted("web_serch"), "'web_serch'");
+        let long = "x".repeat(100);
+        assert_eq!(quote_emitted(&long), format!("'{}…'", "x".repeat(64)));
+        assert_eq!(quote_emitted(&"y".repeat(64)), format!("'{}'", "y".repeat(64)));
+    }
+
+    #[test]
+    fn escapes_control_and_bidi_characters() {
+        assert_eq!(quote_emitted("evil\u{202e}txt"), "'evil\\u202etxt'");
+        assert_eq!(quote_emitted("a\nb\u{0}c\u{7f}"), "'a\\u000ab\\u0000c\\u007f'");
+        assert_eq!(quote_emitted("\u{2066}x\u{200f}"), "'\\u2066x\\u200f'");
+        assert_eq!(quote_emitted("wéb_ツール"), "'wéb_ツール'");
+    }
+
+    #[test]
+    fn lists() {
+        assert_eq!(or_list(&["a"]), "'a'");
+        assert_eq!(or_list(&["a", "b"]), "'a' or 'b'");
+        assert_eq!(or_list(&["a", "b", "c"]), "'a', 'b' or 'c'");
+        assert_eq!(python_list(&["a", "b"]), "['a', 'b']");
+        assert_eq!(python_list::<&str>(&[]), "[]");
+    }
+
+    #[test]
+    fn resolve_sentences() {
+        let s = vec!["web_search".to_owned(), "exa_search".to_owned()];
+        assert_eq!(
+            unknown_tool("web_serch", &s),
+            "Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'."
+        );
+        assert_eq!(unknown_tool("zzz", &[]), "Unknown tool 'zzz'. Run 'toolgate tools list'.");
+        let many: Vec<(String, Vec<String>)> = (0..23).map(|i| (format!("n{i}"), vec![])).collect();
+        let text = resolve_warning(&many);
+        assert!(text.ends_with("Unknown tool 'n19'. Run 'toolgate tools list'. … and 3 more unknown names."), "{text}");
+        assert!(!text.contains("'n20'"));
+    }
+}

@@ -1,0 +1,114 @@
+//! Name resolution: agent-configured names to tools, with suggestions for the
+//! names that match nothing.
+//!
+//! `normalise` and `suggest` are pure string functions (the catalogue loader
+//! uses them too and builds the suggestion index at load); this module applies
+//! them to a [`Catalog`] and never touches the network or the clock.
+
+pub mod message;
+pub mod normalise;
+pub mod suggest;
+
+use std::collections::HashSet;
+
+use crate::catalog::{Catalog, Name, ToolId};
+
+/// Resolve suggests up to this many names per unknown name…
+pub const RESOLVE_SUGGESTIONS: usize = 3;
+/// …each at least this similar (difflib's `get_close_matches` default).
+pub const RESOLVE_CUTOFF: f64 = 0.6;
+
+/// Requests may name at most this many tools, aliases or toolsets.
+pub const MAX_NAMES: usize = 10_000;
+/// A requested name may be at most this long in bytes: far beyond any real
+/// name (64 characters), small enough that answers stay small.
+pub const MAX_NAME_BYTES: usize = 1024;
+
+/// A name that matched nothing, with the names it may have meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unknown {
+    pub name: String,
+    pub suggestions: Vec<String>,
+}
+
+/// What a list of names resolved to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolution {
+    /// In request order, toolsets expanded, aliases resolved, each tool once.
+    pub tools: Vec<ToolId>,
+    /// In request order, each name once.
+    pub unknown: Vec<Unknown>,
+}
+
+impl Resolution {
+    /// The warning text for the unknown names (empty when there are none).
+    pub fn message(&self) -> String {
+        if self.unknown.is_empty() {
+            return String::new();
+        }
+        let pairs: Vec<(String, Vec<String>)> =
+            self.unknown.iter().map(|u| (u.name.clone(), u.suggestions.clone())).collect();
+        message::resolve_warning(&pairs)
+    }
+}
+
+/// A request whose names cannot be resolved as given.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NamesError {
+    #[error("too many names: {count}; at most {MAX_NAMES}")]
+    TooMany { count: usize },
+    #[error("{field}[{index}] is empty")]
+    Empty { field: &'static str, index: usize },
+    #[error("{field}[{index}] is {bytes} bytes long; a name has at most {MAX_NAME_BYTES}")]
+    TooLong { field: &'static str, index: usize, bytes: usize },
+}
+
+/// Checks the shape of a list of names (`field` names the request field).
+pub fn check_names(field: &'static str, names: &[String]) -> Result<(), NamesError> {
+    if names.len() > MAX_NAMES {
+        return Err(NamesError::TooMany { count: names.len() });
+    }
+    for (index, name) in names.iter().enumerate() {
+        if name.is_empty() {
+            return Err(NamesError::Empty { field, index });
+        }
+        if name.len() > MAX_NAME_BYTES {
+            return Err(NamesError::TooLong { field, index, bytes: name.len() });
+        }
+    }
+    Ok(())
+}
+
+/// Resolves tool, alias and toolset names exactly; unknown names get up to 3
+/// suggestions (similarity at least 0.6, best first).
+pub fn resolve<S: AsRef<str>>(catalog: &Catalog, names: &[S]) -> Resolution {
+    let mut resolution = Resolution::default();
+    let mut seen = vec![false; catalog.tools().len()];
+    let mut seen_unknown: HashSet<&str> = HashSet::new();
+    let mut add = |id: ToolId, tools: &mut Vec<ToolId>| {
+        if !std::mem::replace(&mut seen[id.0 as usize], true) {
+            tools.push(id);
+        }
+    };
+    for name in names {
+        let name = name.as_ref();
+        match catalog.lookup(name) {
+            Some(Name::Tool(id) | Name::Alias(id)) => add(id, &mut resolution.tools),
+            Some(Name::Toolset(set)) => {
+                for &id in &catalog.toolset(set).tools {
+                    add(id, &mut resolution.tools);
+                }
+            }
+            None if !seen_unknown.insert(name) => {}
+            None => {
+                let suggestions = catalog
+                    .suggest(name, RESOLVE_CUTOFF, RESOLVE_SUGGESTIONS, |_| true)
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                resolution.unknown.push(Unknown { name: name.to_owned(), suggestions });
+            }
+        }
+    }
+    resolution
+}

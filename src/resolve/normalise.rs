@@ -1,0 +1,103 @@
+//! Normalised keys: the form in which a drifted tool name is compared with the
+//! catalogue (DESIGN section 3).
+//!
+//! Pure string functions; they know nothing of the catalogue.
+
+/// Namespaces that models invent in front of a tool name, matched
+/// case-insensitively. `mcp__<server>__` is handled beside them.
+pub const INVENTED_NAMESPACES: &[&str] = &["functions.", "default_api.", "tools.", "tool."];
+
+/// Characters that separate words in a tool name and are dropped from its key.
+const SEPARATORS: &[char] = &['_', '-', ' ', '.'];
+
+/// Removes one leading invented namespace (`functions.`, `default_api.`,
+/// `tools.`, `tool.` or `mcp__<server>__`), if the rest is not empty.
+pub fn strip_namespace(name: &str) -> &str {
+    for prefix in INVENTED_NAMESPACES {
+        if let Some(rest) = strip_prefix_ignore_ascii_case(name, prefix) {
+            if !rest.is_empty() {
+                return rest;
+            }
+        }
+    }
+    if let Some(rest) = strip_prefix_ignore_ascii_case(name, "mcp__") {
+        if let Some(end) = rest.find("__") {
+            let tool = &rest[end + 2..];
+            if end > 0 && !tool.is_empty() {
+                return tool;
+            }
+        }
+    }
+    name
+}
+
+/// The normalised key of a name: its namespace stripped, lower-cased
+/// (Unicode-aware), with `_`, `-`, space and `.` removed.
+///
+/// `WebSearch`, `web-search` and `functions.web_search` all have the key
+/// `websearch`.
+pub fn normalised_key(name: &str) -> String {
+    strip_namespace(name).chars().filter(|c| !SEPARATORS.contains(c)).flat_map(char::to_lowercase).collect()
+}
+
+/// The form in which names are compared for suggestions: the namespace
+/// stripped and lower-cased, separators kept.
+pub fn folded(name: &str) -> String {
+    strip_namespace(name).to_lowercase()
+}
+
+fn strip_prefix_ignore_ascii_case<'a>(name: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = name.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &name[prefix.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_and_separator_drift_share_a_key() {
+        for drifted in ["web_search", "WebSearch", "web-search", "Web Search", "WEB_SEARCH", "web.search"] {
+            assert_eq!(normalised_key(drifted), "websearch", "{drifted}");
+        }
+    }
+
+    #[test]
+    fn one_invented_namespace_is_stripped() {
+        assert_eq!(normalised_key("functions.web_search"), "websearch");
+        assert_eq!(normalised_key("Functions.WebSearch"), "websearch");
+        assert_eq!(normalised_key("default_api.web_search"), "websearch");
+        assert_eq!(normalised_key("tools.web_search"), "websearch");
+        assert_eq!(normalised_key("tool.web_search"), "websearch");
+        assert_eq!(normalised_key("mcp__brave__web_search"), "websearch");
+        assert_eq!(normalised_key("MCP__notes__List-Notes"), "listnotes");
+        // Only one namespace is stripped; the second stays part of the name.
+        assert_eq!(normalised_key("functions.tools.web_search"), "toolswebsearch");
+    }
+
+    #[test]
+    fn a_namespace_alone_is_a_name() {
+        assert_eq!(strip_namespace("functions."), "functions.");
+        assert_eq!(strip_namespace("mcp__x__"), "mcp__x__");
+        assert_eq!(strip_namespace("mcp____tool"), "mcp____tool");
+        assert_eq!(normalised_key("tools"), "tools");
+    }
+
+    #[test]
+    fn lower_casing_is_unicode_aware() {
+        assert_eq!(normalised_key("ÜBER_Straße"), "überstraße");
+        assert_eq!(normalised_key("ΣΕΙΡΑ"), "σειρα");
+    }
+
+    #[test]
+    fn non_ascii_prefix_lookalikes_do_not_panic() {
+        // A multi-byte character where an ASCII prefix would end.
+        assert_eq!(strip_namespace("functionsé"), "functionsé");
+        assert_eq!(strip_namespace("tööls.x"), "tööls.x");
+    }
+
+    #[test]
+    fn folding_keeps_separators() {
+        assert_eq!(folded("functions.Web_Search"), "web_search");
+    }
+}

@@ -1,0 +1,82 @@
+//! Assembles the gRPC server: the gateway service, health, reflection (v1 and
+//! v1alpha), message limits, and graceful shutdown.
+//!
+//! [`serve`] takes a bound listener, so callers (and tests) bind port 0 and
+//! know the address before the first request, with no sleeping.
+
+use std::{future::Future, time::Duration};
+
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::Server;
+use tonic_health::ServingStatus;
+
+use crate::{
+    proto::{v1::tool_gateway_service_server::ToolGatewayServiceServer, FILE_DESCRIPTOR_SET, SERVICE_NAME},
+    service::Gateway,
+};
+
+/// The largest request or response message, as clients allow by default.
+/// Smaller limits are enforced in-band by the handlers.
+pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// How long a graceful shutdown waits for calls in flight.
+pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `gateway` on `listener` until `shutdown` completes. Then health
+/// turns NOT_SERVING, no new connection is accepted, and calls in flight get
+/// up to `drain` to finish.
+pub async fn serve(
+    listener: TcpListener,
+    gateway: Gateway,
+    shutdown: impl Future<Output = ()>,
+    drain: Duration,
+) -> Result<(), ServeError> {
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health.set_service_status("", ServingStatus::Serving).await;
+    health.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;
+
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let gateway = ToolGatewayServiceServer::new(gateway)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = Server::builder()
+        .add_service(health_service)
+        .add_service(reflection().build_v1()?)
+        .add_service(reflection().build_v1alpha()?)
+        .add_service(gateway)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+            let _ = stopped.await;
+        });
+    tokio::pin!(server);
+
+    tokio::select! {
+        result = &mut server => return Ok(result?),
+        () = shutdown => {}
+    }
+    tracing::info!("shutting down: health is NOT_SERVING, draining calls in flight");
+    health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
+    health.set_service_status("", ServingStatus::NotServing).await;
+    let _ = stop.send(());
+    match tokio::time::timeout(drain, server).await {
+        Ok(result) => Ok(result?),
+        Err(_) => {
+            tracing::warn!(drain_secs = drain.as_secs_f64(), "calls still in flight after the drain time; closing");
+            Ok(())
+        }
+    }
+}

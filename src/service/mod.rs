@@ -1,0 +1,100 @@
+//! The `toolgate.v1.ToolGatewayService` handlers: convert the request, call
+//! the domain, convert back. Only this module and `server` touch generated
+//! protobuf types.
+
+pub mod codec;
+mod convert;
+pub mod status;
+
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::{
+    catalog::{render, Catalog},
+    config::Policy,
+    proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
+    resolve::{self, check_names, Resolution},
+};
+
+/// Requests naming more than this many names resolve on the blocking pool,
+/// so a huge request never stalls the runtime's workers.
+const INLINE_NAMES: usize = 64;
+
+/// The gateway's shared state: the catalogue snapshot and the policy.
+#[derive(Clone)]
+pub struct Gateway {
+    catalog: Arc<Catalog>,
+    policy: Policy,
+}
+
+impl Gateway {
+    pub fn new(catalog: Arc<Catalog>, policy: Policy) -> Self {
+        Self { catalog, policy }
+    }
+
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    async fn resolve(&self, names: Vec<String>) -> Result<(Arc<Catalog>, Resolution), Status> {
+        let catalog = self.catalog.clone();
+        if names.len() <= INLINE_NAMES {
+            let resolution = resolve::resolve(&catalog, &names);
+            return Ok((catalog, resolution));
+        }
+        tokio::task::spawn_blocking(move || {
+            let resolution = resolve::resolve(&catalog, &names);
+            (catalog, resolution)
+        })
+        .await
+        .map_err(|err| Status::internal(format!("resolution failed: {err}")))
+    }
+}
+
+#[tonic::async_trait]
+impl ToolGatewayService for Gateway {
+    async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
+        let request = request.into_inner();
+        check_names("names", &request.names).map_err(status::invalid_names)?;
+        let strict = self.policy.strict_for(request.strict);
+        let (catalog, resolution) = self.resolve(request.names).await?;
+        let message = resolution.message();
+        if !resolution.unknown.is_empty() {
+            if strict {
+                return Err(status::unknown_names(&resolution.unknown, message));
+            }
+            tracing::warn!(unknown = resolution.unknown.len(), "{message}");
+        }
+        Ok(Response::new(convert::resolve_response(&catalog, &resolution, message)))
+    }
+
+    async fn execute(&self, _request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
+        Err(Status::unimplemented("Execute is not implemented yet"))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let request = request.into_inner();
+        check_names("tools", &request.tools).map_err(status::invalid_names)?;
+        let format = pb::ToolFormat::try_from(request.format)
+            .map_err(|_| Status::invalid_argument(format!("unknown format {}", request.format)))?;
+        let catalog = self.catalog.clone();
+        let tools: Vec<_> = if request.tools.is_empty() {
+            catalog.tools().iter().collect()
+        } else {
+            let (_, resolution) = self.resolve(request.tools).await?;
+            if !resolution.unknown.is_empty() {
+                return Err(status::unknown_names(&resolution.unknown, resolution.message()));
+            }
+            resolution.tools.iter().map(|&id| catalog.tool(id)).collect()
+        };
+        Ok(Response::new(pb::ListToolsResponse {
+            formatted_json: convert::tool_format(format).map(|f| render(tools.iter().copied(), f)).unwrap_or_default(),
+            tools: tools.into_iter().map(convert::tool).collect(),
+            catalog_version: catalog.version().to_owned(),
+        }))
+    }
+}

@@ -1,0 +1,190 @@
+//! The `toolgate` binary as an operator uses it: validate, tools list,
+//! resolve, and serve's life cycle (bind after load, log line, SIGTERM).
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ResolveRequest};
+
+use crate::common::{run, stderr, stdout, toolgate, CatalogDir};
+
+const GOOD: &str = "tools:\n  - name: web_search\n    description: Search the web.\n    backend: {builtin: echo}\n";
+const SHADOWING: &str = "tools:\n  - name: echo\n    description: mine\n    backend: {builtin: echo}\n";
+
+fn assert_no_backtrace(text: &str) {
+    for marker in ["panicked", "backtrace", "RUST_BACKTRACE", "stack backtrace"] {
+        assert!(!text.contains(marker), "{marker} in:\n{text}");
+    }
+}
+
+#[test]
+fn validate_lists_every_problem_and_exits_non_zero() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", "tools:\n  - name: x\n    descripton: y\n    backend: {builtin: ech}\n");
+    dir.file("registry/b.yaml", "tools: [\n");
+    let out = run(dir.dir.path(), &["validate", "--catalog", "registry"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: registry/a.yaml: tools[0] (x): unknown field 'descripton', did you mean 'description'?"),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "error: registry/a.yaml: tools[0] (x).backend.builtin: unknown built-in tool 'ech', did you mean 'echo'?"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("error: registry/b.yaml: line 2 column 1: invalid YAML"), "{err}");
+    assert!(err.contains("error: the catalogue has 4 problems"), "{err}");
+    assert_no_backtrace(&err);
+}
+
+#[test]
+fn validate_strict_turns_warnings_into_errors() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", SHADOWING);
+    let out = run(dir.dir.path(), &["validate", "--catalog", "registry"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("catalogue ok: 3 tools, 0 toolsets, 1 warnings"), "{}", stdout(&out));
+    assert!(stderr(&out).contains("warning: <builtin>: tools.echo: tool 'echo' is shadowed"), "{}", stderr(&out));
+
+    let strict = run(dir.dir.path(), &["validate", "--catalog", "registry", "--strict"]);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(stderr(&strict).contains("(an error under strict validation)"), "{}", stderr(&strict));
+
+    // TOOLGATE_STRICT_TOOLS makes the policy strict too.
+    let env = toolgate()
+        .current_dir(dir.dir.path())
+        .env("TOOLGATE_STRICT_TOOLS", " Yes ")
+        .args(["validate", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(env.status.code(), Some(1));
+}
+
+#[test]
+fn a_missing_default_catalog_is_a_clear_error() {
+    let dir = CatalogDir::new();
+    let out = run(dir.dir.path(), &["validate"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("error: catalog: no such file or folder"), "{}", stderr(&out));
+}
+
+#[test]
+fn tools_list_formats() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", GOOD);
+    let table = run(dir.dir.path(), &["tools", "list", "--catalog", "registry"]);
+    let text = stdout(&table);
+    assert!(text.starts_with("NAME "), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("web_search ") && l.contains("registry") && l.ends_with("Search the web.")),
+        "{text}"
+    );
+
+    let json = stdout(&run(dir.dir.path(), &["tools", "list", "--catalog", "registry", "--format", "json"]));
+    let list: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 4);
+    assert_eq!(list[3]["name"], "web_search");
+    assert_eq!(list[3]["source"], "registry");
+
+    for (format, probe) in
+        [("openai", "/0/function/name"), ("anthropic", "/0/input_schema/type"), ("mcp", "/tools/0/inputSchema/type")]
+    {
+        let out = stdout(&run(dir.dir.path(), &["tools", "list", "--catalog", "registry", "--format", format]));
+        let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert!(value.pointer(probe).is_some(), "{format}: {out}");
+    }
+}
+
+#[test]
+fn resolve_suggests_and_strict_fails() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", GOOD);
+    let out = run(dir.dir.path(), &["resolve", "web_serch", "echo", "--catalog", "registry"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).lines().nth(1).unwrap().starts_with("echo "), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out).trim(),
+        "warning: Unknown tool 'web_serch'. Did you mean 'web_search'? Run 'toolgate tools list'."
+    );
+    let strict = run(dir.dir.path(), &["resolve", "web_serch", "--strict", "--catalog", "registry"]);
+    assert_eq!(strict.status.code(), Some(1));
+    assert_eq!(
+        stderr(&strict).trim(),
+        "Unknown tool 'web_serch'. Did you mean 'web_search'? Run 'toolgate tools list'."
+    );
+}
+
+/// A free port on loopback (bound, then released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn serve_with_a_bad_catalogue_exits_before_binding() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", "tools:\n  - name: x\n");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let out = run(dir.dir.path(), &["serve", "--catalog", "registry", "--listen", &listen]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.contains("registry/a.yaml: tools[0] (x): missing field 'description'"), "{err}");
+    assert!(err.contains("registry/a.yaml: tools[0] (x): missing field 'backend'"), "{err}");
+    assert!(!err.contains("listening"), "{err}");
+    assert_no_backtrace(&err);
+    // The port was never taken.
+    std::net::TcpListener::bind(&listen).expect("port still free");
+}
+
+#[test]
+fn serve_refuses_strict_warnings_and_remote_addresses() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", SHADOWING);
+    let strict = run(dir.dir.path(), &["serve", "--catalog", "registry", "--strict", "--listen", "127.0.0.1:0"]);
+    assert_eq!(strict.status.code(), Some(1));
+    assert!(stderr(&strict).contains("is shadowed"), "{}", stderr(&strict));
+
+    let remote = run(dir.dir.path(), &["serve", "--catalog", "registry", "--listen", "0.0.0.0:0"]);
+    assert_eq!(remote.status.code(), Some(1));
+    assert!(stderr(&remote).contains("refusing to listen on 0.0.0.0:0"), "{}", stderr(&remote));
+}
+
+#[tokio::test]
+async fn serve_logs_its_address_answers_and_stops_on_sigterm() {
+    let dir = CatalogDir::new();
+    dir.file("registry/a.yaml", GOOD);
+    let mut child = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            let rest = &line[at + "toolgate listening on ".len()..];
+            assert!(rest.ends_with(" (4 tools)"), "{line}");
+            break rest.split(' ').next().unwrap().to_owned();
+        }
+    };
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let response = client.resolve(ResolveRequest { names: vec!["web_search".into()], strict: None }).await.unwrap();
+    assert_eq!(response.into_inner().tools[0].name, "web_search");
+
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = tokio::task::spawn_blocking(move || {
+        let rest: Vec<String> = lines.map_while(Result::ok).collect();
+        (child.wait().unwrap(), rest)
+    });
+    let (status, rest) = tokio::time::timeout(Duration::from_secs(20), status).await.unwrap().unwrap();
+    assert_eq!(status.code(), Some(0), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("toolgate stopped")), "{rest:?}");
+}

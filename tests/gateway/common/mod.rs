@@ -1,0 +1,171 @@
+//! Test support: catalogues written to temporary folders, a gateway served
+//! on 127.0.0.1:0, and the `toolgate` binary.
+
+#![allow(dead_code)]
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Command, Output},
+    sync::Arc,
+    time::Duration,
+};
+
+use tempfile::TempDir;
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tonic::transport::Channel;
+use toolgate::{
+    catalog::{self, LoadError, LoadOptions, Loaded},
+    config::Policy,
+    env::Env,
+    proto::v1::tool_gateway_service_client::ToolGatewayServiceClient,
+    server,
+    service::Gateway,
+};
+
+pub type Client = ToolGatewayServiceClient<Channel>;
+
+/// A folder of catalogue files: `registry/*.yaml` and `packs/*.yaml`.
+pub struct CatalogDir {
+    pub dir: TempDir,
+}
+
+impl CatalogDir {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir(dir.path().join("registry")).unwrap();
+        std::fs::create_dir(dir.path().join("packs")).unwrap();
+        Self { dir }
+    }
+
+    /// Writes `registry/<name>` (or any relative path) and returns its path.
+    pub fn file(&self, relative: &str, text: &str) -> PathBuf {
+        let path = self.dir.path().join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub fn registry(&self) -> PathBuf {
+        self.dir.path().join("registry")
+    }
+
+    pub fn packs(&self) -> PathBuf {
+        self.dir.path().join("packs")
+    }
+
+    pub fn options(&self) -> LoadOptions {
+        LoadOptions { registry: vec![self.registry()], packs_dir: self.packs(), packs: vec![], strict: false }
+    }
+
+    pub fn load(&self, options: &LoadOptions) -> Result<Loaded, LoadError> {
+        catalog::load(options, &Env::default())
+    }
+}
+
+/// A gateway served on 127.0.0.1:0 until dropped.
+pub struct TestGateway {
+    pub addr: SocketAddr,
+    pub client: Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), server::ServeError>>>,
+}
+
+impl TestGateway {
+    /// Serves the catalogue of `registry` (YAML text of one registry file).
+    pub async fn with_registry(registry: &str, policy: Policy) -> Self {
+        let dir = CatalogDir::new();
+        dir.file("registry/tools.yaml", registry);
+        let loaded = dir.load(&dir.options()).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems));
+        Self::start(loaded.catalog, policy).await
+    }
+
+    pub async fn start(catalog: toolgate::catalog::Catalog, policy: Policy) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let gateway = Gateway::new(Arc::new(catalog), policy);
+        let task = tokio::spawn(server::serve(
+            listener,
+            gateway,
+            async {
+                let _ = stopped.await;
+            },
+            Duration::from_secs(5),
+        ));
+        let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+        Self { addr, client, stop: Some(stop), task: Some(task) }
+    }
+
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await.unwrap()
+    }
+
+    /// Triggers a graceful shutdown and waits for the server to end.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        self.task.take().unwrap().await.unwrap().unwrap();
+    }
+}
+
+impl Drop for TestGateway {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The `toolgate` binary.
+pub fn toolgate() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+    cmd.env_remove("TOOLGATE_STRICT_TOOLS").env_remove("RUST_LOG").env_remove("TOOLGATE_LOG");
+    cmd
+}
+
+/// Runs `toolgate` in `dir` with `args`.
+pub fn run(dir: &Path, args: &[&str]) -> Output {
+    toolgate().current_dir(dir).args(args).output().expect("run toolgate")
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The repository root (for the shipped catalogue).
+pub fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A registry with the tools the Resolve tests use.
+pub const SEARCH_REGISTRY: &str = r#"
+tools:
+  - name: web_search
+    description: Search the web.
+    aliases: [search_the_web]
+    parameters:
+      type: object
+      properties:
+        query: {type: string}
+        limit: {type: integer, minimum: 1, maximum: 20}
+      required: [query]
+    backend: {builtin: echo}
+  - name: exa_search
+    description: Search with Exa.
+    parameters: {type: object, properties: {query: {type: string}}, required: [query]}
+    backend: {builtin: echo}
+  - name: track_parcel
+    description: Track a parcel.
+    backend: {builtin: echo}
+  - name: reschedule_delivery
+    description: Reschedule a delivery.
+    aliases: [move_delivery]
+    backend: {builtin: echo}
+toolsets:
+  courier: [track_parcel, reschedule_delivery]
+  research: [web_search, exa_search]
+"#;

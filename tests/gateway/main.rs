@@ -1,0 +1,12 @@
+//! Integration tests: the real server on 127.0.0.1:0, called through the
+//! generated gRPC client; the real `toolgate` binary for the commands.
+
+mod common;
+
+mod catalog_problems;
+mod cli;
+mod health_reflection;
+mod list_tools;
+mod resolve_rpc;
+mod shipped_catalog;
+mod suggestion_quality;
