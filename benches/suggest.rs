@@ -1,1 +1,73 @@
-fn main() {}
+//! Resolve's cost for a hit and for a miss (with suggestions) against
+//! catalogues of 100, 1,000 and 10,000 realistic tool names.
+//!
+//! `cargo bench --bench suggest`; numbers in BENCHMARKS.md.
+
+mod names;
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use toolgate::{
+    catalog::{self, Catalog, LoadOptions},
+    env::Env,
+    resolve::{self, suggest::SuggestIndex},
+};
+
+/// A real catalogue of `n` tools, loaded from a YAML registry file.
+fn catalogue(n: usize) -> (Catalog, Vec<String>) {
+    let names = names::tool_names(n);
+    let mut yaml = String::from("tools:\n");
+    for name in &names {
+        yaml.push_str(&format!(
+            "  - name: {name}\n    description: x\n    parameters: {{type: object, properties: {{id: {{type: string}}}}}}\n    backend: {{builtin: echo}}\n"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
+    let loaded = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems));
+    (loaded.catalog, names)
+}
+
+/// A typo of an existing name: one letter dropped in the middle.
+fn typo(name: &str) -> String {
+    let mid = name.len() / 2;
+    format!("{}{}", &name[..mid], &name[mid + 1..])
+}
+
+fn resolve_bench(c: &mut Criterion) {
+    let mut group = c.benchmark_group("resolve");
+    for n in [100, 1_000, 10_000] {
+        let (catalog, names) = catalogue(n);
+        let hit = [names[n / 2].clone()];
+        let miss_typo = [typo(&names[n / 3])];
+        let miss_unrelated = ["launch_rocket_now".to_owned()];
+        assert_eq!(resolve::resolve(&catalog, &hit).tools.len(), 1);
+        let typo_resolution = resolve::resolve(&catalog, &miss_typo);
+        assert_eq!(typo_resolution.unknown[0].suggestions[0], names[n / 3], "the typo finds its name");
+        group.bench_with_input(BenchmarkId::new("hit", n), &hit, |b, q| b.iter(|| resolve::resolve(&catalog, q)));
+        group.bench_with_input(BenchmarkId::new("miss_typo", n), &miss_typo, |b, q| {
+            b.iter(|| resolve::resolve(&catalog, q))
+        });
+        group.bench_with_input(BenchmarkId::new("miss_unrelated", n), &miss_unrelated, |b, q| {
+            b.iter(|| resolve::resolve(&catalog, q))
+        });
+    }
+    group.finish();
+}
+
+/// The index alone against a brute-force scan, at 10,000 names.
+fn index_vs_scan(c: &mut Criterion) {
+    let names = names::tool_names(10_000);
+    let index = SuggestIndex::new(names.iter().map(|n| (n.clone(), ())));
+    let query = typo(&names[3_333]);
+    let mut group = c.benchmark_group("suggest_10000");
+    group.bench_function("index", |b| b.iter(|| index.suggest(&query, 0.6, 3, |_| true).len()));
+    group.bench_function("brute_force_scan", |b| {
+        b.iter(|| names.iter().filter(|n| resolve::suggest::similarity(&query, n) >= 0.6).count())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, resolve_bench, index_vs_scan);
+criterion_main!(benches);

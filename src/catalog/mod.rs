@@ -259,14 +259,12 @@ impl Catalog {
     /// first, ties to the name that sorts first. A matching alias suggests its
     /// tool; each target is named once. Only targets that `accept` are considered.
     pub fn suggest(&self, query: &str, cutoff: f64, limit: usize, accept: impl Fn(Target) -> bool) -> Vec<&str> {
-        let mut found: Vec<(f64, &str)> = Vec::new();
-        for s in self.index.suggest(query, cutoff, |t| accept(*t)) {
-            let name = self.target_name(*s.target);
-            match found.iter_mut().find(|(_, n)| *n == name) {
-                Some(seen) => seen.0 = seen.0.max(s.score),
-                None => found.push((s.score, name)),
-            }
-        }
+        let mut found: Vec<(f64, &str)> = self
+            .index
+            .suggest(query, cutoff, limit, |t| accept(*t))
+            .into_iter()
+            .map(|s| (s.score, self.target_name(*s.target)))
+            .collect();
         found.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         found.into_iter().take(limit).map(|(_, name)| name).collect()
     }

@@ -25,7 +25,16 @@ async fn lists_every_tool_sorted_with_the_catalog_version() {
     let names: Vec<&str> = response.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["calculator", "current_time", "echo", "exa_search", "reschedule_delivery", "track_parcel", "web_search"]
+        [
+            "calculator",
+            "current_time",
+            "echo",
+            "exa_search",
+            "reschedule_delivery",
+            "track_parcel",
+            "web_fetch",
+            "web_search"
+        ]
     );
     assert_eq!(response.formatted_json, "", "the native format renders nothing");
     let resolved = gw.client.resolve(ResolveRequest { names: vec!["echo".into()], strict: None }).await.unwrap();
@@ -37,7 +46,7 @@ async fn filters_by_names_aliases_and_toolsets() {
     let mut gw = gateway().await;
     let response = gw.client.list_tools(list(&["research", "move_delivery", "exa_search"], ToolFormat::Unspecified));
     let names: Vec<String> = response.await.unwrap().into_inner().tools.into_iter().map(|t| t.name).collect();
-    assert_eq!(names, ["web_search", "exa_search", "reschedule_delivery"]);
+    assert_eq!(names, ["web_search", "exa_search", "web_fetch", "reschedule_delivery"]);
 }
 
 #[tokio::test]
@@ -47,7 +56,7 @@ async fn an_unknown_name_in_the_filter_is_not_found_with_suggestions() {
     assert_eq!(status.code(), Code::NotFound);
     assert_eq!(
         status.message(),
-        "Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'."
+        "Unknown tool 'web_serch'. Did you mean 'web_search' or 'web_fetch'? Run 'toolgate tools list'."
     );
 }
 

@@ -23,8 +23,7 @@ fn names(tools: &[toolgate::proto::v1::Tool]) -> Vec<&str> {
     tools.iter().map(|t| t.name.as_str()).collect()
 }
 
-const WARNING: &str =
-    "Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'. \
+const WARNING: &str = "Unknown tool 'web_serch'. Did you mean 'web_search' or 'web_fetch'? Run 'toolgate tools list'. \
                        Unknown tool 'zzz'. Run 'toolgate tools list'.";
 
 #[tokio::test]
@@ -38,7 +37,7 @@ async fn non_strict_keeps_order_expands_toolsets_and_warns() {
     assert_eq!(
         response.unknown,
         [
-            UnknownName { name: "web_serch".into(), suggestions: vec!["web_search".into(), "exa_search".into()] },
+            UnknownName { name: "web_serch".into(), suggestions: vec!["web_search".into(), "web_fetch".into()] },
             UnknownName { name: "zzz".into(), suggestions: vec![] },
         ]
     );
@@ -98,7 +97,7 @@ async fn strict_request_fails_with_rich_details() {
     assert_eq!(info.metadata.get("unknown_total").map(String::as_str), Some("2"));
     assert_eq!(failure.unknown_total, 2);
     assert_eq!(failure.unknown[0].name, "web_serch");
-    assert_eq!(failure.unknown[0].suggestions, ["web_search", "exa_search"]);
+    assert_eq!(failure.unknown[0].suggestions, ["web_search", "web_fetch"]);
     assert_eq!(failure.unknown[1], UnknownName { name: "zzz".into(), suggestions: vec![] });
 }
 
@@ -112,7 +111,7 @@ async fn the_request_field_overrides_the_configured_policy() {
     assert_eq!(relaxed.message, "Unknown tool 'nope'. Run 'toolgate tools list'.");
     // Strict with only known names succeeds.
     let ok = strict.client.resolve(request(&["research"], None)).await.unwrap().into_inner();
-    assert_eq!(names(&ok.tools), ["web_search", "exa_search"]);
+    assert_eq!(names(&ok.tools), ["web_search", "exa_search", "web_fetch"]);
 }
 
 #[tokio::test]
@@ -142,7 +141,7 @@ async fn ten_thousand_names_are_answered() {
     let response = gw.client.resolve(ResolveRequest { names: asked, strict: None }).await.unwrap().into_inner();
     assert_eq!(names(&response.tools), ["track_parcel", "reschedule_delivery", "calculator"]);
     assert_eq!(response.unknown.len(), 9_997, "each unknown name once");
-    assert_eq!(response.unknown[9_996].suggestions, ["web_search", "exa_search"]);
+    assert_eq!(response.unknown[9_996].suggestions, ["web_search", "web_fetch"]);
 }
 
 #[tokio::test]

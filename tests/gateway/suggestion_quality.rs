@@ -31,7 +31,7 @@ fn suggestions_find_drifted_names_and_agree_with_difflib() {
     let index = SuggestIndex::new(names.iter().map(|n| (n.clone(), n.clone())));
     let top3 = |query: &str| -> Vec<String> {
         let mut found: Vec<(f64, &String)> =
-            index.suggest(query, 0.6, |_| true).into_iter().map(|s| (s.score, s.target)).collect();
+            index.suggest(query, 0.6, 3, |_| true).into_iter().map(|s| (s.score, s.target)).collect();
         found.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         found.into_iter().take(3).map(|(_, n)| n.clone()).collect()
     };

@@ -154,6 +154,10 @@ tools:
         limit: {type: integer, minimum: 1, maximum: 20}
       required: [query]
     backend: {builtin: echo}
+  - name: web_fetch
+    description: Fetch a web page.
+    parameters: {type: object, properties: {url: {type: string}}, required: [url]}
+    backend: {builtin: echo}
   - name: exa_search
     description: Search with Exa.
     parameters: {type: object, properties: {query: {type: string}}, required: [query]}
@@ -167,5 +171,5 @@ tools:
     backend: {builtin: echo}
 toolsets:
   courier: [track_parcel, reschedule_delivery]
-  research: [web_search, exa_search]
+  research: [web_search, exa_search, web_fetch]
 "#;
