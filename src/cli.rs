@@ -103,6 +103,8 @@ struct ResolveArgs {
 
 /// Parses the command line and runs the command.
 pub fn run() -> anyhow::Result<ExitCode> {
+    // A bug must not show a user a backtrace: one line, then the exit code.
+    std::panic::set_hook(Box::new(|info| eprintln!("toolgate: internal error: {info}")));
     let cli = Cli::parse();
     let env = Env::from_process();
     init_logging(&env);
@@ -232,13 +234,13 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(args, None, env)?;
     let loaded = load(&settings, env, Report::Plain)?;
     let catalog = &loaded.catalog;
-    println!(
+    emit(&format!(
         "catalogue ok: {} tools, {} toolsets, {} warnings{}",
         catalog.tools().len(),
         catalog.toolsets().len(),
         loaded.warnings.len(),
         if settings.load.strict { " (strict)" } else { "" }
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -253,10 +255,7 @@ fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
         ListFormat::Anthropic => render(tools, ToolFormat::Anthropic),
         ListFormat::Mcp => render(tools, ToolFormat::Mcp),
     };
-    print!("{text}");
-    if !text.ends_with('\n') {
-        println!();
-    }
+    emit(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -272,11 +271,23 @@ fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let tools: Vec<&Tool> = resolution.tools.iter().map(|&id| catalog.tool(id)).collect();
-    print!("{}", table(tools.iter().copied()));
+    emit(&table(tools.iter().copied()))?;
     if !message.is_empty() {
         eprintln!("warning: {message}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes `text` and a final newline to stdout. A reader that went away
+/// (`toolgate tools list | head`) is not an error.
+fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    match out.write_all(text.as_bytes()).and_then(|()| out.write_all(newline.as_bytes())).and_then(|()| out.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err).context("cannot write to stdout"),
+        _ => Ok(()),
+    }
 }
 
 fn table<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> String {
