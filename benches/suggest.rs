@@ -59,7 +59,7 @@ fn resolve_bench(c: &mut Criterion) {
 /// The index alone against a brute-force scan, at 10,000 names.
 fn index_vs_scan(c: &mut Criterion) {
     let names = names::tool_names(10_000);
-    let index = SuggestIndex::new(names.iter().map(|n| (n.clone(), ())));
+    let index = SuggestIndex::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)));
     let query = typo(&names[3_333]);
     let mut group = c.benchmark_group("suggest_10000");
     group.bench_function("index", |b| b.iter(|| index.suggest(&query, 0.6, 3, |_| true).len()));

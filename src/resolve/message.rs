@@ -61,13 +61,12 @@ pub fn unknown_tool(name: &str, suggestions: &[String]) -> String {
     }
 }
 
-/// The Resolve warning: one sentence per unknown name, joined by a space; past
-/// [`MAX_REPORTED_UNKNOWN`] names, the rest are counted.
-pub fn resolve_warning(unknown: &[(String, Vec<String>)]) -> String {
-    let mut sentences: Vec<String> =
-        unknown.iter().take(MAX_REPORTED_UNKNOWN).map(|(name, s)| unknown_tool(name, s)).collect();
-    if unknown.len() > MAX_REPORTED_UNKNOWN {
-        sentences.push(format!("… and {} more unknown names.", unknown.len() - MAX_REPORTED_UNKNOWN));
+/// The Resolve warning: one sentence for each of the first `shown` unknown
+/// names, joined by a space; the rest are counted (`… and 5 more unknown names.`).
+pub fn resolve_warning(unknown: &[(&str, &[String])], shown: usize) -> String {
+    let mut sentences: Vec<String> = unknown.iter().take(shown).map(|(name, s)| unknown_tool(name, s)).collect();
+    if unknown.len() > shown {
+        sentences.push(format!("… and {} more unknown names.", unknown.len() - shown));
     }
     sentences.join(" ")
 }
@@ -109,8 +108,9 @@ mod tests {
             "Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'."
         );
         assert_eq!(unknown_tool("zzz", &[]), "Unknown tool 'zzz'. Run 'toolgate tools list'.");
-        let many: Vec<(String, Vec<String>)> = (0..23).map(|i| (format!("n{i}"), vec![])).collect();
-        let text = resolve_warning(&many);
+        let names: Vec<String> = (0..23).map(|i| format!("n{i}")).collect();
+        let many: Vec<(&str, &[String])> = names.iter().map(|n| (n.as_str(), &[][..])).collect();
+        let text = resolve_warning(&many, MAX_REPORTED_UNKNOWN);
         assert!(text.ends_with("Unknown tool 'n19'. Run 'toolgate tools list'. … and 3 more unknown names."), "{text}");
         assert!(!text.contains("'n20'"));
     }

@@ -41,14 +41,20 @@ pub struct Resolution {
 }
 
 impl Resolution {
-    /// The warning text for the unknown names (empty when there are none).
+    /// The warning text for the unknown names, the first 20 spelled out
+    /// (empty when there are none).
     pub fn message(&self) -> String {
+        self.message_naming(message::MAX_REPORTED_UNKNOWN)
+    }
+
+    /// The warning text, spelling out the first `shown` unknown names.
+    pub fn message_naming(&self, shown: usize) -> String {
         if self.unknown.is_empty() {
             return String::new();
         }
-        let pairs: Vec<(String, Vec<String>)> =
-            self.unknown.iter().map(|u| (u.name.clone(), u.suggestions.clone())).collect();
-        message::resolve_warning(&pairs)
+        let pairs: Vec<(&str, &[String])> =
+            self.unknown.iter().map(|u| (u.name.as_str(), u.suggestions.as_slice())).collect();
+        message::resolve_warning(&pairs, shown)
     }
 }
 

@@ -59,11 +59,11 @@ impl ToolGatewayService for Gateway {
         check_names("names", &request.names).map_err(status::invalid_names)?;
         let strict = self.policy.strict_for(request.strict);
         let (catalog, resolution) = self.resolve(request.names).await?;
+        if strict && !resolution.unknown.is_empty() {
+            return Err(status::unknown_names(&resolution));
+        }
         let message = resolution.message();
-        if !resolution.unknown.is_empty() {
-            if strict {
-                return Err(status::unknown_names(&resolution.unknown, message));
-            }
+        if !message.is_empty() {
             tracing::warn!(unknown = resolution.unknown.len(), "{message}");
         }
         Ok(Response::new(convert::resolve_response(&catalog, &resolution, message)))
@@ -87,7 +87,7 @@ impl ToolGatewayService for Gateway {
         } else {
             let (_, resolution) = self.resolve(request.tools).await?;
             if !resolution.unknown.is_empty() {
-                return Err(status::unknown_names(&resolution.unknown, resolution.message()));
+                return Err(status::unknown_names(&resolution));
             }
             resolution.tools.iter().map(|&id| catalog.tool(id)).collect()
         };

@@ -8,7 +8,7 @@ use tonic::{Code, Status};
 use super::convert;
 use crate::{
     proto::v1 as pb,
-    resolve::{message::MAX_REPORTED_UNKNOWN, NamesError, Unknown},
+    resolve::{message::MAX_REPORTED_UNKNOWN, NamesError, Resolution, Unknown},
 };
 
 /// `ErrorInfo.reason` of a strict Resolve that met unknown names.
@@ -20,15 +20,34 @@ pub fn invalid_names(err: NamesError) -> Status {
     Status::invalid_argument(err.to_string())
 }
 
-/// NOT_FOUND for unknown names, with `google.rpc.ErrorInfo` (reason
-/// `TOOL_NOT_FOUND`, domain `toolgate`, metadata `unknown_total`) and a
-/// `toolgate.v1.ResolveFailure` in the details. The details' message is the
-/// status message; both name at most the first 20 names, to keep trailers
-/// small, and say how many there are in all.
-pub fn unknown_names(unknown: &[Unknown], message: String) -> Status {
+/// What the status message and details may take of the trailers: C-core
+/// clients accept 8 KiB of metadata in all.
+const TRAILER_BUDGET: usize = 6 * 1024;
+
+/// NOT_FOUND for the unknown names of `resolution`, with
+/// `google.rpc.ErrorInfo` (reason `TOOL_NOT_FOUND`, domain `toolgate`,
+/// metadata `unknown_total`) and a `toolgate.v1.ResolveFailure` in the
+/// details. The details' message is the status message. Both name the first
+/// 20 unknown names (fewer, if long names would not fit the trailers) and say
+/// how many there are in all.
+pub fn unknown_names(resolution: &Resolution) -> Status {
+    let most = resolution.unknown.len().min(MAX_REPORTED_UNKNOWN);
+    let mut shown = most;
+    loop {
+        let message = resolution.message_naming(shown);
+        let details = details(&resolution.unknown, shown, &message);
+        if shown <= 1 || trailer_size(&message, &details) <= TRAILER_BUDGET {
+            return Status::with_details(Code::NotFound, message, details.into());
+        }
+        shown -= 1;
+    }
+}
+
+/// The encoded `google.rpc.Status` of the details.
+fn details(unknown: &[Unknown], shown: usize, message: &str) -> Vec<u8> {
     let total = unknown.len();
     let failure = pb::ResolveFailure {
-        unknown: unknown.iter().take(MAX_REPORTED_UNKNOWN).map(convert::unknown).collect(),
+        unknown: unknown.iter().take(shown).map(convert::unknown).collect(),
         unknown_total: total as u32,
     };
     let info = tonic_types::pb::ErrorInfo {
@@ -36,12 +55,19 @@ pub fn unknown_names(unknown: &[Unknown], message: String) -> Status {
         domain: DOMAIN.to_owned(),
         metadata: [("unknown_total".to_owned(), total.to_string())].into(),
     };
-    let details = tonic_types::pb::Status {
+    let status = tonic_types::pb::Status {
         code: Code::NotFound as i32,
-        message: message.clone(),
+        message: message.to_owned(),
         details: vec![any("google.rpc.ErrorInfo", &info), any("toolgate.v1.ResolveFailure", &failure)],
     };
-    Status::with_details(Code::NotFound, message, details.encode_to_vec().into())
+    status.encode_to_vec()
+}
+
+/// Bytes on the wire of `grpc-message` (percent-encoded) and
+/// `grpc-status-details-bin` (base64).
+fn trailer_size(message: &str, details: &[u8]) -> usize {
+    let message: usize = message.bytes().map(|b| if (0x20..0x7f).contains(&b) && b != b'%' { 1 } else { 3 }).sum();
+    message + details.len().div_ceil(3) * 4
 }
 
 fn any(type_name: &str, message: &impl Message) -> Any {

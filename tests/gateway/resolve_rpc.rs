@@ -133,6 +133,38 @@ async fn past_twenty_unknown_names_the_rest_are_counted() {
     assert_eq!(response.message, status.message());
 }
 
+/// What the status takes of the trailers: `grpc-message` percent-encoded,
+/// `grpc-status-details-bin` in base64.
+fn trailer_bytes(status: &Status) -> usize {
+    let message: usize =
+        status.message().bytes().map(|b| if (0x20..0x7f).contains(&b) && b != b'%' { 1 } else { 3 }).sum();
+    message + status.details().len().div_ceil(3) * 4
+}
+
+#[tokio::test]
+async fn long_hostile_names_never_overflow_the_trailers() {
+    let mut gw = gateway(false).await;
+    // 25 names of about 1,000 bytes: CJK (3 bytes each), controls and bidi marks.
+    let asked: Vec<String> = (0..25).map(|i| format!("{i}{}", "語\u{202e}\u{1}".repeat(140))).collect();
+    let asked: Vec<&str> = asked.iter().map(String::as_str).collect();
+    let status = gw.client.resolve(request(&asked, Some(true))).await.unwrap_err();
+    assert_eq!(status.code(), Code::NotFound);
+    let bytes = trailer_bytes(&status);
+    assert!(bytes <= 7 * 1024, "{bytes} bytes of trailers: C-core clients allow 8 KiB in all");
+    let (failure, _, message) = details(&status);
+    assert_eq!(message, status.message());
+    assert_eq!(failure.unknown_total, 25);
+    let shown = failure.unknown.len();
+    assert!((1..20).contains(&shown), "{shown}");
+    assert_eq!(failure.unknown[0].name, asked[0], "names in the details are as sent");
+    assert!(status.message().ends_with(&format!("… and {} more unknown names.", 25 - shown)), "{}", status.message());
+    // Twenty ordinary names all fit.
+    let ordinary: Vec<String> = (0..20).map(|i| format!("some_missing_tool_{i}")).collect();
+    let ordinary: Vec<&str> = ordinary.iter().map(String::as_str).collect();
+    let status = gw.client.resolve(request(&ordinary, Some(true))).await.unwrap_err();
+    assert_eq!(details(&status).0.unknown.len(), 20);
+}
+
 #[tokio::test]
 async fn ten_thousand_names_are_answered() {
     let mut gw = gateway(false).await;
