@@ -78,7 +78,10 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut Problems) -> Op
             }
         },
         (None, Some(Backend::Builtin(builtin))) => Some(Arc::new(builtin.schema())),
-        (None, _) => Some(Arc::new(Schema::compile(serde_json::json!({"type": "object", "properties": {}})).ok()?)),
+        (None, _) => Some(Arc::new(
+            Schema::compile(serde_json::json!({"type": "object", "properties": {}}))
+                .expect("the default schema is valid"),
+        )),
     };
     let (Some(backend), Some(parameters), true) = (backend, parameters, ok) else { return None };
     Some(Tool {
