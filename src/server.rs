@@ -48,6 +48,8 @@ pub async fn serve(
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            // google.rpc.ErrorInfo and Status, so tools like grpcurl decode error details.
+            .register_encoded_file_descriptor_set(tonic_types::pb::FILE_DESCRIPTOR_SET)
     };
     let gateway = ToolGatewayServiceServer::new(gateway)
         .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -50,6 +50,8 @@ async fn reflection_v1_and_v1alpha_list_and_describe_the_service() {
     let requests = [
         v1::server_reflection_request::MessageRequest::ListServices(String::new()),
         v1::server_reflection_request::MessageRequest::FileContainingSymbol(SERVICE_NAME.into()),
+        // Error details decode in generic tools (grpcurl) only if this resolves.
+        v1::server_reflection_request::MessageRequest::FileContainingSymbol("google.rpc.ErrorInfo".into()),
     ]
     .map(|r| v1::ServerReflectionRequest { host: String::new(), message_request: Some(r) });
     let mut stream = client.server_reflection_info(tokio_stream::iter(requests)).await.unwrap().into_inner();
@@ -73,6 +75,13 @@ async fn reflection_v1_and_v1alpha_list_and_describe_the_service() {
     let service = &file.service[0];
     let methods: Vec<&str> = service.method.iter().map(|m| m.name()).collect();
     assert_eq!(methods, ["Resolve", "Execute", "ListTools"]);
+    let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
+        stream.next().await.unwrap().unwrap().message_response
+    else {
+        panic!("expected the descriptor of google.rpc.ErrorInfo")
+    };
+    let file = <prost_types::FileDescriptorProto as prost::Message>::decode(files.file_descriptor_proto[0].as_slice());
+    assert!(file.unwrap().message_type.iter().any(|m| m.name() == "ErrorInfo"));
 
     let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(gw.channel().await);
     let request = v1alpha::ServerReflectionRequest {
