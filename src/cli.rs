@@ -11,6 +11,7 @@ use crate::{
     catalog::{self, render, Catalog, Loaded, Severity, Tool, ToolFormat},
     config::{FileConfig, Flags, Settings},
     env::Env,
+    exec::Executor,
     resolve, server,
     service::Gateway,
 };
@@ -203,7 +204,8 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
         tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
         tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
         tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-        let gateway = Gateway::new(catalog, settings.policy);
+        let executor = Executor::new(catalog, settings.limits).context("cannot start the executor")?;
+        let gateway = Gateway::new(Arc::new(executor), settings.policy);
         server::serve(listener, gateway, shutdown_signal(), args.drain_timeout).await?;
         tracing::info!("toolgate stopped");
         Ok(ExitCode::SUCCESS)

@@ -11,7 +11,11 @@ use std::{
 
 use serde::Deserialize;
 
-use crate::{catalog::LoadOptions, env::Env};
+use crate::{
+    catalog::LoadOptions,
+    env::Env,
+    exec::{ArgumentLimits, ExecLimits},
+};
 
 /// The environment variable that sets the strict policy.
 pub const STRICT_ENV: &str = "TOOLGATE_STRICT_TOOLS";
@@ -53,6 +57,11 @@ pub fn env_strict(env: &Env) -> Option<bool> {
 /// packs_dir: catalog/packs    # relative to this file
 /// packs: [courier]
 /// policy: {strict: false}
+/// limits:                     # every Execute limit answers in-band
+///   max_argument_bytes: 1048576
+///   max_argument_depth: 64
+///   max_result_bytes: 1048576
+///   inventory_cap: 100        # names in an "Available tools" list
 /// ```
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -63,6 +72,31 @@ pub struct FileConfig {
     pub packs: Option<Vec<String>>,
     #[serde(default)]
     pub policy: PolicyConfig,
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    pub max_argument_bytes: Option<usize>,
+    pub max_argument_depth: Option<usize>,
+    pub max_result_bytes: Option<usize>,
+    pub inventory_cap: Option<usize>,
+}
+
+impl LimitsConfig {
+    fn limits(&self) -> ExecLimits {
+        let defaults = ExecLimits::default();
+        ExecLimits {
+            arguments: ArgumentLimits {
+                max_bytes: self.max_argument_bytes.unwrap_or(defaults.arguments.max_bytes),
+                max_depth: self.max_argument_depth.unwrap_or(defaults.arguments.max_depth),
+            },
+            inventory_cap: self.inventory_cap.unwrap_or(defaults.inventory_cap),
+            max_result_bytes: self.max_result_bytes.unwrap_or(defaults.max_result_bytes),
+        }
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -105,6 +139,7 @@ pub struct Settings {
     pub listen: SocketAddr,
     pub load: LoadOptions,
     pub policy: Policy,
+    pub limits: ExecLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -132,7 +167,7 @@ impl Settings {
             packs: if flags.packs.is_empty() { file.packs.unwrap_or_default() } else { flags.packs },
             strict: policy.strict,
         };
-        Ok(Self { listen, load, policy })
+        Ok(Self { listen, load, policy, limits: file.limits.limits() })
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`config`]: settings from flags, environment and file; the strict policy.
 //! - [`server`]: the tonic server (gateway, health, reflection), graceful shutdown.
 //! - [`service`]: gRPC handlers; protobuf <-> domain; errors -> statuses.
+//! - [`exec`]: Execute: name and argument repair, validation, backends, outcomes.
 //! - [`resolve`]: names -> tools or suggestions (normalisation, similarity, messages).
 //! - [`catalog`]: YAML files -> an immutable catalogue; no network, no processes.
 //! - [`proto`]: the generated contract. [`env`]: the environment as a value.
@@ -14,6 +15,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod env;
+pub mod exec;
 pub mod proto;
 pub mod resolve;
 pub mod server;

@@ -90,6 +90,7 @@ pub struct Schema {
     validator: jsonschema::Validator,
     required: Vec<String>,
     optional: Vec<String>,
+    parameters: Vec<String>,
 }
 
 impl Schema {
@@ -115,6 +116,12 @@ impl Schema {
     /// Optional parameters, in the order of the schema's `properties`.
     pub fn optional(&self) -> &[String] {
         &self.optional
+    }
+
+    /// Every declared parameter: the `properties`, then any `required` name
+    /// they do not list.
+    pub fn parameters(&self) -> &[String] {
+        &self.parameters
     }
 }
 

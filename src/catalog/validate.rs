@@ -248,8 +248,11 @@ impl Schema {
             .and_then(Value::as_object)
             .map(|p| p.keys().filter(|k| !required.contains(k)).cloned().collect())
             .unwrap_or_default();
+        let mut parameters: Vec<String> =
+            json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
         let text = serde_json::to_string(&json).expect("a JSON value always serialises");
-        Ok(Schema { json, text, validator, required, optional })
+        Ok(Schema { json, text, validator, required, optional, parameters })
     }
 }
 

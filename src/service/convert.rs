@@ -1,7 +1,10 @@
 //! Domain values to protobuf messages and back.
 
+use std::time::Duration;
+
 use crate::{
     catalog::{Catalog, Tool, ToolFormat},
+    exec::{Call, ErrorKind, Outcome, RepairKind, ToolError},
     proto::v1 as pb,
     resolve::{Resolution, Unknown},
 };
@@ -37,5 +40,77 @@ pub fn tool_format(format: pb::ToolFormat) -> Option<ToolFormat> {
         pb::ToolFormat::Openai => Some(ToolFormat::OpenAi),
         pb::ToolFormat::Anthropic => Some(ToolFormat::Anthropic),
         pb::ToolFormat::Mcp => Some(ToolFormat::Mcp),
+    }
+}
+
+/// The call an Execute request asks for; `strict` is already decided by the policy.
+pub fn call(request: pb::ExecuteRequest, strict: bool, deadline: Option<Duration>) -> Call {
+    Call {
+        tool: request.tool,
+        arguments_json: request.arguments_json,
+        tools: request.tools,
+        strict,
+        dry_run: request.dry_run,
+        deadline,
+    }
+}
+
+pub fn execute_response(outcome: Outcome) -> pb::ExecuteResponse {
+    let repairs = outcome
+        .repairs
+        .into_iter()
+        .map(|r| pb::Repair { kind: repair_kind(r.kind) as i32, original: r.original, repaired: r.repaired })
+        .collect();
+    let (ok, result_json, error) = match outcome.result {
+        Ok(result) => (true, result.unwrap_or_default(), None),
+        Err(error) => (false, String::new(), Some(tool_error(error))),
+    };
+    pb::ExecuteResponse {
+        ok,
+        tool: outcome.tool.unwrap_or_default(),
+        repairs,
+        arguments_json: outcome.arguments_json,
+        result_json,
+        error,
+    }
+}
+
+fn repair_kind(kind: RepairKind) -> pb::RepairKind {
+    match kind {
+        RepairKind::ToolName => pb::RepairKind::ToolName,
+        RepairKind::ArgumentName => pb::RepairKind::ArgumentName,
+        RepairKind::ArgumentsJson => pb::RepairKind::ArgumentsJson,
+    }
+}
+
+fn error_kind(kind: ErrorKind) -> pb::ErrorKind {
+    match kind {
+        ErrorKind::UnknownTool => pb::ErrorKind::UnknownTool,
+        ErrorKind::InvalidArguments => pb::ErrorKind::InvalidArguments,
+        ErrorKind::NotFound => pb::ErrorKind::NotFound,
+        ErrorKind::Refused => pb::ErrorKind::Refused,
+        ErrorKind::ToolCrashed => pb::ErrorKind::ToolCrashed,
+        ErrorKind::Timeout => pb::ErrorKind::Timeout,
+        ErrorKind::Unavailable => pb::ErrorKind::Unavailable,
+        ErrorKind::RetryBudgetExhausted => pb::ErrorKind::RetryBudgetExhausted,
+    }
+}
+
+fn tool_error(error: ToolError) -> pb::ToolError {
+    pb::ToolError {
+        kind: error_kind(error.kind) as i32,
+        message: error.message,
+        retryable: error.retryable,
+        suggestions: error.suggestions,
+        available_tools: error.available_tools,
+        available_tools_total: error.available_tools_total,
+        expected_parameters: error
+            .expected_parameters
+            .map(|p| pb::ExpectedParameters { required: p.required, optional: p.optional }),
+        violations: error
+            .violations
+            .into_iter()
+            .map(|v| pb::Violation { field: v.field, description: v.description })
+            .collect(),
     }
 }

@@ -6,13 +6,14 @@ pub mod codec;
 mod convert;
 pub mod status;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
-use tonic::{Request, Response, Status};
+use tonic::{metadata::MetadataMap, Request, Response, Status};
 
 use crate::{
     catalog::{render, Catalog},
     config::Policy,
+    exec::{Executor, RequestError},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution},
 };
@@ -21,24 +22,25 @@ use crate::{
 /// so a huge request never stalls the runtime's workers.
 const INLINE_NAMES: usize = 64;
 
-/// The gateway's shared state: the catalogue snapshot and the policy.
+/// The gateway's shared state: the executor (with its catalogue snapshot)
+/// and the policy.
 #[derive(Clone)]
 pub struct Gateway {
-    catalog: Arc<Catalog>,
+    executor: Arc<Executor>,
     policy: Policy,
 }
 
 impl Gateway {
-    pub fn new(catalog: Arc<Catalog>, policy: Policy) -> Self {
-        Self { catalog, policy }
+    pub fn new(executor: Arc<Executor>, policy: Policy) -> Self {
+        Self { executor, policy }
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
-        &self.catalog
+        self.executor.catalog()
     }
 
     async fn resolve(&self, names: Vec<String>) -> Result<(Arc<Catalog>, Resolution), Status> {
-        let catalog = self.catalog.clone();
+        let catalog = self.catalog().clone();
         if names.len() <= INLINE_NAMES {
             let resolution = resolve::resolve(&catalog, &names);
             return Ok((catalog, resolution));
@@ -69,8 +71,16 @@ impl ToolGatewayService for Gateway {
         Ok(Response::new(convert::resolve_response(&catalog, &resolution, message)))
     }
 
-    async fn execute(&self, _request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
-        Err(Status::unimplemented("Execute is not implemented yet"))
+    async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
+        let deadline = caller_deadline(request.metadata());
+        let request = request.into_inner();
+        let strict = self.policy.strict_for(request.strict);
+        let call = convert::call(request, strict, deadline);
+        let outcome = self.executor.execute(&call).await.map_err(|err| match err {
+            RequestError::Names(err) => status::invalid_names(err),
+            RequestError::UnknownTools(resolution) => Status::invalid_argument(resolution.message()),
+        })?;
+        Ok(Response::new(convert::execute_response(outcome)))
     }
 
     async fn list_tools(
@@ -81,7 +91,7 @@ impl ToolGatewayService for Gateway {
         check_names("tools", &request.tools).map_err(status::invalid_names)?;
         let format = pb::ToolFormat::try_from(request.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", request.format)))?;
-        let catalog = self.catalog.clone();
+        let catalog = self.catalog().clone();
         let tools: Vec<_> = if request.tools.is_empty() {
             catalog.tools().iter().collect()
         } else {
@@ -97,4 +107,23 @@ impl ToolGatewayService for Gateway {
             catalog_version: catalog.version().to_owned(),
         }))
     }
+}
+
+/// How long the caller will wait (`grpc-timeout`), less a margin so that a
+/// TIMEOUT answer reaches it before it gives up.
+fn caller_deadline(metadata: &MetadataMap) -> Option<Duration> {
+    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    let timeout = match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    };
+    let margin = (timeout / 10).min(Duration::from_millis(50));
+    Some(timeout.saturating_sub(margin))
 }

@@ -96,10 +96,3 @@ async fn reflection_v1_and_v1alpha_list_and_describe_the_service() {
     };
     assert!(list.service.iter().any(|s| s.name == SERVICE_NAME));
 }
-
-#[tokio::test]
-async fn execute_answers_unimplemented_until_it_lands() {
-    let mut gw = TestGateway::with_registry(SEARCH_REGISTRY, Policy::default()).await;
-    let status = gw.client.execute(toolgate::proto::v1::ExecuteRequest::default()).await.unwrap_err();
-    assert_eq!(status.code(), Code::Unimplemented);
-}

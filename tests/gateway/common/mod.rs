@@ -18,6 +18,7 @@ use toolgate::{
     catalog::{self, LoadError, LoadOptions, Loaded},
     config::Policy,
     env::Env,
+    exec::{ExecLimits, Executor},
     proto::v1::tool_gateway_service_client::ToolGatewayServiceClient,
     server,
     service::Gateway,
@@ -84,7 +85,8 @@ impl TestGateway {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let gateway = Gateway::new(Arc::new(catalog), policy);
+        let executor = Executor::new(Arc::new(catalog), ExecLimits::default()).expect("executor");
+        let gateway = Gateway::new(Arc::new(executor), policy);
         let task = tokio::spawn(server::serve(
             listener,
             gateway,

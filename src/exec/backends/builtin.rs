@@ -1,0 +1,13 @@
+//! Built-in tools run in-process.
+
+use serde_json::{Map, Value};
+
+use super::Failure;
+use crate::{catalog::BuiltinTool, exec::builtins, exec::outcome::ErrorKind};
+
+pub fn run(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<String, Failure> {
+    match builtins::call(builtin, arguments) {
+        Ok(value) => Ok(value.to_string()),
+        Err(message) => Err(Failure::Tool { kind: ErrorKind::InvalidArguments, message }),
+    }
+}

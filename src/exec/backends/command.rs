@@ -1,0 +1,136 @@
+//! Command backends: argv executed directly (never through a shell), the
+//! arguments object on stdin, one protocol object on stdout:
+//! `{"ok": true, "result": …}` or `{"ok": false, "error": "not_found" |
+//! "refused" | "invalid_arguments", "detail": "…"}`. Anything else, or a
+//! non-zero exit without that, is a crash. stderr goes to the gateway's log,
+//! never to the model. The child is killed when the call is dropped (timeout,
+//! caller gone).
+//!
+//! The child gets a clean environment: `PATH`, `HOME`, `LANG`, `LC_ALL`, `TZ`,
+//! `TMPDIR` from the gateway, then the tool's own `env`. The gateway's other
+//! variables (often secrets meant for other tools) are not passed on.
+
+use std::process::Stdio;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::{tool_error_kind, tool_text, Failure, Request};
+use crate::catalog::CommandBackend;
+
+/// Variables passed from the gateway's environment to every command.
+const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+/// At most this much of a tool's stderr is logged per call.
+const MAX_LOGGED_STDERR: usize = 16 * 1024;
+
+#[derive(Deserialize)]
+struct Reply<'a> {
+    ok: bool,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    error: Option<String>,
+    #[serde(default)]
+    detail: String,
+}
+
+pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
+    let tool = &request.tool.name;
+    let mut command = tokio::process::Command::new(&backend.program);
+    command
+        .args(&backend.args)
+        .current_dir(&backend.cwd)
+        .env_clear()
+        .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+        .envs(backend.env.iter().map(|(k, v)| (k, v.expose())))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(err) => {
+            tracing::warn!(tool = %tool, error = %err, "command backend cannot start");
+            return Err(Failure::Unavailable);
+        }
+    };
+
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let arguments = request.arguments_json.as_bytes().to_vec();
+    let write = async move {
+        // A tool that exits without reading its input is judged by its output.
+        let _ = stdin.write_all(&arguments).await;
+        let _ = stdin.shutdown().await;
+    };
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let log = log_stderr(tool, stderr);
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let limit = request.max_result_bytes as u64 * 2 + 1024;
+    let read = async move {
+        let mut out = Vec::new();
+        let read = stdout.take(limit + 1).read_to_end(&mut out).await;
+        read.map(|_| out)
+    };
+    let ((), (), out) = tokio::join!(write, log, read);
+    let status = child.wait().await;
+    let out = out.unwrap_or_default();
+    if out.len() as u64 > limit {
+        return Err(Failure::TooLarge);
+    }
+    let status = match status {
+        Ok(status) => status,
+        Err(err) => {
+            tracing::warn!(tool = %tool, error = %err, "command backend could not be waited for");
+            return Err(Failure::Crashed(format!("the tool '{tool}' failed")));
+        }
+    };
+    match serde_json::from_slice::<Reply<'_>>(&out) {
+        Ok(Reply { ok: true, result: Some(result), .. }) => {
+            if result.get().len() > request.max_result_bytes {
+                return Err(Failure::TooLarge);
+            }
+            Ok(result.get().to_owned())
+        }
+        Ok(Reply { ok: false, error: Some(kind), detail, .. }) if tool_error_kind(&kind).is_some() => {
+            let kind = tool_error_kind(&kind).expect("checked");
+            Err(Failure::Tool { kind, message: tool_text(&detail) })
+        }
+        _ => {
+            let why = match status.code() {
+                Some(0) => "it answered something that is not the tool protocol".to_owned(),
+                Some(code) => format!("it exited with code {code} without an answer"),
+                None => "it was killed before it answered".to_owned(),
+            };
+            tracing::warn!(tool = %tool, exit = ?status.code(), stdout_bytes = out.len(), "command backend crashed");
+            Err(Failure::Crashed(format!("the tool '{tool}' failed: {why}")))
+        }
+    }
+}
+
+/// Logs the tool's stderr line by line, each line cut to 1 KiB, up to
+/// [`MAX_LOGGED_STDERR`] bytes in all; the rest is read and dropped so the
+/// tool never blocks on a full pipe.
+async fn log_stderr(tool: &str, mut stderr: tokio::process::ChildStderr) {
+    const MAX_LINE: usize = 1024;
+    let (mut buffer, mut line, mut logged) = ([0u8; 8192], Vec::with_capacity(MAX_LINE), 0usize);
+    let flush = |line: &mut Vec<u8>, logged: &mut usize| {
+        if !line.is_empty() && *logged < MAX_LOGGED_STDERR {
+            *logged += line.len();
+            tracing::warn!(tool = %tool, "stderr: {}", String::from_utf8_lossy(line).trim_end());
+        }
+        line.clear();
+    };
+    while let Ok(read) = stderr.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+        for &byte in &buffer[..read] {
+            match byte {
+                b'\n' => flush(&mut line, &mut logged),
+                _ if line.len() < MAX_LINE => line.push(byte),
+                _ => {}
+            }
+        }
+    }
+    flush(&mut line, &mut logged);
+}

@@ -1,0 +1,135 @@
+//! HTTP backends: POST the arguments as JSON; 2xx JSON is the result; a 4xx
+//! names the tool's own error; 5xx is a crash; no connection is UNAVAILABLE.
+//! Redirects are not followed and proxy variables ignored unless the tool's
+//! entry asks for them. Header values (often secrets) are never logged.
+
+use std::sync::Once;
+
+use reqwest::{header, redirect, Client, StatusCode};
+use serde::Deserialize;
+
+use super::{is_json, tool_error_kind, tool_text, Failure, Request};
+use crate::{catalog::HttpBackend, exec::outcome::ErrorKind};
+
+/// One client per combination of the two settings, built once.
+pub struct HttpClients {
+    clients: [Client; 4],
+}
+
+impl HttpClients {
+    pub fn new() -> Result<Self, reqwest::Error> {
+        install_crypto_provider();
+        let build = |follow: bool, proxy: bool| {
+            let mut builder = Client::builder()
+                .redirect(if follow { redirect::Policy::limited(5) } else { redirect::Policy::none() })
+                .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")));
+            if !proxy {
+                builder = builder.no_proxy();
+            }
+            builder.build()
+        };
+        Ok(Self { clients: [build(false, false)?, build(false, true)?, build(true, false)?, build(true, true)?] })
+    }
+
+    fn client(&self, backend: &HttpBackend) -> &Client {
+        &self.clients[usize::from(backend.follow_redirects) * 2 + usize::from(backend.use_env_proxy)]
+    }
+}
+
+/// rustls needs one process-wide crypto provider before any client is built.
+pub fn install_crypto_provider() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// `{"error": {"kind": "not_found", "message": "…"}}`
+#[derive(Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Deserialize)]
+struct ErrorDetail {
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+pub async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<String, Failure> {
+    let tool = &request.tool.name;
+    let mut call = request
+        .http
+        .client(backend)
+        .post(backend.url.clone())
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json")
+        .body(request.arguments_json.to_owned());
+    for (name, value) in &backend.headers {
+        call = call.header(name.as_str(), value.expose());
+    }
+    let mut response = match call.send().await {
+        Ok(response) => response,
+        Err(err) if err.is_connect() => {
+            tracing::warn!(tool = %tool, error = %err.without_url(), "http backend unreachable");
+            return Err(Failure::Unavailable);
+        }
+        Err(err) => {
+            tracing::warn!(tool = %tool, error = %err.without_url(), "http backend request failed");
+            return Err(Failure::Crashed(format!("the tool '{tool}' failed before it answered")));
+        }
+    };
+    let status = response.status();
+    let mut body: Vec<u8> = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > request.max_result_bytes {
+                    return Err(Failure::TooLarge);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(err) => {
+                tracing::warn!(tool = %tool, error = %err.without_url(), "http backend broke while answering");
+                return Err(Failure::Crashed(format!("the tool '{tool}' broke off its answer")));
+            }
+        }
+    }
+    answer(tool, status, body)
+}
+
+fn answer(tool: &str, status: StatusCode, body: Vec<u8>) -> Result<String, Failure> {
+    if status.is_success() {
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Err(Failure::Crashed(format!("the tool '{tool}' answered with an empty body instead of JSON")));
+        }
+        return match String::from_utf8(body) {
+            Ok(text) if is_json(text.as_bytes()) => Ok(text),
+            _ => Err(Failure::Crashed(format!("the tool '{tool}' answered with something that is not JSON"))),
+        };
+    }
+    if status.is_client_error() {
+        let text = String::from_utf8_lossy(&body);
+        if let Ok(ErrorBody { error }) = serde_json::from_slice::<ErrorBody>(&body) {
+            if let Some(kind) = tool_error_kind(&error.kind) {
+                return Err(Failure::Tool { kind, message: tool_text(&error.message) });
+            }
+        }
+        let kind = if status == StatusCode::NOT_FOUND { ErrorKind::NotFound } else { ErrorKind::Refused };
+        let message = match tool_text(&text) {
+            empty if empty.is_empty() => {
+                format!("the tool '{tool}' answered HTTP {} with no explanation", status.as_u16())
+            }
+            text => text,
+        };
+        return Err(Failure::Tool { kind, message });
+    }
+    if status.is_server_error() {
+        tracing::warn!(tool = %tool, status = status.as_u16(), "http backend failed");
+        return Err(Failure::Crashed(format!("the tool '{tool}' failed (HTTP {})", status.as_u16())));
+    }
+    tracing::warn!(tool = %tool, status = status.as_u16(), "http backend answered with an unexpected status");
+    Err(Failure::Crashed(format!("the tool '{tool}' answered HTTP {}, which is not an answer", status.as_u16())))
+}

@@ -1,0 +1,75 @@
+//! Runs a validated call on the tool's backend: a closed set of kinds, one
+//! file each. Backends answer the tool's result as JSON text, the tool's own
+//! error, or a failure worded without internals (no URL, host, port, path,
+//! stderr line or trace); the details go to the gateway's log.
+
+mod builtin;
+mod command;
+mod http;
+
+pub use http::HttpClients;
+
+use serde_json::{Map, Value};
+
+use super::outcome::ErrorKind;
+use crate::catalog::{Backend, Tool};
+
+/// A tool's own error text reaches the model cut to this many characters.
+pub const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
+
+/// Why a backend gave no result.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The tool ran and answered with its own error (`NotFound`, `Refused`
+    /// or `InvalidArguments`); the message is the tool's, unchanged.
+    Tool { kind: ErrorKind, message: String },
+    /// The tool broke; the reason is safe to show a model.
+    Crashed(String),
+    /// The backend cannot be reached.
+    Unavailable,
+    /// The result is larger than the limit.
+    TooLarge,
+}
+
+/// What one backend call needs.
+pub struct Request<'a> {
+    pub tool: &'a Tool,
+    /// The validated arguments, as an object and as the JSON text sent.
+    pub arguments: &'a Map<String, Value>,
+    pub arguments_json: &'a str,
+    pub max_result_bytes: usize,
+    pub http: &'a HttpClients,
+}
+
+/// Runs the call; `Ok` is the result as JSON text.
+pub async fn run(request: Request<'_>) -> Result<String, Failure> {
+    match &request.tool.backend {
+        Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments),
+        Backend::Http(http) => http::run(http, &request).await,
+        Backend::Command(command) => command::run(command, &request).await,
+    }
+}
+
+/// The tool's own error kinds, as backends spell them.
+pub fn tool_error_kind(name: &str) -> Option<ErrorKind> {
+    match name {
+        "not_found" => Some(ErrorKind::NotFound),
+        "refused" => Some(ErrorKind::Refused),
+        "invalid_arguments" => Some(ErrorKind::InvalidArguments),
+        _ => None,
+    }
+}
+
+/// A tool's own text, cut to [`MAX_TOOL_MESSAGE_CHARS`] (then `…`).
+pub fn tool_text(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(MAX_TOOL_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
+/// Whether `bytes` are one JSON value (checked without building it).
+pub fn is_json(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
+}

@@ -1,0 +1,21 @@
+//! The built-in tools, one file each. Each is a pure function of its
+//! validated arguments that returns a result or the tool's own error.
+
+mod calculator;
+mod current_time;
+mod echo;
+
+use serde_json::{Map, Value};
+
+use crate::catalog::BuiltinTool;
+
+/// Runs a built-in. `Err` is the tool's own error (a value problem), to be
+/// passed to the model unchanged.
+pub fn call(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<Value, String> {
+    let text = |key: &str| arguments.get(key).and_then(Value::as_str);
+    match builtin {
+        BuiltinTool::Calculator => calculator::evaluate(text("expression").unwrap_or_default()),
+        BuiltinTool::CurrentTime => current_time::now(text("timezone")),
+        BuiltinTool::Echo => Ok(echo::echo(arguments)),
+    }
+}

@@ -1,0 +1,237 @@
+//! Execute: one tool call exactly as a model emitted it, repaired where that
+//! is safe, validated, run on its backend, and answered with the result or an
+//! error the model can act on (DESIGN sections 3 to 5).
+//!
+//! [`Executor::prepare`] is the pure part (resolve the name inside the
+//! available set, parse and repair the arguments, validate them); it never
+//! touches a backend, so an invalid call can never reach one.
+//! [`Executor::execute`] adds the dispatch under the tool's timeout (bounded
+//! by the caller's deadline) and concurrency limit. A tool problem is never a
+//! gRPC error: it is an [`Outcome`] with a [`ToolError`].
+
+pub mod arguments;
+pub mod backends;
+mod builtins;
+pub mod names;
+pub mod outcome;
+pub mod validate;
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use serde_json::{Map, Value};
+use tokio::sync::Semaphore;
+
+pub use arguments::ArgumentLimits;
+use backends::{Failure, HttpClients};
+pub use names::AvailableSet;
+pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
+
+use crate::{
+    catalog::{Catalog, Tool, ToolId},
+    resolve::{check_names, NamesError, Resolution},
+};
+
+/// Limits of the executor; every one answers in-band when reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecLimits {
+    pub arguments: ArgumentLimits,
+    /// The "available tools" inventory lists at most this many names.
+    pub inventory_cap: usize,
+    /// A larger result is TOOL_CRASHED.
+    pub max_result_bytes: usize,
+}
+
+impl Default for ExecLimits {
+    fn default() -> Self {
+        Self { arguments: ArgumentLimits::default(), inventory_cap: 100, max_result_bytes: 1024 * 1024 }
+    }
+}
+
+/// One call, as the agent sent it.
+#[derive(Clone, Debug, Default)]
+pub struct Call {
+    /// The tool name as the model emitted it.
+    pub tool: String,
+    /// The arguments as the model emitted them; empty means `{}`.
+    pub arguments_json: String,
+    /// The agent's tool set (tool, alias or toolset names); empty: every tool.
+    pub tools: Vec<String>,
+    pub strict: bool,
+    /// Resolve, repair and validate only.
+    pub dry_run: bool,
+    /// How long the caller will wait, if it said.
+    pub deadline: Option<Duration>,
+}
+
+/// A request that cannot be executed as sent (a gRPC INVALID_ARGUMENT).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error(transparent)]
+    Names(#[from] NamesError),
+    /// Strict: names in `tools` that match nothing.
+    #[error("{}", .0.message())]
+    UnknownTools(Resolution),
+}
+
+/// A call that passed resolution, repair and validation.
+#[derive(Debug)]
+pub struct Ready {
+    pub tool: ToolId,
+    pub arguments: Map<String, Value>,
+    /// The JSON text the backend receives: the arguments exactly as emitted
+    /// when nothing was repaired, else the repaired object.
+    pub arguments_json: String,
+    pub repairs: Vec<Repair>,
+}
+
+/// Runs calls against one catalogue snapshot.
+pub struct Executor {
+    catalog: Arc<Catalog>,
+    limits: ExecLimits,
+    http: HttpClients,
+    /// Calls in flight, per tool.
+    permits: Vec<Semaphore>,
+}
+
+impl Executor {
+    pub fn new(catalog: Arc<Catalog>, limits: ExecLimits) -> Result<Self, reqwest::Error> {
+        let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
+        Ok(Self { catalog, limits, http: HttpClients::new()?, permits })
+    }
+
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// Resolves, repairs and validates; never runs anything.
+    pub fn prepare(&self, call: &Call) -> Result<Result<Ready, Outcome>, RequestError> {
+        check_names("tools", &call.tools)?;
+        let (set, resolution) = AvailableSet::of(&self.catalog, &call.tools);
+        if call.strict && !resolution.unknown.is_empty() {
+            return Err(RequestError::UnknownTools(resolution));
+        }
+        let failed = |tool: Option<&Tool>, repairs: Vec<Repair>, arguments_json: String, error: ToolError| Outcome {
+            tool: tool.map(|t| t.name.clone()),
+            repairs,
+            arguments_json,
+            result: Err(error),
+        };
+
+        let (id, name_repair) =
+            match names::resolve_tool(&self.catalog, &set, &call.tool, call.strict, self.limits.inventory_cap) {
+                Ok(found) => found,
+                Err(error) => return Ok(Err(failed(None, Vec::new(), String::new(), error))),
+            };
+        let tool = self.catalog.tool(id);
+        let mut repairs: Vec<Repair> = name_repair.into_iter().collect();
+
+        let parsed = match arguments::parse(&call.arguments_json, call.strict, self.limits.arguments) {
+            Ok(parsed) => parsed,
+            Err(error) => return Ok(Err(failed(Some(tool), repairs, String::new(), error))),
+        };
+        repairs.extend(parsed.repair);
+        let mut object = parsed.object;
+        if !call.strict {
+            repairs.extend(arguments::repair_names(&mut object, &tool.parameters));
+        }
+        let arguments_changed = repairs.iter().any(|r| r.kind != RepairKind::ToolName);
+        let arguments_json = if arguments_changed || call.arguments_json.trim().is_empty() {
+            serde_json::to_string(&object).expect("JSON values serialise")
+        } else {
+            call.arguments_json.clone()
+        };
+
+        let value = Value::Object(object);
+        let problems = validate::validate(tool, &value);
+        if !problems.is_empty() {
+            return Ok(Err(failed(Some(tool), repairs, arguments_json, problems.into_error(tool))));
+        }
+        let Value::Object(arguments) = value else { unreachable!("built from an object") };
+        Ok(Ok(Ready { tool: id, arguments, arguments_json, repairs }))
+    }
+
+    /// Prepares the call and, unless it is a dry run, runs it.
+    pub async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
+        let ready = match self.prepare(call)? {
+            Ok(ready) => ready,
+            Err(outcome) => return Ok(outcome),
+        };
+        let tool = self.catalog.tool(ready.tool);
+        let result = match call.dry_run {
+            true => Ok(None),
+            false => self.dispatch(ready.tool, &ready, call.deadline).await.map(Some),
+        };
+        Ok(Outcome {
+            tool: Some(tool.name.clone()),
+            repairs: ready.repairs,
+            arguments_json: ready.arguments_json,
+            result,
+        })
+    }
+
+    /// Runs a ready call under the tool's timeout (or the caller's deadline,
+    /// if sooner) and concurrency limit.
+    async fn dispatch(&self, id: ToolId, ready: &Ready, deadline: Option<Duration>) -> Result<String, ToolError> {
+        let tool = self.catalog.tool(id);
+        let limit = deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
+        let started = AtomicBool::new(false);
+        let run = async {
+            let _permit = self.permits[id.0 as usize].acquire().await.expect("never closed");
+            started.store(true, Ordering::Relaxed);
+            backends::run(backends::Request {
+                tool,
+                arguments: &ready.arguments,
+                arguments_json: &ready.arguments_json,
+                max_result_bytes: self.limits.max_result_bytes,
+                http: &self.http,
+            })
+            .await
+        };
+        let failure = match tokio::time::timeout(limit, run).await {
+            Ok(Ok(result)) if result.len() > self.limits.max_result_bytes => Failure::TooLarge,
+            Ok(Ok(result)) => return Ok(result),
+            Ok(Err(failure)) => failure,
+            Err(_) if !started.load(Ordering::Relaxed) => {
+                let message = format!(
+                    "the tool '{}' is busy: {} calls were already in flight for {}",
+                    tool.name,
+                    tool.max_concurrency,
+                    humantime::format_duration(limit)
+                );
+                return Err(ToolError::new(ErrorKind::Unavailable, message, tool.idempotent));
+            }
+            Err(_) => {
+                let message =
+                    format!("the tool '{}' did not answer within {}", tool.name, humantime::format_duration(limit));
+                return Err(ToolError::new(ErrorKind::Timeout, message, tool.idempotent));
+            }
+        };
+        Err(match failure {
+            Failure::Tool { kind, message } => ToolError::new(kind, message, tool.idempotent),
+            Failure::Crashed(message) => ToolError::new(ErrorKind::ToolCrashed, message, tool.idempotent),
+            Failure::TooLarge => ToolError::new(
+                ErrorKind::ToolCrashed,
+                format!("the tool's result is larger than {}", mebibytes(self.limits.max_result_bytes)),
+                tool.idempotent,
+            ),
+            Failure::Unavailable => ToolError::new(
+                ErrorKind::Unavailable,
+                format!("the tool '{}' cannot be reached right now", tool.name),
+                tool.idempotent,
+            ),
+        })
+    }
+}
+
+fn mebibytes(bytes: usize) -> String {
+    match bytes % (1024 * 1024) {
+        0 => format!("{} MiB", bytes / (1024 * 1024)),
+        _ => format!("{bytes} bytes"),
+    }
+}

@@ -1,0 +1,119 @@
+//! What an Execute call ends with: the tool's result, or a [`ToolError`] of
+//! one [`ErrorKind`] written for the model, and every repair made on the way.
+
+/// The kinds of DESIGN section 5.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// No single tool in the available set matches the emitted name.
+    UnknownTool,
+    /// Bad JSON, wrong argument names or values (ours or the tool's).
+    InvalidArguments,
+    /// The tool ran; what was asked for does not exist.
+    NotFound,
+    /// The tool ran and refused (a business rule).
+    Refused,
+    /// The tool broke.
+    ToolCrashed,
+    /// The tool did not answer in time.
+    Timeout,
+    /// The backend cannot be reached (or is saturated).
+    Unavailable,
+    /// The session used its retries for this call (not produced yet).
+    RetryBudgetExhausted,
+}
+
+impl ErrorKind {
+    /// Whether calling again can help (advice to the caller; toolgate never
+    /// retries by itself). A timeout or an outage is retryable only for an
+    /// idempotent tool.
+    pub fn retryable(self, idempotent: bool) -> bool {
+        match self {
+            ErrorKind::UnknownTool | ErrorKind::InvalidArguments => true,
+            ErrorKind::Timeout | ErrorKind::Unavailable => idempotent,
+            ErrorKind::NotFound | ErrorKind::Refused | ErrorKind::ToolCrashed | ErrorKind::RetryBudgetExhausted => {
+                false
+            }
+        }
+    }
+}
+
+/// The parameter hint: a tool's parameters by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ExpectedParameters {
+    /// In the order of the schema's `required`.
+    pub required: Vec<String>,
+    /// In the order of the schema's `properties`.
+    pub optional: Vec<String>,
+}
+
+/// One problem with one argument.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// A JSON pointer into the arguments (`/items/0/name`); empty for the whole object.
+    pub field: String,
+    pub description: String,
+}
+
+/// A failed call, in words a model can act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub retryable: bool,
+    pub suggestions: Vec<String>,
+    /// Sorted, capped.
+    pub available_tools: Vec<String>,
+    /// How many tools the caller may use, uncapped.
+    pub available_tools_total: u32,
+    pub expected_parameters: Option<ExpectedParameters>,
+    pub violations: Vec<Violation>,
+}
+
+impl ToolError {
+    /// An error of `kind` with nothing but its message; `idempotent` decides
+    /// whether a timeout or an outage is retryable.
+    pub fn new(kind: ErrorKind, message: impl Into<String>, idempotent: bool) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            retryable: kind.retryable(idempotent),
+            suggestions: Vec::new(),
+            available_tools: Vec::new(),
+            available_tools_total: 0,
+            expected_parameters: None,
+            violations: Vec::new(),
+        }
+    }
+
+    /// Invalid arguments, with nothing but a message.
+    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidArguments, message, false)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RepairKind {
+    ToolName,
+    ArgumentName,
+    ArgumentsJson,
+}
+
+/// One repair made to a call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repair {
+    pub kind: RepairKind,
+    pub original: String,
+    pub repaired: String,
+}
+
+/// The end of one Execute call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The canonical tool name; `None` when the name resolved to no tool.
+    pub tool: Option<String>,
+    pub repairs: Vec<Repair>,
+    /// The arguments as validated, after repair (empty when they never parsed).
+    pub arguments_json: String,
+    /// The tool's result as JSON text, unchanged (`None` for a dry run), or the error.
+    pub result: Result<Option<String>, ToolError>,
+}

@@ -1,0 +1,267 @@
+//! Validates arguments with the schema compiled at load, collects every
+//! problem, and words each for the model (DESIGN section 4).
+//!
+//! Name-level problems (a required argument missing, an argument the schema
+//! forbids) come with the parameter hint; value-level problems name the field
+//! and what is allowed, with no hint.
+
+use jsonschema::{error::TypeKind, error::ValidationErrorKind, JsonType, ValidationError};
+use serde_json::Value;
+
+use super::{
+    arguments::json_type_with_article,
+    outcome::{ExpectedParameters, ToolError, Violation},
+};
+use crate::{catalog::Tool, resolve::message::python_list};
+
+/// Values are shown cut to this many characters.
+const MAX_SHOWN_VALUE: usize = 40;
+
+/// Every problem of one call's arguments.
+#[derive(Debug, Default)]
+pub struct Problems {
+    /// Missing or unexpected arguments, each with its JSON pointer.
+    names: Vec<Violation>,
+    /// Wrong values.
+    values: Vec<Violation>,
+}
+
+impl Problems {
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty() && self.values.is_empty()
+    }
+
+    /// The INVALID_ARGUMENTS error: name problems, then value problems, joined
+    /// by `; `; the parameter hint ends the message when a name was wrong.
+    pub fn into_error(self, tool: &Tool) -> ToolError {
+        let texts: Vec<&str> = self.names.iter().chain(&self.values).map(|v| v.description.as_str()).collect();
+        let mut message = texts.join("; ");
+        let mut error = ToolError::invalid_arguments(String::new());
+        if !self.names.is_empty() {
+            let schema = &tool.parameters;
+            message.push(' ');
+            message.push_str(&parameter_hint(&tool.name, schema.required(), schema.optional()));
+            error.expected_parameters =
+                Some(ExpectedParameters { required: schema.required().to_vec(), optional: schema.optional().to_vec() });
+        }
+        error.message = message;
+        error.violations = self.names.into_iter().chain(self.values).collect();
+        error
+    }
+}
+
+/// `Expected parameters for 'web_search' — required: ['query'], optional: ['limit'].`
+pub fn parameter_hint(tool: &str, required: &[String], optional: &[String]) -> String {
+    format!(
+        "Expected parameters for '{tool}' — required: {}, optional: {}.",
+        python_list(required),
+        python_list(optional)
+    )
+}
+
+/// Validates `arguments` against the tool's compiled schema.
+pub fn validate(tool: &Tool, arguments: &Value) -> Problems {
+    let schema = &tool.parameters;
+    let mut problems = Problems::default();
+    let mut missing: Vec<String> = Vec::new();
+    let mut unexpected: Vec<String> = Vec::new();
+    for error in schema.validator().iter_errors(arguments) {
+        let at_root = error.instance_path().as_str().is_empty();
+        match error.kind() {
+            ValidationErrorKind::Required { property } if at_root => {
+                missing.push(property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string()));
+            }
+            ValidationErrorKind::AdditionalProperties { unexpected: names }
+            | ValidationErrorKind::UnevaluatedProperties { unexpected: names }
+                if at_root =>
+            {
+                unexpected.extend(names.iter().cloned());
+            }
+            ValidationErrorKind::FalseSchema if is_top_level_field(error.instance_path().as_str()) => {
+                unexpected.push(field_name(error.instance_path().as_str()));
+            }
+            _ => problems.values.push(Violation {
+                field: error.instance_path().as_str().to_owned(),
+                description: describe(&error, schema.json()),
+            }),
+        }
+    }
+    // Missing in the order of `required`, unexpected in the order given.
+    let order = |name: &String| schema.required().iter().position(|r| r == name).unwrap_or(usize::MAX);
+    missing.sort_by_key(order);
+    missing.dedup();
+    if let Value::Object(given) = arguments {
+        let position = |name: &String| given.keys().position(|k| k == name).unwrap_or(usize::MAX);
+        unexpected.sort_by_key(position);
+    }
+    unexpected.dedup();
+    problems.names.extend(missing.into_iter().map(|name| Violation {
+        field: pointer(&name),
+        description: format!("missing a required argument: '{name}'"),
+    }));
+    problems.names.extend(unexpected.into_iter().map(|name| Violation {
+        field: pointer(&name),
+        description: format!("unexpected argument: '{}'", shown_name(&name)),
+    }));
+    problems
+}
+
+/// One sentence for one value problem, naming the field and what is allowed.
+fn describe(error: &ValidationError<'_>, schema: &Value) -> String {
+    let path = error.instance_path().as_str();
+    let field = match path.is_empty() {
+        true => "the arguments".to_owned(),
+        false => format!("'{}'", field_name(path)),
+    };
+    let got = shown(error.instance());
+    // The schema object the failing keyword sits in, for sibling bounds.
+    let keyword_parent = error.schema_path().as_str().rsplit_once('/').and_then(|(parent, _)| schema.pointer(parent));
+    let sibling = |key: &str| keyword_parent.and_then(|s| s.get(key));
+    match error.kind() {
+        ValidationErrorKind::Type { kind } => {
+            format!("{field} must be {}, got {}", expected_types(kind), json_type_name(error.instance()))
+        }
+        ValidationErrorKind::Minimum { limit } | ValidationErrorKind::Maximum { limit } => {
+            match (sibling("minimum"), sibling("maximum")) {
+                (Some(low), Some(high)) => format!("{field} must be between {low} and {high}, got {got}"),
+                _ if matches!(error.kind(), ValidationErrorKind::Minimum { .. }) => {
+                    format!("{field} must be at least {limit}, got {got}")
+                }
+                _ => format!("{field} must be at most {limit}, got {got}"),
+            }
+        }
+        ValidationErrorKind::ExclusiveMinimum { limit } => format!("{field} must be greater than {limit}, got {got}"),
+        ValidationErrorKind::ExclusiveMaximum { limit } => format!("{field} must be less than {limit}, got {got}"),
+        ValidationErrorKind::MultipleOf { .. } => {
+            let of = sibling("multipleOf").map(Value::to_string).unwrap_or_default();
+            format!("{field} must be a multiple of {of}, got {got}")
+        }
+        ValidationErrorKind::Enum { options } => {
+            format!("{field} must be one of {}, got {got}", python_values(options))
+        }
+        ValidationErrorKind::Constant { expected_value } => {
+            format!("{field} must be {}, got {got}", shown(expected_value))
+        }
+        ValidationErrorKind::Pattern { pattern } => format!("{field} must match the pattern '{pattern}', got {got}"),
+        ValidationErrorKind::MinLength { limit } | ValidationErrorKind::MaxLength { limit } => {
+            let length = error.instance().as_str().map(|s| s.chars().count()).unwrap_or_default();
+            match (sibling("minLength"), sibling("maxLength")) {
+                (Some(low), Some(high)) => {
+                    format!("{field} must be between {low} and {high} characters long, got {length}")
+                }
+                _ if matches!(error.kind(), ValidationErrorKind::MinLength { .. }) => {
+                    format!("{field} must be at least {limit} characters long, got {length}")
+                }
+                _ => format!("{field} must be at most {limit} characters long, got {length}"),
+            }
+        }
+        ValidationErrorKind::MinItems { limit } => {
+            format!("{field} must have at least {limit} items, got {}", count(error.instance()))
+        }
+        ValidationErrorKind::MaxItems { limit } => {
+            format!("{field} must have at most {limit} items, got {}", count(error.instance()))
+        }
+        ValidationErrorKind::UniqueItems => format!("{field} must not hold the same item twice"),
+        ValidationErrorKind::MinProperties { limit } => format!("{field} must have at least {limit} fields"),
+        ValidationErrorKind::MaxProperties { limit } => format!("{field} must have at most {limit} fields"),
+        ValidationErrorKind::Format { format } => format!("{field} must be a valid {format}, got {got}"),
+        ValidationErrorKind::Required { property } => {
+            format!("{field} is missing the required field {}", shown(property))
+        }
+        ValidationErrorKind::AdditionalProperties { unexpected }
+        | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
+            format!("{field} has unexpected fields {}", python_list(unexpected))
+        }
+        ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
+            format!("{field} must match one of the allowed forms, got {got}")
+        }
+        ValidationErrorKind::OneOfMultipleValid { .. } => {
+            format!("{field} must match exactly one of the allowed forms, got {got}")
+        }
+        ValidationErrorKind::Not { .. } => format!("{field} has a value that is not allowed, got {got}"),
+        ValidationErrorKind::FalseSchema => format!("{field} is not allowed"),
+        ValidationErrorKind::Contains => format!("{field} must hold at least one matching item"),
+        _ => format!("{field} is not valid: {error}"),
+    }
+}
+
+fn is_top_level_field(pointer: &str) -> bool {
+    pointer.len() > 1 && !pointer[1..].contains('/')
+}
+
+/// A JSON pointer as a field path: `/items/0/name` → `items/0/name`.
+fn field_name(pointer: &str) -> String {
+    pointer.trim_start_matches('/').replace("~1", "/").replace("~0", "~")
+}
+
+fn pointer(name: &str) -> String {
+    format!("/{}", name.replace('~', "~0").replace('/', "~1"))
+}
+
+/// An argument name as emitted, made safe to quote.
+fn shown_name(name: &str) -> String {
+    let quoted = crate::resolve::message::quote_emitted(name);
+    quoted[1..quoted.len() - 1].to_owned()
+}
+
+fn expected_types(kind: &TypeKind) -> String {
+    let names: Vec<&str> = match kind {
+        TypeKind::Single(t) => vec![type_with_article(*t)],
+        TypeKind::Multiple(set) => set.iter().map(type_with_article).collect(),
+    };
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
+fn type_with_article(t: JsonType) -> &'static str {
+    match t {
+        JsonType::Null => "null",
+        JsonType::Boolean => "a boolean",
+        JsonType::Integer => "an integer",
+        JsonType::Number => "a number",
+        JsonType::String => "a string",
+        JsonType::Array => "an array",
+        JsonType::Object => "an object",
+    }
+}
+
+/// `integer`, `string`, … as in `got integer`.
+fn json_type_name(value: &Value) -> &'static str {
+    json_type_with_article(value).trim_start_matches("an ").trim_start_matches("a ")
+}
+
+fn count(value: &Value) -> usize {
+    value.as_array().map(Vec::len).unwrap_or_default()
+}
+
+/// A value as the model wrote it: strings in single quotes, escaped, cut.
+fn shown(value: &Value) -> String {
+    match value {
+        Value::String(s) => {
+            let cut: String = s.chars().take(MAX_SHOWN_VALUE).collect();
+            let quoted = crate::resolve::message::quote_emitted(&cut);
+            if s.chars().count() > MAX_SHOWN_VALUE {
+                format!("{}…'", &quoted[..quoted.len() - 1])
+            } else {
+                quoted
+            }
+        }
+        other => {
+            let text = other.to_string();
+            match text.chars().count() > MAX_SHOWN_VALUE {
+                true => format!("{}…", text.chars().take(MAX_SHOWN_VALUE).collect::<String>()),
+                false => text,
+            }
+        }
+    }
+}
+
+/// Allowed values printed like Python's lists: `['c', 'f', 1]`.
+fn python_values(options: &Value) -> String {
+    match options {
+        Value::Array(items) => format!("[{}]", items.iter().map(shown).collect::<Vec<_>>().join(", ")),
+        other => shown(other),
+    }
+}
