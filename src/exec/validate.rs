@@ -65,6 +65,10 @@ pub fn validate(tool: &Tool, arguments: &Value) -> Problems {
     let mut problems = Problems::default();
     let mut missing: Vec<String> = Vec::new();
     let mut unexpected: Vec<String> = Vec::new();
+    // Fields whose allowed values are listed (enum, const): their type
+    // problem adds nothing to the list of values.
+    let mut listed: Vec<String> = Vec::new();
+    let mut typed: Vec<(usize, String)> = Vec::new();
     for error in schema.validator().iter_errors(arguments) {
         let at_root = error.instance_path().as_str().is_empty();
         match error.kind() {
@@ -80,10 +84,22 @@ pub fn validate(tool: &Tool, arguments: &Value) -> Problems {
             ValidationErrorKind::FalseSchema if is_top_level_field(error.instance_path().as_str()) => {
                 unexpected.push(field_name(error.instance_path().as_str()));
             }
-            _ => problems.values.push(Violation {
-                field: error.instance_path().as_str().to_owned(),
-                description: describe(&error, schema.json()),
-            }),
+            kind => {
+                let field = error.instance_path().as_str().to_owned();
+                match kind {
+                    ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => {
+                        listed.push(field.clone())
+                    }
+                    ValidationErrorKind::Type { .. } => typed.push((problems.values.len(), field.clone())),
+                    _ => {}
+                }
+                problems.values.push(Violation { field, description: describe(&error, schema.json()) });
+            }
+        }
+    }
+    for (at, field) in typed.iter().rev() {
+        if listed.contains(field) {
+            problems.values.remove(*at);
         }
     }
     // Missing in the order of `required`, unexpected in the order given.

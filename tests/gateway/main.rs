@@ -5,6 +5,9 @@ mod common;
 
 mod catalog_problems;
 mod cli;
+mod execute_arguments;
+mod execute_backends;
+mod execute_names;
 mod health_reflection;
 mod list_tools;
 mod resolve_rpc;

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod backend;
+
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
@@ -19,7 +21,9 @@ use toolgate::{
     config::Policy,
     env::Env,
     exec::{ExecLimits, Executor},
-    proto::v1::tool_gateway_service_client::ToolGatewayServiceClient,
+    proto::v1::{
+        tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse, ToolError,
+    },
     server,
     service::Gateway,
 };
@@ -81,11 +85,29 @@ impl TestGateway {
         Self::start(loaded.catalog, policy).await
     }
 
+    /// Serves the catalogue of `dir`, loaded with `env` for `${VAR}`.
+    pub async fn from_dir(dir: &CatalogDir, env: &Env, policy: Policy) -> Self {
+        let loaded = catalog::load(&dir.options(), env).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems));
+        Self::start(loaded.catalog, policy).await
+    }
+
     pub async fn start(catalog: toolgate::catalog::Catalog, policy: Policy) -> Self {
+        Self::start_with(catalog, policy, ExecLimits::default()).await
+    }
+
+    /// Serves the registry text with these limits (tests of caps).
+    pub async fn with_registry_and_limits(registry: &str, policy: Policy, limits: ExecLimits) -> Self {
+        let dir = CatalogDir::new();
+        dir.file("registry/tools.yaml", registry);
+        let loaded = dir.load(&dir.options()).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems));
+        Self::start_with(loaded.catalog, policy, limits).await
+    }
+
+    pub async fn start_with(catalog: toolgate::catalog::Catalog, policy: Policy, limits: ExecLimits) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let executor = Executor::new(Arc::new(catalog), ExecLimits::default()).expect("executor");
+        let executor = Executor::new(Arc::new(catalog), limits).expect("executor");
         let gateway = Gateway::new(Arc::new(executor), policy);
         let task = tokio::spawn(server::serve(
             listener,
@@ -175,3 +197,19 @@ toolsets:
   courier: [track_parcel, reschedule_delivery]
   research: [web_search, exa_search, web_fetch]
 "#;
+
+/// Executes one call as a model emitted it.
+pub async fn execute(client: &mut Client, tool: &str, arguments: &str) -> ExecuteResponse {
+    let request = ExecuteRequest { tool: tool.into(), arguments_json: arguments.into(), ..Default::default() };
+    client.execute(request).await.expect("Execute answers in-band").into_inner()
+}
+
+/// The error of a failed call, checked to be one.
+pub fn error(response: &ExecuteResponse) -> &ToolError {
+    assert!(!response.ok, "expected a failure: {response:?}");
+    response.error.as_ref().expect("a ToolError")
+}
+
+pub fn kind(response: &ExecuteResponse) -> ErrorKind {
+    ErrorKind::try_from(error(response).kind).unwrap()
+}

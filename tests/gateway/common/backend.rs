@@ -1,0 +1,131 @@
+//! A real HTTP backend on 127.0.0.1:0 (axum), answering the ways a tool can:
+//! well, with its own errors, badly, slowly, hugely. It counts the calls it
+//! receives, so tests can prove that invalid calls never reach it.
+
+use std::{
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc, Mutex,
+    },
+    time::Duration,
+};
+
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Redirect, Response},
+    routing::post,
+    Router,
+};
+
+/// The last request's body and Authorization header.
+type Last = Option<(String, Option<String>)>;
+
+#[derive(Clone, Default)]
+pub struct Seen {
+    pub calls: Arc<AtomicUsize>,
+    pub last: Arc<Mutex<Last>>,
+}
+
+impl Seen {
+    pub fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    pub fn last_body(&self) -> Option<String> {
+        self.last.lock().unwrap().as_ref().map(|(b, _)| b.clone())
+    }
+
+    pub fn last_authorization(&self) -> Option<String> {
+        self.last.lock().unwrap().as_ref().and_then(|(_, a)| a.clone())
+    }
+}
+
+pub struct HttpBackend {
+    pub addr: SocketAddr,
+    pub seen: Seen,
+}
+
+impl HttpBackend {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+async fn record(seen: &Seen, headers: &HeaderMap, body: &Bytes) {
+    seen.calls.fetch_add(1, Ordering::SeqCst);
+    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    *seen.last.lock().unwrap() = Some((String::from_utf8_lossy(body).into_owned(), auth));
+}
+
+fn json(status: StatusCode, body: &str) -> Response {
+    (status, [("content-type", "application/json")], body.to_owned()).into_response()
+}
+
+/// Starts the backend; it serves until the test's runtime ends.
+pub async fn start() -> HttpBackend {
+    let seen = Seen::default();
+    let app = Router::new()
+        .route("/echo", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            json(StatusCode::OK, &String::from_utf8_lossy(&b))
+        }))
+        .route("/result", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            json(StatusCode::OK, "{\"b\": 2, \"a\": [1.50, 1e3], \"z\": null}")
+        }))
+        .route("/not_found", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            (StatusCode::NOT_FOUND, "no order 42 in this shop").into_response()
+        }))
+        .route("/conflict", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            (StatusCode::CONFLICT, "the order was already shipped").into_response()
+        }))
+        .route("/typed_error", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            json(StatusCode::BAD_REQUEST, r#"{"error": {"kind": "invalid_arguments", "message": "day 6 is a Saturday; we deliver Monday to Friday"}}"#)
+        }))
+        .route("/typed_not_found", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            json(StatusCode::UNPROCESSABLE_ENTITY, r#"{"error": {"kind": "not_found", "message": "no parcel PK-9"}}"#)
+        }))
+        .route("/crash", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            (StatusCode::INTERNAL_SERVER_ERROR, "Traceback: db at 10.0.0.7:5432 password=hunter2").into_response()
+        }))
+        .route("/garbage", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            (StatusCode::OK, "<html>oops</html>").into_response()
+        }))
+        .route("/empty", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            StatusCode::OK.into_response()
+        }))
+        .route("/huge", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            let body = format!("[{}0]", "0,".repeat(5 * 1024 * 1024));
+            json(StatusCode::OK, &body)
+        }))
+        .route("/slow", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            json(StatusCode::OK, "{}")
+        }))
+        .route("/redirect", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
+            record(&s, &h, &b).await;
+            Redirect::temporary("/echo").into_response()
+        }))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    HttpBackend { addr, seen }
+}
+
+/// A loopback address where nothing listens.
+pub fn closed_port() -> SocketAddr {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}

@@ -1,0 +1,240 @@
+//! Execute, arguments: repairs of common slips, the exact messages of bad
+//! JSON, wrong names and wrong values, limits, and dry runs. An invalid call
+//! never reaches its backend.
+
+use toolgate::{
+    config::Policy,
+    proto::v1::{ErrorKind, ExecuteRequest, ExpectedParameters, RepairKind, Violation},
+};
+
+use crate::common::{
+    backend::{self, HttpBackend},
+    error, execute, kind, TestGateway,
+};
+
+fn registry(http: &HttpBackend) -> String {
+    format!(
+        r#"
+tools:
+  - name: web_search
+    description: Search the web.
+    parameters:
+      type: object
+      properties:
+        query: {{type: string, minLength: 1}}
+        limit: {{type: integer, minimum: 1, maximum: 20}}
+        lang: {{type: string, enum: [en, fr, de]}}
+      required: [query]
+      additionalProperties: false
+    backend: {{http: {{url: "{echo}"}}}}
+  - name: reschedule_delivery
+    description: Move a delivery.
+    parameters:
+      type: object
+      properties:
+        code: {{type: string, pattern: "^PK-"}}
+        day: {{type: integer, minimum: 1, maximum: 7}}
+        note: {{type: string, maxLength: 10}}
+        email: {{type: string, format: email}}
+        items:
+          type: array
+          items: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}
+      required: [code, day]
+      additionalProperties: false
+    backend: {{http: {{url: "{echo}"}}}}
+  - name: open_tool
+    description: Takes anything.
+    parameters:
+      type: object
+      properties: {{max_results: {{type: integer}}}}
+    backend: {{http: {{url: "{echo}"}}}}
+"#,
+        echo = http.url("/echo")
+    )
+}
+
+async fn gateway(http: &HttpBackend) -> TestGateway {
+    TestGateway::with_registry(&registry(http), Policy::default()).await
+}
+
+fn violations(pairs: &[(&str, &str)]) -> Vec<Violation> {
+    pairs.iter().map(|(f, d)| Violation { field: f.to_string(), description: d.to_string() }).collect()
+}
+
+#[tokio::test]
+async fn missing_and_unexpected_arguments_get_the_parameter_hint() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let response = execute(&mut gw.client, "web_search", r#"{"q": "rust"}"#).await;
+    let err = error(&response);
+    assert_eq!(
+        err.message,
+        "missing a required argument: 'query'; unexpected argument: 'q' \
+         Expected parameters for 'web_search' — required: ['query'], optional: ['limit', 'lang']."
+    );
+    assert_eq!(
+        err.expected_parameters,
+        Some(ExpectedParameters { required: vec!["query".into()], optional: vec!["limit".into(), "lang".into()] })
+    );
+    assert_eq!(
+        err.violations,
+        violations(&[("/query", "missing a required argument: 'query'"), ("/q", "unexpected argument: 'q'")])
+    );
+    assert!(err.retryable);
+    assert_eq!(response.tool, "web_search");
+    assert_eq!(http.seen.calls(), 0, "an invalid call never reaches the backend");
+}
+
+#[tokio::test]
+async fn wrong_values_are_each_named_without_a_hint() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let args = r#"{"code": 1001, "day": 9, "note": "ring twice, then wait", "email": "nope", "items": [{"name": "a"}, {"nam": "b"}]}"#;
+    let response = execute(&mut gw.client, "reschedule_delivery", args).await;
+    let err = error(&response);
+    assert_eq!(
+        err.message,
+        "'code' must be a string, got integer; 'day' must be between 1 and 7, got 9; \
+         'note' must be at most 10 characters long, got 21; 'email' must be a valid email, got 'nope'; \
+         'items/1' is missing the required field 'name'"
+    );
+    assert!(err.expected_parameters.is_none());
+    assert_eq!(err.violations.len(), 5);
+    assert_eq!(err.violations[4].field, "/items/1");
+    let response = execute(&mut gw.client, "reschedule_delivery", r#"{"code": "XX-1", "day": true}"#).await;
+    assert_eq!(
+        error_of(&response),
+        "'code' must match the pattern '^PK-', got 'XX-1'; 'day' must be an integer, got boolean"
+    );
+    let response = execute(&mut gw.client, "web_search", r#"{"query": "", "lang": "es", "limit": 2.5}"#).await;
+    assert_eq!(
+        error_of(&response),
+        "'query' must be at least 1 characters long, got 0; 'lang' must be one of ['en', 'fr', 'de'], got 'es'; \
+         'limit' must be an integer, got number"
+    );
+    assert_eq!(http.seen.calls(), 0);
+}
+
+fn error_of(response: &toolgate::proto::v1::ExecuteResponse) -> String {
+    error(response).message.clone()
+}
+
+#[tokio::test]
+async fn name_problems_come_first_then_values_then_the_hint() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let response = execute(&mut gw.client, "reschedule_delivery", r#"{"day": 0, "driver": "bob"}"#).await;
+    assert_eq!(
+        error_of(&response),
+        "missing a required argument: 'code'; unexpected argument: 'driver'; 'day' must be between 1 and 7, got 0 \
+         Expected parameters for 'reschedule_delivery' — required: ['code', 'day'], optional: ['note', 'email', 'items']."
+    );
+}
+
+#[tokio::test]
+async fn json_slips_and_argument_names_are_repaired_and_recorded() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let emitted = "```json\n{'Query': 'rust', 'Limit': 5, 'lang': None,}\n```";
+    // lang: None → null is then a value problem: repair never hides one.
+    let response = execute(&mut gw.client, "web_search", emitted).await;
+    assert_eq!(error_of(&response), "'lang' must be one of ['en', 'fr', 'de'], got null");
+    let emitted = "```json\n{'Query': 'rust', 'Limit': 5,}\n```";
+    let response = execute(&mut gw.client, "web_search", emitted).await;
+    assert!(response.ok, "{response:?}");
+    let kinds: Vec<(i32, &str, &str)> =
+        response.repairs.iter().map(|r| (r.kind, r.original.as_str(), r.repaired.as_str())).collect();
+    assert_eq!(
+        kinds,
+        [
+            (RepairKind::ArgumentsJson as i32, emitted, r#"{"Query": "rust", "Limit": 5}"#),
+            (RepairKind::ArgumentName as i32, "Query", "query"),
+            (RepairKind::ArgumentName as i32, "Limit", "limit"),
+        ]
+    );
+    assert_eq!(response.arguments_json, r#"{"query":"rust","limit":5}"#);
+    assert_eq!(http.seen.last_body().unwrap(), r#"{"query":"rust","limit":5}"#, "the backend gets the repaired call");
+    // Argument names are repaired even where extra arguments are allowed.
+    let response = execute(&mut gw.client, "open_tool", r#"{"MaxResults": 3, "other": true}"#).await;
+    assert!(response.ok);
+    assert_eq!(response.arguments_json, r#"{"max_results":3,"other":true}"#);
+}
+
+#[tokio::test]
+async fn valid_arguments_reach_the_backend_exactly_as_emitted() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let emitted = "{ \"query\" : \"rust\",\n  \"limit\": 20 }";
+    let response = execute(&mut gw.client, "web_search", emitted).await;
+    assert!(response.ok && response.repairs.is_empty());
+    assert_eq!(response.arguments_json, emitted);
+    assert_eq!(http.seen.last_body().unwrap(), emitted);
+    assert_eq!(response.result_json, emitted, "the result is passed through unchanged");
+}
+
+#[tokio::test]
+async fn strict_repairs_nothing_and_says_where_json_broke() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let strict = |tool: &str, args: &str| ExecuteRequest {
+        tool: tool.into(),
+        arguments_json: args.into(),
+        strict: Some(true),
+        ..Default::default()
+    };
+    let response = gw.client.execute(strict("web_search", r#"{"query": "x",}"#)).await.unwrap().into_inner();
+    assert_eq!(error_of(&response), "arguments are not valid JSON: trailing comma at line 1 column 15");
+    let response = gw.client.execute(strict("web_search", r#"{"Query": "x"}"#)).await.unwrap().into_inner();
+    assert!(error_of(&response).starts_with("missing a required argument: 'query'; unexpected argument: 'Query' "));
+    assert!(response.repairs.is_empty());
+    let response = execute(&mut gw.client, "web_search", r#"{"query": "x" "limit": 5}"#).await;
+    assert_eq!(error_of(&response), "arguments are not valid JSON: expected ',' or '}' at line 1 column 15");
+    assert_eq!(http.seen.calls(), 0);
+}
+
+#[tokio::test]
+async fn bad_argument_shapes_are_clear_in_band_errors() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let cases = [
+        ("[1, 2]", "arguments must be a JSON object, got an array".to_owned()),
+        ("\"query\"", "arguments must be a JSON object, got a string".to_owned()),
+        (r#"{"query": NaN}"#, "arguments are not valid JSON: expected value at line 1 column 11".to_owned()),
+        (&"[".repeat(200_000), "arguments are nested deeper than 64 levels".to_owned()),
+    ];
+    for (args, expected) in cases {
+        let response = execute(&mut gw.client, "web_search", args).await;
+        assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+        assert_eq!(error_of(&response), expected);
+    }
+    let big = format!(r#"{{"query": "{}"}}"#, "x".repeat(3 * 1024 * 1024));
+    let response = execute(&mut gw.client, "web_search", &big).await;
+    assert_eq!(error_of(&response), format!("arguments are {} bytes long; the limit is 1 MiB", big.len()));
+    // An empty arguments string means {}.
+    let response = execute(&mut gw.client, "open_tool", "").await;
+    assert!(response.ok);
+    assert_eq!(response.arguments_json, "{}");
+    assert_eq!(http.seen.calls(), 1, "only the valid call ran");
+}
+
+#[tokio::test]
+async fn a_dry_run_validates_and_runs_nothing() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http).await;
+    let request = ExecuteRequest {
+        tool: "WebSearch".into(),
+        arguments_json: r#"{"query": "rust",}"#.into(),
+        dry_run: true,
+        ..Default::default()
+    };
+    let response = gw.client.execute(request.clone()).await.unwrap().into_inner();
+    assert!(response.ok);
+    assert_eq!(response.tool, "web_search");
+    assert_eq!(response.arguments_json, r#"{"query":"rust"}"#);
+    assert!(response.result_json.is_empty());
+    assert_eq!(response.repairs.len(), 2);
+    let invalid = ExecuteRequest { arguments_json: "{}".into(), ..request };
+    let response = gw.client.execute(invalid).await.unwrap().into_inner();
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert_eq!(http.seen.calls(), 0);
+}
