@@ -34,6 +34,8 @@ enum Command {
     Tools(ToolsCommand),
     /// Resolve tool, alias and toolset names as the Resolve RPC does.
     Resolve(ResolveArgs),
+    /// Send one tool call to a running gateway, as a model would emit it.
+    Call(CallArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -102,6 +104,27 @@ struct ResolveArgs {
     catalog: CatalogArgs,
 }
 
+#[derive(Args, Debug)]
+struct CallArgs {
+    /// The tool name, as a model emitted it.
+    tool: String,
+    /// The arguments, as a model emitted them (JSON; empty means {}).
+    #[arg(default_value = "")]
+    arguments: String,
+    /// The gateway's address.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    /// Resolve, repair and validate only; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Strict policy for this call (no repairs).
+    #[arg(long)]
+    strict: bool,
+    /// The agent's tool set (tool, alias or toolset names); repeatable. Default: every tool.
+    #[arg(long = "tool-set", value_name = "NAME")]
+    tool_set: Vec<String>,
+}
+
 /// Parses the command line and runs the command.
 pub fn run() -> anyhow::Result<ExitCode> {
     // A bug must not show a user a backtrace: one line, then the exit code.
@@ -114,6 +137,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Validate(args) => validate(&args, &env),
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
+        Command::Call(args) => call(args),
     }
 }
 
@@ -278,6 +302,69 @@ fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {message}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
+    use crate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ExecuteRequest};
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let response = runtime.block_on(async {
+        let mut client = ToolGatewayServiceClient::connect(args.addr.clone())
+            .await
+            .with_context(|| format!("cannot reach the gateway at {}", args.addr))?;
+        let request = ExecuteRequest {
+            tool: args.tool,
+            arguments_json: args.arguments,
+            tools: args.tool_set,
+            strict: args.strict.then_some(true),
+            dry_run: args.dry_run,
+            ..Default::default()
+        };
+        let response = client
+            .execute(request)
+            .await
+            .map_err(|status| anyhow!("the gateway refused the call ({:?}): {}", status.code(), status.message()))?;
+        anyhow::Ok(response.into_inner())
+    })?;
+    emit(&describe_outcome(&response))?;
+    Ok(if response.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// An Execute answer for a person: the outcome first, then repairs and detail.
+fn describe_outcome(response: &crate::proto::v1::ExecuteResponse) -> String {
+    use crate::proto::v1::{ErrorKind, RepairKind};
+
+    let mut out = String::new();
+    match (&response.error, response.ok) {
+        (_, true) => out.push_str(&format!("ok: {}\n", response.tool)),
+        (Some(error), false) => {
+            let kind = ErrorKind::try_from(error.kind).map(|k| k.as_str_name()).unwrap_or("ERROR_KIND_UNSPECIFIED");
+            let kind = kind.trim_start_matches("ERROR_KIND_");
+            let retry = if error.retryable { "retryable" } else { "not retryable" };
+            out.push_str(&format!("error: {kind} ({retry})\n{}\n", error.message));
+        }
+        (None, false) => out.push_str("error: the gateway answered without an error\n"),
+    }
+    for repair in &response.repairs {
+        let what = match RepairKind::try_from(repair.kind) {
+            Ok(RepairKind::ToolName) => "tool name",
+            Ok(RepairKind::ArgumentName) => "argument name",
+            Ok(RepairKind::ArgumentsJson) => "arguments JSON",
+            _ => "something",
+        };
+        out.push_str(&format!("repaired {what}: {:?} -> {:?}\n", repair.original, repair.repaired));
+    }
+    if response.ok && !response.arguments_json.is_empty() {
+        out.push_str(&format!("arguments: {}\n", response.arguments_json));
+    }
+    if response.ok && !response.result_json.is_empty() {
+        let pretty = serde_json::from_str::<serde_json::Value>(&response.result_json)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or_else(|| response.result_json.clone());
+        out.push_str(&format!("result: {pretty}\n"));
+    }
+    out
 }
 
 /// Writes `text` and a final newline to stdout. A reader that went away

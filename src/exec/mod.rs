@@ -30,6 +30,7 @@ use tokio::sync::Semaphore;
 pub use arguments::ArgumentLimits;
 use backends::{Failure, HttpClients};
 pub use names::AvailableSet;
+use names::{Inventory, Resolved};
 pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
 
 use crate::{
@@ -97,12 +98,15 @@ pub struct Executor {
     http: HttpClients,
     /// Calls in flight, per tool.
     permits: Vec<Semaphore>,
+    /// The inventory of every tool, for calls without a tool set.
+    everything: Inventory,
 }
 
 impl Executor {
     pub fn new(catalog: Arc<Catalog>, limits: ExecLimits) -> Result<Self, reqwest::Error> {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
-        Ok(Self { catalog, limits, http: HttpClients::new()?, permits })
+        let everything = Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
+        Ok(Self { catalog, limits, http: HttpClients::new()?, permits, everything })
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
@@ -123,11 +127,19 @@ impl Executor {
             result: Err(error),
         };
 
-        let (id, name_repair) =
-            match names::resolve_tool(&self.catalog, &set, &call.tool, call.strict, self.limits.inventory_cap) {
-                Ok(found) => found,
-                Err(error) => return Ok(Err(failed(None, Vec::new(), String::new(), error))),
-            };
+        let (id, name_repair) = match names::resolve_tool(&self.catalog, &set, &call.tool, call.strict) {
+            Resolved::Tool(id, repair) => (id, repair),
+            Resolved::Missing { suggestions } => {
+                let error = match &set {
+                    AvailableSet::All => names::unknown_tool(&call.tool, suggestions, &self.everything),
+                    AvailableSet::Only(_) => {
+                        let inventory = Inventory::of(&self.catalog, &set, self.limits.inventory_cap);
+                        names::unknown_tool(&call.tool, suggestions, &inventory)
+                    }
+                };
+                return Ok(Err(failed(None, Vec::new(), String::new(), error)));
+            }
+        };
         let tool = self.catalog.tool(id);
         let mut repairs: Vec<Repair> = name_repair.into_iter().collect();
 

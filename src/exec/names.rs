@@ -51,19 +51,22 @@ impl AvailableSet {
     }
 }
 
-/// Resolves `emitted` inside `set`: the tool and the repair made, or the
-/// UNKNOWN_TOOL error with the nearest names and the inventory.
-#[allow(clippy::result_large_err)] // the error is the call's answer, built once
-pub fn resolve_tool(
-    catalog: &Catalog,
-    set: &AvailableSet,
-    emitted: &str,
-    strict: bool,
-    inventory_cap: usize,
-) -> Result<(ToolId, Option<Repair>), ToolError> {
+/// What an emitted name resolved to.
+#[derive(Debug)]
+pub enum Resolved {
+    /// A tool, and the repair of the name if one was made.
+    Tool(ToolId, Option<Repair>),
+    /// No single tool: the names to suggest (every tool the normalised key
+    /// matches, else the nearest name, else none).
+    Missing { suggestions: Vec<String> },
+}
+
+/// Resolves `emitted` inside `set`: exact name, declared alias, then
+/// (non-strict) the single tool with the same normalised key.
+pub fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str, strict: bool) -> Resolved {
     if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(emitted) {
         if set.contains(id) {
-            return Ok((id, None));
+            return Resolved::Tool(id, None);
         }
     }
     let mut candidates: Vec<ToolId> =
@@ -71,9 +74,8 @@ pub fn resolve_tool(
     if !strict && candidates.len() == 1 {
         let canonical = catalog.tool(candidates[0]).name.clone();
         let repair = Repair { kind: RepairKind::ToolName, original: emitted.to_owned(), repaired: canonical };
-        return Ok((candidates[0], Some(repair)));
+        return Resolved::Tool(candidates[0], Some(repair));
     }
-    // Every tool the key matches (ambiguous, or strict), else the nearest name.
     candidates.sort_by(|a, b| catalog.tool(*a).name.cmp(&catalog.tool(*b).name));
     let suggestions: Vec<String> = if candidates.is_empty() {
         let accept = |t: Target| matches!(t, Target::Tool(id) if set.contains(id));
@@ -81,38 +83,51 @@ pub fn resolve_tool(
     } else {
         candidates.iter().map(|&id| catalog.tool(id).name.clone()).collect()
     };
-    Err(unknown_tool(catalog, set, emitted, suggestions, inventory_cap))
+    Resolved::Missing { suggestions }
+}
+
+/// The "available tools" of a set: the first names in code point order, how
+/// many there are, and the text of the list (`['a', 'b'] … and 3 more`).
+#[derive(Clone, Debug)]
+pub struct Inventory {
+    pub listed: Vec<String>,
+    pub total: usize,
+    pub text: String,
+}
+
+impl Inventory {
+    /// At most `cap` names of `set`.
+    pub fn of(catalog: &Catalog, set: &AvailableSet, cap: usize) -> Self {
+        // The catalogue keeps tools sorted by name (code point order).
+        let mut total = 0usize;
+        let mut listed: Vec<String> = Vec::new();
+        for (i, tool) in catalog.tools().iter().enumerate() {
+            if set.contains(ToolId(i as u32)) {
+                total += 1;
+                if listed.len() < cap {
+                    listed.push(tool.name.clone());
+                }
+            }
+        }
+        let mut text = python_list(&listed);
+        if total > listed.len() {
+            text.push_str(&format!(" … and {} more", total - listed.len()));
+        }
+        Self { listed, total, text }
+    }
 }
 
 /// `Tool 'web_serch' not found. Did you mean 'web_search'? Available tools: ['calculator', 'web_search']`
-fn unknown_tool(
-    catalog: &Catalog,
-    set: &AvailableSet,
-    emitted: &str,
-    suggestions: Vec<String>,
-    cap: usize,
-) -> ToolError {
-    // The catalogue keeps tools sorted by name (code point order).
-    let available = catalog.tools().iter().enumerate().filter(|(i, _)| set.contains(ToolId(*i as u32)));
-    let mut total = 0usize;
-    let mut listed: Vec<String> = Vec::new();
-    for (_, tool) in available {
-        total += 1;
-        if listed.len() < cap {
-            listed.push(tool.name.clone());
-        }
-    }
+pub fn unknown_tool(emitted: &str, suggestions: Vec<String>, inventory: &Inventory) -> ToolError {
     let mut message = format!("Tool {} not found.", quote_emitted(emitted));
     if !suggestions.is_empty() {
         message.push_str(&format!(" Did you mean {}?", or_list(&suggestions)));
     }
-    message.push_str(&format!(" Available tools: {}", python_list(&listed)));
-    if total > listed.len() {
-        message.push_str(&format!(" … and {} more", total - listed.len()));
-    }
+    message.push_str(" Available tools: ");
+    message.push_str(&inventory.text);
     let mut error = ToolError::new(ErrorKind::UnknownTool, message, false);
     error.suggestions = suggestions;
-    error.available_tools = listed;
-    error.available_tools_total = total as u32;
+    error.available_tools = inventory.listed.clone();
+    error.available_tools_total = inventory.total as u32;
     error
 }
