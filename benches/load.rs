@@ -7,6 +7,9 @@
 //!
 //! Each server runs in its own process (this binary, started with
 //! `--serve gateway|bare`); the load comes from tonic clients in this one.
+//! On a small machine the clients compete with the server for the CPU, so the
+//! tool also prints each server's own CPU time per request (from
+//! /proc/<pid>/stat), which does not depend on how fast the clients are.
 
 use std::{
     io::{BufRead, BufReader, Read},
@@ -44,13 +47,16 @@ fn main() {
     let gateway = Server::start("gateway");
     let bare = Server::start("bare");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    println!("{:<8} {:>7} {:>10} {:>10} {:>10}", "target", "streams", "RPS", "p50", "p99");
+    println!("{:<8} {:>7} {:>10} {:>10} {:>10} {:>14}", "target", "streams", "RPS", "p50", "p99", "server CPU/req");
     let mut ratios = Vec::new();
     for streams in STREAMS {
-        let g = runtime.block_on(drive(gateway.port, streams, seconds));
-        let b = runtime.block_on(drive(bare.port, streams, seconds));
+        let g = gateway.measure(&runtime, streams, seconds);
+        let b = bare.measure(&runtime, streams, seconds);
         for (name, r) in [("gateway", &g), ("bare", &b)] {
-            println!("{name:<8} {streams:>7} {:>10.0} {:>10?} {:>10?}", r.rps, r.p50, r.p99);
+            println!(
+                "{name:<8} {streams:>7} {:>10.0} {:>10?} {:>10?} {:>12.1}µs",
+                r.rps, r.p50, r.p99, r.cpu_per_request_us
+            );
         }
         ratios.push((streams, g.rps / b.rps));
     }
@@ -63,6 +69,7 @@ struct Measured {
     rps: f64,
     p50: Duration,
     p99: Duration,
+    cpu_per_request_us: f64,
 }
 
 /// `streams` concurrent callers over a few HTTP/2 connections: 1 s of warm-up,
@@ -102,7 +109,7 @@ async fn drive(port: u16, streams: usize, seconds: u64) -> Measured {
     }
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    Measured { rps: latencies.len() as f64 / seconds as f64, p50: at(0.50), p99: at(0.99) }
+    Measured { rps: latencies.len() as f64 / seconds as f64, p50: at(0.50), p99: at(0.99), cpu_per_request_us: 0.0 }
 }
 
 /// A server process of this binary; killed when dropped.
@@ -122,6 +129,29 @@ impl Server {
         let mut line = String::new();
         BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
         Self { child, port: line.trim().parse().expect("the server prints its port") }
+    }
+}
+
+impl Server {
+    /// Drives the server and charges it the CPU time it used.
+    fn measure(&self, runtime: &tokio::runtime::Runtime, streams: usize, seconds: u64) -> Measured {
+        let before = self.cpu_seconds();
+        let started = Instant::now();
+        let mut measured = runtime.block_on(drive(self.port, streams, seconds));
+        let elapsed = started.elapsed().as_secs_f64();
+        let requests = measured.rps * elapsed;
+        measured.cpu_per_request_us = (self.cpu_seconds() - before) / requests * 1e6;
+        measured
+    }
+
+    /// User and system CPU time of the server process so far.
+    fn cpu_seconds(&self) -> f64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        // Fields after the command name, which is in parentheses: utime is the 12th, stime the 13th.
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+        (ticks(11) + ticks(12)) / 100.0
     }
 }
 

@@ -68,6 +68,8 @@ pub struct Call {
     pub dry_run: bool,
     /// How long the caller will wait, if it said.
     pub deadline: Option<Duration>,
+    /// The caller's W3C trace context, passed on to HTTP backends.
+    pub traceparent: Option<String>,
 }
 
 /// A request that cannot be executed as sent (a gRPC INVALID_ARGUMENT).
@@ -177,7 +179,7 @@ impl Executor {
         let tool = self.catalog.tool(ready.tool);
         let result = match call.dry_run {
             true => Ok(None),
-            false => self.dispatch(ready.tool, &ready, call.deadline).await.map(Some),
+            false => self.dispatch(ready.tool, &ready, call).await.map(Some),
         };
         Ok(Outcome {
             tool: Some(tool.name.clone()),
@@ -189,9 +191,9 @@ impl Executor {
 
     /// Runs a ready call under the tool's timeout (or the caller's deadline,
     /// if sooner) and concurrency limit.
-    async fn dispatch(&self, id: ToolId, ready: &Ready, deadline: Option<Duration>) -> Result<String, ToolError> {
+    async fn dispatch(&self, id: ToolId, ready: &Ready, call: &Call) -> Result<String, ToolError> {
         let tool = self.catalog.tool(id);
-        let limit = deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
+        let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
         let started = AtomicBool::new(false);
         let run = async {
             let _permit = self.permits[id.0 as usize].acquire().await.expect("never closed");
@@ -202,6 +204,7 @@ impl Executor {
                 arguments_json: &ready.arguments_json,
                 max_result_bytes: self.limits.max_result_bytes,
                 http: &self.http,
+                traceparent: call.traceparent.as_deref(),
             })
             .await
         };

@@ -85,7 +85,10 @@ pub fn validate(tool: &Tool, arguments: &Value) -> Problems {
                 unexpected.push(field_name(error.instance_path().as_str()));
             }
             kind => {
-                let field = error.instance_path().as_str().to_owned();
+                let mut field = error.instance_path().as_str().to_owned();
+                if let ValidationErrorKind::Required { property } = kind {
+                    field.push_str(&pointer(property.as_str().unwrap_or_default()));
+                }
                 match kind {
                     ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => {
                         listed.push(field.clone())
@@ -182,11 +185,14 @@ fn describe(error: &ValidationError<'_>, schema: &Value) -> String {
         ValidationErrorKind::MaxProperties { limit } => format!("{field} must have at most {limit} fields"),
         ValidationErrorKind::Format { format } => format!("{field} must be a valid {format}, got {got}"),
         ValidationErrorKind::Required { property } => {
-            format!("{field} is missing the required field {}", shown(property))
+            let name = property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string());
+            format!("missing a required field: '{}/{}'", field_name(path), shown_name(&name))
         }
         ValidationErrorKind::AdditionalProperties { unexpected }
         | ValidationErrorKind::UnevaluatedProperties { unexpected } => {
-            format!("{field} has unexpected fields {}", python_list(unexpected))
+            let fields: Vec<String> =
+                unexpected.iter().map(|u| format!("{}/{}", field_name(path), shown_name(u))).collect();
+            format!("unexpected fields: {}", python_list(&fields))
         }
         ValidationErrorKind::AnyOf { .. } | ValidationErrorKind::OneOfNotValid { .. } => {
             format!("{field} must match one of the allowed forms, got {got}")

@@ -44,7 +44,12 @@ pub fn tool_format(format: pb::ToolFormat) -> Option<ToolFormat> {
 }
 
 /// The call an Execute request asks for; `strict` is already decided by the policy.
-pub fn call(request: pb::ExecuteRequest, strict: bool, deadline: Option<Duration>) -> Call {
+pub fn call(
+    request: pb::ExecuteRequest,
+    strict: bool,
+    deadline: Option<Duration>,
+    traceparent: Option<String>,
+) -> Call {
     Call {
         tool: request.tool,
         arguments_json: request.arguments_json,
@@ -52,6 +57,7 @@ pub fn call(request: pb::ExecuteRequest, strict: bool, deadline: Option<Duration
         strict,
         dry_run: request.dry_run,
         deadline,
+        traceparent,
     }
 }
 

@@ -73,9 +73,10 @@ impl ToolGatewayService for Gateway {
 
     async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         let deadline = caller_deadline(request.metadata());
+        let traceparent = traceparent(request.metadata());
         let request = request.into_inner();
         let strict = self.policy.strict_for(request.strict);
-        let call = convert::call(request, strict, deadline);
+        let call = convert::call(request, strict, deadline, traceparent);
         let outcome = self.executor.execute(&call).await.map_err(|err| match err {
             RequestError::Names(err) => status::invalid_names(err),
             RequestError::UnknownTools(resolution) => Status::invalid_argument(resolution.message()),
@@ -126,4 +127,56 @@ fn caller_deadline(metadata: &MetadataMap) -> Option<Duration> {
     };
     let margin = (timeout / 10).min(Duration::from_millis(50));
     Some(timeout.saturating_sub(margin))
+}
+
+/// The caller's W3C `traceparent`, if it is well-formed (version 00 layout:
+/// `vv-<32 hex trace id>-<16 hex parent id>-ff`, ids not all zero).
+fn traceparent(metadata: &MetadataMap) -> Option<String> {
+    let text = metadata.get("traceparent")?.to_str().ok()?.trim();
+    let parts: Vec<&str> = text.split('-').collect();
+    let hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    let valid = parts.len() == 4
+        && hex(parts[0], 2)
+        && parts[0] != "ff"
+        && hex(parts[1], 32)
+        && parts[1].bytes().any(|b| b != b'0')
+        && hex(parts[2], 16)
+        && parts[2].bytes().any(|b| b != b'0')
+        && hex(parts[3], 2);
+    valid.then(|| text.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(key: &'static str, value: &str) -> MetadataMap {
+        let mut map = MetadataMap::new();
+        map.insert(key, value.parse().unwrap());
+        map
+    }
+
+    #[test]
+    fn traceparent_is_checked() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(traceparent(&metadata("traceparent", good)).as_deref(), Some(good));
+        for bad in [
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "garbage",
+        ] {
+            assert_eq!(traceparent(&metadata("traceparent", bad)), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn grpc_timeout_becomes_a_deadline_with_a_margin() {
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "500m")), Some(Duration::from_millis(450)));
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "10S")), Some(Duration::from_millis(9950)));
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "2M")), Some(Duration::from_millis(119_950)));
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "x")), None);
+        assert_eq!(caller_deadline(&MetadataMap::new()), None);
+    }
 }

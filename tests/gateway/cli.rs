@@ -188,3 +188,41 @@ async fn serve_logs_its_address_answers_and_stops_on_sigterm() {
     assert_eq!(status.code(), Some(0), "{rest:?}");
     assert!(rest.iter().any(|l| l.contains("toolgate stopped")), "{rest:?}");
 }
+
+#[tokio::test]
+async fn call_prints_the_outcome_and_fails_when_the_call_does() {
+    let gw =
+        crate::common::TestGateway::with_registry(crate::common::SEARCH_REGISTRY, toolgate::config::Policy::default())
+            .await;
+    let addr = format!("http://{}", gw.addr);
+    let call = move |args: Vec<String>| {
+        tokio::task::spawn_blocking(move || toolgate().arg("call").args(args).output().unwrap())
+    };
+    let ok =
+        call(vec!["WebSearch".into(), r#"{"query": "rust",}"#.into(), "--addr".into(), addr.clone()]).await.unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert_eq!(
+        stdout(&ok),
+        "ok: web_search\nrepaired tool name: \"WebSearch\" -> \"web_search\"\n\
+         repaired arguments JSON: \"{\\\"query\\\": \\\"rust\\\",}\" -> \"{\\\"query\\\": \\\"rust\\\"}\"\n\
+         arguments: {\"query\":\"rust\"}\nresult: {\n  \"query\": \"rust\"\n}\n"
+    );
+    let failed = call(vec!["web_search".into(), "{}".into(), "--addr".into(), addr.clone()]).await.unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    assert_eq!(
+        stdout(&failed),
+        "error: INVALID_ARGUMENTS (retryable)\nmissing a required argument: 'query' \
+         Expected parameters for 'web_search' — required: ['query'], optional: ['limit'].\n"
+    );
+    let dry =
+        call(vec!["search_the_web".into(), r#"{"query": "x"}"#.into(), "--dry-run".into(), "--addr".into(), addr])
+            .await
+            .unwrap();
+    assert_eq!(dry.status.code(), Some(0));
+    assert_eq!(stdout(&dry), "ok: web_search\narguments: {\"query\": \"x\"}\n");
+    let nowhere = format!("http://{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap());
+    let down = call(vec!["echo".into(), "--addr".into(), nowhere.clone()]).await.unwrap();
+    assert_eq!(down.status.code(), Some(1));
+    assert!(stderr(&down).starts_with(&format!("error: cannot reach the gateway at {nowhere}")), "{}", stderr(&down));
+    assert_no_backtrace(&stderr(&down));
+}

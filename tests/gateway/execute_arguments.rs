@@ -96,11 +96,16 @@ async fn wrong_values_are_each_named_without_a_hint() {
         err.message,
         "'code' must be a string, got integer; 'day' must be between 1 and 7, got 9; \
          'note' must be at most 10 characters long, got 21; 'email' must be a valid email, got 'nope'; \
-         'items/1' is missing the required field 'name'"
+         missing a required field: 'items/1/name'"
     );
     assert!(err.expected_parameters.is_none());
     assert_eq!(err.violations.len(), 5);
-    assert_eq!(err.violations[4].field, "/items/1");
+    assert_eq!(err.violations[4].field, "/items/1/name");
+    let response =
+        execute(&mut gw.client, "reschedule_delivery", r#"{"code": "PK-1", "day": 1, "items": [{"name": 7}]}"#).await;
+    let err = error(&response);
+    assert_eq!(err.message, "'items/0/name' must be a string, got integer");
+    assert_eq!(err.violations[0].field, "/items/0/name");
     let response = execute(&mut gw.client, "reschedule_delivery", r#"{"code": "XX-1", "day": true}"#).await;
     assert_eq!(
         error_of(&response),

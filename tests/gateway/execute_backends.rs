@@ -165,13 +165,22 @@ async fn http_timeouts_are_retryable_only_for_idempotent_tools() {
 }
 
 #[tokio::test]
-async fn http_headers_carry_expanded_secrets() {
+async fn http_requests_carry_expanded_secrets_and_the_trace_context() {
     let http = backend::start().await;
     let dir = catalogue(&http, &[]);
     let mut gw = gateway(&dir).await;
-    let response = execute(&mut gw.client, "with_secret", r#"{"x": 1}"#).await;
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let mut request = tonic::Request::new(ExecuteRequest {
+        tool: "with_secret".into(),
+        arguments_json: r#"{"x": 1}"#.into(),
+        ..Default::default()
+    });
+    request.metadata_mut().insert("traceparent", traceparent.parse().unwrap());
+    let response = gw.client.execute(request).await.unwrap().into_inner();
     assert!(response.ok, "{response:?}");
-    assert_eq!(http.seen.last_authorization().as_deref(), Some("Bearer s3cret-token"));
+    assert_eq!(http.seen.last_header("authorization").as_deref(), Some("Bearer s3cret-token"));
+    assert_eq!(http.seen.last_header("traceparent").as_deref(), Some(traceparent));
+    assert_eq!(http.seen.last_header("content-type").as_deref(), Some("application/json"));
     assert_eq!(http.seen.last_body().as_deref(), Some(r#"{"x": 1}"#));
 }
 
@@ -196,6 +205,7 @@ const PROTOCOL_TOOLS: &[(&str, &str, &str)] = &[
     ("unknown_error_tool", "print(json.dumps({'ok': False, 'error': 'exploded', 'detail': 'x'}))", ""),
     ("exit_tool", "sys.stderr.write('password=hunter2 at /tmp/x\\n'); sys.exit(3)", ""),
     ("killed_tool", "os.kill(os.getpid(), 9)", ""),
+    ("exit137_tool", "sys.exit(137)", ""),
     ("huge_tool", "print(json.dumps({'ok': True, 'result': 'x' * (2 * 1024 * 1024)}))", ""),
     ("answer_then_fail_tool", "print(json.dumps({'ok': True, 'result': 7})); sys.exit(1)", ""),
     (
@@ -232,6 +242,11 @@ async fn the_command_protocol_maps_to_outcomes() {
         ),
         ("exit_tool", ErrorKind::ToolCrashed, "the tool 'exit_tool' failed: it exited with code 3 without an answer"),
         ("killed_tool", ErrorKind::ToolCrashed, "the tool 'killed_tool' failed: it was killed before it answered"),
+        (
+            "exit137_tool",
+            ErrorKind::ToolCrashed,
+            "the tool 'exit137_tool' failed: it exited with code 137 without an answer",
+        ),
         ("huge_tool", ErrorKind::ToolCrashed, "the tool's result is larger than 1 MiB"),
     ];
     for (tool, expected_kind, expected_message) in cases {

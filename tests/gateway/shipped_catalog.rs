@@ -71,3 +71,34 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     files
 }
+
+/// The shipped tools work end to end: the courier pack's script backend, the
+/// registry's tools on built-ins.
+#[tokio::test]
+async fn the_shipped_tools_answer_through_execute() {
+    use toolgate::{config::Policy, proto::v1::ErrorKind};
+
+    use crate::common::{error, execute, kind, TestGateway};
+
+    let options = LoadOptions {
+        registry: vec![repo().join("catalog")],
+        packs_dir: repo().join("catalog/packs"),
+        packs: every_pack(),
+        strict: true,
+    };
+    let loaded = catalog::load(&options, &Env::default()).unwrap();
+    let mut gw = TestGateway::start(loaded.catalog, Policy::default()).await;
+    let response = execute(&mut gw.client, "parcel_status", r#"{"code": "PK-1001"}"#).await;
+    assert!(response.ok, "{response:?}");
+    let result: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();
+    assert_eq!(result["status"], "in transit");
+    let response = execute(&mut gw.client, "RescheduleDelivery", r#"{"code": "PK-1002", "day": 2}"#).await;
+    assert_eq!(kind(&response), ErrorKind::Refused);
+    assert_eq!(error(&response).message, "this parcel was already delivered");
+    let response = execute(&mut gw.client, "track_parcel", r#"{"code": "PK-4040"}"#).await;
+    assert_eq!(kind(&response), ErrorKind::NotFound);
+    let response = execute(&mut gw.client, "compute", r#"{"expression": "(12.5 * 4) / 3"}"#).await;
+    assert!(response.result_json.contains("16.666"), "{}", response.result_json);
+    let response = execute(&mut gw.client, "time_in_city", r#"{"timezone": "Europe/Paris"}"#).await;
+    assert!(response.ok, "{response:?}");
+}

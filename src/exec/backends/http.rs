@@ -1,7 +1,8 @@
 //! HTTP backends: POST the arguments as JSON; 2xx JSON is the result; a 4xx
 //! names the tool's own error; 5xx is a crash; no connection is UNAVAILABLE.
 //! Redirects are not followed and proxy variables ignored unless the tool's
-//! entry asks for them. Header values (often secrets) are never logged.
+//! entry asks for them. Header values (often secrets) are never logged. The
+//! caller's W3C `traceparent` is passed on.
 
 use std::sync::Once;
 
@@ -66,6 +67,9 @@ pub async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<String,
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::ACCEPT, "application/json")
         .body(request.arguments_json.to_owned());
+    if let Some(traceparent) = request.traceparent {
+        call = call.header("traceparent", traceparent);
+    }
     for (name, value) in &backend.headers {
         call = call.header(name.as_str(), value.expose());
     }

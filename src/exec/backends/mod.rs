@@ -39,6 +39,8 @@ pub struct Request<'a> {
     pub arguments_json: &'a str,
     pub max_result_bytes: usize,
     pub http: &'a HttpClients,
+    /// The caller's W3C `traceparent`, if it sent a valid one.
+    pub traceparent: Option<&'a str>,
 }
 
 /// Runs the call; `Ok` is the result as JSON text.

@@ -20,8 +20,8 @@ use axum::{
     Router,
 };
 
-/// The last request's body and Authorization header.
-type Last = Option<(String, Option<String>)>;
+/// The last request's body and headers.
+type Last = Option<(String, HeaderMap)>;
 
 #[derive(Clone, Default)]
 pub struct Seen {
@@ -38,8 +38,10 @@ impl Seen {
         self.last.lock().unwrap().as_ref().map(|(b, _)| b.clone())
     }
 
-    pub fn last_authorization(&self) -> Option<String> {
-        self.last.lock().unwrap().as_ref().and_then(|(_, a)| a.clone())
+    /// A header of the last request.
+    pub fn last_header(&self, name: &str) -> Option<String> {
+        let last = self.last.lock().unwrap();
+        last.as_ref().and_then(|(_, headers)| headers.get(name)?.to_str().ok().map(str::to_owned))
     }
 }
 
@@ -56,8 +58,7 @@ impl HttpBackend {
 
 async fn record(seen: &Seen, headers: &HeaderMap, body: &Bytes) {
     seen.calls.fetch_add(1, Ordering::SeqCst);
-    let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
-    *seen.last.lock().unwrap() = Some((String::from_utf8_lossy(body).into_owned(), auth));
+    *seen.last.lock().unwrap() = Some((String::from_utf8_lossy(body).into_owned(), headers.clone()));
 }
 
 fn json(status: StatusCode, body: &str) -> Response {
