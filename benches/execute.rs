@@ -4,16 +4,12 @@
 //!
 //! `cargo bench --bench execute`; numbers in BENCHMARKS.md.
 
-mod names;
+mod catalogue;
 
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use toolgate::{
-    catalog::{self, LoadOptions},
-    env::Env,
-    exec::{Call, ExecLimits, Executor},
-};
+use toolgate::exec::{Call, ExecLimits, Executor};
 
 /// A realistic tool: three typed parameters, one required, no extras.
 const PARAMETERS: &str = "{type: object, properties: {id: {type: string, pattern: \"^[a-z0-9-]+$\"}, \
@@ -21,18 +17,7 @@ const PARAMETERS: &str = "{type: object, properties: {id: {type: string, pattern
     required: [id], additionalProperties: false}";
 
 fn executor(n: usize) -> (Executor, Vec<String>) {
-    let names = names::tool_names(n);
-    let mut yaml = String::from("tools:\n");
-    for name in &names {
-        yaml.push_str(&format!(
-            "  - name: {name}\n    description: x\n    parameters: {PARAMETERS}\n    backend: {{builtin: echo}}\n"
-        ));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("registry.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
-    let catalog = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems)).catalog;
+    let (catalog, names) = catalogue::load(n, PARAMETERS);
     (Executor::new(Arc::new(catalog), ExecLimits::default()).unwrap(), names)
 }
 

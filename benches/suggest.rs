@@ -3,31 +3,10 @@
 //!
 //! `cargo bench --bench suggest`; numbers in BENCHMARKS.md.
 
-mod names;
+mod catalogue;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use toolgate::{
-    catalog::{self, Catalog, LoadOptions},
-    env::Env,
-    resolve::{self, suggest::SuggestIndex},
-};
-
-/// A real catalogue of `n` tools, loaded from a YAML registry file.
-fn catalogue(n: usize) -> (Catalog, Vec<String>) {
-    let names = names::tool_names(n);
-    let mut yaml = String::from("tools:\n");
-    for name in &names {
-        yaml.push_str(&format!(
-            "  - name: {name}\n    description: x\n    parameters: {{type: object, properties: {{id: {{type: string}}}}}}\n    backend: {{builtin: echo}}\n"
-        ));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("registry.yaml");
-    std::fs::write(&path, yaml).unwrap();
-    let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
-    let loaded = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems));
-    (loaded.catalog, names)
-}
+use toolgate::resolve::{self, suggest::SuggestIndex};
 
 /// A typo of an existing name: one letter dropped in the middle.
 fn typo(name: &str) -> String {
@@ -38,7 +17,7 @@ fn typo(name: &str) -> String {
 fn resolve_bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("resolve");
     for n in [100, 1_000, 10_000] {
-        let (catalog, names) = catalogue(n);
+        let (catalog, names) = catalogue::load(n, "{type: object, properties: {id: {type: string}}}");
         let hit = [names[n / 2].clone()];
         let miss_typo = [typo(&names[n / 3])];
         let miss_unrelated = ["launch_rocket_now".to_owned()];
@@ -58,7 +37,7 @@ fn resolve_bench(c: &mut Criterion) {
 
 /// The index alone against a brute-force scan, at 10,000 names.
 fn index_vs_scan(c: &mut Criterion) {
-    let names = names::tool_names(10_000);
+    let names = catalogue::tool_names(10_000);
     let index = SuggestIndex::new(names.iter().enumerate().map(|(i, n)| (n.clone(), i)));
     let query = typo(&names[3_333]);
     let mut group = c.benchmark_group("suggest_10000");

@@ -16,7 +16,7 @@ use axum::{
     extract::State,
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
-    routing::post,
+    routing::{post, MethodRouter},
     Router,
 };
 
@@ -56,7 +56,7 @@ impl HttpBackend {
     }
 }
 
-async fn record(seen: &Seen, headers: &HeaderMap, body: &Bytes) {
+fn record(seen: &Seen, headers: &HeaderMap, body: &Bytes) {
     seen.calls.fetch_add(1, Ordering::SeqCst);
     *seen.last.lock().unwrap() = Some((String::from_utf8_lossy(body).into_owned(), headers.clone()));
 }
@@ -65,60 +65,52 @@ fn json(status: StatusCode, body: &str) -> Response {
     (status, [("content-type", "application/json")], body.to_owned()).into_response()
 }
 
+/// A route that records each request, then answers with `respond(body)`.
+fn recorded(respond: fn(&Bytes) -> Response) -> MethodRouter<Seen> {
+    post(move |State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+        record(&seen, &headers, &body);
+        respond(&body)
+    })
+}
+
 /// Starts the backend; it serves until the test's runtime ends.
 pub async fn start() -> HttpBackend {
     let seen = Seen::default();
+    let slow = post(|State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+        record(&seen, &headers, &body);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        json(StatusCode::OK, "{}")
+    });
     let app = Router::new()
-        .route("/echo", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            json(StatusCode::OK, &String::from_utf8_lossy(&b))
-        }))
-        .route("/result", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            json(StatusCode::OK, "{\"b\": 2, \"a\": [1.50, 1e3], \"z\": null}")
-        }))
-        .route("/not_found", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            (StatusCode::NOT_FOUND, "no order 42 in this shop").into_response()
-        }))
-        .route("/conflict", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            (StatusCode::CONFLICT, "the order was already shipped").into_response()
-        }))
-        .route("/typed_error", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            json(StatusCode::BAD_REQUEST, r#"{"error": {"kind": "invalid_arguments", "message": "day 6 is a Saturday; we deliver Monday to Friday"}}"#)
-        }))
-        .route("/typed_not_found", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            json(StatusCode::UNPROCESSABLE_ENTITY, r#"{"error": {"kind": "not_found", "message": "no parcel PK-9"}}"#)
-        }))
-        .route("/crash", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            (StatusCode::INTERNAL_SERVER_ERROR, "Traceback: db at 10.0.0.7:5432 password=hunter2").into_response()
-        }))
-        .route("/garbage", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            (StatusCode::OK, "<html>oops</html>").into_response()
-        }))
-        .route("/empty", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            StatusCode::OK.into_response()
-        }))
-        .route("/huge", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            let body = format!("[{}0]", "0,".repeat(5 * 1024 * 1024));
-            json(StatusCode::OK, &body)
-        }))
-        .route("/slow", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            tokio::time::sleep(Duration::from_secs(30)).await;
-            json(StatusCode::OK, "{}")
-        }))
-        .route("/redirect", post(|State(s): State<Seen>, h: HeaderMap, b: Bytes| async move {
-            record(&s, &h, &b).await;
-            Redirect::temporary("/echo").into_response()
-        }))
+        .route("/echo", recorded(|body| json(StatusCode::OK, &String::from_utf8_lossy(body))))
+        .route("/result", recorded(|_| json(StatusCode::OK, "{\"b\": 2, \"a\": [1.50, 1e3], \"z\": null}")))
+        .route("/not_found", recorded(|_| (StatusCode::NOT_FOUND, "no order 42 in this shop").into_response()))
+        .route("/conflict", recorded(|_| (StatusCode::CONFLICT, "the order was already shipped").into_response()))
+        .route(
+            "/typed_error",
+            recorded(|_| {
+                let body = r#"{"error": {"kind": "invalid_arguments", "message": "day 6 is a Saturday; we deliver Monday to Friday"}}"#;
+                json(StatusCode::BAD_REQUEST, body)
+            }),
+        )
+        .route(
+            "/typed_not_found",
+            recorded(|_| {
+                json(StatusCode::UNPROCESSABLE_ENTITY, r#"{"error": {"kind": "not_found", "message": "no parcel PK-9"}}"#)
+            }),
+        )
+        .route(
+            "/crash",
+            recorded(|_| {
+                let trace = "Traceback: db at 10.0.0.7:5432 password=hunter2";
+                (StatusCode::INTERNAL_SERVER_ERROR, trace).into_response()
+            }),
+        )
+        .route("/garbage", recorded(|_| (StatusCode::OK, "<html>oops</html>").into_response()))
+        .route("/empty", recorded(|_| StatusCode::OK.into_response()))
+        .route("/huge", recorded(|_| json(StatusCode::OK, &format!("[{}0]", "0,".repeat(5 * 1024 * 1024)))))
+        .route("/slow", slow)
+        .route("/redirect", recorded(|_| Redirect::temporary("/echo").into_response()))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

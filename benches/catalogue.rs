@@ -1,6 +1,13 @@
-//! Realistic snake_case tool names for benchmarks: `<service>_<verb>_<noun>`,
-//! spread over the whole space by a fixed permutation, so the first 100 are as
-//! varied as the first 10,000. `benches/difflib_baseline.py` builds the same list.
+//! Catalogues for benchmarks: realistic snake_case tool names,
+//! `<service>_<verb>_<noun>`, spread over the whole space by a fixed
+//! permutation so that the first 100 are as varied as the first 10,000
+//! (`benches/difflib_baseline.py` builds the same list), loaded as a real
+//! YAML registry.
+
+use toolgate::{
+    catalog::{self, Catalog, LoadOptions},
+    env::Env,
+};
 
 const SERVICES: [&str; 20] = [
     "github",
@@ -106,4 +113,22 @@ pub fn tool_names(n: usize) -> Vec<String> {
             format!("{}_{}_{}", SERVICES[s], VERBS[v], NOUNS[noun])
         })
         .collect()
+}
+
+/// A catalogue of the first `n` names, each tool taking `parameters` (a YAML
+/// flow mapping) and running on the built-in `echo`.
+pub fn load(n: usize, parameters: &str) -> (Catalog, Vec<String>) {
+    let names = tool_names(n);
+    let mut yaml = String::from("tools:\n");
+    for name in &names {
+        yaml.push_str(&format!(
+            "  - name: {name}\n    description: x\n    parameters: {parameters}\n    backend: {{builtin: echo}}\n"
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
+    let catalog = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems)).catalog;
+    (catalog, names)
 }
