@@ -18,7 +18,7 @@ const PARAMETERS: &str = "{type: object, properties: {id: {type: string, pattern
 
 fn executor(n: usize) -> (Executor, Vec<String>) {
     let (catalog, names) = catalogue::load(n, PARAMETERS);
-    (Executor::new(Arc::new(catalog), ExecLimits::default()).unwrap(), names)
+    (Executor::standalone(Arc::new(catalog), ExecLimits::default()).unwrap(), names)
 }
 
 /// `github_list_issue` → `GithubListIssue`.

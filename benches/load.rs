@@ -175,8 +175,8 @@ fn serve(kind: &str) {
             "gateway" => {
                 let options = LoadOptions { registry: vec![], ..LoadOptions::default() };
                 let catalog = catalog::load(&options, &Env::default()).expect("built-ins load").catalog;
-                let executor = Executor::new(Arc::new(catalog), ExecLimits::default()).unwrap();
-                let gateway = Gateway::new(Arc::new(executor), Policy::default());
+                let executor = Executor::standalone(Arc::new(catalog), ExecLimits::default()).unwrap();
+                let gateway = Gateway::fixed(executor, Policy::default());
                 server::serve(listener, gateway, stdin_closed, Duration::from_secs(1)).await.unwrap();
             }
             _ => {

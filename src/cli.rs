@@ -8,10 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 
 use crate::{
-    catalog::{self, render, Catalog, Loaded, Severity, Tool, ToolFormat},
+    catalog::{self, render, Catalog, Severity, Tool, ToolFormat},
     config::{FileConfig, Flags, Settings},
     env::Env,
-    exec::Executor,
+    federation::{Federation, StartError},
     resolve, server,
     service::Gateway,
 };
@@ -142,8 +142,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
 }
 
 fn init_logging(env: &Env) {
-    let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or("info");
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info".into());
+    // rmcp narrates every connection at info; its warnings are enough.
+    let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or("info,rmcp=warn");
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info,rmcp=warn".into());
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -177,17 +178,21 @@ enum Report {
     Plain,
 }
 
-/// Loads the catalogue; reports every problem, one line each.
-fn load(settings: &Settings, env: &Env, report: Report) -> anyhow::Result<Loaded> {
-    let (loaded, problems) = match catalog::load(&settings.load, env) {
-        Ok(loaded) => {
-            let warnings = loaded.warnings.clone();
-            (Ok(loaded), warnings)
+/// Reads the files, connects the MCP servers they name and assembles the
+/// catalogue (the same path for every command); reports every problem, one
+/// line each.
+async fn start(settings: &Settings, env: &Env, report: Report) -> anyhow::Result<(Arc<Federation>, usize)> {
+    let files = catalog::read(&settings.load, env);
+    let (started, problems) = match Federation::start(files, settings.limits).await {
+        Ok((federation, warnings)) => {
+            let count = warnings.len();
+            (Ok((federation, count)), warnings)
         }
-        Err(err) => {
+        Err(StartError::Catalogue(err)) => {
             let problems = err.problems.clone();
             (Err(anyhow!(err)), problems)
         }
+        Err(other) => return Err(other.into()),
     };
     for problem in &problems {
         // Under strict validation a warning fails the load: say so.
@@ -200,11 +205,24 @@ fn load(settings: &Settings, env: &Env, report: Report) -> anyhow::Result<Loaded
         match (report, fatal) {
             (Report::Log, true) => tracing::error!("{problem}{suffix}"),
             (Report::Log, false) => tracing::warn!("{problem}"),
-            (Report::Plain, true) if problem.severity == Severity::Error => eprintln!("error: {problem}"),
-            (Report::Plain, _) => eprintln!("{problem}{suffix}"),
+            (Report::Plain, _) if problem.severity == Severity::Error => eprintln!("error: {problem}"),
+            (Report::Plain, _) => eprintln!("warning: {problem}{suffix}"),
         }
     }
-    loaded
+    started
+}
+
+/// Loads the catalogue for a command that only reads it: MCP servers are
+/// connected, listed and ended again.
+fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, usize)> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let (federation, warnings) = start(settings, env, Report::Plain).await?;
+        let catalog = federation.current().load().catalog().clone();
+        federation.shutdown().await;
+        Ok((catalog, warnings))
+    })
 }
 
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
@@ -216,55 +234,61 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
             settings.listen
         );
     }
-    let loaded = load(&settings, env, Report::Log)?;
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async move {
-        let listener = TcpListener::bind(settings.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", settings.listen))?;
+        let mut shutdown = Box::pin(shutdown_signal()?);
+        let (federation, _) = tokio::select! {
+            started = start(&settings, env, Report::Log) => started?,
+            () = &mut shutdown => {
+                tracing::info!("stopped before the catalogue was ready");
+                return Ok(ExitCode::FAILURE);
+            }
+        };
+        let listener = match TcpListener::bind(settings.listen).await {
+            Ok(listener) => listener,
+            Err(err) => {
+                federation.shutdown().await;
+                return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
+            }
+        };
         let addr: SocketAddr = listener.local_addr()?;
-        let catalog = Arc::new(loaded.catalog);
+        let catalog = federation.current().load().catalog().clone();
         tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
         tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
         tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-        let executor = Executor::new(catalog, settings.limits).context("cannot start the executor")?;
-        let gateway = Gateway::new(Arc::new(executor), settings.policy);
-        server::serve(listener, gateway, shutdown_signal(), args.drain_timeout).await?;
+        let gateway = Gateway::new(federation.current(), settings.policy);
+        let served = server::serve(listener, gateway, shutdown, args.drain_timeout).await;
+        federation.shutdown().await;
+        served?;
         tracing::info!("toolgate stopped");
         Ok(ExitCode::SUCCESS)
     })
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => tokio::select! {
-                _ = ctrl_c => {},
-                _ = term.recv() => {},
-            },
-            Err(_) => {
-                let _ = ctrl_c.await;
-            }
+/// Completes on Ctrl-C or SIGTERM. The handlers are installed before this
+/// returns, so a signal that arrives once the gateway says it is listening
+/// always ends it gracefully.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {},
+            _ = terminate.recv() => {},
         }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    })
 }
 
 fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(args, None, env)?;
-    let loaded = load(&settings, env, Report::Plain)?;
-    let catalog = &loaded.catalog;
+    let (catalog, warnings) = inspect(&settings, env)?;
     emit(&format!(
         "catalogue ok: {} tools, {} toolsets, {} warnings{}",
         catalog.tools().len(),
         catalog.toolsets().len(),
-        loaded.warnings.len(),
+        warnings,
         if settings.load.strict { " (strict)" } else { "" }
     ))?;
     Ok(ExitCode::SUCCESS)
@@ -272,8 +296,8 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
 
 fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(&args.catalog, None, env)?;
-    let loaded = load(&settings, env, Report::Plain)?;
-    let tools = loaded.catalog.tools();
+    let (catalog, _) = inspect(&settings, env)?;
+    let tools = catalog.tools();
     let text = match args.format {
         ListFormat::Table => table(tools),
         ListFormat::Json => native_json(tools),
@@ -287,9 +311,9 @@ fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
 
 fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(&args.catalog, None, env)?;
-    let loaded = load(&settings, env, Report::Plain)?;
     resolve::check_names("names", &args.names)?;
-    let catalog: &Catalog = &loaded.catalog;
+    let (catalog, _) = inspect(&settings, env)?;
+    let catalog: &Catalog = &catalog;
     let resolution = resolve::resolve(catalog, &args.names);
     let message = resolution.message();
     if settings.policy.strict && !resolution.unknown.is_empty() {

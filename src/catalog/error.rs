@@ -23,10 +23,8 @@ pub struct Problem {
 }
 
 impl fmt::Display for Problem {
+    /// `origin: path: message` (the severity is the reader's to show).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.severity == Severity::Warning {
-            f.write_str("warning: ")?;
-        }
         match self.path.is_empty() {
             true => write!(f, "{}: {}", self.origin, self.message),
             false => write!(f, "{}: {}: {}", self.origin, self.path, self.message),
@@ -38,6 +36,12 @@ impl fmt::Display for Problem {
 #[derive(Debug, Default)]
 pub struct Problems {
     list: Vec<Problem>,
+}
+
+impl From<Vec<Problem>> for Problems {
+    fn from(list: Vec<Problem>) -> Self {
+        Self { list }
+    }
 }
 
 impl Problems {

@@ -10,10 +10,11 @@ use std::{
 use super::{
     builtin::{BuiltinTool, BUILTIN_ALIASES},
     error::{LoadError, Problem, Problems, Severity},
+    mcp::{self, McpListing},
     merge::{merge, AliasDecl, Declarations, Layer, ToolDecl, ToolsetDecl},
     raw::{self, did_you_mean},
     validate::{self, FileContext},
-    Backend, Catalog, Place, Source, Tool,
+    Backend, Catalog, McpServer, Place, Source, Tool,
 };
 use crate::env::Env;
 
@@ -51,28 +52,92 @@ pub struct Loaded {
     pub warnings: Vec<Problem>,
 }
 
-/// Loads, validates and merges the catalogue. Every problem of every file is
-/// in the error; under `strict`, warnings fail the load too.
-pub fn load(options: &LoadOptions, env: &Env) -> Result<Loaded, LoadError> {
+/// The catalogue files, read and checked, and the MCP servers they name:
+/// everything but the servers' tools. Assembled into a [`Catalog`] with
+/// [`assemble`], again whenever the servers' tools change.
+#[derive(Clone)]
+pub struct Files {
+    decls: Declarations,
+    servers: Vec<McpServer>,
+    problems: Vec<Problem>,
+    strict: bool,
+}
+
+impl Files {
+    /// The MCP servers named in any layer.
+    pub fn servers(&self) -> &[McpServer] {
+        &self.servers
+    }
+
+    /// Whether warnings fail assembly.
+    pub fn strict(&self) -> bool {
+        self.strict
+    }
+}
+
+/// Reads every file (registry, enabled packs) and adds the built-ins. The
+/// problems found are kept for [`assemble`], which reports them all together.
+pub fn read(options: &LoadOptions, env: &Env) -> Files {
     let mut problems = Problems::default();
     let mut decls = Declarations::default();
-
+    let mut servers = Vec::new();
     for file in registry_files(&options.registry, &mut problems) {
-        read_file(&file, Layer::Registry, &Source::Registry, env, &mut decls, &mut problems);
+        read_file(&file, &Source::Registry, env, &mut decls, &mut servers, &mut problems);
     }
     for (name, file) in pack_files(options, &mut problems) {
-        read_file(&file, Layer::Packs, &Source::Pack(name), env, &mut decls, &mut problems);
+        read_file(&file, &Source::Pack(name), env, &mut decls, &mut servers, &mut problems);
+    }
+    for (i, server) in servers.iter().enumerate() {
+        if let Some(other) = servers[..i].iter().find(|s| s.name == server.name) {
+            let message = format!("duplicate MCP server '{}': also named at {}", server.name, other.declared_at);
+            problems.error(&server.declared_at.origin, server.declared_at.path.clone(), message);
+        }
     }
     builtins(&mut decls);
+    Files { decls, servers, problems: problems.into_vec(), strict: options.strict }
+}
 
+/// Merges the files with the tools the MCP servers listed (a server missing
+/// from `listings`, or whose listing failed, adds a warning and no tools).
+/// Every problem of every file is in the error; under strict validation,
+/// warnings fail too.
+pub fn assemble(files: &Files, listings: &[McpListing]) -> Result<Loaded, LoadError> {
+    let mut problems = Problems::from(files.problems.clone());
+    let mut decls = files.decls.clone();
+    let mut index_in_layer: Vec<(Source, usize)> = Vec::new();
+    for server in &files.servers {
+        let base = match server.declared_in {
+            Source::Registry => Layer::REGISTRY,
+            _ => Layer::PACKS,
+        };
+        let index = match index_in_layer.iter_mut().find(|(s, _)| *s == server.declared_in) {
+            Some((_, n)) => {
+                *n += 1;
+                *n
+            }
+            None => {
+                index_in_layer.push((server.declared_in.clone(), 0));
+                0
+            }
+        };
+        let listing = listings.iter().find(|l| l.server == server.name);
+        mcp::declare(server, index, base, listing, &mut decls, &mut problems);
+    }
     let catalog = merge(decls, &mut problems);
-    let failed = problems.has_errors() || (options.strict && !problems.is_empty());
+    let failed = problems.has_errors() || (files.strict && !problems.is_empty());
     let problems = problems.into_vec();
     if failed {
         return Err(LoadError { problems });
     }
     debug_assert!(problems.iter().all(|p| p.severity == Severity::Warning));
     Ok(Loaded { catalog, warnings: problems })
+}
+
+/// Reads and assembles a catalogue without connecting to any MCP server: a
+/// server it names adds a warning and no tools. The gateway itself connects
+/// them first (see the federation module).
+pub fn load(options: &LoadOptions, env: &Env) -> Result<Loaded, LoadError> {
+    assemble(&read(options, env), &[])
 }
 
 fn registry_files(paths: &[PathBuf], problems: &mut Problems) -> Vec<PathBuf> {
@@ -152,7 +217,18 @@ fn pack_files(options: &LoadOptions, problems: &mut Problems) -> Vec<(String, Pa
     chosen
 }
 
-fn read_file(path: &Path, layer: Layer, source: &Source, env: &Env, decls: &mut Declarations, problems: &mut Problems) {
+fn read_file(
+    path: &Path,
+    source: &Source,
+    env: &Env,
+    decls: &mut Declarations,
+    servers: &mut Vec<McpServer>,
+    problems: &mut Problems,
+) {
+    let layer = match source {
+        Source::Registry => Layer::REGISTRY,
+        _ => Layer::PACKS,
+    };
     let origin: Arc<str> = path.display().to_string().into();
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
@@ -197,13 +273,7 @@ fn read_file(path: &Path, layer: Layer, source: &Source, env: &Env, decls: &mut 
         }
         decls.aliases.push(AliasDecl { alias: alias.alias, target: alias.target, layer, place: place(alias.path) });
     }
-    for server in raw.mcp_servers {
-        problems.error(
-            &origin,
-            server.path,
-            format!("MCP servers are not supported yet: server '{}' cannot be connected; remove it", server.name),
-        );
-    }
+    servers.extend(raw.mcp_servers.into_iter().filter_map(|server| validate::mcp_server(server, &file, problems)));
 }
 
 fn builtins(decls: &mut Declarations) {
@@ -225,7 +295,7 @@ fn builtins(decls: &mut Declarations) {
         let at = tool.declared_at.clone();
         decls.tools.push(ToolDecl {
             name: Some(tool.name.clone()),
-            layer: Layer::Builtin,
+            layer: Layer::BUILTIN,
             place: at,
             tool: Some(tool),
             aliases: Vec::new(),
@@ -235,7 +305,7 @@ fn builtins(decls: &mut Declarations) {
         decls.aliases.push(AliasDecl {
             alias: (*alias).to_owned(),
             target: (*target).to_owned(),
-            layer: Layer::Builtin,
+            layer: Layer::BUILTIN,
             place: place(format!("aliases.{alias}")),
         });
     }

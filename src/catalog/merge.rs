@@ -15,16 +15,27 @@ use sha2::{Digest, Sha256};
 use super::{error::Problems, raw::did_you_mean, Catalog, Name, Place, Target, Tool, ToolId, Toolset, ToolsetId};
 use crate::resolve::{normalise::normalised_key, suggest::SuggestIndex};
 
-/// Precedence order: earlier layers win.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Layer {
-    Registry,
-    Packs,
-    Builtin,
+/// Precedence: a smaller layer wins. The tools of an MCP server form a layer
+/// of their own just below the files of the layer that names the server, so
+/// a file's tool shadows a server's tool of the same name, and no server can
+/// make the catalogue invalid by listing a name another already uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Layer(u32);
+
+impl Layer {
+    pub const REGISTRY: Layer = Layer(0);
+    pub const PACKS: Layer = Layer(1 << 20);
+    pub const BUILTIN: Layer = Layer(2 << 20);
+
+    /// The tools of the `index`th MCP server named in the `base` layer.
+    pub fn mcp(base: Layer, index: usize) -> Layer {
+        Layer(base.0 + 1 + index as u32)
+    }
 }
 
 /// A tool entry; `tool` is `None` when the entry is broken (already reported),
 /// but its name still takes part in duplicate checks.
+#[derive(Clone)]
 pub struct ToolDecl {
     pub name: Option<String>,
     pub layer: Layer,
@@ -34,6 +45,7 @@ pub struct ToolDecl {
     pub aliases: Vec<(String, Place)>,
 }
 
+#[derive(Clone)]
 pub struct AliasDecl {
     pub alias: String,
     pub target: String,
@@ -41,6 +53,7 @@ pub struct AliasDecl {
     pub place: Place,
 }
 
+#[derive(Clone)]
 pub struct ToolsetDecl {
     pub name: String,
     pub members: Vec<String>,
@@ -48,7 +61,7 @@ pub struct ToolsetDecl {
     pub place: Place,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Declarations {
     pub tools: Vec<ToolDecl>,
     pub aliases: Vec<AliasDecl>,
@@ -109,8 +122,12 @@ pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
     let mut tools: Vec<(Tool, Vec<(String, Place)>)> = Vec::new();
     let mut aliases: Vec<AliasDecl> = Vec::new();
     let mut toolsets: Vec<ToolsetDecl> = Vec::new();
+    let mut layers: Vec<Layer> = decls.tools.iter().map(|d| d.layer).collect();
+    layers.extend(decls.aliases.iter().map(|d| d.layer).chain(decls.toolsets.iter().map(|d| d.layer)));
+    layers.sort();
+    layers.dedup();
     let (mut tool_decls, mut alias_decls, mut toolset_decls) = (decls.tools, decls.aliases, decls.toolsets);
-    for layer in [Layer::Registry, Layer::Packs, Layer::Builtin] {
+    for layer in layers {
         let (here, rest): (Vec<_>, Vec<_>) = tool_decls.into_iter().partition(|d| d.layer == layer);
         tool_decls = rest;
         for decl in here {

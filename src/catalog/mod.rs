@@ -10,6 +10,7 @@ mod builtin;
 mod error;
 mod format;
 mod load;
+mod mcp;
 mod merge;
 mod raw;
 mod validate;
@@ -19,7 +20,8 @@ use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 pub use builtin::{BuiltinTool, BUILTIN_ALIASES};
 pub use error::{LoadError, Problem, Severity};
 pub use format::{render, ToolFormat};
-pub use load::{load, LoadOptions, Loaded};
+pub use load::{assemble, load, read, Files, LoadOptions, Loaded};
+pub use mcp::{McpListing, McpToolInfo};
 pub use raw::did_you_mean;
 
 use crate::resolve::suggest::SuggestIndex;
@@ -137,6 +139,46 @@ pub enum Backend {
     Builtin(BuiltinTool),
     Http(HttpBackend),
     Command(CommandBackend),
+    Mcp(McpBackend),
+}
+
+/// A tool of an MCP server.
+#[derive(Clone, Debug)]
+pub struct McpBackend {
+    pub server: String,
+    /// The tool's name on its server (without any prefix).
+    pub tool: String,
+}
+
+/// Default time to connect to an MCP server and list its tools.
+pub const DEFAULT_MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An MCP server named in the catalogue (`mcp_servers.<name>`).
+#[derive(Clone, Debug)]
+pub struct McpServer {
+    pub name: String,
+    pub transport: McpTransport,
+    /// Prepended to each of its tool names.
+    pub prefix: String,
+    /// Only these of its tools (by their names on the server), when given.
+    pub include: Option<Vec<String>>,
+    /// None of these.
+    pub exclude: Vec<String>,
+    /// Per call.
+    pub timeout: Duration,
+    /// To connect and list the tools.
+    pub startup_timeout: Duration,
+    /// The layer its tools join: the registry, or the pack that names it.
+    pub declared_in: Source,
+    pub declared_at: Place,
+}
+
+#[derive(Clone, Debug)]
+pub enum McpTransport {
+    /// A child process speaking MCP on stdin and stdout.
+    Stdio { program: PathBuf, args: Vec<String>, cwd: PathBuf, env: Vec<(String, Secret)> },
+    /// Streamable HTTP.
+    Http { url: url::Url, headers: Vec<(String, Secret)> },
 }
 
 impl Backend {
@@ -146,6 +188,7 @@ impl Backend {
             Backend::Builtin(_) => "builtin",
             Backend::Http(_) => "http",
             Backend::Command(_) => "command",
+            Backend::Mcp(_) => "mcp",
         }
     }
 }
@@ -171,7 +214,7 @@ pub struct CommandBackend {
 }
 
 /// One tool of the catalogue.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Tool {
     pub name: String,
     pub description: String,

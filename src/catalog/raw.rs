@@ -25,7 +25,7 @@ pub const BACKEND_KEYS: &[&str] = &["http", "command", "builtin"];
 pub const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy"];
 pub const COMMAND_KEYS: &[&str] = &["argv", "cwd", "env"];
 pub const MCP_SERVER_KEYS: &[&str] =
-    &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout"];
+    &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout", "startup_timeout"];
 
 /// One catalogue file, as written.
 #[derive(Debug, Default)]
@@ -74,10 +74,33 @@ pub struct RawAlias {
     pub target: String,
 }
 
+/// An `mcp_servers.<name>` entry; `None` when broken (already reported).
 #[derive(Debug)]
 pub struct RawMcpServer {
     pub path: String,
     pub name: String,
+    pub settings: Option<RawMcpSettings>,
+}
+
+#[derive(Debug)]
+pub struct RawMcpSettings {
+    pub transport: RawMcpTransport,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<String>,
+    pub headers: Vec<(String, String)>,
+    pub prefix: Option<String>,
+    pub include: Option<Vec<String>>,
+    pub exclude: Vec<String>,
+    pub timeout: Option<Duration>,
+    pub startup_timeout: Option<Duration>,
+}
+
+#[derive(Debug)]
+pub enum RawMcpTransport {
+    /// `command: [argv…]`: a child process speaking MCP on stdio.
+    Stdio(Vec<String>),
+    /// `url: …`: streamable HTTP.
+    Http(String),
 }
 
 /// Parses one file's text. Problems go to `problems` under `origin`.
@@ -238,12 +261,50 @@ impl Reader<'_> {
         for (key, server) in map {
             let Some(name) = self.key(key, "mcp_servers") else { continue };
             let path = format!("mcp_servers.{name}");
-            if let Some(settings) = self.mapping(server, &path) {
-                self.check_keys(settings, &path, MCP_SERVER_KEYS);
-            }
-            servers.push(RawMcpServer { path, name });
+            let settings = self.mcp_settings(server, &path);
+            servers.push(RawMcpServer { path, name, settings });
         }
         servers
+    }
+
+    fn mcp_settings(&mut self, value: &Value, path: &str) -> Option<RawMcpSettings> {
+        let Some(map) = self.mapping(value, path) else {
+            self.error(path, "an MCP server needs either command (stdio) or url (streamable HTTP)");
+            return None;
+        };
+        let before = self.problems.len();
+        self.check_keys(map, path, MCP_SERVER_KEYS);
+        let transport = match (map.contains_key("command"), map.contains_key("url")) {
+            (true, false) => match self.required::<Vec<String>>(map, path, "command") {
+                Some(argv) if !argv.is_empty() => Some(RawMcpTransport::Stdio(argv)),
+                Some(_) => {
+                    self.error(&join(path, "command"), "must name a program to run");
+                    None
+                }
+                None => None,
+            },
+            (false, true) => self.required::<String>(map, path, "url").map(RawMcpTransport::Http),
+            (true, true) => {
+                self.error(path, "an MCP server has either command (stdio) or url (streamable HTTP), not both");
+                None
+            }
+            (false, false) => {
+                self.error(path, "an MCP server needs either command (stdio) or url (streamable HTTP)");
+                None
+            }
+        };
+        let settings = RawMcpSettings {
+            transport: transport?,
+            env: self.string_map(map, path, "env").unwrap_or_default(),
+            cwd: self.field(map, path, "cwd").unwrap_or(None),
+            headers: self.string_map(map, path, "headers").unwrap_or_default(),
+            prefix: self.field(map, path, "prefix").unwrap_or(None),
+            include: self.field(map, path, "include").unwrap_or(None),
+            exclude: self.field(map, path, "exclude").unwrap_or(None).unwrap_or_default(),
+            timeout: self.duration(map, path, "timeout"),
+            startup_timeout: self.duration(map, path, "startup_timeout"),
+        };
+        (self.problems.len() == before).then_some(settings)
     }
 
     // --- field helpers -------------------------------------------------

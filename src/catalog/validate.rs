@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use super::{
     error::Problems,
-    raw::{did_you_mean, RawBackend, RawTool},
-    Backend, BuiltinTool, CommandBackend, HttpBackend, Place, Schema, Secret, Source, Tool, DEFAULT_MAX_CONCURRENCY,
-    DEFAULT_TIMEOUT,
+    raw::{did_you_mean, RawBackend, RawMcpServer, RawMcpTransport, RawTool},
+    Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Schema, Secret, Source, Tool,
+    DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
 };
 use crate::env::Env;
 
@@ -98,15 +98,100 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut Problems) -> Op
     })
 }
 
-fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems: &mut Problems) -> Option<Backend> {
+/// Builds an MCP server's settings, or reports why not.
+pub fn mcp_server(raw: RawMcpServer, file: &FileContext<'_>, problems: &mut Problems) -> Option<McpServer> {
     let origin: &str = file.origin;
-    let mut expand = |text: &str, path: String| match expand(text, file.env) {
-        Ok(value) => Some(value),
-        Err(message) => {
-            problems.error(origin, path, message);
-            None
+    let path = raw.path.as_str();
+    if !is_valid_name(&raw.name) {
+        problems.error(origin, path, format!("invalid MCP server name '{}': {NAME_RULE}", raw.name));
+    }
+    let settings = raw.settings?;
+    let prefix = settings.prefix.unwrap_or_default();
+    if !prefix.is_empty() && !is_valid_name(&prefix) {
+        problems.error(origin, format!("{path}.prefix"), format!("invalid prefix '{prefix}': {NAME_RULE}"));
+        return None;
+    }
+    let secrets = |pairs: &[(String, String)], key: &str, problems: &mut Problems| -> Option<Vec<(String, Secret)>> {
+        let values: Vec<Option<(String, Secret)>> = pairs
+            .iter()
+            .map(|(k, v)| Some((k.clone(), Secret::new(expanded(v, format!("{path}.{key}.{k}"), file, problems)?))))
+            .collect();
+        values.into_iter().collect()
+    };
+    let env = secrets(&settings.env, "env", problems);
+    let headers = secrets(&settings.headers, "headers", problems);
+    let transport = match settings.transport {
+        RawMcpTransport::Stdio(argv) => {
+            let argv: Vec<Option<String>> = argv
+                .iter()
+                .enumerate()
+                .map(|(i, a)| expanded(a, format!("{path}.command[{i}]"), file, problems))
+                .collect();
+            let cwd = match settings.cwd {
+                Some(cwd) => expanded(&cwd, format!("{path}.cwd"), file, problems).map(|c| file.dir.join(c)),
+                None => Some(file.dir.to_path_buf()),
+            };
+            let mut argv: Vec<String> = argv.into_iter().collect::<Option<_>>()?;
+            let program = program_path(argv.remove(0), file.dir);
+            McpTransport::Stdio { program, args: argv, cwd: cwd?, env: env? }
+        }
+        RawMcpTransport::Http(url) => {
+            let url = expanded(&url, format!("{path}.url"), file, problems)?;
+            McpTransport::Http { url: http_url(url, &format!("{path}.url"), origin, problems)?, headers: headers? }
         }
     };
+    Some(McpServer {
+        name: raw.name,
+        transport,
+        prefix,
+        include: settings.include,
+        exclude: settings.exclude,
+        timeout: settings.timeout.unwrap_or(DEFAULT_TIMEOUT),
+        startup_timeout: settings.startup_timeout.unwrap_or(DEFAULT_MCP_STARTUP_TIMEOUT),
+        declared_in: file.source.clone(),
+        declared_at: Place { origin: file.origin.clone(), path: raw.path },
+    })
+}
+
+/// `text` with `${VAR}` expanded, or `None` with the problem reported.
+fn expanded(text: &str, path: String, file: &FileContext<'_>, problems: &mut Problems) -> Option<String> {
+    match expand(text, file.env) {
+        Ok(value) => Some(value),
+        Err(message) => {
+            problems.error(file.origin, path, message);
+            None
+        }
+    }
+}
+
+/// argv[0]: a relative path with a `/` resolves against `dir`; a bare name is
+/// looked up on `PATH` when run.
+fn program_path(program: String, dir: &Path) -> PathBuf {
+    if program.contains('/') {
+        dir.join(&program)
+    } else {
+        PathBuf::from(program)
+    }
+}
+
+/// An http or https URL with a host. The text may hold an expanded secret, so
+/// it is never echoed.
+fn http_url(text: String, path: &str, origin: &str, problems: &mut Problems) -> Option<url::Url> {
+    match url::Url::parse(&text) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
+        Ok(u) => {
+            problems.error(origin, path, format!("unsupported URL scheme '{}'; use http or https", u.scheme()));
+            None
+        }
+        Err(err) => {
+            problems.error(origin, path, format!("invalid URL: {err}"));
+            None
+        }
+    }
+}
+
+fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems: &mut Problems) -> Option<Backend> {
+    let origin: &str = file.origin;
     match raw {
         RawBackend::Builtin(name) => match BuiltinTool::from_name(&name) {
             Some(builtin) => Some(Backend::Builtin(builtin)),
@@ -122,31 +207,15 @@ fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems
         },
         RawBackend::Http { url, headers, follow_redirects, use_env_proxy } => {
             let path = format!("{tool_path}.backend.http");
-            let url = expand(&url, format!("{path}.url"));
+            let url = expanded(&url, format!("{path}.url"), file, problems);
             let headers: Vec<Option<(String, Secret)>> = headers
                 .into_iter()
                 .map(|(name, value)| {
-                    let value = expand(&value, format!("{path}.headers.{name}"))?;
+                    let value = expanded(&value, format!("{path}.headers.{name}"), file, problems)?;
                     Some((name, Secret::new(value)))
                 })
                 .collect();
-            let url = match url.as_deref().map(url::Url::parse) {
-                Some(Ok(u)) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
-                Some(Ok(u)) => {
-                    problems.error(
-                        origin,
-                        format!("{path}.url"),
-                        format!("unsupported URL scheme '{}'; use http or https", u.scheme()),
-                    );
-                    None
-                }
-                // The text may hold an expanded secret: never echo it.
-                Some(Err(err)) => {
-                    problems.error(origin, format!("{path}.url"), format!("invalid URL: {err}"));
-                    None
-                }
-                None => None,
-            };
+            let url = http_url(url?, &format!("{path}.url"), origin, problems);
             let headers: Option<Vec<_>> = headers.into_iter().collect();
             Some(Backend::Http(HttpBackend { url: url?, headers: headers?, follow_redirects, use_env_proxy }))
         }
@@ -156,12 +225,18 @@ fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems
                 problems.error(origin, format!("{path}.argv"), "must name a program to run");
                 return None;
             }
-            let argv: Vec<Option<String>> =
-                argv.iter().enumerate().map(|(i, arg)| expand(arg, format!("{path}.argv[{i}]"))).collect();
-            let cwd = cwd.map(|c| expand(&c, format!("{path}.cwd")));
+            let argv: Vec<Option<String>> = argv
+                .iter()
+                .enumerate()
+                .map(|(i, arg)| expanded(arg, format!("{path}.argv[{i}]"), file, problems))
+                .collect();
+            let cwd = cwd.map(|c| expanded(&c, format!("{path}.cwd"), file, problems));
             let env: Vec<Option<(String, Secret)>> = env
                 .into_iter()
-                .map(|(name, value)| Some((name.clone(), Secret::new(expand(&value, format!("{path}.env.{name}"))?))))
+                .map(|(name, value)| {
+                    let value = expanded(&value, format!("{path}.env.{name}"), file, problems)?;
+                    Some((name, Secret::new(value)))
+                })
                 .collect();
             let mut argv: Vec<String> = argv.into_iter().collect::<Option<_>>()?;
             let env: Vec<(String, Secret)> = env.into_iter().collect::<Option<_>>()?;
@@ -169,8 +244,7 @@ fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems
                 Some(c) => file.dir.join(c?),
                 None => file.dir.to_path_buf(),
             };
-            let program = argv.remove(0);
-            let program = if program.contains('/') { file.dir.join(&program) } else { PathBuf::from(program) };
+            let program = program_path(argv.remove(0), file.dir);
             Some(Backend::Command(CommandBackend { program, args: argv, cwd, env }))
         }
     }

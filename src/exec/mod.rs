@@ -35,6 +35,7 @@ pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, To
 
 use crate::{
     catalog::{Catalog, Tool, ToolId},
+    mcp::McpPool,
     resolve::{check_names, NamesError, Resolution},
 };
 
@@ -93,11 +94,28 @@ pub struct Ready {
     pub repairs: Vec<Repair>,
 }
 
+/// What runs calls, shared by every catalogue snapshot: HTTP clients and the
+/// connections to MCP servers.
+pub struct Backends {
+    http: HttpClients,
+    mcp: Arc<McpPool>,
+}
+
+impl Backends {
+    pub fn new(mcp: Arc<McpPool>) -> Result<Arc<Self>, reqwest::Error> {
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp }))
+    }
+
+    pub fn mcp(&self) -> &Arc<McpPool> {
+        &self.mcp
+    }
+}
+
 /// Runs calls against one catalogue snapshot.
 pub struct Executor {
     catalog: Arc<Catalog>,
     limits: ExecLimits,
-    http: HttpClients,
+    backends: Arc<Backends>,
     /// Calls in flight, per tool.
     permits: Vec<Semaphore>,
     /// The inventory of every tool, for calls without a tool set.
@@ -105,10 +123,16 @@ pub struct Executor {
 }
 
 impl Executor {
-    pub fn new(catalog: Arc<Catalog>, limits: ExecLimits) -> Result<Self, reqwest::Error> {
+    /// An executor for `catalog`, running calls on `backends`.
+    pub fn new(catalog: Arc<Catalog>, limits: ExecLimits, backends: Arc<Backends>) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
         let everything = Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
-        Ok(Self { catalog, limits, http: HttpClients::new()?, permits, everything })
+        Self { catalog, limits, backends, permits, everything }
+    }
+
+    /// An executor with backends of its own and no MCP servers (tests, benchmarks).
+    pub fn standalone(catalog: Arc<Catalog>, limits: ExecLimits) -> Result<Self, reqwest::Error> {
+        Ok(Self::new(catalog, limits, Backends::new(McpPool::empty())?))
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
@@ -203,7 +227,8 @@ impl Executor {
                 arguments: &ready.arguments,
                 arguments_json: &ready.arguments_json,
                 max_result_bytes: self.limits.max_result_bytes,
-                http: &self.http,
+                http: &self.backends.http,
+                mcp: &self.backends.mcp,
                 traceparent: call.traceparent.as_deref(),
             })
             .await

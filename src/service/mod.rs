@@ -8,12 +8,14 @@ pub mod status;
 
 use std::{sync::Arc, time::Duration};
 
+use arc_swap::ArcSwap;
 use tonic::{metadata::MetadataMap, Request, Response, Status};
 
 use crate::{
     catalog::{render, Catalog},
     config::Policy,
     exec::{Executor, RequestError},
+    federation::Current,
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution},
 };
@@ -22,35 +24,38 @@ use crate::{
 /// so a huge request never stalls the runtime's workers.
 const INLINE_NAMES: usize = 64;
 
-/// The gateway's shared state: the executor (with its catalogue snapshot)
-/// and the policy.
+/// The gateway's shared state: the current executor (with its catalogue
+/// snapshot, swapped when the catalogue changes) and the policy. Each request
+/// works on the snapshot current when it started.
 #[derive(Clone)]
 pub struct Gateway {
-    executor: Arc<Executor>,
+    current: Current,
     policy: Policy,
 }
 
 impl Gateway {
-    pub fn new(executor: Arc<Executor>, policy: Policy) -> Self {
-        Self { executor, policy }
+    pub fn new(current: Current, policy: Policy) -> Self {
+        Self { current, policy }
     }
 
-    pub fn catalog(&self) -> &Arc<Catalog> {
-        self.executor.catalog()
+    /// A gateway whose catalogue never changes.
+    pub fn fixed(executor: Executor, policy: Policy) -> Self {
+        Self::new(Arc::new(ArcSwap::from_pointee(executor)), policy)
     }
 
-    async fn resolve(&self, names: Vec<String>) -> Result<(Arc<Catalog>, Resolution), Status> {
-        let catalog = self.catalog().clone();
+    fn executor(&self) -> Arc<Executor> {
+        self.current.load_full()
+    }
+
+    /// Resolves `names` in `catalog`; large requests on the blocking pool.
+    async fn resolve(catalog: &Arc<Catalog>, names: Vec<String>) -> Result<Resolution, Status> {
         if names.len() <= INLINE_NAMES {
-            let resolution = resolve::resolve(&catalog, &names);
-            return Ok((catalog, resolution));
+            return Ok(resolve::resolve(catalog, &names));
         }
-        tokio::task::spawn_blocking(move || {
-            let resolution = resolve::resolve(&catalog, &names);
-            (catalog, resolution)
-        })
-        .await
-        .map_err(|err| Status::internal(format!("resolution failed: {err}")))
+        let catalog = Arc::clone(catalog);
+        tokio::task::spawn_blocking(move || resolve::resolve(&catalog, &names))
+            .await
+            .map_err(|err| Status::internal(format!("resolution failed: {err}")))
     }
 }
 
@@ -60,7 +65,8 @@ impl ToolGatewayService for Gateway {
         let request = request.into_inner();
         check_names("names", &request.names).map_err(status::invalid_names)?;
         let strict = self.policy.strict_for(request.strict);
-        let (catalog, resolution) = self.resolve(request.names).await?;
+        let catalog = self.executor().catalog().clone();
+        let resolution = Self::resolve(&catalog, request.names).await?;
         if strict && !resolution.unknown.is_empty() {
             return Err(status::unknown_names(&resolution));
         }
@@ -77,7 +83,7 @@ impl ToolGatewayService for Gateway {
         let request = request.into_inner();
         let strict = self.policy.strict_for(request.strict);
         let call = convert::call(request, strict, deadline, traceparent);
-        let outcome = self.executor.execute(&call).await.map_err(|err| match err {
+        let outcome = self.executor().execute(&call).await.map_err(|err| match err {
             RequestError::Names(err) => status::invalid_names(err),
             RequestError::UnknownTools(resolution) => Status::invalid_argument(resolution.message()),
         })?;
@@ -92,11 +98,11 @@ impl ToolGatewayService for Gateway {
         check_names("tools", &request.tools).map_err(status::invalid_names)?;
         let format = pb::ToolFormat::try_from(request.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", request.format)))?;
-        let catalog = self.catalog().clone();
+        let catalog = self.executor().catalog().clone();
         let tools: Vec<_> = if request.tools.is_empty() {
             catalog.tools().iter().collect()
         } else {
-            let (_, resolution) = self.resolve(request.tools).await?;
+            let resolution = Self::resolve(&catalog, request.tools).await?;
             if !resolution.unknown.is_empty() {
                 return Err(status::unknown_names(&resolution));
             }

@@ -202,16 +202,34 @@ fn normalised_key_collisions_warn_and_fail_under_strict() {
 }
 
 #[test]
-fn mcp_servers_are_refused_clearly_until_supported() {
+fn mcp_server_settings_are_checked_like_any_entry() {
     let dir = CatalogDir::new();
-    dir.file("registry/tools.yaml", "mcp_servers:\n  files:\n    command: [python3, -m, server]\n    comand: x\n");
+    dir.file(
+        "registry/tools.yaml",
+        "mcp_servers:\n  files:\n    command: [python3, -m, server]\n    comand: x\n  \
+         both:\n    command: [x]\n    url: http://127.0.0.1:1/mcp\n  neither:\n    prefix: n_\n  \
+         remote:\n    url: \"ftp://example\"\n  secret:\n    url: \"http://127.0.0.1:9/mcp\"\n    headers: {Authorization: \"${NOPE}\"}\n",
+    );
     let problems = load_err(&dir, &dir.options());
     assert_eq!(
         problems,
         [
             "error registry/tools.yaml: mcp_servers.files: unknown field 'comand', did you mean 'command'?",
-            "error registry/tools.yaml: mcp_servers.files: MCP servers are not supported yet: server 'files' cannot be connected; remove it",
+            "error registry/tools.yaml: mcp_servers.both: an MCP server has either command (stdio) or url (streamable HTTP), not both",
+            "error registry/tools.yaml: mcp_servers.neither: an MCP server needs either command (stdio) or url (streamable HTTP)",
+            "error registry/tools.yaml: mcp_servers.remote.url: unsupported URL scheme 'ftp'; use http or https",
+            "error registry/tools.yaml: mcp_servers.secret.headers.Authorization: environment variable 'NOPE' is not set",
         ]
+    );
+}
+
+#[test]
+fn a_catalogue_loaded_without_connecting_says_its_servers_are_absent() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", "mcp_servers:\n  files:\n    command: [python3, -m, server]\n");
+    assert_eq!(
+        warnings(&dir, &dir.options()),
+        ["warning registry/tools.yaml: mcp_servers.files: MCP server 'files' was not connected; its tools are left out"]
     );
 }
 

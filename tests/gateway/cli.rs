@@ -3,7 +3,7 @@
 
 use std::{
     io::{BufRead, BufReader},
-    process::{Command, Stdio},
+    process::Command,
     time::Duration,
 };
 
@@ -159,12 +159,13 @@ fn serve_refuses_strict_warnings_and_remote_addresses() {
 async fn serve_logs_its_address_answers_and_stops_on_sigterm() {
     let dir = CatalogDir::new();
     dir.file("registry/a.yaml", GOOD);
-    let mut child = toolgate()
-        .current_dir(dir.dir.path())
-        .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = crate::common::Reaped::spawn(toolgate().current_dir(dir.dir.path()).args([
+        "serve",
+        "--catalog",
+        "registry",
+        "--listen",
+        "127.0.0.1:0",
+    ]));
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
     let addr = loop {
         let line = lines.next().expect("serve ended early").unwrap();

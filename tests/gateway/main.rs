@@ -10,6 +10,7 @@ mod execute_backends;
 mod execute_names;
 mod health_reflection;
 mod list_tools;
+mod mcp;
 mod resolve_rpc;
 mod shipped_catalog;
 mod suggestion_quality;

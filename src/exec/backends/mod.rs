@@ -7,7 +7,7 @@ mod builtin;
 mod command;
 mod http;
 
-pub use http::HttpClients;
+pub use http::{install_crypto_provider, HttpClients};
 
 use serde_json::{Map, Value};
 
@@ -39,6 +39,7 @@ pub struct Request<'a> {
     pub arguments_json: &'a str,
     pub max_result_bytes: usize,
     pub http: &'a HttpClients,
+    pub mcp: &'a crate::mcp::McpPool,
     /// The caller's W3C `traceparent`, if it sent a valid one.
     pub traceparent: Option<&'a str>,
 }
@@ -49,6 +50,7 @@ pub async fn run(request: Request<'_>) -> Result<String, Failure> {
         Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments),
         Backend::Http(http) => http::run(http, &request).await,
         Backend::Command(command) => command::run(command, &request).await,
+        Backend::Mcp(mcp) => request.mcp.call(&mcp.server, &mcp.tool, request.arguments, request.traceparent).await,
     }
 }
 

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod backend;
+pub mod mcp;
 
 use std::{
     net::SocketAddr,
@@ -104,11 +105,16 @@ impl TestGateway {
     }
 
     pub async fn start_with(catalog: toolgate::catalog::Catalog, policy: Policy, limits: ExecLimits) -> Self {
+        let executor = Executor::standalone(Arc::new(catalog), limits).expect("executor");
+        Self::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), policy).await
+    }
+
+    /// Serves whatever executor `current` holds (it may be swapped).
+    pub async fn serve(current: toolgate::federation::Current, policy: Policy) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let executor = Executor::new(Arc::new(catalog), limits).expect("executor");
-        let gateway = Gateway::new(Arc::new(executor), policy);
+        let gateway = Gateway::new(current, policy);
         let task = tokio::spawn(server::serve(
             listener,
             gateway,
@@ -212,4 +218,51 @@ pub fn error(response: &ExecuteResponse) -> &ToolError {
 
 pub fn kind(response: &ExecuteResponse) -> ErrorKind {
     ErrorKind::try_from(error(response).kind).unwrap()
+}
+
+/// A child process that is killed and reaped if the test ends early, so a
+/// failing test leaves nothing running. Its stdout and stderr are piped.
+pub struct Reaped(Option<std::process::Child>);
+
+impl Reaped {
+    pub fn spawn(command: &mut Command) -> Self {
+        let child = command
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        Self(Some(child))
+    }
+
+    pub fn id(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    /// Waits for the process to exit on its own.
+    pub fn wait(mut self) -> std::io::Result<std::process::ExitStatus> {
+        self.0.take().expect("running").wait()
+    }
+}
+
+impl std::ops::Deref for Reaped {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("running")
+    }
+}
+
+impl std::ops::DerefMut for Reaped {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_mut().expect("running")
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 }

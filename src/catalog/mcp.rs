@@ -1,0 +1,119 @@
+//! The tools an MCP server listed, as catalogue declarations: the name
+//! (with the server's prefix) checked against the provider rule, the
+//! `inputSchema` compiled, `include` / `exclude` applied. A problem with one
+//! tool leaves that tool out with a warning naming the server (an error under
+//! strict validation); the server's other tools and the rest of the
+//! catalogue are not affected. Connecting to servers is not done here.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{
+    error::Problems,
+    merge::{Declarations, Layer, ToolDecl},
+    raw::did_you_mean,
+    validate::{is_valid_name, NAME_RULE},
+    Backend, McpBackend, McpServer, Place, Schema, Source, Tool, DEFAULT_MAX_CONCURRENCY,
+};
+
+/// What connecting to one server gave: its tools, or why there are none.
+#[derive(Clone, Debug)]
+pub struct McpListing {
+    pub server: String,
+    pub tools: Result<Vec<McpToolInfo>, String>,
+}
+
+/// One tool as a server's `tools/list` described it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpToolInfo {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Value,
+    /// `idempotentHint` or `readOnlyHint`.
+    pub idempotent: bool,
+}
+
+/// Adds the tools of `server` (the `index`th named in its layer) to `decls`.
+pub fn declare(
+    server: &McpServer,
+    index: usize,
+    base: Layer,
+    listing: Option<&McpListing>,
+    decls: &mut Declarations,
+    problems: &mut Problems,
+) {
+    let at: &str = &server.declared_at.origin;
+    let tools = match listing.map(|l| &l.tools) {
+        Some(Ok(tools)) => tools,
+        Some(Err(why)) => {
+            let message = format!("MCP server '{}' is unavailable: {why}; its tools are left out", server.name);
+            problems.warning(at, server.declared_at.path.clone(), message);
+            return;
+        }
+        None => {
+            let message = format!("MCP server '{}' was not connected; its tools are left out", server.name);
+            problems.warning(at, server.declared_at.path.clone(), message);
+            return;
+        }
+    };
+    let origin: Arc<str> = format!("mcp:{}", server.name).into();
+    let listed: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    for name in server.include.iter().flatten().chain(&server.exclude) {
+        if !listed.contains(&name.as_str()) {
+            let message = match did_you_mean(name, listed.iter().copied()) {
+                Some(near) => format!("MCP server '{}' lists no tool '{name}', did you mean '{near}'?", server.name),
+                None => format!("MCP server '{}' lists no tool '{name}'", server.name),
+            };
+            problems.warning(at, server.declared_at.path.clone(), message);
+        }
+    }
+    let layer = Layer::mcp(base, index);
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, info) in tools.iter().enumerate() {
+        let path = format!("tools[{i}] ({})", info.name);
+        let chosen = server.include.as_ref().is_none_or(|names| names.contains(&info.name));
+        if !chosen || server.exclude.contains(&info.name) {
+            continue;
+        }
+        if seen.contains(&info.name.as_str()) {
+            problems.warning(&origin, path, format!("the server lists '{}' twice; the first is kept", info.name));
+            continue;
+        }
+        seen.push(&info.name);
+        let name = format!("{}{}", server.prefix, info.name);
+        if !is_valid_name(&name) {
+            problems.warning(&origin, path, format!("tool name '{name}' is left out: {NAME_RULE}"));
+            continue;
+        }
+        let parameters = match Schema::compile(info.input_schema.clone()) {
+            Ok(schema) => Arc::new(schema),
+            Err(why) => {
+                problems.warning(&origin, format!("{path}.inputSchema"), format!("{why}; the tool is left out"));
+                continue;
+            }
+        };
+        let description = match info.description.as_deref().or(info.title.as_deref()).map(str::trim) {
+            Some(text) if !text.is_empty() => text.to_owned(),
+            _ => {
+                problems.warning(&origin, path.clone(), "the tool has no description for the model to read");
+                format!("Tool '{}' of the MCP server '{}'.", info.name, server.name)
+            }
+        };
+        let place = Place { origin: origin.clone(), path };
+        let tool = Tool {
+            name: name.clone(),
+            description,
+            parameters,
+            aliases: Vec::new(),
+            source: Source::Mcp(server.name.clone()),
+            idempotent: info.idempotent,
+            timeout: server.timeout,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
+            backend: Backend::Mcp(McpBackend { server: server.name.clone(), tool: info.name.clone() }),
+            declared_at: place.clone(),
+        };
+        decls.tools.push(ToolDecl { name: Some(name), layer, place, tool: Some(tool), aliases: Vec::new() });
+    }
+}

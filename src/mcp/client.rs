@@ -1,0 +1,176 @@
+//! One connection to one MCP server: started, used, ended.
+
+use std::{collections::HashMap, process::Stdio, time::Duration};
+
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use rmcp::{
+    service::{NotificationContext, RunningService},
+    transport::{
+        async_rw::AsyncRwTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+        StreamableHttpClientTransport,
+    },
+    ClientHandler, Peer, RoleClient, ServiceExt,
+};
+use tokio::{io::AsyncReadExt, sync::mpsc};
+
+use super::Event;
+use crate::catalog::{McpServer, McpToolInfo, McpTransport};
+
+/// Variables passed from the gateway's environment to every stdio server
+/// (as to command backends), before the server's own `env`.
+const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// The longest message read from a stdio server. Larger than any result the
+/// gateway accepts, so that an oversized result is read and refused (rather
+/// than dropped by the transport, leaving its call to time out).
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// How long a stdio server gets to exit after its stdin closes, and again
+/// after SIGTERM, before its process group is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// Reports `notifications/tools/list_changed` as an [`Event`].
+#[derive(Clone)]
+struct Notifier {
+    server: String,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl ClientHandler for Notifier {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        tracing::info!(server = %self.server, "MCP server's tools changed");
+        let _ = self.events.send(Event::ToolsChanged(self.server.clone()));
+        std::future::ready(())
+    }
+}
+
+pub struct Connection {
+    service: RunningService<RoleClient, Notifier>,
+    /// The stdio server's process (group leader); `None` over HTTP.
+    child: Option<Box<dyn ChildWrapper>>,
+}
+
+impl Connection {
+    /// Starts the server (or opens the HTTP session) and initializes it.
+    pub async fn open(spec: &McpServer, events: mpsc::UnboundedSender<Event>) -> Result<Self, String> {
+        let notifier = Notifier { server: spec.name.clone(), events };
+        match &spec.transport {
+            McpTransport::Stdio { program, args, cwd, env } => {
+                let mut command = tokio::process::Command::new(program);
+                command
+                    .args(args)
+                    .current_dir(cwd)
+                    .env_clear()
+                    .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
+                    .envs(env.iter().map(|(k, v)| (k, v.expose())))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped());
+                let mut wrapped = CommandWrap::from(command);
+                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+                let mut child = wrapped.spawn().map_err(|err| format!("cannot start {}: {err}", program.display()))?;
+                let (Some(stdin), Some(stdout), Some(stderr)) =
+                    (child.stdin().take(), child.stdout().take(), child.stderr().take())
+                else {
+                    return Err("the server's stdio could not be captured".to_owned());
+                };
+                tokio::spawn(log_stderr(spec.name.clone(), stderr));
+                let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
+                match notifier.serve(transport).await {
+                    Ok(service) => Ok(Self { service, child: Some(child) }),
+                    Err(err) => {
+                        end(child).await;
+                        Err(format!("initialize failed: {err}"))
+                    }
+                }
+            }
+            McpTransport::Http { url, headers } => {
+                crate::exec::backends::install_crypto_provider();
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let name = name.parse().map_err(|_| format!("invalid header name '{name}'"))?;
+                    let value = value.expose().parse().map_err(|_| "a header value is not valid".to_owned())?;
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let service = notifier.serve(transport).await.map_err(|err| format!("initialize failed: {err}"))?;
+                Ok(Self { service, child: None })
+            }
+        }
+    }
+
+    pub fn peer(&self) -> Peer<RoleClient> {
+        self.service.peer().clone()
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.service.is_closed() || self.service.peer().is_transport_closed()
+    }
+
+    /// Ends the connection. A stdio server's stdin is closed; it gets
+    /// [`EXIT_GRACE`] to exit, then SIGTERM and as long again; then its whole
+    /// process group is killed, so nothing it started outlives it.
+    pub async fn close(mut self) {
+        let _ = self.service.close().await;
+        if let Some(child) = self.child.take() {
+            end(child).await;
+        }
+    }
+}
+
+/// Ends a stdio server and everything in its process group.
+async fn end(mut child: Box<dyn ChildWrapper>) {
+    drop(child.stdin().take());
+    if tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_err() {
+        let _ = child.signal(libc::SIGTERM);
+        let _ = tokio::time::timeout(EXIT_GRACE, child.wait()).await;
+    }
+    // The leader may be gone; what it started may not be.
+    let _ = child.start_kill();
+    let _ = tokio::time::timeout(EXIT_GRACE, child.wait()).await;
+}
+
+/// A listed tool, as the catalogue takes it.
+pub fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
+    let hints = tool.annotations.as_ref();
+    let hint = |f: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| hints.and_then(f).unwrap_or(false);
+    McpToolInfo {
+        name: tool.name.to_string(),
+        title: tool.title.clone().or_else(|| hints.and_then(|h| h.title.clone())),
+        description: tool.description.as_deref().map(str::to_owned),
+        input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
+        idempotent: hint(|h| h.idempotent_hint) || hint(|h| h.read_only_hint),
+    }
+}
+
+/// Logs a server's stderr, a line at a time (at most 1 KiB each, 64 KiB in
+/// all); the rest is read and dropped so the server never blocks on it.
+async fn log_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
+    const MAX_LINE: usize = 1024;
+    const MAX_LOGGED: usize = 64 * 1024;
+    let (mut buffer, mut line, mut logged) = ([0u8; 8192], Vec::with_capacity(MAX_LINE), 0usize);
+    let flush = |line: &mut Vec<u8>, logged: &mut usize| {
+        if !line.is_empty() && *logged < MAX_LOGGED {
+            *logged += line.len();
+            tracing::info!(server = %server, "stderr: {}", String::from_utf8_lossy(line).trim_end());
+        }
+        line.clear();
+    };
+    while let Ok(read) = stderr.read(&mut buffer).await {
+        if read == 0 {
+            break;
+        }
+        for &byte in &buffer[..read] {
+            match byte {
+                b'\n' => flush(&mut line, &mut logged),
+                _ if line.len() < MAX_LINE => line.push(byte),
+                _ => {}
+            }
+        }
+    }
+    flush(&mut line, &mut logged);
+}

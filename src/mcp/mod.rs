@@ -1,0 +1,189 @@
+//! MCP servers as tool backends, through rmcp (the official Rust SDK).
+//!
+//! A [`McpPool`] keeps one connection per server named in the catalogue:
+//! a child process speaking MCP on stdio (in its own process group, so that
+//! ending it ends everything it started) or a streamable HTTP session. It
+//! lists tools (following pagination), calls them, reconnects on the next use
+//! after a server died, and reports `notifications/tools/list_changed`.
+//! Turning listings into catalogue tools is the catalogue's job; keeping the
+//! catalogue current is the federation's.
+
+mod client;
+mod result;
+
+use std::{collections::HashMap, sync::Arc};
+
+use futures::future::join_all;
+use rmcp::{model::CallToolRequestParams, service::ServiceError};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, Mutex};
+
+use crate::{
+    catalog::{McpListing, McpServer, McpToolInfo},
+    exec::backends::Failure,
+};
+use client::Connection;
+
+/// Something a server told us without being asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// `notifications/tools/list_changed`, or a reconnect after the server
+    /// died: its tools may differ.
+    ToolsChanged(String),
+}
+
+/// The connections to every MCP server of a catalogue.
+pub struct McpPool {
+    servers: HashMap<String, Server>,
+}
+
+struct Server {
+    spec: McpServer,
+    connection: Mutex<Option<Connection>>,
+    events: mpsc::UnboundedSender<Event>,
+}
+
+impl McpPool {
+    /// A pool for `servers`; nothing connects until asked. Events arrive on the receiver.
+    pub fn new(servers: &[McpServer]) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let servers = servers
+            .iter()
+            .map(|spec| {
+                let server = Server { spec: spec.clone(), connection: Mutex::new(None), events: events.clone() };
+                (spec.name.clone(), server)
+            })
+            .collect();
+        (Arc::new(Self { servers }), receiver)
+    }
+
+    /// A pool with no servers.
+    pub fn empty() -> Arc<Self> {
+        Self::new(&[]).0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Connects to every server and lists its tools, all at once, each within
+    /// its startup timeout.
+    pub async fn list_all(&self) -> Vec<McpListing> {
+        let listings = self
+            .servers
+            .keys()
+            .map(|name| async move { McpListing { server: name.clone(), tools: self.list(name).await } });
+        join_all(listings).await
+    }
+
+    /// Connects (if needed) and lists one server's tools, within its startup
+    /// timeout. The error says why, for the operator's log.
+    pub async fn list(&self, name: &str) -> Result<Vec<McpToolInfo>, String> {
+        let server = self.servers.get(name).ok_or_else(|| format!("no MCP server named '{name}'"))?;
+        let limit = server.spec.startup_timeout;
+        let listed = tokio::time::timeout(limit, async {
+            let peer = server.peer().await?;
+            let tools = peer.list_all_tools().await;
+            match tools {
+                Ok(tools) => Ok(tools.iter().map(client::tool_info).collect()),
+                Err(err) => {
+                    server.disconnect_if_closed().await;
+                    Err(format!("tools/list failed: {err}"))
+                }
+            }
+        })
+        .await;
+        match listed {
+            Ok(result) => result,
+            Err(_) => {
+                // A server that hangs is ended, not left half-connected.
+                server.disconnect().await;
+                Err(format!("no answer within {}", humantime::format_duration(limit)))
+            }
+        }
+    }
+
+    /// Calls `tool` on `server` with validated arguments. The result is JSON
+    /// text; an `isError` result is the tool's own refusal.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        traceparent: Option<&str>,
+    ) -> Result<String, Failure> {
+        let Some(server) = self.servers.get(server) else { return Err(Failure::Unavailable) };
+        let peer = match server.peer().await {
+            Ok(peer) => peer,
+            Err(why) => {
+                tracing::warn!(server = %server.spec.name, "MCP server unavailable: {why}");
+                return Err(Failure::Unavailable);
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = Some(arguments.clone());
+        if let Some(traceparent) = traceparent {
+            let mut meta = rmcp::model::MetaObject::new();
+            meta.set_traceparent(traceparent);
+            params.meta = Some(rmcp::model::RequestMetaObject(meta));
+        }
+        match peer.call_tool(params).await {
+            Ok(result) => result::answer(&result),
+            Err(ServiceError::McpError(error)) => {
+                tracing::warn!(server = %server.spec.name, tool, code = error.code.0, "MCP call failed: {}", error.message);
+                Err(Failure::Crashed(format!(
+                    "the MCP server '{}' failed the call (error {})",
+                    server.spec.name, error.code.0
+                )))
+            }
+            Err(err) => {
+                tracing::warn!(server = %server.spec.name, tool, "MCP call broke: {err}");
+                server.disconnect_if_closed().await;
+                Err(Failure::Crashed(format!("the MCP server '{}' stopped during the call", server.spec.name)))
+            }
+        }
+    }
+
+    /// Ends every connection; child processes are asked to exit, then killed.
+    pub async fn shutdown(&self) {
+        let ends = self.servers.values().map(|server| server.disconnect());
+        join_all(ends).await;
+    }
+}
+
+impl Server {
+    /// The live connection's peer, connecting first if there is none (a
+    /// server that died is restarted here, on its next use).
+    async fn peer(&self) -> Result<rmcp::Peer<rmcp::RoleClient>, String> {
+        let mut connection = self.connection.lock().await;
+        if let Some(live) = connection.as_ref() {
+            if !live.is_closed() {
+                return Ok(live.peer());
+            }
+            tracing::warn!(server = %self.spec.name, "MCP server connection closed; reconnecting");
+            if let Some(dead) = connection.take() {
+                dead.close().await;
+            }
+            let _ = self.events.send(Event::ToolsChanged(self.spec.name.clone()));
+        }
+        let live = Connection::open(&self.spec, self.events.clone()).await?;
+        let peer = live.peer();
+        *connection = Some(live);
+        Ok(peer)
+    }
+
+    async fn disconnect(&self) {
+        if let Some(live) = self.connection.lock().await.take() {
+            live.close().await;
+        }
+    }
+
+    async fn disconnect_if_closed(&self) {
+        let mut connection = self.connection.lock().await;
+        if connection.as_ref().is_some_and(Connection::is_closed) {
+            if let Some(dead) = connection.take() {
+                dead.close().await;
+            }
+        }
+    }
+}

@@ -1,0 +1,341 @@
+//! MCP federation against the Python reference SDK: tools of MCP servers join
+//! the catalogue and are resolved, repaired, validated, hinted and listed like
+//! any other; servers that are down, die, change or misbehave affect nothing
+//! else; nothing is left running after shutdown.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use toolgate::{
+    config::Policy,
+    env::Env,
+    proto::v1::{ErrorKind, ExecuteRequest, ListToolsRequest, RepairKind},
+};
+
+use crate::common::{
+    error, execute, kind,
+    mcp::{python, script, stdio_server, McpGateway},
+    toolgate, CatalogDir, Client,
+};
+
+fn catalogue(servers: &[String]) -> CatalogDir {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &format!("mcp_servers:\n{}", servers.concat()));
+    dir
+}
+
+async fn names(client: &mut Client) -> Vec<String> {
+    let response = client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    response.tools.into_iter().map(|t| t.name).collect()
+}
+
+/// Polls until `check` holds, for at most `seconds`.
+async fn eventually(seconds: u64, mut check: impl AsyncFnMut() -> bool) {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    while Instant::now() < until {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("not within {seconds} s");
+}
+
+#[tokio::test]
+async fn mcp_tools_join_the_catalogue_as_ordinary_tools() {
+    let dir = catalogue(&[
+        stdio_server("notes", "notes_server.py", &[], ""),
+        stdio_server(
+            "more",
+            "notes_server.py",
+            &[],
+            "    prefix: more_\n    include: [list_notes, read_note, lst_notes]\n",
+        ),
+        stdio_server(
+            "less",
+            "notes_server.py",
+            &[],
+            "    prefix: less_\n    exclude: [crash, big, nap, whoami, learn]\n",
+        ),
+    ]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    assert_eq!(
+        mcp.warning_text().trim(),
+        format!(
+            "{}: mcp_servers.more: MCP server 'more' lists no tool 'lst_notes', did you mean 'list_notes'?",
+            dir.registry().join("tools.yaml").display()
+        )
+    );
+    let listed = mcp.gw.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    let read = listed.tools.iter().find(|t| t.name == "read_note").expect("read_note joined");
+    assert_eq!(read.source, "mcp:notes");
+    assert_eq!(read.description, "Read one note by its name.");
+    let schema: serde_json::Value = serde_json::from_str(&read.parameters_json).unwrap();
+    assert_eq!(schema["required"], serde_json::json!(["name"]));
+    let all: Vec<&str> = listed.tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(all.contains(&"more_list_notes") && all.contains(&"more_read_note") && !all.contains(&"more_add_note"));
+    assert!(all.contains(&"less_add_note") && !all.contains(&"less_crash"));
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn drift_is_repaired_and_hints_come_from_the_mcp_schema() {
+    let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "")]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let client = &mut mcp.gw.client;
+
+    let response = execute(client, "List-Notes", "").await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.tool, "list_notes");
+    assert_eq!(response.repairs[0].kind, RepairKind::ToolName as i32);
+    assert_eq!(response.result_json, r#"{"result":["ideas","todo"]}"#);
+
+    let response = execute(client, "read_note", "{}").await;
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert_eq!(
+        error(&response).message,
+        "missing a required argument: 'name' Expected parameters for 'read_note' — required: ['name'], optional: []."
+    );
+
+    let response = execute(client, "ReadNote", r#"{"Name": "nope"}"#).await;
+    assert_eq!(kind(&response), ErrorKind::Refused, "isError is the tool's own error");
+    assert_eq!(error(&response).message, "Error executing tool read_note: no note named nope");
+    assert!(error(&response).expected_parameters.is_none() && !error(&response).retryable);
+
+    let response = execute(client, "add_note", r#"{"name": "groceries", "text": "eggs"}"#).await;
+    assert_eq!(response.result_json, r#"{"added":"groceries","count":3}"#, "text content that is JSON is JSON");
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_that_dies_mid_call_fails_that_call_and_restarts_on_next_use() {
+    let dir = catalogue(&[stdio_server("notes", "notes_server.py", &["--pid-file", "pid"], "")]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let first_pid = std::fs::read_to_string(dir.registry().join("pid")).unwrap();
+    let response = execute(&mut mcp.gw.client, "crash", "{}").await;
+    assert_eq!(kind(&response), ErrorKind::ToolCrashed);
+    assert_eq!(error(&response).message, "the MCP server 'notes' stopped during the call");
+    let response = execute(&mut mcp.gw.client, "read_note", r#"{"name": "todo"}"#).await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.result_json, r#"{"result":"buy milk"}"#, "the structured content");
+    let second_pid = std::fs::read_to_string(dir.registry().join("pid")).unwrap();
+    assert_ne!(first_pid, second_pid, "a new server process");
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_slow_mcp_tool_times_out_and_the_server_keeps_serving() {
+    let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "    timeout: 500ms\n")]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let response = execute(&mut mcp.gw.client, "nap", r#"{"seconds": 5}"#).await;
+    assert_eq!(kind(&response), ErrorKind::Timeout);
+    assert_eq!(error(&response).message, "the tool 'nap' did not answer within 500ms");
+    assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_server_down_at_start_joins_when_it_comes_up() {
+    let dir = CatalogDir::new();
+    let flag = dir.registry().join("ready");
+    let server = stdio_server("late", "notes_server.py", &["--fail-unless", &flag.display().to_string()], "");
+    dir.file("registry/tools.yaml", &format!("mcp_servers:\n{server}"));
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    assert!(
+        mcp.warning_text().contains("MCP server 'late' is unavailable: initialize failed"),
+        "{}",
+        mcp.warning_text()
+    );
+    let before = mcp.gw.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    assert!(!before.tools.iter().any(|t| t.name == "list_notes"));
+    let response = execute(&mut mcp.gw.client, "list_notes", "").await;
+    assert_eq!(kind(&response), ErrorKind::UnknownTool);
+
+    std::fs::write(&flag, "").unwrap();
+    let client = mcp.gw.client.clone();
+    eventually(15, async || names(&mut client.clone()).await.contains(&"list_notes".to_owned())).await;
+    let after = mcp.gw.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    assert_ne!(before.catalog_version, after.catalog_version);
+    assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn tools_list_changed_swaps_the_catalogue() {
+    let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "")]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let response = execute(&mut mcp.gw.client, "learn", r#"{"name": "greet_user"}"#).await;
+    assert!(response.ok, "{response:?}");
+    let client = mcp.gw.client.clone();
+    eventually(10, async || names(&mut client.clone()).await.contains(&"greet_user".to_owned())).await;
+    let response = execute(&mut mcp.gw.client, "GreetUser", "{}").await;
+    assert_eq!(response.result_json, r#"{"result":"I am greet_user"}"#);
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn strict_start_fails_naming_the_server_and_why() {
+    let dir = catalogue(&[
+        stdio_server("notes", "notes_server.py", &[], ""),
+        stdio_server("broken", "odd_server.py", &["exit"], ""),
+    ]);
+    let Err(err) = McpGateway::start(&dir, &Env::default(), Policy { strict: true }).await else {
+        panic!("a strict start with a server down must fail");
+    };
+    let text = err.to_string();
+    let toolgate::federation::StartError::Catalogue(load) = err else { panic!("{text}") };
+    assert_eq!(load.problems.len(), 1, "{:?}", load.problems);
+    assert_eq!(load.problems[0].path, "mcp_servers.broken");
+    assert!(load.problems[0].message.starts_with("MCP server 'broken' is unavailable: initialize failed"));
+    // The CLI says the same and exits 1.
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--strict", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mcp_servers.broken: MCP server 'broken' is unavailable"), "{stderr}");
+}
+
+#[tokio::test]
+async fn misbehaving_servers_affect_nothing_else() {
+    let quick = "    startup_timeout: 3s\n";
+    let dir = catalogue(&[
+        stdio_server("notes", "notes_server.py", &[], ""),
+        stdio_server("garbage", "odd_server.py", &["garbage"], quick),
+        stdio_server("quitter", "odd_server.py", &["exit"], quick),
+        stdio_server("sleeper", "odd_server.py", &["hang"], quick),
+        stdio_server("schemas", "odd_server.py", &["invalid_schema"], quick),
+        stdio_server("bulk", "odd_server.py", &["many"], quick),
+    ]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let warnings = mcp.warning_text();
+    assert!(warnings.contains("MCP server 'quitter' is unavailable: initialize failed"), "{warnings}");
+    assert!(warnings.contains("MCP server 'sleeper' is unavailable: no answer within 3s"), "{warnings}");
+    assert!(
+        warnings.contains("mcp:schemas: tools[1] (bad_tool).inputSchema: not a valid JSON Schema")
+            && warnings.contains("the tool is left out"),
+        "{warnings}"
+    );
+    assert_eq!(mcp.warnings.len(), 3, "{warnings}");
+
+    let all = names(&mut mcp.gw.client).await;
+    assert!(all.contains(&"good_tool".to_owned()) && !all.contains(&"bad_tool".to_owned()));
+    assert_eq!(all.iter().filter(|n| n.starts_with("bulk_tool_")).count(), 5000, "every page was listed");
+    let response = execute(&mut mcp.gw.client, "echo_text", r#"{"text": "after the garbage"}"#).await;
+    assert_eq!(response.result_json, "\"after the garbage\"", "{response:?}");
+    let response = execute(&mut mcp.gw.client, "BulkTool4999", r#"{"text": "last"}"#).await;
+    assert_eq!(response.result_json, "\"last\"");
+    let response = execute(&mut mcp.gw.client, "big", "{}").await;
+    assert_eq!(kind(&response), ErrorKind::ToolCrashed);
+    assert_eq!(error(&response).message, "the tool's result is larger than 1 MiB");
+    assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
+    mcp.shutdown().await;
+}
+
+/// A notes server over streamable HTTP on a free loopback port, killed on drop.
+struct HttpServer {
+    child: std::process::Child,
+    port: u16,
+}
+
+impl HttpServer {
+    async fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new(python())
+            .args([script("notes_server.py"), "--http".into(), port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the HTTP MCP server did not start");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Self { child, port }
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn streamable_http_servers_get_their_headers_and_the_trace_context() {
+    let server = HttpServer::start().await;
+    let dir = catalogue(&[format!(
+        "  remote:\n    url: \"http://127.0.0.1:{}/mcp\"\n    headers: {{Authorization: \"Bearer ${{NOTES_TOKEN}}\"}}\n",
+        server.port
+    )]);
+    let env = Env::from_pairs([("NOTES_TOKEN", "t0ken")]);
+    let mut mcp = McpGateway::start(&dir, &env, Policy::default()).await.unwrap();
+    assert!(mcp.warnings.is_empty(), "{}", mcp.warning_text());
+    let traceparent = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
+    let mut request = tonic::Request::new(ExecuteRequest { tool: "whoami".into(), ..Default::default() });
+    request.metadata_mut().insert("traceparent", traceparent.parse().unwrap());
+    let response = mcp.gw.client.execute(request).await.unwrap().into_inner();
+    let seen: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();
+    assert_eq!(seen["authorization"], "Bearer t0ken");
+    assert_eq!(seen["traceparent"], traceparent);
+    let response = execute(&mut mcp.gw.client, "read-note", r#"{"name": "ideas"}"#).await;
+    assert_eq!(response.result_json, r#"{"result":"a gateway for tools"}"#);
+    mcp.shutdown().await;
+}
+
+fn running(pid_file: &Path) -> bool {
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", pid.trim()));
+    status.is_ok_and(|s| !s.lines().any(|l| l.starts_with("State:") && l.contains('Z')))
+}
+
+#[tokio::test]
+async fn sigterm_ends_and_reaps_every_server_with_its_children() {
+    let dir = catalogue(&[
+        stdio_server("notes", "notes_server.py", &["--pid-file", "pid_a", "--helper-pid", "helper_a"], ""),
+        stdio_server(
+            "other",
+            "notes_server.py",
+            &["--pid-file", "pid_b", "--helper-pid", "helper_b"],
+            "    prefix: b_\n",
+        ),
+    ]);
+    let mut gateway = crate::common::Reaped::spawn(toolgate().current_dir(dir.dir.path()).args([
+        "serve",
+        "--catalog",
+        "registry",
+        "--listen",
+        "127.0.0.1:0",
+    ]));
+    let mut lines = BufReader::new(gateway.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if line.contains("toolgate listening on") {
+            assert!(line.ends_with("(19 tools)"), "{line}");
+            break;
+        }
+    }
+    let files = ["pid_a", "helper_a", "pid_b", "helper_b"].map(|f| dir.registry().join(f));
+    for file in &files {
+        assert!(running(file), "{} runs while the gateway does", file.display());
+    }
+    assert!(Command::new("kill").args(["-TERM", &gateway.id().to_string()]).status().unwrap().success());
+    let status = tokio::task::spawn_blocking(move || {
+        let _rest: Vec<String> = lines.map_while(Result::ok).collect();
+        gateway.wait().unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!(status.code(), Some(0));
+    for file in &files {
+        assert!(!running(file), "{} outlived the gateway", file.display());
+    }
+}
