@@ -14,6 +14,7 @@ use crate::{
     federation::{Federation, StartError},
     resolve, server,
     service::Gateway,
+    telemetry::{Observer, Telemetry},
 };
 
 #[derive(Parser, Debug)]
@@ -131,7 +132,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
     std::panic::set_hook(Box::new(|info| eprintln!("toolgate: internal error: {info}")));
     let cli = Cli::parse();
     let env = Env::from_process();
-    init_logging(&env);
+    if !matches!(cli.command, Command::Serve(_)) {
+        Telemetry::logs_only(&env);
+    }
     match cli.command {
         Command::Serve(args) => serve(args, &env),
         Command::Validate(args) => validate(&args, &env),
@@ -139,19 +142,6 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call(args),
     }
-}
-
-fn init_logging(env: &Env) {
-    // rmcp narrates every connection at info; its warnings are enough.
-    let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or("info,rmcp=warn");
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| "info,rmcp=warn".into());
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi)
-        .with_target(false)
-        .init();
 }
 
 fn settings(args: &CatalogArgs, listen: Option<String>, env: &Env) -> anyhow::Result<Settings> {
@@ -181,9 +171,14 @@ enum Report {
 /// Reads the files, connects the MCP servers they name and assembles the
 /// catalogue (the same path for every command); reports every problem, one
 /// line each.
-async fn start(settings: &Settings, env: &Env, report: Report) -> anyhow::Result<(Arc<Federation>, usize)> {
+async fn start(
+    settings: &Settings,
+    env: &Env,
+    report: Report,
+    observer: Observer,
+) -> anyhow::Result<(Arc<Federation>, usize)> {
     let files = catalog::read(&settings.load, env);
-    let (started, problems) = match Federation::start(files, settings.limits).await {
+    let (started, problems) = match Federation::start(files, settings.limits, observer).await {
         Ok((federation, warnings)) => {
             let count = warnings.len();
             (Ok((federation, count)), warnings)
@@ -218,7 +213,7 @@ fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, usiz
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async {
-        let (federation, warnings) = start(settings, env, Report::Plain).await?;
+        let (federation, warnings) = start(settings, env, Report::Plain, Observer::disabled()).await?;
         let catalog = federation.current().load().catalog().clone();
         federation.shutdown().await;
         Ok((catalog, warnings))
@@ -237,33 +232,42 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async move {
-        let mut shutdown = Box::pin(shutdown_signal()?);
-        let (federation, _) = tokio::select! {
-            started = start(&settings, env, Report::Log) => started?,
-            () = &mut shutdown => {
-                tracing::info!("stopped before the catalogue was ready");
-                return Ok(ExitCode::FAILURE);
-            }
-        };
-        let listener = match TcpListener::bind(settings.listen).await {
-            Ok(listener) => listener,
-            Err(err) => {
-                federation.shutdown().await;
-                return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
-            }
-        };
-        let addr: SocketAddr = listener.local_addr()?;
-        let catalog = federation.current().load().catalog().clone();
-        tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
-        tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
-        tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-        let gateway = Gateway::new(federation.current(), settings.policy);
-        let served = server::serve(listener, gateway, shutdown, args.drain_timeout).await;
-        federation.shutdown().await;
-        served?;
-        tracing::info!("toolgate stopped");
-        Ok(ExitCode::SUCCESS)
+        let telemetry = Telemetry::start(env);
+        let served = serve_with(&args, &settings, env, telemetry.observer()).await;
+        // Flushing waits on the exporters' threads.
+        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        served
     })
+}
+
+/// Starts the catalogue, serves until a signal, ends the MCP servers.
+async fn serve_with(args: &ServeArgs, settings: &Settings, env: &Env, observer: Observer) -> anyhow::Result<ExitCode> {
+    let mut shutdown = Box::pin(shutdown_signal()?);
+    let (federation, _) = tokio::select! {
+        started = start(settings, env, Report::Log, observer) => started?,
+        () = &mut shutdown => {
+            tracing::info!("stopped before the catalogue was ready");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let listener = match TcpListener::bind(settings.listen).await {
+        Ok(listener) => listener,
+        Err(err) => {
+            federation.shutdown().await;
+            return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
+        }
+    };
+    let addr: SocketAddr = listener.local_addr()?;
+    let catalog = federation.current().load().catalog().clone();
+    tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
+    tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
+    tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
+    let gateway = Gateway::new(federation.current(), settings.policy);
+    let served = server::serve(listener, gateway, shutdown, args.drain_timeout).await;
+    federation.shutdown().await;
+    served?;
+    tracing::info!("toolgate stopped");
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Completes on Ctrl-C or SIGTERM. The handlers are installed before this

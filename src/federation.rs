@@ -15,8 +15,9 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
     catalog::{self, Files, LoadError, McpListing, Problem},
-    exec::{Backends, ExecLimits, Executor},
+    exec::{ExecLimits, Executor, Shared},
     mcp::{Event, McpPool},
+    telemetry::Observer,
 };
 
 /// The current executor (and so the current catalogue), swapped atomically.
@@ -36,7 +37,7 @@ pub enum StartError {
 pub struct Federation {
     files: Files,
     limits: ExecLimits,
-    backends: Arc<Backends>,
+    shared: Arc<Shared>,
     current: Current,
     /// The latest listing of each server; a new snapshot is built from these.
     listings: Mutex<HashMap<String, McpListing>>,
@@ -47,9 +48,13 @@ impl Federation {
     /// Connects every MCP server of `files`, assembles the catalogue and
     /// starts keeping it current. Under strict validation a server that
     /// cannot be reached fails the start, like any catalogue problem.
-    pub async fn start(files: Files, limits: ExecLimits) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
+    pub async fn start(
+        files: Files,
+        limits: ExecLimits,
+        observer: Observer,
+    ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
         let (pool, events) = McpPool::new(files.servers());
-        let backends = Backends::new(pool.clone())?;
+        let shared = Shared::new(pool.clone(), observer)?;
         let listings = pool.list_all().await;
         let loaded = match catalog::assemble(&files, &listings) {
             Ok(loaded) => loaded,
@@ -59,11 +64,11 @@ impl Federation {
             }
         };
         let failed: Vec<String> = listings.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
-        let executor = Executor::new(Arc::new(loaded.catalog), limits, backends.clone());
+        let executor = Executor::new(Arc::new(loaded.catalog), limits, shared.clone());
         let federation = Arc::new(Self {
             files,
             limits,
-            backends,
+            shared,
             current: Arc::new(ArcSwap::from_pointee(executor)),
             listings: Mutex::new(listings.into_iter().map(|l| (l.server.clone(), l)).collect()),
             tasks: std::sync::Mutex::new(Vec::new()),
@@ -85,13 +90,13 @@ impl Federation {
         for task in self.tasks.lock().expect("not poisoned").drain(..) {
             task.abort();
         }
-        self.backends.mcp().shutdown().await;
+        self.shared.mcp().shutdown().await;
     }
 
     /// Re-lists a server whose tools changed and swaps in the new snapshot.
     async fn follow(self: Arc<Self>, mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
         while let Some(Event::ToolsChanged(server)) = events.recv().await {
-            let tools = self.backends.mcp().list(&server).await;
+            let tools = self.shared.mcp().list(&server).await;
             if let Err(why) = &tools {
                 tracing::warn!(server = %server, "MCP server's tools could not be listed again: {why}");
             }
@@ -104,7 +109,7 @@ impl Federation {
         let mut wait = FIRST_RETRY;
         loop {
             tokio::time::sleep(wait).await;
-            match self.backends.mcp().list(&server).await {
+            match self.shared.mcp().list(&server).await {
                 Ok(tools) => {
                     tracing::info!(server = %server, tools = tools.len(), "MCP server is up");
                     self.update(McpListing { server, tools: Ok(tools) }).await;
@@ -128,7 +133,7 @@ impl Federation {
             Ok(loaded) => {
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();
-                let executor = Executor::new(Arc::new(loaded.catalog), self.limits, Arc::clone(&self.backends));
+                let executor = Executor::new(Arc::new(loaded.catalog), self.limits, Arc::clone(&self.shared));
                 self.current.store(Arc::new(executor));
                 tracing::info!(version, tools, "catalogue updated");
             }

@@ -10,6 +10,7 @@
 //! - [`mcp`]: connections to MCP servers (rmcp): list, call, reconnect.
 //! - [`resolve`]: names -> tools or suggestions (normalisation, similarity, messages).
 //! - [`catalog`]: YAML files -> an immutable catalogue; no network, no processes.
+//! - [`telemetry`]: logs, OTLP traces and metrics, trace context propagation.
 //! - [`proto`]: the generated contract. [`env`]: the environment as a value.
 #![forbid(unsafe_code)]
 
@@ -24,3 +25,4 @@ pub mod proto;
 pub mod resolve;
 pub mod server;
 pub mod service;
+pub mod telemetry;

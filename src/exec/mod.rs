@@ -13,6 +13,7 @@ pub mod arguments;
 pub mod backends;
 mod builtins;
 pub mod names;
+mod observe;
 pub mod outcome;
 pub mod validate;
 
@@ -21,8 +22,10 @@ use std::{
         atomic::{AtomicBool, Ordering},
         Arc,
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
+
+use tracing::Instrument;
 
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
@@ -37,6 +40,7 @@ use crate::{
     catalog::{Catalog, Tool, ToolId},
     mcp::McpPool,
     resolve::{check_names, NamesError, Resolution},
+    telemetry::{self, Observer},
 };
 
 /// Limits of the executor; every one answers in-band when reached.
@@ -60,6 +64,8 @@ impl Default for ExecLimits {
 pub struct Call {
     /// The tool name as the model emitted it.
     pub tool: String,
+    /// The model's tool-call id.
+    pub call_id: String,
     /// The arguments as the model emitted them; empty means `{}`.
     pub arguments_json: String,
     /// The agent's tool set (tool, alias or toolset names); empty: every tool.
@@ -94,20 +100,25 @@ pub struct Ready {
     pub repairs: Vec<Repair>,
 }
 
-/// What runs calls, shared by every catalogue snapshot: HTTP clients and the
-/// connections to MCP servers.
-pub struct Backends {
+/// What every catalogue snapshot's executor shares: HTTP clients, the
+/// connections to MCP servers, and what records calls.
+pub struct Shared {
     http: HttpClients,
     mcp: Arc<McpPool>,
+    observer: Observer,
 }
 
-impl Backends {
-    pub fn new(mcp: Arc<McpPool>) -> Result<Arc<Self>, reqwest::Error> {
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp }))
+impl Shared {
+    pub fn new(mcp: Arc<McpPool>, observer: Observer) -> Result<Arc<Self>, reqwest::Error> {
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, observer }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
         &self.mcp
+    }
+
+    pub fn observer(&self) -> &Observer {
+        &self.observer
     }
 }
 
@@ -115,7 +126,7 @@ impl Backends {
 pub struct Executor {
     catalog: Arc<Catalog>,
     limits: ExecLimits,
-    backends: Arc<Backends>,
+    shared: Arc<Shared>,
     /// Calls in flight, per tool.
     permits: Vec<Semaphore>,
     /// The inventory of every tool, for calls without a tool set.
@@ -123,16 +134,21 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor for `catalog`, running calls on `backends`.
-    pub fn new(catalog: Arc<Catalog>, limits: ExecLimits, backends: Arc<Backends>) -> Self {
+    /// An executor for `catalog`, running calls with `shared`.
+    pub fn new(catalog: Arc<Catalog>, limits: ExecLimits, shared: Arc<Shared>) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
         let everything = Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
-        Self { catalog, limits, backends, permits, everything }
+        Self { catalog, limits, shared, permits, everything }
     }
 
-    /// An executor with backends of its own and no MCP servers (tests, benchmarks).
+    /// An executor with backends of its own, no MCP servers and no telemetry
+    /// (tests, benchmarks).
     pub fn standalone(catalog: Arc<Catalog>, limits: ExecLimits) -> Result<Self, reqwest::Error> {
-        Ok(Self::new(catalog, limits, Backends::new(McpPool::empty())?))
+        Ok(Self::new(catalog, limits, Shared::new(McpPool::empty(), Observer::disabled())?))
+    }
+
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 
     pub fn catalog(&self) -> &Arc<Catalog> {
@@ -194,8 +210,17 @@ impl Executor {
         Ok(Ok(Ready { tool: id, arguments, arguments_json, repairs }))
     }
 
-    /// Prepares the call and, unless it is a dry run, runs it.
+    /// Prepares the call and, unless it is a dry run, runs it, under an
+    /// `execute_tool` span; records the repairs, hints and outcome.
     pub async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
+        let started = Instant::now();
+        let span = observe::span(call);
+        let outcome = self.run(call).instrument(span.clone()).await?;
+        observe::finished(&span, &self.shared.observer, &self.catalog, call, &outcome, started.elapsed());
+        Ok(outcome)
+    }
+
+    async fn run(&self, call: &Call) -> Result<Outcome, RequestError> {
         let ready = match self.prepare(call)? {
             Ok(ready) => ready,
             Err(outcome) => return Ok(outcome),
@@ -219,6 +244,9 @@ impl Executor {
         let tool = self.catalog.tool(id);
         let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
         let started = AtomicBool::new(false);
+        // Backends join the trace through the span of this call when spans
+        // are exported, else through the caller's own trace context.
+        let traceparent = telemetry::propagation::current_traceparent().or_else(|| call.traceparent.clone());
         let run = async {
             let _permit = self.permits[id.0 as usize].acquire().await.expect("never closed");
             started.store(true, Ordering::Relaxed);
@@ -227,9 +255,9 @@ impl Executor {
                 arguments: &ready.arguments,
                 arguments_json: &ready.arguments_json,
                 max_result_bytes: self.limits.max_result_bytes,
-                http: &self.backends.http,
-                mcp: &self.backends.mcp,
-                traceparent: call.traceparent.as_deref(),
+                http: &self.shared.http,
+                mcp: &self.shared.mcp,
+                traceparent: traceparent.as_deref(),
             })
             .await
         };

@@ -23,6 +23,29 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The outcome label of metrics: the kind in snake case.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::UnknownTool => "unknown_tool",
+            ErrorKind::InvalidArguments => "invalid_arguments",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::Refused => "refused",
+            ErrorKind::ToolCrashed => "tool_crashed",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::RetryBudgetExhausted => "retry_budget_exhausted",
+        }
+    }
+
+    /// `error.type` of a failed call (DESIGN section 7).
+    pub fn error_type(self) -> &'static str {
+        match self {
+            ErrorKind::UnknownTool => "tool_not_found",
+            ErrorKind::NotFound | ErrorKind::Refused => "tool_error",
+            other => other.label(),
+        }
+    }
+
     /// Whether calling again can help (advice to the caller; toolgate never
     /// retries by itself). A timeout or an outage is retryable only for an
     /// idempotent tool.
@@ -96,6 +119,17 @@ pub enum RepairKind {
     ToolName,
     ArgumentName,
     ArgumentsJson,
+}
+
+impl RepairKind {
+    /// `toolgate.repair.kind`.
+    pub fn label(self) -> &'static str {
+        match self {
+            RepairKind::ToolName => "tool_name",
+            RepairKind::ArgumentName => "argument_name",
+            RepairKind::ArgumentsJson => "arguments_json",
+        }
+    }
 }
 
 /// One repair made to a call.

@@ -52,6 +52,7 @@ pub fn call(
 ) -> Call {
     Call {
         tool: request.tool,
+        call_id: request.call_id,
         arguments_json: request.arguments_json,
         tools: request.tools,
         strict,

@@ -4,6 +4,7 @@
 
 pub mod codec;
 mod convert;
+mod observe;
 pub mod status;
 
 use std::{sync::Arc, time::Duration};
@@ -18,6 +19,7 @@ use crate::{
     federation::Current,
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution},
+    telemetry::Metrics,
 };
 
 /// Requests naming more than this many names resolve on the blocking pool,
@@ -31,11 +33,14 @@ const INLINE_NAMES: usize = 64;
 pub struct Gateway {
     current: Current,
     policy: Policy,
+    /// The same for every snapshot (they share it).
+    metrics: Metrics,
 }
 
 impl Gateway {
     pub fn new(current: Current, policy: Policy) -> Self {
-        Self { current, policy }
+        let metrics = current.load().shared().observer().metrics.clone();
+        Self { current, policy, metrics }
     }
 
     /// A gateway whose catalogue never changes.
@@ -59,14 +64,13 @@ impl Gateway {
     }
 }
 
-#[tonic::async_trait]
-impl ToolGatewayService for Gateway {
-    async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
-        let request = request.into_inner();
+impl Gateway {
+    async fn resolve_rpc(&self, request: pb::ResolveRequest) -> Result<pb::ResolveResponse, Status> {
         check_names("names", &request.names).map_err(status::invalid_names)?;
         let strict = self.policy.strict_for(request.strict);
         let catalog = self.executor().catalog().clone();
         let resolution = Self::resolve(&catalog, request.names).await?;
+        observe::resolve_hints(&self.metrics, &resolution);
         if strict && !resolution.unknown.is_empty() {
             return Err(status::unknown_names(&resolution));
         }
@@ -74,27 +78,24 @@ impl ToolGatewayService for Gateway {
         if !message.is_empty() {
             tracing::warn!(unknown = resolution.unknown.len(), "{message}");
         }
-        Ok(Response::new(convert::resolve_response(&catalog, &resolution, message)))
+        Ok(convert::resolve_response(&catalog, &resolution, message))
     }
 
-    async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
-        let deadline = caller_deadline(request.metadata());
-        let traceparent = traceparent(request.metadata());
-        let request = request.into_inner();
+    async fn execute_rpc(
+        &self,
+        metadata: &MetadataMap,
+        request: pb::ExecuteRequest,
+    ) -> Result<pb::ExecuteResponse, Status> {
         let strict = self.policy.strict_for(request.strict);
-        let call = convert::call(request, strict, deadline, traceparent);
+        let call = convert::call(request, strict, caller_deadline(metadata), traceparent(metadata));
         let outcome = self.executor().execute(&call).await.map_err(|err| match err {
             RequestError::Names(err) => status::invalid_names(err),
             RequestError::UnknownTools(resolution) => Status::invalid_argument(resolution.message()),
         })?;
-        Ok(Response::new(convert::execute_response(outcome)))
+        Ok(convert::execute_response(outcome))
     }
 
-    async fn list_tools(
-        &self,
-        request: Request<pb::ListToolsRequest>,
-    ) -> Result<Response<pb::ListToolsResponse>, Status> {
-        let request = request.into_inner();
+    async fn list_tools_rpc(&self, request: pb::ListToolsRequest) -> Result<pb::ListToolsResponse, Status> {
         check_names("tools", &request.tools).map_err(status::invalid_names)?;
         let format = pb::ToolFormat::try_from(request.format)
             .map_err(|_| Status::invalid_argument(format!("unknown format {}", request.format)))?;
@@ -108,11 +109,36 @@ impl ToolGatewayService for Gateway {
             }
             resolution.tools.iter().map(|&id| catalog.tool(id)).collect()
         };
-        Ok(Response::new(pb::ListToolsResponse {
+        Ok(pb::ListToolsResponse {
             formatted_json: convert::tool_format(format).map(|f| render(tools.iter().copied(), f)).unwrap_or_default(),
             tools: tools.into_iter().map(convert::tool).collect(),
             catalog_version: catalog.version().to_owned(),
-        }))
+        })
+    }
+}
+
+#[tonic::async_trait]
+impl ToolGatewayService for Gateway {
+    async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
+        let (metadata, _, request) = request.into_parts();
+        observe::rpc(&self.metrics, observe::RESOLVE, &metadata, self.resolve_rpc(request)).await.map(Response::new)
+    }
+
+    async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
+        let (metadata, _, request) = request.into_parts();
+        observe::rpc(&self.metrics, observe::EXECUTE, &metadata, self.execute_rpc(&metadata, request))
+            .await
+            .map(Response::new)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let (metadata, _, request) = request.into_parts();
+        observe::rpc(&self.metrics, observe::LIST_TOOLS, &metadata, self.list_tools_rpc(request))
+            .await
+            .map(Response::new)
     }
 }
 

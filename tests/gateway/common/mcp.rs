@@ -13,6 +13,7 @@ use toolgate::{
     env::Env,
     exec::ExecLimits,
     federation::{Federation, StartError},
+    telemetry::Observer,
 };
 
 use super::{CatalogDir, TestGateway};
@@ -63,7 +64,7 @@ impl McpGateway {
         let mut options = dir.options();
         options.strict = policy.strict;
         let files = catalog::read(&options, env);
-        let (federation, warnings) = Federation::start(files, ExecLimits::default()).await?;
+        let (federation, warnings) = Federation::start(files, ExecLimits::default(), Observer::disabled()).await?;
         let gw = TestGateway::serve(federation.current(), policy).await;
         Ok(Self { gw, federation, warnings })
     }

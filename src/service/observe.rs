@@ -1,0 +1,95 @@
+//! The SERVER span and the duration of each RPC (RPC semantic conventions),
+//! joined to the caller's trace by its `traceparent`; Resolve's hints.
+
+use std::{future::Future, time::Instant};
+
+use tonic::{metadata::MetadataMap, Code, Status};
+use tracing::{field::Empty, Instrument, Level};
+
+use crate::{
+    resolve::Resolution,
+    telemetry::{names, propagation, Metrics},
+};
+
+pub const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
+pub const EXECUTE: &str = "toolgate.v1.ToolGatewayService/Execute";
+pub const LIST_TOOLS: &str = "toolgate.v1.ToolGatewayService/ListTools";
+
+/// Runs one RPC under its SERVER span and records its duration and status.
+pub async fn rpc<T>(
+    metrics: &Metrics,
+    method: &'static str,
+    metadata: &MetadataMap,
+    handler: impl Future<Output = Result<T, Status>>,
+) -> Result<T, Status> {
+    let span = tracing::debug_span!(
+        target: names::TARGET,
+        "rpc",
+        otel.name = method,
+        otel.kind = "server",
+        otel.status_code = Empty,
+        rpc.system.name = "grpc",
+        rpc.method = method,
+        rpc.response.status_code = Empty,
+    );
+    propagation::set_parent(&span, metadata.as_ref());
+    let started = Instant::now();
+    let result = handler.instrument(span.clone()).await;
+    let code = match &result {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    };
+    let name = code_name(code);
+    span.record("rpc.response.status_code", name);
+    // What the server did wrong, not what the caller sent wrong.
+    if matches!(
+        code,
+        Code::Unknown
+            | Code::DeadlineExceeded
+            | Code::Unimplemented
+            | Code::Internal
+            | Code::Unavailable
+            | Code::DataLoss
+    ) {
+        span.record("otel.status_code", "ERROR");
+    }
+    metrics.rpc(method, name, started.elapsed().as_secs_f64());
+    result
+}
+
+/// A `did_you_mean` hint event (on the current span, Resolve's) per unknown
+/// name that has suggestions.
+pub fn resolve_hints(metrics: &Metrics, resolution: &Resolution) {
+    for unknown in resolution.unknown.iter().filter(|u| !u.suggestions.is_empty()) {
+        tracing::event!(
+            target: names::TARGET,
+            Level::DEBUG,
+            toolgate.hint.kind = "did_you_mean",
+            toolgate.hint.suggestions = unknown.suggestions.join(","),
+            "toolgate.hint"
+        );
+        metrics.hint(None, "did_you_mean");
+    }
+}
+
+fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}

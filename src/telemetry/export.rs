@@ -1,0 +1,109 @@
+//! OTLP exporters that never disturb the gateway: spans leave through a
+//! bounded batch queue (dropped when full), metrics periodically; a failed
+//! export is one warning a minute at most, not one per batch.
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use opentelemetry_sdk::{
+    error::OTelSdkResult,
+    metrics::{data::ResourceMetrics, exporter::PushMetricExporter, SdkMeterProvider, Temporality},
+    trace::{SdkTracerProvider, SpanData, SpanExporter},
+    Resource,
+};
+
+/// At most one warning per this long.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Remembers when it last warned.
+#[derive(Debug, Default)]
+struct Warnings {
+    last: Mutex<Option<Instant>>,
+}
+
+impl Warnings {
+    fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
+        let mut last = self.last.lock().expect("not poisoned");
+        if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+            *last = Some(Instant::now());
+            tracing::warn!("{what} could not be exported ({error}); dropping telemetry until the collector answers");
+        }
+    }
+}
+
+#[derive(Debug)]
+struct QuietSpans {
+    inner: opentelemetry_otlp::SpanExporter,
+    warnings: Warnings,
+}
+
+impl SpanExporter for QuietSpans {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let result = self.inner.export(batch).await;
+        if let Err(error) = &result {
+            self.warnings.failed("spans", error);
+        }
+        result
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
+    }
+}
+
+struct QuietMetrics {
+    inner: opentelemetry_otlp::MetricExporter,
+    warnings: Warnings,
+}
+
+impl PushMetricExporter for QuietMetrics {
+    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
+        let result = self.inner.export(metrics).await;
+        if let Err(error) = &result {
+            self.warnings.failed("metrics", error);
+        }
+        result
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn temporality(&self) -> Temporality {
+        self.inner.temporality()
+    }
+}
+
+pub fn tracer_provider(resource: Resource) -> Option<SdkTracerProvider> {
+    let exporter = match opentelemetry_otlp::SpanExporter::builder().with_tonic().build() {
+        Ok(exporter) => exporter,
+        Err(err) => {
+            tracing::warn!("traces will not be exported: {err}");
+            return None;
+        }
+    };
+    let exporter = QuietSpans { inner: exporter, warnings: Warnings::default() };
+    Some(SdkTracerProvider::builder().with_resource(resource).with_batch_exporter(exporter).build())
+}
+
+pub fn meter_provider(resource: Resource) -> Option<SdkMeterProvider> {
+    let exporter = match opentelemetry_otlp::MetricExporter::builder().with_tonic().build() {
+        Ok(exporter) => exporter,
+        Err(err) => {
+            tracing::warn!("metrics will not be exported: {err}");
+            return None;
+        }
+    };
+    let exporter = QuietMetrics { inner: exporter, warnings: Warnings::default() };
+    Some(SdkMeterProvider::builder().with_resource(resource).with_periodic_exporter(exporter).build())
+}

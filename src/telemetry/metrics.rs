@@ -1,0 +1,116 @@
+//! The gateway's metrics: calls, repairs, hints and argument violations, and
+//! call durations, labelled by canonical tool name (never by an emitted name)
+//! and outcome; and `rpc.server.call.duration`.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, RwLock},
+};
+
+use opentelemetry::{
+    metrics::{Counter, Histogram, Meter, MeterProvider},
+    KeyValue,
+};
+
+use super::names;
+
+/// Distinct tool names that get a label of their own; the rest are `_OTHER`
+/// (each instrument keeps a bounded number of attribute sets).
+const MAX_TOOL_LABELS: usize = 500;
+
+/// The instruments. Cheap to clone.
+#[derive(Clone)]
+pub struct Metrics {
+    calls: Counter<u64>,
+    repairs: Counter<u64>,
+    hints: Counter<u64>,
+    violations: Counter<u64>,
+    duration: Histogram<f64>,
+    rpc_duration: Histogram<f64>,
+    labels: Arc<RwLock<HashSet<String>>>,
+}
+
+impl Metrics {
+    pub fn new(meter: &Meter) -> Self {
+        Self {
+            calls: meter.u64_counter(names::CALLS).with_description("Tool calls, by tool and outcome").build(),
+            repairs: meter.u64_counter(names::REPAIRS).with_description("Repairs made to calls, by kind").build(),
+            hints: meter.u64_counter(names::HINTS).with_description("Hints given to models, by kind").build(),
+            violations: meter
+                .u64_counter(names::VIOLATIONS)
+                .with_description("Argument problems found by validation")
+                .build(),
+            duration: meter
+                .f64_histogram(names::DURATION)
+                .with_unit("s")
+                .with_description("Duration of tool calls, from request to answer")
+                .build(),
+            rpc_duration: meter
+                .f64_histogram(names::RPC_DURATION)
+                .with_unit("s")
+                .with_description("Duration of RPCs served")
+                .build(),
+            labels: Arc::default(),
+        }
+    }
+
+    /// Instruments that record nothing.
+    pub fn disabled() -> Self {
+        Self::new(&opentelemetry::metrics::noop::NoopMeterProvider::new().meter("toolgate"))
+    }
+
+    /// The label of a canonical tool name (`None`: unresolved).
+    fn tool(&self, tool: Option<&str>) -> KeyValue {
+        let label = match tool {
+            None => names::OTHER.to_owned(),
+            Some(name) => {
+                let known = self.labels.read().map(|l| l.contains(name)).unwrap_or(false);
+                if known {
+                    name.to_owned()
+                } else {
+                    let mut labels = self.labels.write().expect("not poisoned");
+                    if labels.len() < MAX_TOOL_LABELS {
+                        labels.insert(name.to_owned());
+                        name.to_owned()
+                    } else if labels.contains(name) {
+                        name.to_owned()
+                    } else {
+                        names::OTHER.to_owned()
+                    }
+                }
+            }
+        };
+        KeyValue::new(names::GEN_AI_TOOL_NAME, label)
+    }
+
+    /// One finished call: its outcome (`ok` or an error kind) and duration.
+    pub fn call(&self, tool: Option<&str>, outcome: &'static str, error_type: Option<&'static str>, seconds: f64) {
+        let mut attributes = vec![self.tool(tool), KeyValue::new(names::OUTCOME, outcome)];
+        if let Some(error_type) = error_type {
+            attributes.push(KeyValue::new(names::ERROR_TYPE, error_type));
+        }
+        self.calls.add(1, &attributes);
+        self.duration.record(seconds, &attributes);
+    }
+
+    pub fn repair(&self, tool: Option<&str>, kind: &'static str) {
+        self.repairs.add(1, &[self.tool(tool), KeyValue::new(names::REPAIR_KIND, kind)]);
+    }
+
+    pub fn hint(&self, tool: Option<&str>, kind: &'static str) {
+        self.hints.add(1, &[self.tool(tool), KeyValue::new(names::HINT_KIND, kind)]);
+    }
+
+    pub fn violations(&self, tool: Option<&str>, count: usize) {
+        self.violations.add(count as u64, &[self.tool(tool)]);
+    }
+
+    pub fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {
+        let attributes = [
+            KeyValue::new(names::RPC_SYSTEM_NAME, "grpc"),
+            KeyValue::new(names::RPC_METHOD, method),
+            KeyValue::new(names::RPC_RESPONSE_STATUS_CODE, status),
+        ];
+        self.rpc_duration.record(seconds, &attributes);
+    }
+}

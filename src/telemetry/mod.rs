@@ -1,0 +1,136 @@
+//! Logs, traces and metrics. Logs go to stderr. Traces and metrics are
+//! exported over OTLP (gRPC) when the standard `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! (or its `_TRACES_` / `_METRICS_` variant) is set, configured by the other
+//! standard `OTEL_*` variables; nothing is exported otherwise, and then the
+//! spans below are not even created.
+//!
+//! What is traced: one SERVER span per RPC (joined to the caller's trace by
+//! its `traceparent`), one INTERNAL `execute_tool {tool}` span per call, and
+//! `toolgate.repair` / `toolgate.hint` events on them. Arguments and results
+//! are recorded only when `TOOLGATE_TRACE_CONTENT` is `1`, `true` or `yes`.
+//! An emitted name is never a span name or a metric label. Exporting never
+//! blocks a call; a failing collector costs one warning a minute.
+
+mod export;
+pub mod metrics;
+pub mod names;
+pub mod propagation;
+
+use std::io::IsTerminal;
+
+use opentelemetry::trace::TracerProvider;
+use opentelemetry_sdk::{metrics::SdkMeterProvider, trace::SdkTracerProvider, Resource};
+use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
+
+pub use metrics::Metrics;
+
+use crate::env::Env;
+
+/// The default log filter: rmcp narrates every connection at info.
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+
+/// What the executor records besides its answers.
+#[derive(Clone)]
+pub struct Observer {
+    pub metrics: Metrics,
+    /// Put arguments and results on spans (opt-in).
+    pub record_content: bool,
+}
+
+impl Observer {
+    pub fn disabled() -> Self {
+        Self { metrics: Metrics::disabled(), record_content: false }
+    }
+}
+
+/// The installed telemetry; [`Telemetry::shutdown`] flushes what is pending.
+pub struct Telemetry {
+    traces: Option<SdkTracerProvider>,
+    meters: Option<SdkMeterProvider>,
+    record_content: bool,
+}
+
+fn set(env: &Env, name: &str) -> bool {
+    env.get(name).is_some_and(|v| !v.trim().is_empty())
+}
+
+fn truthy(env: &Env, name: &str) -> bool {
+    env.get(name).is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+}
+
+impl Telemetry {
+    /// Logs to stderr only (the commands other than `serve`).
+    pub fn logs_only(env: &Env) {
+        let _ = tracing_subscriber::registry().with(log_layer(env)).try_init();
+    }
+
+    /// Logs, and OTLP export when the environment asks for it. Must run
+    /// inside the Tokio runtime (the exporters' gRPC clients live there).
+    pub fn start(env: &Env) -> Self {
+        let disabled = truthy(env, "OTEL_SDK_DISABLED");
+        let endpoint = set(env, "OTEL_EXPORTER_OTLP_ENDPOINT");
+        let wants = |signal: &str, exporter: &str| {
+            !disabled
+                && (endpoint || set(env, &format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")))
+                && env.get(exporter).is_none_or(|v| v.trim() != "none")
+        };
+        let resource = resource(env);
+        let traces =
+            wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(resource.clone())).flatten();
+        let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
+        let otel = traces.as_ref().map(|provider| {
+            tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("toolgate"))
+                .with_filter(filter_fn(|meta| meta.target() == names::TARGET))
+        });
+        let _ = tracing_subscriber::registry().with(log_layer(env)).with(otel).try_init();
+        if traces.is_some() || meters.is_some() {
+            tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
+        }
+        Self { traces, meters, record_content: truthy(env, "TOOLGATE_TRACE_CONTENT") }
+    }
+
+    /// What the executor should record with.
+    pub fn observer(&self) -> Observer {
+        let metrics = match &self.meters {
+            Some(provider) => Metrics::new(&opentelemetry::metrics::MeterProvider::meter(provider, "toolgate")),
+            None => Metrics::disabled(),
+        };
+        Observer { metrics, record_content: self.record_content }
+    }
+
+    /// Flushes pending spans and metrics and stops the exporters.
+    pub fn shutdown(self) {
+        if let Some(traces) = self.traces {
+            let _ = traces.shutdown();
+        }
+        if let Some(meters) = self.meters {
+            let _ = meters.shutdown();
+        }
+    }
+}
+
+/// The service name is `toolgate` unless `OTEL_SERVICE_NAME` (or
+/// `OTEL_RESOURCE_ATTRIBUTES`) says otherwise.
+fn resource(env: &Env) -> Resource {
+    let builder = Resource::builder();
+    match set(env, "OTEL_SERVICE_NAME")
+        || env.get("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|v| v.contains("service.name"))
+    {
+        true => builder.build(),
+        false => builder.with_service_name("toolgate").build(),
+    }
+}
+
+fn log_layer<S>(env: &Env) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER);
+    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(false)
+        .with_filter(filter)
+}
