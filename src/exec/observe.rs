@@ -7,7 +7,9 @@
 
 use std::time::Duration;
 
+use opentelemetry::trace::TraceContextExt;
 use tracing::{field::Empty, Level, Span};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::{Call, ErrorKind, Outcome, RepairKind};
 use crate::{
@@ -41,7 +43,9 @@ pub fn finished(span: &Span, observer: &Observer, catalog: &Catalog, call: &Call
     let metrics = &observer.metrics;
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool {
-        span.record("otel.name", format!("{} {name}", names::EXECUTE_TOOL));
+        // The OpenTelemetry span has started (its context went to the
+        // backend), so it is renamed directly.
+        span.context().span().update_name(format!("{} {name}", names::EXECUTE_TOOL));
         span.record("gen_ai.tool.name", name);
         let kind = catalog.lookup(name).and_then(|n| match n {
             crate::catalog::Name::Tool(id) => Some(&catalog.tool(id).backend),

@@ -20,7 +20,12 @@ use std::io::IsTerminal;
 
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_sdk::{metrics::SdkMeterProvider, trace::SdkTracerProvider, Resource};
-use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
+use tracing_subscriber::{
+    filter::{filter_fn, FilterExt},
+    layer::SubscriberExt,
+    util::SubscriberInitExt,
+    Layer,
+};
 
 pub use metrics::Metrics;
 
@@ -78,11 +83,7 @@ impl Telemetry {
         let traces =
             wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(resource.clone())).flatten();
         let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
-        let otel = traces.as_ref().map(|provider| {
-            tracing_opentelemetry::layer()
-                .with_tracer(provider.tracer("toolgate"))
-                .with_filter(filter_fn(|meta| meta.target() == names::TARGET))
-        });
+        let otel = traces.as_ref().map(span_layer);
         let _ = tracing_subscriber::registry().with(log_layer(env)).with(otel).try_init();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
@@ -122,15 +123,30 @@ fn resource(env: &Env) -> Resource {
     }
 }
 
+/// The layer that turns the gateway's spans and events (target
+/// [`names::TARGET`], nothing else: no log line, no library's span) into
+/// OpenTelemetry spans.
+pub fn span_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("toolgate"))
+        .with_filter(filter_fn(|meta| meta.target() == names::TARGET))
+}
+
 fn log_layer<S>(env: &Env) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER);
     let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    // The OpenTelemetry SDK reports each failed export; the exporters here
+    // say so once a minute instead.
+    let quiet = filter_fn(|meta| !meta.target().starts_with("opentelemetry"));
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .with_filter(filter)
+        .with_filter(filter.and(quiet))
 }

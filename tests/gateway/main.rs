@@ -14,3 +14,4 @@ mod mcp;
 mod resolve_rpc;
 mod shipped_catalog;
 mod suggestion_quality;
+mod telemetry;

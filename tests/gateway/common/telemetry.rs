@@ -1,0 +1,107 @@
+//! Telemetry captured in memory: the gateway's real span layer and metrics
+//! instruments, with in-memory exporters, for one test thread.
+
+use std::collections::BTreeMap;
+
+use opentelemetry::metrics::MeterProvider;
+use opentelemetry_sdk::{
+    metrics::{
+        data::{AggregatedMetrics, MetricData},
+        InMemoryMetricExporter, SdkMeterProvider,
+    },
+    trace::{InMemorySpanExporter, SdkTracerProvider, SpanData},
+};
+use toolgate::telemetry::{self, Metrics, Observer};
+use tracing_subscriber::layer::SubscriberExt;
+
+/// Spans and metrics of what runs on this thread while it lives. Tests use
+/// `#[tokio::test]` (a current-thread runtime), so the gateway they start
+/// runs here too.
+pub struct Recorded {
+    spans: InMemorySpanExporter,
+    metrics: InMemoryMetricExporter,
+    tracer: SdkTracerProvider,
+    meter: SdkMeterProvider,
+    _guard: tracing::subscriber::DefaultGuard,
+}
+
+/// One metric data point: its name, attributes and value (a sum's value, a
+/// histogram's count).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub name: String,
+    pub attributes: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+impl Recorded {
+    pub fn start(record_content: bool) -> (Self, Observer) {
+        let spans = InMemorySpanExporter::default();
+        let tracer = SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
+        let metrics = InMemoryMetricExporter::default();
+        let meter = SdkMeterProvider::builder().with_periodic_exporter(metrics.clone()).build();
+        let subscriber = tracing_subscriber::registry().with(telemetry::span_layer(&tracer));
+        let guard = tracing::subscriber::set_default(subscriber);
+        let observer = Observer { metrics: Metrics::new(&meter.meter("toolgate")), record_content };
+        (Self { spans, metrics, tracer, meter, _guard: guard }, observer)
+    }
+
+    pub fn spans(&self) -> Vec<SpanData> {
+        let _ = self.tracer.force_flush();
+        self.spans.get_finished_spans().unwrap()
+    }
+
+    pub fn points(&self) -> Vec<Point> {
+        let _ = self.meter.force_flush();
+        let mut points = Vec::new();
+        let exported = self.metrics.get_finished_metrics().unwrap();
+        // Cumulative: the last export holds everything.
+        let Some(last) = exported.last() else { return points };
+        for scope in last.scope_metrics() {
+            for metric in scope.metrics() {
+                let name = metric.name().to_owned();
+                let attrs = |kv: &mut dyn Iterator<Item = &opentelemetry::KeyValue>| -> BTreeMap<String, String> {
+                    kv.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect()
+                };
+                match metric.data() {
+                    AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+                        for p in sum.data_points() {
+                            points.push(Point {
+                                name: name.clone(),
+                                attributes: attrs(&mut p.attributes()),
+                                value: p.value() as f64,
+                            });
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Histogram(histogram)) => {
+                        for p in histogram.data_points() {
+                            points.push(Point {
+                                name: name.clone(),
+                                attributes: attrs(&mut p.attributes()),
+                                value: p.count() as f64,
+                            });
+                        }
+                    }
+                    other => panic!("unexpected metric data for {name}: {other:?}"),
+                }
+            }
+        }
+        points
+    }
+}
+
+/// An attribute of a span, as text.
+pub fn attribute(span: &SpanData, key: &str) -> Option<String> {
+    span.attributes.iter().find(|kv| kv.key.as_str() == key).map(|kv| kv.value.to_string())
+}
+
+/// The events of a span: name and attributes.
+pub fn events(span: &SpanData) -> Vec<(String, BTreeMap<String, String>)> {
+    span.events
+        .iter()
+        .map(|e| {
+            let attributes = e.attributes.iter().map(|kv| (kv.key.to_string(), kv.value.to_string())).collect();
+            (e.name.to_string(), attributes)
+        })
+        .collect()
+}
