@@ -11,6 +11,7 @@ mod execute_names;
 mod health_reflection;
 mod list_tools;
 mod mcp;
+mod otlp;
 mod resolve_rpc;
 mod shipped_catalog;
 mod suggestion_quality;

@@ -1,0 +1,117 @@
+//! An OTLP/gRPC receiver on 127.0.0.1:0 that keeps what it is sent (spans and
+//! metrics), optionally slowly.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use opentelemetry_proto::tonic::{
+    collector::{
+        metrics::v1::{
+            metrics_service_server::{MetricsService, MetricsServiceServer},
+            ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+        },
+        trace::v1::{
+            trace_service_server::{TraceService, TraceServiceServer},
+            ExportTraceServiceRequest, ExportTraceServiceResponse,
+        },
+    },
+    metrics::v1::ResourceMetrics,
+    trace::v1::ResourceSpans,
+};
+use tonic::{Request, Response, Status};
+
+#[derive(Clone, Default)]
+pub struct Received {
+    pub spans: Arc<Mutex<Vec<ResourceSpans>>>,
+    pub metrics: Arc<Mutex<Vec<ResourceMetrics>>>,
+    delay: Duration,
+}
+
+#[tonic::async_trait]
+impl TraceService for Received {
+    async fn export(
+        &self,
+        request: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        tokio::time::sleep(self.delay).await;
+        self.spans.lock().unwrap().extend(request.into_inner().resource_spans);
+        Ok(Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for Received {
+    async fn export(
+        &self,
+        request: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        tokio::time::sleep(self.delay).await;
+        self.metrics.lock().unwrap().extend(request.into_inner().resource_metrics);
+        Ok(Response::new(ExportMetricsServiceResponse::default()))
+    }
+}
+
+/// Starts a receiver answering after `delay`; it serves until the runtime ends.
+pub async fn receiver(delay: Duration) -> (SocketAddr, Received) {
+    let received = Received { delay, ..Received::default() };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tonic::transport::Server::builder()
+        .add_service(TraceServiceServer::new(received.clone()))
+        .add_service(MetricsServiceServer::new(received.clone()))
+        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
+    tokio::spawn(server);
+    (addr, received)
+}
+
+impl Received {
+    /// Every span received: (trace id hex, name, attributes as text).
+    pub fn span_list(&self) -> Vec<(String, String, Vec<(String, String)>)> {
+        let mut out = Vec::new();
+        for resource in self.spans.lock().unwrap().iter() {
+            for scope in &resource.scope_spans {
+                for span in &scope.spans {
+                    let trace: String = span.trace_id.iter().map(|b| format!("{b:02x}")).collect();
+                    let attributes = span
+                        .attributes
+                        .iter()
+                        .map(|kv| (kv.key.clone(), format!("{:?}", kv.value.as_ref().and_then(|v| v.value.clone()))))
+                        .collect();
+                    out.push((trace, span.name.clone(), attributes));
+                }
+            }
+        }
+        out
+    }
+
+    /// The `service.name` of the resources that sent spans.
+    pub fn service_names(&self) -> Vec<String> {
+        self.spans
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|r| r.resource.as_ref())
+            .flat_map(|r| r.attributes.iter())
+            .filter(|kv| kv.key == "service.name")
+            .map(|kv| format!("{:?}", kv.value.as_ref().and_then(|v| v.value.clone())))
+            .collect()
+    }
+
+    pub fn metric_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .metrics
+            .lock()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r.scope_metrics.iter())
+            .flat_map(|s| s.metrics.iter())
+            .map(|m| m.name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}

@@ -1,0 +1,157 @@
+//! Telemetry over the wire: the real `toolgate serve` exporting to an OTLP
+//! gRPC receiver started here; and a collector that is down or slow, which
+//! must cost nothing but one warning.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::Command,
+    time::{Duration, Instant},
+};
+
+use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest};
+
+use crate::common::{otlp::receiver, toolgate, CatalogDir, Reaped};
+
+const REGISTRY: &str = "tools:\n  - name: web_search\n    description: Search.\n    parameters: {type: object, properties: {query: {type: string}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n";
+
+/// `toolgate serve` with `env`; returns it once it listens, with its address.
+fn serve(
+    dir: &CatalogDir,
+    env: &[(&str, String)],
+) -> (Reaped, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
+    let mut command = toolgate();
+    command.current_dir(dir.dir.path()).args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"]);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = Reaped::spawn(&mut command);
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            break line[at + 22..].split(' ').next().unwrap().to_owned();
+        }
+    };
+    (child, addr, lines)
+}
+
+fn traceparent(trace: &str) -> String {
+    format!("00-{trace}-00f067aa0ba902b7-01")
+}
+
+async fn call(
+    client: &mut ToolGatewayServiceClient<tonic::transport::Channel>,
+    tool: &str,
+    args: &str,
+    trace: &str,
+) -> ErrorKind {
+    let mut request =
+        tonic::Request::new(ExecuteRequest { tool: tool.into(), arguments_json: args.into(), ..Default::default() });
+    request.metadata_mut().insert("traceparent", traceparent(trace).parse().unwrap());
+    let response = client.execute(request).await.unwrap().into_inner();
+    response.error.map(|e| ErrorKind::try_from(e.kind).unwrap()).unwrap_or(ErrorKind::Unspecified)
+}
+
+/// Sends SIGTERM and waits; the rest of stderr.
+fn stop(child: Reaped, lines: std::io::Lines<BufReader<std::process::ChildStderr>>) -> (Option<i32>, Vec<String>) {
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    (child.wait().unwrap().code(), rest)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_an_otlp_receiver_in_the_callers_traces() {
+    let (collector, received) = receiver(Duration::ZERO).await;
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", REGISTRY);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}")),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200".into()),
+    ];
+    let (child, addr, lines) = serve(&dir, &env);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let repaired = "11111111111111111111111111111111";
+    let unknown = "22222222222222222222222222222222";
+    let invalid = "33333333333333333333333333333333";
+    assert_eq!(call(&mut client, "WebSearch", r#"{"query": "x"}"#, repaired).await, ErrorKind::Unspecified);
+    assert_eq!(call(&mut client, "launch_rocket", "{}", unknown).await, ErrorKind::UnknownTool);
+    assert_eq!(call(&mut client, "web_search", r#"{"q": "x"}"#, invalid).await, ErrorKind::InvalidArguments);
+    let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+
+    // Everything pending was flushed on the way out.
+    let spans = received.span_list();
+    let in_trace = |trace: &str, name: &str| spans.iter().find(|(t, n, _)| t == trace && n == name).cloned();
+    for trace in [repaired, unknown, invalid] {
+        assert!(
+            in_trace(trace, "toolgate.v1.ToolGatewayService/Execute").is_some(),
+            "server span of {trace}: {spans:?}"
+        );
+    }
+    assert!(in_trace(repaired, "execute_tool web_search").is_some(), "{spans:?}");
+    let (_, _, attributes) = in_trace(unknown, "execute_tool").expect("the unknown call's span");
+    assert!(attributes.iter().any(|(k, v)| k == "error.type" && v.contains("tool_not_found")), "{attributes:?}");
+    let (_, _, attributes) = in_trace(invalid, "execute_tool web_search").expect("the invalid call's span");
+    assert!(attributes.iter().any(|(k, v)| k == "error.type" && v.contains("invalid_arguments")), "{attributes:?}");
+    assert!(received.service_names().iter().all(|s| s.contains("toolgate")), "{:?}", received.service_names());
+    let metrics = received.metric_names();
+    for name in ["rpc.server.call.duration", "toolgate.tool.calls", "toolgate.tool.duration", "toolgate.tool.repairs"] {
+        assert!(metrics.contains(&name.to_owned()), "{name} in {metrics:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", REGISTRY);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{closed}")),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50".into()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100".into()),
+    ];
+    let (child, addr, lines) = serve(&dir, &env);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let started = Instant::now();
+    for i in 0..200 {
+        let trace = format!("{:032x}", i + 1);
+        assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, &trace).await, ErrorKind::Unspecified);
+        if i % 50 == 0 {
+            tokio::time::sleep(Duration::from_millis(150)).await; // let exports fail meanwhile
+        }
+    }
+    assert!(started.elapsed() < Duration::from_secs(10), "calls are never held up by export");
+    let (code, rest) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+    let warnings: Vec<&String> = rest.iter().filter(|l| l.contains("could not be exported")).collect();
+    assert!((1..=2).contains(&warnings.len()), "one warning per signal, rate-limited: {warnings:#?}\n{rest:#?}");
+    assert!(!rest.iter().any(|l| l.contains("ERROR")), "{rest:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_collector_never_slows_a_call() {
+    let (collector, _received) = receiver(Duration::from_secs(20)).await;
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", REGISTRY);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}")),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50".into()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100".into()),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "500".into()),
+    ];
+    let (child, addr, lines) = serve(&dir, &env);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let mut slowest = Duration::ZERO;
+    for i in 0..100 {
+        let at = Instant::now();
+        call(&mut client, "web_search", r#"{"query": "x"}"#, &format!("{:032x}", i + 1)).await;
+        slowest = slowest.max(at.elapsed());
+        if i % 25 == 0 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    assert!(slowest < Duration::from_millis(250), "slowest call {slowest:?}");
+    let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+}
