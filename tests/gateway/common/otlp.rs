@@ -67,9 +67,12 @@ pub async fn receiver(delay: Duration) -> (SocketAddr, Received) {
     (addr, received)
 }
 
+/// A received span: trace id (hex), name, attributes as text.
+pub type SpanRow = (String, String, Vec<(String, String)>);
+
 impl Received {
-    /// Every span received: (trace id hex, name, attributes as text).
-    pub fn span_list(&self) -> Vec<(String, String, Vec<(String, String)>)> {
+    /// Every span received.
+    pub fn span_list(&self) -> Vec<SpanRow> {
         let mut out = Vec::new();
         for resource in self.spans.lock().unwrap().iter() {
             for scope in &resource.scope_spans {
