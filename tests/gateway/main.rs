@@ -5,6 +5,7 @@ mod common;
 
 mod catalog_problems;
 mod cli;
+mod dashboard;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;
