@@ -1,7 +1,11 @@
 //! Load over loopback: Execute of the built-in `echo` through the gateway,
-//! and in the same run a bare tonic service answering the same RPC with no
-//! work, at 1, 16 and 64 concurrent streams. Prints RPS, p50 and p99 of
-//! each, and the gateway's share of the bare service's throughput.
+//! through the gateway exporting its telemetry over OTLP (to a sink process
+//! that accepts and drops it), every trace and then 10 % of traces
+//! (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`), and through a bare tonic
+//! service answering the same RPC with no work, at 1, 16 and 64 concurrent
+//! streams, in one run.
+//! Prints RPS, p50 and p99 of each, the gateway's share of the bare service's
+//! throughput, and what exporting telemetry costs.
 //!
 //! `cargo bench --bench load [-- --seconds 5]`
 //!
@@ -18,13 +22,24 @@ use std::{
     time::{Duration, Instant},
 };
 
+use opentelemetry_proto::tonic::collector::{
+    metrics::v1::{
+        metrics_service_server::{MetricsService, MetricsServiceServer},
+        ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+    },
+    trace::v1::{
+        trace_service_server::{TraceService, TraceServiceServer},
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    },
+};
 use tokio::net::TcpListener;
 use tonic::{transport::Channel, Request, Response, Status};
 use toolgate::{
     catalog::{self, LoadOptions},
     config::Policy,
     env::Env,
-    exec::{ExecLimits, Executor},
+    exec::{ExecLimits, Executor, Shared},
+    mcp::McpPool,
     proto::v1::{
         self as pb,
         tool_gateway_service_client::ToolGatewayServiceClient,
@@ -32,6 +47,7 @@ use toolgate::{
     },
     server,
     service::Gateway,
+    telemetry::Telemetry,
 };
 
 const STREAMS: [usize; 3] = [1, 16, 64];
@@ -44,24 +60,47 @@ fn main() {
     }
     let seconds: u64 =
         args.iter().position(|a| a == "--seconds").and_then(|at| args.get(at + 1)?.parse().ok()).unwrap_or(5);
-    let gateway = Server::start("gateway");
-    let bare = Server::start("bare");
+    let sink = Server::start("sink", &[]);
+    let endpoint = format!("http://127.0.0.1:{}", sink.port);
+    let gateway = Server::start("gateway", &[]);
+    let exporting = Server::start(
+        "gateway",
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_METRIC_EXPORT_INTERVAL", "1000")],
+    );
+    let sampled = Server::start(
+        "gateway",
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
+            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+            ("OTEL_TRACES_SAMPLER_ARG", "0.1"),
+        ],
+    );
+    let bare = Server::start("bare", &[]);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    println!("{:<8} {:>7} {:>10} {:>10} {:>10} {:>14}", "target", "streams", "RPS", "p50", "p99", "server CPU/req");
+    println!("{:<9} {:>7} {:>10} {:>10} {:>10} {:>14}", "target", "streams", "RPS", "p50", "p99", "server CPU/req");
     let mut ratios = Vec::new();
     for streams in STREAMS {
         let g = gateway.measure(&runtime, streams, seconds);
+        let e = exporting.measure(&runtime, streams, seconds);
+        let s = sampled.measure(&runtime, streams, seconds);
         let b = bare.measure(&runtime, streams, seconds);
-        for (name, r) in [("gateway", &g), ("bare", &b)] {
+        for (name, r) in [("gateway", &g), ("exporting", &e), ("sampled", &s), ("bare", &b)] {
             println!(
-                "{name:<8} {streams:>7} {:>10.0} {:>10?} {:>10?} {:>12.1}µs",
+                "{name:<9} {streams:>7} {:>10.0} {:>10?} {:>10?} {:>12.1}µs",
                 r.rps, r.p50, r.p99, r.cpu_per_request_us
             );
         }
-        ratios.push((streams, g.rps / b.rps));
+        ratios.push((streams, g.rps / b.rps, e.rps / g.rps, s.rps / g.rps));
     }
-    for (streams, ratio) in ratios {
-        println!("gateway / bare at {streams} streams: {:.1} %", ratio * 100.0);
+    for (streams, bare, export, sampled) in ratios {
+        println!(
+            "at {streams} streams: gateway / bare {:.1} %; exporting every span / not exporting {:.1} %; \
+             exporting 10 % of traces / not exporting {:.1} %",
+            bare * 100.0,
+            export * 100.0,
+            sampled * 100.0
+        );
     }
 }
 
@@ -119,9 +158,10 @@ struct Server {
 }
 
 impl Server {
-    fn start(kind: &str) -> Self {
+    fn start(kind: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--serve", kind])
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -173,11 +213,26 @@ fn serve(kind: &str) {
         };
         match kind {
             "gateway" => {
+                // Exports when OTEL_EXPORTER_OTLP_ENDPOINT is set, as `toolgate serve` does.
+                let telemetry = Telemetry::start(&Env::from_process());
                 let options = LoadOptions { registry: vec![], ..LoadOptions::default() };
                 let catalog = catalog::load(&options, &Env::default()).expect("built-ins load").catalog;
-                let executor = Executor::standalone(Arc::new(catalog), ExecLimits::default()).unwrap();
+                let shared = Shared::new(McpPool::empty(), telemetry.observer()).unwrap();
+                let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
                 let gateway = Gateway::fixed(executor, Policy::default());
                 server::serve(listener, gateway, stdin_closed, Duration::from_secs(1)).await.unwrap();
+                let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+            }
+            "sink" => {
+                tonic::transport::Server::builder()
+                    .add_service(TraceServiceServer::new(Sink))
+                    .add_service(MetricsServiceServer::new(Sink))
+                    .serve_with_incoming_shutdown(
+                        tokio_stream::wrappers::TcpListenerStream::new(listener),
+                        stdin_closed,
+                    )
+                    .await
+                    .unwrap();
             }
             _ => {
                 tonic::transport::Server::builder()
@@ -191,6 +246,29 @@ fn serve(kind: &str) {
             }
         }
     });
+}
+
+/// An OTLP receiver that accepts everything and keeps nothing.
+struct Sink;
+
+#[tonic::async_trait]
+impl TraceService for Sink {
+    async fn export(
+        &self,
+        _: Request<ExportTraceServiceRequest>,
+    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        Ok(Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for Sink {
+    async fn export(
+        &self,
+        _: Request<ExportMetricsServiceRequest>,
+    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
+        Ok(Response::new(ExportMetricsServiceResponse::default()))
+    }
 }
 
 /// The same RPC with no work: the floor of what tonic costs.

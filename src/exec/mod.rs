@@ -37,7 +37,7 @@ use names::{Inventory, Resolved};
 pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
 
 use crate::{
-    catalog::{Catalog, Tool, ToolId},
+    catalog::{Backend, Catalog, Tool, ToolId},
     mcp::McpPool,
     resolve::{check_names, NamesError, Resolution},
     telemetry::{self, Observer},
@@ -244,9 +244,15 @@ impl Executor {
         let tool = self.catalog.tool(id);
         let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
         let started = AtomicBool::new(false);
-        // Backends join the trace through the span of this call when spans
-        // are exported, else through the caller's own trace context.
-        let traceparent = telemetry::propagation::current_traceparent().or_else(|| call.traceparent.clone());
+        // Backends that carry trace context (HTTP, MCP) join the trace through
+        // the span of this call when spans are exported, else through the
+        // caller's own trace context.
+        let traceparent = match tool.backend {
+            Backend::Http(_) | Backend::Mcp(_) => {
+                telemetry::propagation::current_traceparent().or_else(|| call.traceparent.clone())
+            }
+            Backend::Builtin(_) | Backend::Command(_) => None,
+        };
         let run = async {
             let _permit = self.permits[id.0 as usize].acquire().await.expect("never closed");
             started.store(true, Ordering::Relaxed);

@@ -20,12 +20,7 @@ use std::io::IsTerminal;
 
 use opentelemetry::trace::TracerProvider;
 use opentelemetry_sdk::{metrics::SdkMeterProvider, trace::SdkTracerProvider, Resource};
-use tracing_subscriber::{
-    filter::{filter_fn, FilterExt},
-    layer::SubscriberExt,
-    util::SubscriberInitExt,
-    Layer,
-};
+use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
 
 pub use metrics::Metrics;
 
@@ -66,7 +61,7 @@ fn truthy(env: &Env, name: &str) -> bool {
 impl Telemetry {
     /// Logs to stderr only (the commands other than `serve`).
     pub fn logs_only(env: &Env) {
-        let _ = tracing_subscriber::registry().with(log_layer(env)).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env, false)).with(log_layer()).try_init();
     }
 
     /// Logs, and OTLP export when the environment asks for it. Must run
@@ -84,7 +79,8 @@ impl Telemetry {
             wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(resource.clone())).flatten();
         let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
         let otel = traces.as_ref().map(span_layer);
-        let _ = tracing_subscriber::registry().with(log_layer(env)).with(otel).try_init();
+        let filter = log_filter(env, otel.is_some());
+        let _ = tracing_subscriber::registry().with(filter).with(log_layer()).with(otel).try_init();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
         }
@@ -130,23 +126,48 @@ pub fn span_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    // No per-span source location, thread, level, target or busy/idle
+    // timing: attributes nobody queries, paid on every call.
     tracing_opentelemetry::layer()
         .with_tracer(provider.tracer("toolgate"))
+        .with_location(false)
+        .with_threads(false)
+        .with_level(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
         .with_filter(filter_fn(|meta| meta.target() == names::TARGET))
 }
 
-fn log_layer<S>(env: &Env) -> impl Layer<S>
+/// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn`),
+/// with the OpenTelemetry SDK's own reports off (it reports each failed
+/// export; the exporters here say so once a minute instead), and the
+/// gateway's telemetry spans on when they are exported. A global filter keeps
+/// every disabled callsite of the libraries below (h2, hyper, tonic) at no
+/// cost; per-layer filters alone would not.
+fn log_filter(env: &Env, telemetry: bool) -> tracing_subscriber::EnvFilter {
+    let user = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER);
+    let mut filter = tracing_subscriber::EnvFilter::try_new(user).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
+    let mut extra = vec!["opentelemetry=off", "opentelemetry_sdk=off", "opentelemetry-otlp=off"];
+    if user.contains("opentelemetry") {
+        extra.clear();
+    }
+    if telemetry {
+        extra.push("toolgate::telemetry=debug");
+    }
+    for directive in extra {
+        filter = filter.add_directive(directive.parse().expect("a valid directive"));
+    }
+    filter
+}
+
+/// Log lines on stderr; the telemetry spans and events are not log lines.
+fn log_layer<S>() -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    let filter = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER);
-    let filter = tracing_subscriber::EnvFilter::try_new(filter).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-    // The OpenTelemetry SDK reports each failed export; the exporters here
-    // say so once a minute instead.
-    let quiet = filter_fn(|meta| !meta.target().starts_with("opentelemetry"));
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .with_filter(filter.and(quiet))
+        .with_filter(filter_fn(|meta| meta.target() != names::TARGET))
 }

@@ -36,10 +36,16 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         "tools:\n  - name: web_search\n    description: x\n    parameters: {type: object, properties: {query: {type: string}, limit: {type: integer, maximum: 5}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n",
     );
     let catalog = dir.load(&dir.options()).unwrap().catalog;
-    let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), Shared::new(McpPool::empty(), observer).unwrap());
+    let executor =
+        Executor::new(Arc::new(catalog), ExecLimits::default(), Shared::new(McpPool::empty(), observer).unwrap());
     let mut gw = TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await;
     // Calls that make every metric and label appear: ok, repaired, unknown, invalid.
-    for (tool, args) in [("web_search", r#"{"query": "a"}"#), ("WebSearch", r#"{"query": "a"}"#), ("web_serch", "{}"), ("web_search", r#"{"limit": 9}"#)] {
+    for (tool, args) in [
+        ("web_search", r#"{"query": "a"}"#),
+        ("WebSearch", r#"{"query": "a"}"#),
+        ("web_serch", "{}"),
+        ("web_search", r#"{"limit": 9}"#),
+    ] {
         let request = ExecuteRequest { tool: tool.into(), arguments_json: args.into(), ..Default::default() };
         gw.client.execute(request).await.unwrap();
     }
@@ -79,10 +85,22 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         queried_labels.extend(matcher.captures_iter(expr).map(|c| c[1].to_owned()));
     }
     let missing: Vec<&String> = queried_metrics.difference(&metrics).collect();
-    assert!(missing.is_empty(), "the dashboard queries metrics the gateway does not emit: {missing:?}\nemitted: {metrics:?}");
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries metrics the gateway does not emit: {missing:?}\nemitted: {metrics:?}"
+    );
     let missing: Vec<&String> = queried_labels.difference(&labels).collect();
-    assert!(missing.is_empty(), "the dashboard queries labels the gateway does not emit: {missing:?}\nemitted: {labels:?}");
-    for wanted in ["toolgate_tool_calls_total", "toolgate_tool_duration_seconds_bucket", "toolgate_tool_repairs_total", "toolgate_tool_hints_total", "toolgate_tool_violations_total"] {
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries labels the gateway does not emit: {missing:?}\nemitted: {labels:?}"
+    );
+    for wanted in [
+        "toolgate_tool_calls_total",
+        "toolgate_tool_duration_seconds_bucket",
+        "toolgate_tool_repairs_total",
+        "toolgate_tool_hints_total",
+        "toolgate_tool_violations_total",
+    ] {
         assert!(queried_metrics.contains(wanted), "the dashboard shows {wanted}");
     }
 }
