@@ -22,16 +22,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use opentelemetry_proto::tonic::collector::{
-    metrics::v1::{
-        metrics_service_server::{MetricsService, MetricsServiceServer},
-        ExportMetricsServiceRequest, ExportMetricsServiceResponse,
-    },
-    trace::v1::{
-        trace_service_server::{TraceService, TraceServiceServer},
-        ExportTraceServiceRequest, ExportTraceServiceResponse,
-    },
-};
 use tokio::net::TcpListener;
 use tonic::{transport::Channel, Request, Response, Status};
 use toolgate::{
@@ -49,6 +39,10 @@ use toolgate::{
     service::Gateway,
     telemetry::Telemetry,
 };
+
+/// The OTLP receiver of the tests, here as a sink that drops what it gets.
+#[path = "../tests/gateway/common/otlp.rs"]
+mod otlp;
 
 const STREAMS: [usize; 3] = [1, 16, 64];
 const ARGUMENTS: &str = r#"{"message": "hello", "n": 42}"#;
@@ -223,17 +217,7 @@ fn serve(kind: &str) {
                 server::serve(listener, gateway, stdin_closed, Duration::from_secs(1)).await.unwrap();
                 let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
             }
-            "sink" => {
-                tonic::transport::Server::builder()
-                    .add_service(TraceServiceServer::new(Sink))
-                    .add_service(MetricsServiceServer::new(Sink))
-                    .serve_with_incoming_shutdown(
-                        tokio_stream::wrappers::TcpListenerStream::new(listener),
-                        stdin_closed,
-                    )
-                    .await
-                    .unwrap();
-            }
+            "sink" => otlp::serve(listener, otlp::Received::discarding(), stdin_closed).await,
             _ => {
                 tonic::transport::Server::builder()
                     .add_service(ToolGatewayServiceServer::new(Bare))
@@ -246,29 +230,6 @@ fn serve(kind: &str) {
             }
         }
     });
-}
-
-/// An OTLP receiver that accepts everything and keeps nothing.
-struct Sink;
-
-#[tonic::async_trait]
-impl TraceService for Sink {
-    async fn export(
-        &self,
-        _: Request<ExportTraceServiceRequest>,
-    ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        Ok(Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
-#[tonic::async_trait]
-impl MetricsService for Sink {
-    async fn export(
-        &self,
-        _: Request<ExportMetricsServiceRequest>,
-    ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        Ok(Response::new(ExportMetricsServiceResponse::default()))
-    }
 }
 
 /// The same RPC with no work: the floor of what tonic costs.

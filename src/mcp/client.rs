@@ -11,7 +11,7 @@ use rmcp::{
     },
     ClientHandler, Peer, RoleClient, ServiceExt,
 };
-use tokio::{io::AsyncReadExt, sync::mpsc};
+use tokio::sync::mpsc;
 
 use super::Event;
 use crate::catalog::{McpServer, McpToolInfo, McpTransport};
@@ -77,7 +77,12 @@ impl Connection {
                 else {
                     return Err("the server's stdio could not be captured".to_owned());
                 };
-                tokio::spawn(log_stderr(spec.name.clone(), stderr));
+                let server = spec.name.clone();
+                tokio::spawn(crate::exec::backends::stderr::log_lines(
+                    stderr,
+                    64 * 1024,
+                    move |line| tracing::info!(server = %server, "stderr: {line}"),
+                ));
                 let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
                 match notifier.serve(transport).await {
                     Ok(service) => Ok(Self { service, child: Some(child) }),
@@ -145,32 +150,4 @@ pub fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
         input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
         idempotent: hint(|h| h.idempotent_hint) || hint(|h| h.read_only_hint),
     }
-}
-
-/// Logs a server's stderr, a line at a time (at most 1 KiB each, 64 KiB in
-/// all); the rest is read and dropped so the server never blocks on it.
-async fn log_stderr(server: String, mut stderr: tokio::process::ChildStderr) {
-    const MAX_LINE: usize = 1024;
-    const MAX_LOGGED: usize = 64 * 1024;
-    let (mut buffer, mut line, mut logged) = ([0u8; 8192], Vec::with_capacity(MAX_LINE), 0usize);
-    let flush = |line: &mut Vec<u8>, logged: &mut usize| {
-        if !line.is_empty() && *logged < MAX_LOGGED {
-            *logged += line.len();
-            tracing::info!(server = %server, "stderr: {}", String::from_utf8_lossy(line).trim_end());
-        }
-        line.clear();
-    };
-    while let Ok(read) = stderr.read(&mut buffer).await {
-        if read == 0 {
-            break;
-        }
-        for &byte in &buffer[..read] {
-            match byte {
-                b'\n' => flush(&mut line, &mut logged),
-                _ if line.len() < MAX_LINE => line.push(byte),
-                _ => {}
-            }
-        }
-    }
-    flush(&mut line, &mut logged);
 }

@@ -63,7 +63,8 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
         let _ = stdin.shutdown().await;
     };
     let stderr = child.stderr.take().expect("stderr is piped");
-    let log = log_stderr(tool, stderr);
+    let log =
+        super::stderr::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
     let stdout = child.stdout.take().expect("stdout is piped");
     let limit = request.max_result_bytes as u64 * 2 + 1024;
     let read = async move {
@@ -105,32 +106,4 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
             Err(Failure::Crashed(format!("the tool '{tool}' failed: {why}")))
         }
     }
-}
-
-/// Logs the tool's stderr line by line, each line cut to 1 KiB, up to
-/// [`MAX_LOGGED_STDERR`] bytes in all; the rest is read and dropped so the
-/// tool never blocks on a full pipe.
-async fn log_stderr(tool: &str, mut stderr: tokio::process::ChildStderr) {
-    const MAX_LINE: usize = 1024;
-    let (mut buffer, mut line, mut logged) = ([0u8; 8192], Vec::with_capacity(MAX_LINE), 0usize);
-    let flush = |line: &mut Vec<u8>, logged: &mut usize| {
-        if !line.is_empty() && *logged < MAX_LOGGED_STDERR {
-            *logged += line.len();
-            tracing::warn!(tool = %tool, "stderr: {}", String::from_utf8_lossy(line).trim_end());
-        }
-        line.clear();
-    };
-    while let Ok(read) = stderr.read(&mut buffer).await {
-        if read == 0 {
-            break;
-        }
-        for &byte in &buffer[..read] {
-            match byte {
-                b'\n' => flush(&mut line, &mut logged),
-                _ if line.len() < MAX_LINE => line.push(byte),
-                _ => {}
-            }
-        }
-    }
-    flush(&mut line, &mut logged);
 }

@@ -6,6 +6,7 @@
 mod builtin;
 mod command;
 mod http;
+pub mod stderr;
 
 pub use http::{install_crypto_provider, HttpClients};
 

@@ -1,5 +1,8 @@
-//! An OTLP/gRPC receiver on 127.0.0.1:0 that keeps what it is sent (spans and
-//! metrics), optionally slowly.
+//! An OTLP/gRPC receiver that keeps what it is sent (spans and metrics),
+//! optionally slowly, or drops it (the load benchmark's sink uses this file
+//! too).
+
+#![allow(dead_code)]
 
 use std::{
     net::SocketAddr,
@@ -23,11 +26,24 @@ use opentelemetry_proto::tonic::{
 };
 use tonic::{Request, Response, Status};
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Received {
     pub spans: Arc<Mutex<Vec<ResourceSpans>>>,
     pub metrics: Arc<Mutex<Vec<ResourceMetrics>>>,
     delay: Duration,
+    keep: bool,
+}
+
+impl Received {
+    /// Keeps everything, answering after `delay`.
+    pub fn keeping(delay: Duration) -> Self {
+        Self { spans: Arc::default(), metrics: Arc::default(), delay, keep: true }
+    }
+
+    /// Accepts everything at once and keeps nothing.
+    pub fn discarding() -> Self {
+        Self { keep: false, ..Self::keeping(Duration::ZERO) }
+    }
 }
 
 #[tonic::async_trait]
@@ -37,7 +53,9 @@ impl TraceService for Received {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         tokio::time::sleep(self.delay).await;
-        self.spans.lock().unwrap().extend(request.into_inner().resource_spans);
+        if self.keep {
+            self.spans.lock().unwrap().extend(request.into_inner().resource_spans);
+        }
         Ok(Response::new(ExportTraceServiceResponse::default()))
     }
 }
@@ -49,21 +67,34 @@ impl MetricsService for Received {
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         tokio::time::sleep(self.delay).await;
-        self.metrics.lock().unwrap().extend(request.into_inner().resource_metrics);
+        if self.keep {
+            self.metrics.lock().unwrap().extend(request.into_inner().resource_metrics);
+        }
         Ok(Response::new(ExportMetricsServiceResponse::default()))
     }
 }
 
-/// Starts a receiver answering after `delay`; it serves until the runtime ends.
+/// Serves `received` on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    received: Received,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    tonic::transport::Server::builder()
+        .add_service(TraceServiceServer::new(received.clone()))
+        .add_service(MetricsServiceServer::new(received))
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await
+        .unwrap();
+}
+
+/// Starts a receiver on 127.0.0.1:0 keeping what it gets, answering after
+/// `delay`; it serves until the runtime ends.
 pub async fn receiver(delay: Duration) -> (SocketAddr, Received) {
-    let received = Received { delay, ..Received::default() };
+    let received = Received::keeping(delay);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let server = tonic::transport::Server::builder()
-        .add_service(TraceServiceServer::new(received.clone()))
-        .add_service(MetricsServiceServer::new(received.clone()))
-        .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener));
-    tokio::spawn(server);
+    tokio::spawn(serve(listener, received.clone(), std::future::pending()));
     (addr, received)
 }
 
