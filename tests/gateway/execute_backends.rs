@@ -289,16 +289,20 @@ async fn wait_until_gone(pid_file: &Path) {
 }
 
 const HANGING: &str = "open('pid', 'w').write(str(os.getpid())); sys.stdout.flush(); time.sleep(60)";
+/// Starts a helper that would outlive it (writes the helper's pid), then hangs.
+const HANGING_WITH_HELPER: &str = "import subprocess; helper = subprocess.Popen(['sleep', '600']); \
+open('helper', 'w').write(str(helper.pid)); open('pid', 'w').write(str(os.getpid())); time.sleep(60)";
 
 #[tokio::test]
-async fn a_command_that_never_exits_times_out_and_is_killed() {
+async fn a_command_that_never_exits_times_out_and_is_killed_with_what_it_started() {
     let http = backend::start().await;
-    let dir = catalogue(&http, &[("hang_tool", HANGING, "    timeout: 400ms\n")]);
+    let dir = catalogue(&http, &[("hang_tool", HANGING_WITH_HELPER, "    timeout: 1s\n")]);
     let mut gw = gateway(&dir).await;
     let response = execute(&mut gw.client, "hang_tool", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
-    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 400ms");
+    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 1s");
     wait_until_gone(&dir.registry().join("pid")).await;
+    wait_until_gone(&dir.registry().join("helper")).await;
 }
 
 #[tokio::test]

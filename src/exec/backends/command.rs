@@ -3,8 +3,9 @@
 //! `{"ok": true, "result": …}` or `{"ok": false, "error": "not_found" |
 //! "refused" | "invalid_arguments", "detail": "…"}`. Anything else, or a
 //! non-zero exit without that, is a crash. stderr goes to the gateway's log,
-//! never to the model. The child is killed when the call is dropped (timeout,
-//! caller gone).
+//! never to the model. The tool runs in a process group of its own, killed
+//! when the call ends, times out or its caller goes away, so nothing it
+//! started outlives the call.
 //!
 //! The child gets a clean environment: `PATH`, `HOME`, `LANG`, `LC_ALL`, `TZ`,
 //! `TMPDIR` from the gateway, then the tool's own `env`. The gateway's other
@@ -12,6 +13,7 @@
 
 use std::process::Stdio;
 
+use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,6 +25,17 @@ use crate::catalog::CommandBackend;
 const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 /// At most this much of a tool's stderr is logged per call.
 const MAX_LOGGED_STDERR: usize = 16 * 1024;
+
+/// The tool's process group. Dropping it (the call ended, timed out, or its
+/// caller went away) kills the whole group, so nothing the tool started
+/// outlives its call.
+struct Group(Box<dyn ChildWrapper>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}
 
 #[derive(Deserialize)]
 struct Reply<'a> {
@@ -45,27 +58,28 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
         .envs(backend.env.iter().map(|(k, v)| (k, v.expose())))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+        .stderr(Stdio::piped());
+    let mut wrapped = CommandWrap::from(command);
+    wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
+    let mut child = match wrapped.spawn() {
+        Ok(child) => Group(child),
         Err(err) => {
             tracing::warn!(tool = %tool, error = %err, "command backend cannot start");
             return Err(Failure::Unavailable);
         }
     };
 
-    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let mut stdin = child.0.stdin().take().expect("stdin is piped");
     let arguments = request.arguments_json.as_bytes().to_vec();
     let write = async move {
         // A tool that exits without reading its input is judged by its output.
         let _ = stdin.write_all(&arguments).await;
         let _ = stdin.shutdown().await;
     };
-    let stderr = child.stderr.take().expect("stderr is piped");
+    let stderr = child.0.stderr().take().expect("stderr is piped");
     let log =
         super::stderr::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
-    let stdout = child.stdout.take().expect("stdout is piped");
+    let stdout = child.0.stdout().take().expect("stdout is piped");
     let limit = request.max_result_bytes as u64 * 2 + 1024;
     let read = async move {
         let mut out = Vec::new();
@@ -73,7 +87,7 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
         read.map(|_| out)
     };
     let ((), (), out) = tokio::join!(write, log, read);
-    let status = child.wait().await;
+    let status = child.0.wait().await;
     let out = out.unwrap_or_default();
     if out.len() as u64 > limit {
         return Err(Failure::TooLarge);
