@@ -1,8 +1,8 @@
 //! One connection to one MCP server: started, used, ended.
 
-use std::{collections::HashMap, process::Stdio, time::Duration};
+use std::{collections::HashMap, time::Duration};
 
-use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use process_wrap::tokio::ChildWrapper;
 use rmcp::{
     service::{NotificationContext, RunningService},
     transport::{
@@ -14,11 +14,10 @@ use rmcp::{
 use tokio::sync::mpsc;
 
 use super::Event;
-use crate::catalog::{McpServer, McpToolInfo, McpTransport};
-
-/// Variables passed from the gateway's environment to every stdio server
-/// (as to command backends), before the server's own `env`.
-const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+use crate::{
+    catalog::{McpServer, McpToolInfo, McpTransport},
+    exec::backends::child,
+};
 
 /// The longest message read from a stdio server. Larger than any result the
 /// gateway accepts, so that an oversized result is read and refused (rather
@@ -59,35 +58,24 @@ impl Connection {
         let notifier = Notifier { server: spec.name.clone(), events };
         match &spec.transport {
             McpTransport::Stdio { program, args, cwd, env } => {
-                let mut command = tokio::process::Command::new(program);
-                command
-                    .args(args)
-                    .current_dir(cwd)
-                    .env_clear()
-                    .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
-                    .envs(env.iter().map(|(k, v)| (k, v.expose())))
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped());
-                let mut wrapped = CommandWrap::from(command);
-                wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-                let mut child = wrapped.spawn().map_err(|err| format!("cannot start {}: {err}", program.display()))?;
+                let mut process = child::spawn(program, args, cwd, env)
+                    .map_err(|err| format!("cannot start {}: {err}", program.display()))?;
                 let (Some(stdin), Some(stdout), Some(stderr)) =
-                    (child.stdin().take(), child.stdout().take(), child.stderr().take())
+                    (process.stdin().take(), process.stdout().take(), process.stderr().take())
                 else {
                     return Err("the server's stdio could not be captured".to_owned());
                 };
                 let server = spec.name.clone();
-                tokio::spawn(crate::exec::backends::stderr::log_lines(
+                tokio::spawn(child::log_lines(
                     stderr,
                     64 * 1024,
                     move |line| tracing::info!(server = %server, "stderr: {line}"),
                 ));
                 let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
                 match notifier.serve(transport).await {
-                    Ok(service) => Ok(Self { service, child: Some(child) }),
+                    Ok(service) => Ok(Self { service, child: Some(process) }),
                     Err(err) => {
-                        end(child).await;
+                        end(process).await;
                         Err(format!("initialize failed: {err}"))
                     }
                 }

@@ -11,18 +11,14 @@
 //! `TMPDIR` from the gateway, then the tool's own `env`. The gateway's other
 //! variables (often secrets meant for other tools) are not passed on.
 
-use std::process::Stdio;
-
-use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
+use process_wrap::tokio::ChildWrapper;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{tool_error_kind, tool_text, Failure, Request};
+use super::{child, tool_error_kind, tool_text, Failure, Request};
 use crate::catalog::CommandBackend;
 
-/// Variables passed from the gateway's environment to every command.
-const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 /// At most this much of a tool's stderr is logged per call.
 const MAX_LOGGED_STDERR: usize = 16 * 1024;
 
@@ -49,19 +45,7 @@ struct Reply<'a> {
 
 pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
     let tool = &request.tool.name;
-    let mut command = tokio::process::Command::new(&backend.program);
-    command
-        .args(&backend.args)
-        .current_dir(&backend.cwd)
-        .env_clear()
-        .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
-        .envs(backend.env.iter().map(|(k, v)| (k, v.expose())))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut wrapped = CommandWrap::from(command);
-    wrapped.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-    let mut child = match wrapped.spawn() {
+    let mut child = match child::spawn(&backend.program, &backend.args, &backend.cwd, &backend.env) {
         Ok(child) => Group(child),
         Err(err) => {
             tracing::warn!(tool = %tool, error = %err, "command backend cannot start");
@@ -77,8 +61,7 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
         let _ = stdin.shutdown().await;
     };
     let stderr = child.0.stderr().take().expect("stderr is piped");
-    let log =
-        super::stderr::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
+    let log = child::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
     let stdout = child.0.stdout().take().expect("stdout is piped");
     let limit = request.max_result_bytes as u64 * 2 + 1024;
     let read = async move {

@@ -4,9 +4,9 @@
 //! stderr line or trace); the details go to the gateway's log.
 
 mod builtin;
+pub mod child;
 mod command;
 mod http;
-pub mod stderr;
 
 pub use http::{install_crypto_provider, HttpClients};
 
