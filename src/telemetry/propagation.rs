@@ -5,6 +5,7 @@
 use opentelemetry::{
     propagation::{Extractor, TextMapPropagator},
     trace::TraceContextExt,
+    Context,
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -21,20 +22,61 @@ impl Extractor for Headers<'_> {
     }
 }
 
+/// The caller's trace context, from `traceparent` in `headers`; empty when
+/// it is absent or malformed.
+fn caller(headers: &http::HeaderMap) -> Context {
+    TraceContextPropagator::new().extract(&Headers(headers))
+}
+
 /// Makes the caller's trace (from `traceparent` in `headers`) the parent of `span`.
 pub fn set_parent(span: &tracing::Span, headers: &http::HeaderMap) {
-    let parent = TraceContextPropagator::new().extract(&Headers(headers));
+    let parent = caller(headers);
     if parent.span().span_context().is_valid() {
         let _ = span.set_parent(parent);
     }
 }
 
+/// The caller's `traceparent`, if it is well-formed.
+pub fn caller_traceparent(headers: &http::HeaderMap) -> Option<String> {
+    traceparent_of(&caller(headers))
+}
+
 /// The `traceparent` of the current span, when spans are exported.
 pub fn current_traceparent() -> Option<String> {
-    let context = tracing::Span::current().context();
+    traceparent_of(&tracing::Span::current().context())
+}
+
+fn traceparent_of(context: &Context) -> Option<String> {
     let span = context.span();
     let span_context = span.span_context();
     span_context.is_valid().then(|| {
         format!("00-{}-{}-{:02x}", span_context.trace_id(), span_context.span_id(), span_context.trace_flags().to_u8())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> http::HeaderMap {
+        let mut map = http::HeaderMap::new();
+        map.insert("traceparent", value.parse().unwrap());
+        map
+    }
+
+    #[test]
+    fn a_callers_traceparent_is_checked() {
+        let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(caller_traceparent(&headers(good)).as_deref(), Some(good));
+        for bad in [
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "garbage",
+        ] {
+            assert_eq!(caller_traceparent(&headers(bad)), None, "{bad}");
+        }
+        assert_eq!(caller_traceparent(&http::HeaderMap::new()), None);
+    }
 }
