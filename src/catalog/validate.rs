@@ -111,27 +111,16 @@ pub fn mcp_server(raw: RawMcpServer, file: &FileContext<'_>, problems: &mut Prob
         problems.error(origin, format!("{path}.prefix"), format!("invalid prefix '{prefix}': {NAME_RULE}"));
         return None;
     }
-    let secrets = |pairs: &[(String, String)], key: &str, problems: &mut Problems| -> Option<Vec<(String, Secret)>> {
-        let values: Vec<Option<(String, Secret)>> = pairs
-            .iter()
-            .map(|(k, v)| Some((k.clone(), Secret::new(expanded(v, format!("{path}.{key}.{k}"), file, problems)?))))
-            .collect();
-        values.into_iter().collect()
-    };
-    let env = secrets(&settings.env, "env", problems);
-    let headers = secrets(&settings.headers, "headers", problems);
+    let env = secrets(&settings.env, &format!("{path}.env"), file, problems);
+    let headers = secrets(&settings.headers, &format!("{path}.headers"), file, problems);
     let transport = match settings.transport {
         RawMcpTransport::Stdio(argv) => {
-            let argv: Vec<Option<String>> = argv
-                .iter()
-                .enumerate()
-                .map(|(i, a)| expanded(a, format!("{path}.command[{i}]"), file, problems))
-                .collect();
+            let argv = arguments(&argv, &format!("{path}.command"), file, problems);
             let cwd = match settings.cwd {
                 Some(cwd) => expanded(&cwd, format!("{path}.cwd"), file, problems).map(|c| file.dir.join(c)),
                 None => Some(file.dir.to_path_buf()),
             };
-            let mut argv: Vec<String> = argv.into_iter().collect::<Option<_>>()?;
+            let mut argv = argv?;
             let program = program_path(argv.remove(0), file.dir);
             McpTransport::Stdio { program, args: argv, cwd: cwd?, env: env? }
         }
@@ -162,6 +151,30 @@ fn expanded(text: &str, path: String, file: &FileContext<'_>, problems: &mut Pro
             None
         }
     }
+}
+
+/// `name: value` settings with `${VAR}` expanded, kept as secrets; every
+/// missing variable is reported before `None` is returned.
+fn secrets(
+    pairs: &[(String, String)],
+    path: &str,
+    file: &FileContext<'_>,
+    problems: &mut Problems,
+) -> Option<Vec<(String, Secret)>> {
+    let values: Vec<Option<(String, Secret)>> = pairs
+        .iter()
+        .map(|(name, value)| {
+            Some((name.clone(), Secret::new(expanded(value, format!("{path}.{name}"), file, problems)?)))
+        })
+        .collect();
+    values.into_iter().collect()
+}
+
+/// An argv with `${VAR}` expanded; every missing variable is reported.
+fn arguments(argv: &[String], path: &str, file: &FileContext<'_>, problems: &mut Problems) -> Option<Vec<String>> {
+    let values: Vec<Option<String>> =
+        argv.iter().enumerate().map(|(i, arg)| expanded(arg, format!("{path}[{i}]"), file, problems)).collect();
+    values.into_iter().collect()
 }
 
 /// argv[0]: a relative path with a `/` resolves against `dir`; a bare name is
@@ -208,15 +221,8 @@ fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems
         RawBackend::Http { url, headers, follow_redirects, use_env_proxy } => {
             let path = format!("{tool_path}.backend.http");
             let url = expanded(&url, format!("{path}.url"), file, problems);
-            let headers: Vec<Option<(String, Secret)>> = headers
-                .into_iter()
-                .map(|(name, value)| {
-                    let value = expanded(&value, format!("{path}.headers.{name}"), file, problems)?;
-                    Some((name, Secret::new(value)))
-                })
-                .collect();
+            let headers = secrets(&headers, &format!("{path}.headers"), file, problems);
             let url = http_url(url?, &format!("{path}.url"), origin, problems);
-            let headers: Option<Vec<_>> = headers.into_iter().collect();
             Some(Backend::Http(HttpBackend { url: url?, headers: headers?, follow_redirects, use_env_proxy }))
         }
         RawBackend::Command { argv, cwd, env } => {
@@ -225,21 +231,10 @@ fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems
                 problems.error(origin, format!("{path}.argv"), "must name a program to run");
                 return None;
             }
-            let argv: Vec<Option<String>> = argv
-                .iter()
-                .enumerate()
-                .map(|(i, arg)| expanded(arg, format!("{path}.argv[{i}]"), file, problems))
-                .collect();
+            let argv = arguments(&argv, &format!("{path}.argv"), file, problems);
             let cwd = cwd.map(|c| expanded(&c, format!("{path}.cwd"), file, problems));
-            let env: Vec<Option<(String, Secret)>> = env
-                .into_iter()
-                .map(|(name, value)| {
-                    let value = expanded(&value, format!("{path}.env.{name}"), file, problems)?;
-                    Some((name, Secret::new(value)))
-                })
-                .collect();
-            let mut argv: Vec<String> = argv.into_iter().collect::<Option<_>>()?;
-            let env: Vec<(String, Secret)> = env.into_iter().collect::<Option<_>>()?;
+            let env = secrets(&env, &format!("{path}.env"), file, problems);
+            let (mut argv, env) = (argv?, env?);
             let cwd = match cwd {
                 Some(c) => file.dir.join(c?),
                 None => file.dir.to_path_buf(),
