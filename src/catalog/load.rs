@@ -104,24 +104,11 @@ pub fn read(options: &LoadOptions, env: &Env) -> Files {
 pub fn assemble(files: &Files, listings: &[McpListing]) -> Result<Loaded, LoadError> {
     let mut problems = Problems::from(files.problems.clone());
     let mut decls = files.decls.clone();
-    let mut index_in_layer: Vec<(Source, usize)> = Vec::new();
-    for server in &files.servers {
-        let base = match server.declared_in {
-            Source::Registry => Layer::REGISTRY,
-            _ => Layer::PACKS,
-        };
-        let index = match index_in_layer.iter_mut().find(|(s, _)| *s == server.declared_in) {
-            Some((_, n)) => {
-                *n += 1;
-                *n
-            }
-            None => {
-                index_in_layer.push((server.declared_in.clone(), 0));
-                0
-            }
-        };
+    // Each server's tools get a layer of their own below the files that name
+    // it, in the order the servers are named.
+    for (index, server) in files.servers.iter().enumerate() {
         let listing = listings.iter().find(|l| l.server == server.name);
-        mcp::declare(server, index, base, listing, &mut decls, &mut problems);
+        mcp::declare(server, index, Layer::of(&server.declared_in), listing, &mut decls, &mut problems);
     }
     let catalog = merge(decls, &mut problems);
     let failed = problems.has_errors() || (files.strict && !problems.is_empty());
@@ -225,10 +212,7 @@ fn read_file(
     servers: &mut Vec<McpServer>,
     problems: &mut Problems,
 ) {
-    let layer = match source {
-        Source::Registry => Layer::REGISTRY,
-        _ => Layer::PACKS,
-    };
+    let layer = Layer::of(source);
     let origin: Arc<str> = path.display().to_string().into();
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,

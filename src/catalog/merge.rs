@@ -12,7 +12,9 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
-use super::{error::Problems, raw::did_you_mean, Catalog, Name, Place, Target, Tool, ToolId, Toolset, ToolsetId};
+use super::{
+    error::Problems, raw::did_you_mean, Catalog, Name, Place, Source, Target, Tool, ToolId, Toolset, ToolsetId,
+};
 use crate::resolve::{normalise::normalised_key, suggest::SuggestIndex};
 
 /// Precedence: a smaller layer wins. The tools of an MCP server form a layer
@@ -27,7 +29,16 @@ impl Layer {
     pub const PACKS: Layer = Layer(1 << 20);
     pub const BUILTIN: Layer = Layer(2 << 20);
 
-    /// The tools of the `index`th MCP server named in the `base` layer.
+    /// The layer of the files of a source: the registry or the packs.
+    pub fn of(source: &Source) -> Layer {
+        match source {
+            Source::Registry => Layer::REGISTRY,
+            _ => Layer::PACKS,
+        }
+    }
+
+    /// The tools of the `index`th MCP server (the order in which servers are
+    /// named), just below the files of the `base` layer.
     pub fn mcp(base: Layer, index: usize) -> Layer {
         Layer(base.0 + 1 + index as u32)
     }
