@@ -43,8 +43,9 @@ pub fn finished(span: &Span, observer: &Observer, catalog: &Catalog, call: &Call
     let metrics = &observer.metrics;
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool {
-        // The OpenTelemetry span has started (its context went to the
-        // backend), so it is renamed directly.
+        // The OpenTelemetry span may have started (its context went to an
+        // HTTP or MCP backend), so it is renamed directly, not through
+        // `otel.name`, which only names spans not yet started.
         span.context().span().update_name(format!("{} {name}", names::EXECUTE_TOOL));
         span.record("gen_ai.tool.name", name);
         let kind = catalog.lookup(name).and_then(|n| match n {
