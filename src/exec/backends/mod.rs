@@ -46,12 +46,18 @@ pub struct Request<'a> {
 }
 
 /// Runs the call; `Ok` is the result as JSON text.
+///
+/// The futures of the backends that leave the process are boxed: they are
+/// large (tens of KiB for HTTP), and unboxed they would make every call's
+/// future, built-in ones too, that large, to be copied at each step.
 pub async fn run(request: Request<'_>) -> Result<String, Failure> {
     match &request.tool.backend {
         Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments),
-        Backend::Http(http) => http::run(http, &request).await,
-        Backend::Command(command) => command::run(command, &request).await,
-        Backend::Mcp(mcp) => request.mcp.call(&mcp.server, &mcp.tool, request.arguments, request.traceparent).await,
+        Backend::Http(http) => Box::pin(http::run(http, &request)).await,
+        Backend::Command(command) => Box::pin(command::run(command, &request)).await,
+        Backend::Mcp(mcp) => {
+            Box::pin(request.mcp.call(&mcp.server, &mcp.tool, request.arguments, request.traceparent)).await
+        }
     }
 }
 
