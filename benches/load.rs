@@ -5,7 +5,9 @@
 //! service answering the same RPC with no work, at 1, 16 and 64 concurrent
 //! streams, in one run.
 //! Prints RPS, p50 and p99 of each, the gateway's share of the bare service's
-//! throughput, and what exporting telemetry costs.
+//! throughput, and what exporting telemetry costs; at the end, after the
+//! exporting gateways have shut down (flushing what they hold), how many of
+//! the spans they made reached their sinks (each has its own).
 //!
 //! `cargo bench --bench load [-- --seconds 5]`
 //!
@@ -16,8 +18,8 @@
 //! /proc/<pid>/stat), which does not depend on how fast the clients are.
 
 use std::{
-    io::{BufRead, BufReader, Read},
-    process::{Child, Command, Stdio},
+    io::{BufRead, BufReader, Write},
+    process::{Child, ChildStdin, ChildStdout, Command, Stdio},
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -54,8 +56,10 @@ fn main() {
     }
     let seconds: u64 =
         args.iter().position(|a| a == "--seconds").and_then(|at| args.get(at + 1)?.parse().ok()).unwrap_or(5);
-    let sink = Server::start("sink", &[]);
+    let mut sink = Server::start("sink", &[]);
     let endpoint = format!("http://127.0.0.1:{}", sink.port);
+    let mut sampled_sink = Server::start("sink", &[]);
+    let sampled_endpoint = format!("http://127.0.0.1:{}", sampled_sink.port);
     let gateway = Server::start("gateway", &[]);
     let exporting = Server::start(
         "gateway",
@@ -64,7 +68,7 @@ fn main() {
     let sampled = Server::start(
         "gateway",
         &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", sampled_endpoint.as_str()),
             ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
             ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
             ("OTEL_TRACES_SAMPLER_ARG", "0.1"),
@@ -74,6 +78,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     println!("{:<9} {:>7} {:>10} {:>10} {:>10} {:>14}", "target", "streams", "RPS", "p50", "p99", "server CPU/req");
     let mut ratios = Vec::new();
+    let (mut exported_calls, mut sampled_calls) = (0, 0);
     for streams in STREAMS {
         let g = gateway.measure(&runtime, streams, seconds);
         let e = exporting.measure(&runtime, streams, seconds);
@@ -86,6 +91,8 @@ fn main() {
             );
         }
         ratios.push((streams, g.rps / b.rps, e.rps / g.rps, s.rps / g.rps));
+        exported_calls += e.calls;
+        sampled_calls += s.calls;
     }
     for (streams, bare, export, sampled) in ratios {
         println!(
@@ -96,9 +103,21 @@ fn main() {
             sampled * 100.0
         );
     }
+    exporting.stop();
+    sampled.stop();
+    let received = |sink: &mut Server| sink.ask().parse::<u64>().expect("the sink answers a count");
+    let (all, some) = (received(&mut sink), received(&mut sampled_sink));
+    println!(
+        "spans received: exporting every trace {all} of {} made ({:.1} %); sampled {some} ({:.1} % of the calls' spans)",
+        2 * exported_calls,
+        all as f64 / (2 * exported_calls) as f64 * 100.0,
+        some as f64 / (2 * sampled_calls) as f64 * 100.0
+    );
 }
 
 struct Measured {
+    /// Calls made, warm-up included.
+    calls: u64,
     rps: f64,
     p50: Duration,
     p99: Duration,
@@ -119,7 +138,7 @@ async fn drive(port: u16, streams: usize, seconds: u64) -> Measured {
     for i in 0..streams {
         let mut client = ToolGatewayServiceClient::new(channels[i % connections].clone());
         tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
+            let (mut latencies, mut calls) = (Vec::new(), 0);
             loop {
                 let started = Instant::now();
                 if started >= stop_at {
@@ -129,25 +148,37 @@ async fn drive(port: u16, streams: usize, seconds: u64) -> Measured {
                     pb::ExecuteRequest { tool: "echo".into(), arguments_json: ARGUMENTS.into(), ..Default::default() };
                 let response = client.execute(request).await.expect("execute").into_inner();
                 assert!(response.ok, "{response:?}");
+                calls += 1;
                 if started >= warm_until {
                     latencies.push(started.elapsed());
                 }
             }
-            latencies
+            (latencies, calls)
         }));
     }
-    let mut latencies: Vec<Duration> = Vec::new();
+    let (mut latencies, mut calls): (Vec<Duration>, u64) = (Vec::new(), 0);
     for task in tasks {
-        latencies.extend(task.await.unwrap());
+        let (some, made) = task.await.unwrap();
+        latencies.extend(some);
+        calls += made;
     }
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
-    Measured { rps: latencies.len() as f64 / seconds as f64, p50: at(0.50), p99: at(0.99), cpu_per_request_us: 0.0 }
+    Measured {
+        calls,
+        rps: latencies.len() as f64 / seconds as f64,
+        p50: at(0.50),
+        p99: at(0.99),
+        cpu_per_request_us: 0.0,
+    }
 }
 
-/// A server process of this binary; killed when dropped.
+/// A server process of this binary; killed when dropped. It prints its port
+/// first; a sink then answers each line on its stdin with its span count.
 struct Server {
     child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
     port: u16,
 }
 
@@ -160,9 +191,29 @@ impl Server {
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut server = Self { child, stdin, stdout, port: 0 };
+        server.port = server.line().parse().expect("the server prints its port");
+        server
+    }
+
+    fn line(&mut self) -> String {
         let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut line).unwrap();
-        Self { child, port: line.trim().parse().expect("the server prints its port") }
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim().to_owned()
+    }
+
+    /// Asks a sink how many spans it has received.
+    fn ask(&mut self) -> String {
+        writeln!(self.stdin.as_mut().unwrap()).unwrap();
+        self.line()
+    }
+
+    /// Closes stdin, which shuts the server down gracefully, and waits.
+    fn stop(mut self) {
+        self.stdin = None;
+        let _ = self.child.wait();
     }
 }
 
@@ -202,8 +253,18 @@ fn serve(kind: &str) {
     runtime.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         println!("{}", listener.local_addr().unwrap().port());
+        let received = otlp::Received::discarding();
+        let count = received.span_count.clone();
+        // Each line read is answered with the sink's span count; the end of
+        // stdin is the end of the server.
         let stdin_closed = async {
-            tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new())).await.ok();
+            tokio::task::spawn_blocking(move || {
+                for _ in std::io::stdin().lines().map_while(Result::ok) {
+                    println!("{}", count.load(std::sync::atomic::Ordering::Relaxed));
+                }
+            })
+            .await
+            .ok();
         };
         match kind {
             "gateway" => {
@@ -217,7 +278,7 @@ fn serve(kind: &str) {
                 server::serve(listener, gateway, stdin_closed, Duration::from_secs(1)).await.unwrap();
                 let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
             }
-            "sink" => otlp::serve(listener, otlp::Received::discarding(), stdin_closed).await,
+            "sink" => otlp::serve(listener, received, stdin_closed).await,
             _ => {
                 tonic::transport::Server::builder()
                     .add_service(ToolGatewayServiceServer::new(Bare))

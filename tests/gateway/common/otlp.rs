@@ -6,7 +6,10 @@
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex,
+    },
     time::Duration,
 };
 
@@ -30,6 +33,8 @@ use tonic::{Request, Response, Status};
 pub struct Received {
     pub spans: Arc<Mutex<Vec<ResourceSpans>>>,
     pub metrics: Arc<Mutex<Vec<ResourceMetrics>>>,
+    /// Spans received, kept or not.
+    pub span_count: Arc<AtomicU64>,
     delay: Duration,
     keep: bool,
 }
@@ -37,7 +42,7 @@ pub struct Received {
 impl Received {
     /// Keeps everything, answering after `delay`.
     pub fn keeping(delay: Duration) -> Self {
-        Self { spans: Arc::default(), metrics: Arc::default(), delay, keep: true }
+        Self { spans: Arc::default(), metrics: Arc::default(), span_count: Arc::default(), delay, keep: true }
     }
 
     /// Accepts everything at once and keeps nothing.
@@ -53,8 +58,11 @@ impl TraceService for Received {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         tokio::time::sleep(self.delay).await;
+        let spans = request.into_inner().resource_spans;
+        let count = spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64).sum();
+        self.span_count.fetch_add(count, Ordering::Relaxed);
         if self.keep {
-            self.spans.lock().unwrap().extend(request.into_inner().resource_spans);
+            self.spans.lock().unwrap().extend(spans);
         }
         Ok(Response::new(ExportTraceServiceResponse::default()))
     }
