@@ -25,8 +25,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use tracing::Instrument;
-
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
@@ -214,9 +212,9 @@ impl Executor {
     /// `execute_tool` span; records the repairs, hints and outcome.
     pub async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
         let started = Instant::now();
-        let span = observe::span(call);
-        let outcome = self.run(call).instrument(span.clone()).await?;
-        observe::finished(&span, &self.shared.observer, &self.catalog, call, &outcome, started.elapsed());
+        let span = observe::span(&self.shared.observer, call);
+        let outcome = span.run(self.run(call)).await?;
+        observe::finished(span, &self.shared.observer, &self.catalog, call, &outcome, started.elapsed());
         Ok(outcome)
     }
 

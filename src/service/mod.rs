@@ -19,7 +19,7 @@ use crate::{
     federation::Current,
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution},
-    telemetry::{propagation, Metrics},
+    telemetry::{propagation, Observer},
 };
 
 /// Requests naming more than this many names resolve on the blocking pool,
@@ -34,13 +34,13 @@ pub struct Gateway {
     current: Current,
     policy: Policy,
     /// The same for every snapshot (they share it).
-    metrics: Metrics,
+    observer: Observer,
 }
 
 impl Gateway {
     pub fn new(current: Current, policy: Policy) -> Self {
-        let metrics = current.load().shared().observer().metrics.clone();
-        Self { current, policy, metrics }
+        let observer = current.load().shared().observer().clone();
+        Self { current, policy, observer }
     }
 
     /// A gateway whose catalogue never changes.
@@ -70,7 +70,7 @@ impl Gateway {
         let strict = self.policy.strict_for(request.strict);
         let catalog = self.executor().catalog().clone();
         let resolution = Self::resolve(&catalog, request.names).await?;
-        observe::resolve_hints(&self.metrics, &resolution);
+        observe::resolve_hints(&self.observer.metrics, &resolution);
         if strict && !resolution.unknown.is_empty() {
             return Err(status::unknown_names(&resolution));
         }
@@ -122,12 +122,12 @@ impl Gateway {
 impl ToolGatewayService for Gateway {
     async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
         let (metadata, _, request) = request.into_parts();
-        observe::rpc(&self.metrics, observe::RESOLVE, &metadata, self.resolve_rpc(request)).await.map(Response::new)
+        observe::rpc(&self.observer, observe::RESOLVE, &metadata, self.resolve_rpc(request)).await.map(Response::new)
     }
 
     async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         let (metadata, _, request) = request.into_parts();
-        observe::rpc(&self.metrics, observe::EXECUTE, &metadata, self.execute_rpc(&metadata, request))
+        observe::rpc(&self.observer, observe::EXECUTE, &metadata, self.execute_rpc(&metadata, request))
             .await
             .map(Response::new)
     }
@@ -137,7 +137,7 @@ impl ToolGatewayService for Gateway {
         request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let (metadata, _, request) = request.into_parts();
-        observe::rpc(&self.metrics, observe::LIST_TOOLS, &metadata, self.list_tools_rpc(request))
+        observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, self.list_tools_rpc(request))
             .await
             .map(Response::new)
     }

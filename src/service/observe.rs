@@ -3,12 +3,12 @@
 
 use std::{future::Future, time::Instant};
 
+use opentelemetry::{trace::SpanKind, KeyValue};
 use tonic::{metadata::MetadataMap, Code, Status};
-use tracing::{field::Empty, Instrument, Level};
 
 use crate::{
     resolve::Resolution,
-    telemetry::{names, propagation, Metrics},
+    telemetry::{names, propagation, span, Metrics, Observer},
 };
 
 pub const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
@@ -17,30 +17,26 @@ pub const LIST_TOOLS: &str = "toolgate.v1.ToolGatewayService/ListTools";
 
 /// Runs one RPC under its SERVER span and records its duration and status.
 pub async fn rpc<T>(
-    metrics: &Metrics,
+    observer: &Observer,
     method: &'static str,
     metadata: &MetadataMap,
     handler: impl Future<Output = Result<T, Status>>,
 ) -> Result<T, Status> {
-    let span = tracing::debug_span!(
-        target: names::TARGET,
-        "rpc",
-        otel.name = method,
-        otel.kind = "server",
-        otel.status_code = Empty,
-        rpc.system.name = "grpc",
-        rpc.method = method,
-        rpc.response.status_code = Empty,
-    );
-    propagation::set_parent(&span, metadata.as_ref());
     let started = Instant::now();
-    let result = handler.instrument(span.clone()).await;
+    let span = span::Span::start(
+        observer.tracer.as_ref(),
+        method,
+        SpanKind::Server,
+        || propagation::caller(metadata.as_ref()),
+        || vec![KeyValue::new(names::RPC_SYSTEM_NAME, "grpc"), KeyValue::new(names::RPC_METHOD, method)],
+    );
+    let result = span.run(handler).await;
     let code = match &result {
         Ok(_) => Code::Ok,
         Err(status) => status.code(),
     };
     let name = code_name(code);
-    span.record("rpc.response.status_code", name);
+    span.set(names::RPC_RESPONSE_STATUS_CODE, name);
     // What the server did wrong, not what the caller sent wrong.
     if matches!(
         code,
@@ -51,9 +47,10 @@ pub async fn rpc<T>(
             | Code::Unavailable
             | Code::DataLoss
     ) {
-        span.record("otel.status_code", "ERROR");
+        span.failed();
     }
-    metrics.rpc(method, name, started.elapsed().as_secs_f64());
+    span.end();
+    observer.metrics.rpc(method, name, started.elapsed().as_secs_f64());
     result
 }
 
@@ -61,13 +58,12 @@ pub async fn rpc<T>(
 /// name that has suggestions.
 pub fn resolve_hints(metrics: &Metrics, resolution: &Resolution) {
     for unknown in resolution.unknown.iter().filter(|u| !u.suggestions.is_empty()) {
-        tracing::event!(
-            target: names::TARGET,
-            Level::DEBUG,
-            toolgate.hint.kind = "did_you_mean",
-            toolgate.hint.suggestions = unknown.suggestions.join(","),
-            "toolgate.hint"
-        );
+        span::current_event(names::HINT_EVENT, || {
+            vec![
+                KeyValue::new(names::HINT_KIND, "did_you_mean"),
+                KeyValue::new(names::HINT_SUGGESTIONS, unknown.suggestions.join(",")),
+            ]
+        });
         metrics.hint(None, "did_you_mean");
     }
 }

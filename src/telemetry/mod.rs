@@ -15,12 +15,17 @@ mod export;
 pub mod metrics;
 pub mod names;
 pub mod propagation;
+pub mod span;
 
 use std::io::IsTerminal;
 
 use opentelemetry::trace::TracerProvider;
-use opentelemetry_sdk::{metrics::SdkMeterProvider, trace::SdkTracerProvider, Resource};
-use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
+use opentelemetry_sdk::{
+    metrics::SdkMeterProvider,
+    trace::{SdkTracer, SdkTracerProvider},
+    Resource,
+};
+use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
 
 pub use metrics::Metrics;
 
@@ -29,17 +34,19 @@ use crate::env::Env;
 /// The default log filter: rmcp narrates every connection at info.
 const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 
-/// What the executor records besides its answers.
+/// What the gateway records besides its answers.
 #[derive(Clone)]
 pub struct Observer {
     pub metrics: Metrics,
+    /// Makes the spans; none when traces are not exported.
+    pub tracer: Option<SdkTracer>,
     /// Put arguments and results on spans (opt-in).
     pub record_content: bool,
 }
 
 impl Observer {
     pub fn disabled() -> Self {
-        Self { metrics: Metrics::disabled(), record_content: false }
+        Self { metrics: Metrics::disabled(), tracer: None, record_content: false }
     }
 }
 
@@ -61,7 +68,7 @@ fn truthy(env: &Env, name: &str) -> bool {
 impl Telemetry {
     /// Logs to stderr only (the commands other than `serve`).
     pub fn logs_only(env: &Env) {
-        let _ = tracing_subscriber::registry().with(log_filter(env, false)).with(log_layer()).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
     }
 
     /// Logs, and OTLP export when the environment asks for it. Must run
@@ -78,9 +85,7 @@ impl Telemetry {
         let traces =
             wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(resource.clone())).flatten();
         let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
-        let otel = traces.as_ref().map(span_layer);
-        let filter = log_filter(env, otel.is_some());
-        let _ = tracing_subscriber::registry().with(filter).with(log_layer()).with(otel).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
         }
@@ -93,7 +98,8 @@ impl Telemetry {
             Some(provider) => Metrics::new(&opentelemetry::metrics::MeterProvider::meter(provider, "toolgate")),
             None => Metrics::disabled(),
         };
-        Observer { metrics, record_content: self.record_content }
+        let tracer = self.traces.as_ref().map(|provider| provider.tracer("toolgate"));
+        Observer { metrics, tracer, record_content: self.record_content }
     }
 
     /// Flushes pending spans and metrics and stops the exporters.
@@ -119,48 +125,25 @@ fn resource(env: &Env) -> Resource {
     }
 }
 
-/// The layer that turns the gateway's spans and events (target
-/// [`names::TARGET`], nothing else: no log line, no library's span) into
-/// OpenTelemetry spans.
-pub fn span_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S>
-where
-    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
-{
-    // No per-span source location, thread, level, target or busy/idle
-    // timing: attributes nobody queries, paid on every call.
-    tracing_opentelemetry::layer()
-        .with_tracer(provider.tracer("toolgate"))
-        .with_location(false)
-        .with_threads(false)
-        .with_level(false)
-        .with_target(false)
-        .with_tracked_inactivity(false)
-        .with_filter(filter_fn(|meta| meta.target() == names::TARGET))
-}
-
 /// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn`),
 /// with the OpenTelemetry SDK's own reports off (it reports each failed
-/// export; the exporters here say so once a minute instead), and the
-/// gateway's telemetry spans on when they are exported. A global filter keeps
-/// every disabled callsite of the libraries below (h2, hyper, tonic) at no
-/// cost; per-layer filters alone would not.
-fn log_filter(env: &Env, telemetry: bool) -> tracing_subscriber::EnvFilter {
+/// export; the exporters here say so once a minute instead). A global filter
+/// keeps every disabled callsite of the libraries below (h2, hyper, tonic) at
+/// no cost; per-layer filters alone would not.
+fn log_filter(env: &Env) -> tracing_subscriber::EnvFilter {
     let user = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER);
     let mut filter = tracing_subscriber::EnvFilter::try_new(user).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-    let mut extra = vec!["opentelemetry=off", "opentelemetry_sdk=off", "opentelemetry-otlp=off"];
-    if user.contains("opentelemetry") {
-        extra.clear();
-    }
-    if telemetry {
-        extra.push("toolgate::telemetry=debug");
-    }
+    let extra = match user.contains("opentelemetry") {
+        true => &[][..],
+        false => &["opentelemetry=off", "opentelemetry_sdk=off", "opentelemetry-otlp=off"][..],
+    };
     for directive in extra {
         filter = filter.add_directive(directive.parse().expect("a valid directive"));
     }
     filter
 }
 
-/// Log lines on stderr; the telemetry spans and events are not log lines.
+/// Log lines on stderr.
 fn log_layer<S>() -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
@@ -169,5 +152,4 @@ where
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .with_filter(filter_fn(|meta| meta.target() != names::TARGET))
 }

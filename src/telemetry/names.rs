@@ -2,9 +2,6 @@
 //! are written out here rather than taken from the conventions crate, which
 //! marks the GenAI ones deprecated while they stabilise.
 
-/// Spans and events meant for export use this target.
-pub const TARGET: &str = "toolgate::telemetry";
-
 // RPC (server spans and the RPC duration).
 pub const RPC_SYSTEM_NAME: &str = "rpc.system.name";
 pub const RPC_METHOD: &str = "rpc.method";

@@ -8,7 +8,6 @@ use opentelemetry::{
     Context,
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 struct Headers<'a>(&'a http::HeaderMap);
 
@@ -23,17 +22,9 @@ impl Extractor for Headers<'_> {
 }
 
 /// The caller's trace context, from `traceparent` in `headers`; empty when
-/// it is absent or malformed.
-fn caller(headers: &http::HeaderMap) -> Context {
-    TraceContextPropagator::new().extract(&Headers(headers))
-}
-
-/// Makes the caller's trace (from `traceparent` in `headers`) the parent of `span`.
-pub fn set_parent(span: &tracing::Span, headers: &http::HeaderMap) {
-    let parent = caller(headers);
-    if parent.span().span_context().is_valid() {
-        let _ = span.set_parent(parent);
-    }
+/// it is absent or malformed (a span under it starts a new trace).
+pub fn caller(headers: &http::HeaderMap) -> Context {
+    TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(headers))
 }
 
 /// The caller's `traceparent`, if it is well-formed.
@@ -41,9 +32,10 @@ pub fn caller_traceparent(headers: &http::HeaderMap) -> Option<String> {
     traceparent_of(&caller(headers))
 }
 
-/// The `traceparent` of the current span, when spans are exported.
+/// The `traceparent` of the current span (see
+/// [`super::span::Span::run`]), when spans are exported.
 pub fn current_traceparent() -> Option<String> {
-    traceparent_of(&tracing::Span::current().context())
+    Context::map_current(traceparent_of)
 }
 
 fn traceparent_of(context: &Context) -> Option<String> {

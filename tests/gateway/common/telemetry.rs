@@ -1,9 +1,10 @@
-//! Telemetry captured in memory: the gateway's real span layer and metrics
-//! instruments, with in-memory exporters, for one test thread.
+//! Telemetry captured in memory: the gateway's real tracer and metrics
+//! instruments, with in-memory exporters.
 
 use std::collections::BTreeMap;
 
 use opentelemetry::metrics::MeterProvider;
+use opentelemetry::trace::TracerProvider;
 use opentelemetry_sdk::{
     metrics::{
         data::{AggregatedMetrics, MetricData},
@@ -11,18 +12,14 @@ use opentelemetry_sdk::{
     },
     trace::{InMemorySpanExporter, SdkTracerProvider, SpanData},
 };
-use toolgate::telemetry::{self, Metrics, Observer};
-use tracing_subscriber::layer::SubscriberExt;
+use toolgate::telemetry::{Metrics, Observer};
 
-/// Spans and metrics of what runs on this thread while it lives. Tests use
-/// `#[tokio::test]` (a current-thread runtime), so the gateway they start
-/// runs here too.
+/// Spans and metrics of a gateway started with the observer of [`Recorded::start`].
 pub struct Recorded {
     spans: InMemorySpanExporter,
     metrics: InMemoryMetricExporter,
     tracer: SdkTracerProvider,
     meter: SdkMeterProvider,
-    _guard: tracing::subscriber::DefaultGuard,
 }
 
 /// One metric data point: its name, attributes and value (a sum's value, a
@@ -40,10 +37,12 @@ impl Recorded {
         let tracer = SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
         let metrics = InMemoryMetricExporter::default();
         let meter = SdkMeterProvider::builder().with_periodic_exporter(metrics.clone()).build();
-        let subscriber = tracing_subscriber::registry().with(telemetry::span_layer(&tracer));
-        let guard = tracing::subscriber::set_default(subscriber);
-        let observer = Observer { metrics: Metrics::new(&meter.meter("toolgate")), record_content };
-        (Self { spans, metrics, tracer, meter, _guard: guard }, observer)
+        let observer = Observer {
+            metrics: Metrics::new(&meter.meter("toolgate")),
+            tracer: Some(tracer.tracer("toolgate")),
+            record_content,
+        };
+        (Self { spans, metrics, tracer, meter }, observer)
     }
 
     pub fn spans(&self) -> Vec<SpanData> {
