@@ -9,7 +9,9 @@
 //! `toolgate.repair` / `toolgate.hint` events on them. Arguments and results
 //! are recorded only when `TOOLGATE_TRACE_CONTENT` is `1`, `true` or `yes`.
 //! An emitted name is never a span name or a metric label. Exporting never
-//! blocks a call; a failing collector costs one warning a minute.
+//! blocks a call; a failing collector costs one warning a minute, and spans
+//! past the SDK's full export queue are dropped with one warning (and
+//! counted at shutdown).
 
 mod export;
 pub mod metrics;
@@ -25,7 +27,7 @@ use opentelemetry_sdk::{
     trace::{SdkTracer, SdkTracerProvider},
     Resource,
 };
-use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
+use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
 
 pub use metrics::Metrics;
 
@@ -68,7 +70,7 @@ fn truthy(env: &Env, name: &str) -> bool {
 impl Telemetry {
     /// Logs to stderr only (the commands other than `serve`).
     pub fn logs_only(env: &Env) {
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
     }
 
     /// Logs, and OTLP export when the environment asks for it. Must run
@@ -85,7 +87,7 @@ impl Telemetry {
         let traces =
             wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(resource.clone())).flatten();
         let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
         }
@@ -126,16 +128,16 @@ fn resource(env: &Env) -> Resource {
 }
 
 /// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn`),
-/// with the OpenTelemetry SDK's own reports off (it reports each failed
-/// export; the exporters here say so once a minute instead). A global filter
-/// keeps every disabled callsite of the libraries below (h2, hyper, tonic) at
-/// no cost; per-layer filters alone would not.
+/// with the OpenTelemetry crates' own reports off but the SDK's warnings (see
+/// [`log_layer`]). A global filter keeps every disabled callsite of the
+/// libraries below (h2, hyper, tonic) at no cost; per-layer filters alone
+/// would not.
 fn log_filter(env: &Env) -> tracing_subscriber::EnvFilter {
-    let user = env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER);
+    let user = user_filter(env);
     let mut filter = tracing_subscriber::EnvFilter::try_new(user).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
-    let extra = match user.contains("opentelemetry") {
+    let extra = match names_opentelemetry(user) {
         true => &[][..],
-        false => &["opentelemetry=off", "opentelemetry_sdk=off", "opentelemetry-otlp=off"][..],
+        false => &["opentelemetry=off", "opentelemetry_sdk=warn", "opentelemetry-otlp=off"][..],
     };
     for directive in extra {
         filter = filter.add_directive(directive.parse().expect("a valid directive"));
@@ -143,13 +145,33 @@ fn log_filter(env: &Env) -> tracing_subscriber::EnvFilter {
     filter
 }
 
-/// Log lines on stderr.
-fn log_layer<S>() -> impl Layer<S>
+fn user_filter(env: &Env) -> &str {
+    env.get("TOOLGATE_LOG").or(env.get("RUST_LOG")).unwrap_or(DEFAULT_LOG_FILTER)
+}
+
+/// Whether a log filter asks for the OpenTelemetry crates' own logs.
+fn names_opentelemetry(filter: &str) -> bool {
+    filter.contains("opentelemetry")
+}
+
+/// The OpenTelemetry SDK's reports that reach the log unless
+/// `TOOLGATE_LOG` names the OpenTelemetry crates: the first span dropped
+/// because the export queue is full (once), and how many were dropped (at
+/// shutdown). It reports each failed export too; the exporters here say so
+/// once a minute instead.
+const SDK_REPORTS: [&str; 2] = ["BatchSpanProcessor.SpanDroppingStarted", "BatchSpanProcessor.SpansDropped"];
+
+/// Log lines on stderr; of the OpenTelemetry SDK's, only [`SDK_REPORTS`].
+fn log_layer<S>(env: &Env) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    let everything = names_opentelemetry(user_filter(env));
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
+        .with_filter(filter_fn(move |meta| {
+            everything || meta.target() != "opentelemetry_sdk" || SDK_REPORTS.contains(&meta.name())
+        }))
 }

@@ -155,3 +155,35 @@ async fn a_slow_collector_never_slows_a_call() {
     let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
     assert_eq!(code, Some(0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_past_a_full_export_queue_are_dropped_with_one_warning_and_counted_at_shutdown() {
+    // A collector that takes 300 ms a batch, batches of 2 and a queue of 4:
+    // 40 calls (80 spans) at full speed overflow the queue.
+    let (collector, received) = receiver(Duration::from_millis(300)).await;
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", REGISTRY);
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}")),
+        ("OTEL_BSP_MAX_QUEUE_SIZE", "4".into()),
+        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2".into()),
+        ("OTEL_METRICS_EXPORTER", "none".into()),
+    ];
+    let (child, addr, lines) = serve(&dir, &env);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    for i in 0..40 {
+        let trace = format!("{:032x}", i + 1);
+        assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, &trace).await, ErrorKind::Unspecified);
+    }
+    let (code, rest) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+    let started: Vec<&String> = rest.iter().filter(|l| l.contains("SpanDroppingStarted")).collect();
+    assert_eq!(started.len(), 1, "one warning when dropping starts: {rest:#?}");
+    let counted: Vec<&String> = rest.iter().filter(|l| l.contains("dropped_span_count=")).collect();
+    assert_eq!(counted.len(), 1, "the count at shutdown: {rest:#?}");
+    let dropped: u64 =
+        counted[0].split("dropped_span_count=").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let arrived = received.span_count.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(dropped > 0 && arrived > 0, "dropped {dropped}, arrived {arrived}");
+    assert_eq!(dropped + arrived, 80, "every span either arrived or was counted as dropped");
+}
