@@ -9,7 +9,9 @@
 //! exporting gateways have shut down (flushing what they hold), how many of
 //! the spans they made reached their sinks (each has its own).
 //!
-//! `cargo bench --bench load [-- --seconds 5]`
+//! `cargo bench --bench load [-- --seconds 5 --rounds 3]`: each target is
+//! measured `rounds` times, interleaved with the others, and the median is
+//! shown (with the range of RPS).
 //!
 //! Each server runs in its own process (this binary, started with
 //! `--serve gateway|bare`); the load comes from tonic clients in this one.
@@ -54,8 +56,10 @@ fn main() {
     if let Some(at) = args.iter().position(|a| a == "--serve") {
         return serve(&args[at + 1]);
     }
-    let seconds: u64 =
-        args.iter().position(|a| a == "--seconds").and_then(|at| args.get(at + 1)?.parse().ok()).unwrap_or(5);
+    let option = |name: &str, default: u64| -> u64 {
+        args.iter().position(|a| a == name).and_then(|at| args.get(at + 1)?.parse().ok()).unwrap_or(default)
+    };
+    let (seconds, rounds) = (option("--seconds", 5), option("--rounds", 3));
     let mut sink = Server::start("sink", &[]);
     let endpoint = format!("http://127.0.0.1:{}", sink.port);
     let mut sampled_sink = Server::start("sink", &[]);
@@ -76,23 +80,43 @@ fn main() {
     );
     let bare = Server::start("bare", &[]);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    println!("{:<9} {:>7} {:>10} {:>10} {:>10} {:>14}", "target", "streams", "RPS", "p50", "p99", "server CPU/req");
+    println!(
+        "{:<9} {:>7} {:>10} {:>17} {:>10} {:>10} {:>14} {:>14}",
+        "target", "streams", "RPS", "(range)", "p50", "p99", "server CPU/req", "sink CPU/req"
+    );
+    let targets = [
+        ("gateway", &gateway, None),
+        ("exporting", &exporting, Some(&sink)),
+        ("sampled", &sampled, Some(&sampled_sink)),
+        ("bare", &bare, None),
+    ];
     let mut ratios = Vec::new();
     let (mut exported_calls, mut sampled_calls) = (0, 0);
     for streams in STREAMS {
-        let g = gateway.measure(&runtime, streams, seconds);
-        let e = exporting.measure(&runtime, streams, seconds);
-        let s = sampled.measure(&runtime, streams, seconds);
-        let b = bare.measure(&runtime, streams, seconds);
-        for (name, r) in [("gateway", &g), ("exporting", &e), ("sampled", &s), ("bare", &b)] {
+        // Rounds interleave the targets, so that a slow spell of the machine
+        // does not fall on one of them only.
+        let mut runs: Vec<Vec<Measured>> = targets.iter().map(|_| Vec::new()).collect();
+        for _ in 0..rounds {
+            for (at, (_, server, sink)) in targets.iter().enumerate() {
+                runs[at].push(server.measure(&runtime, streams, seconds, sink.as_deref()));
+            }
+        }
+        exported_calls += runs[1].iter().map(|m| m.calls).sum::<u64>();
+        sampled_calls += runs[2].iter().map(|m| m.calls).sum::<u64>();
+        let typical: Vec<Typical> = runs.iter().map(|runs| Typical::of(runs)).collect();
+        for ((name, ..), t) in targets.iter().zip(&typical) {
             println!(
-                "{name:<9} {streams:>7} {:>10.0} {:>10?} {:>10?} {:>12.1}µs",
-                r.rps, r.p50, r.p99, r.cpu_per_request_us
+                "{name:<9} {streams:>7} {:>10.0} {:>17} {:>10?} {:>10?} {:>12.1}µs {:>14}",
+                t.rps,
+                format!("({:.0}–{:.0})", t.rps_min, t.rps_max),
+                t.p50,
+                t.p99,
+                t.cpu_per_request_us,
+                t.sink_cpu_per_request_us.map_or("-".to_owned(), |us| format!("{us:.1}µs"))
             );
         }
+        let [g, e, s, b] = &typical[..] else { unreachable!("four targets") };
         ratios.push((streams, g.rps / b.rps, e.rps / g.rps, s.rps / g.rps));
-        exported_calls += e.calls;
-        sampled_calls += s.calls;
     }
     for (streams, bare, export, sampled) in ratios {
         println!(
@@ -115,6 +139,40 @@ fn main() {
     );
 }
 
+/// The median of several runs (RPS, CPU), with the RPS range; latencies
+/// are those of the run with the median RPS.
+struct Typical {
+    rps: f64,
+    rps_min: f64,
+    rps_max: f64,
+    p50: Duration,
+    p99: Duration,
+    cpu_per_request_us: f64,
+    sink_cpu_per_request_us: Option<f64>,
+}
+
+impl Typical {
+    fn of(runs: &[Measured]) -> Self {
+        let median = |mut values: Vec<f64>| {
+            values.sort_by(f64::total_cmp);
+            values[values.len() / 2]
+        };
+        let mut by_rps: Vec<&Measured> = runs.iter().collect();
+        by_rps.sort_by(|a, b| a.rps.total_cmp(&b.rps));
+        let middle = by_rps[by_rps.len() / 2];
+        let sinks: Option<Vec<f64>> = runs.iter().map(|m| m.sink_cpu_per_request_us).collect();
+        Self {
+            rps: middle.rps,
+            rps_min: by_rps[0].rps,
+            rps_max: by_rps[by_rps.len() - 1].rps,
+            p50: middle.p50,
+            p99: middle.p99,
+            cpu_per_request_us: median(runs.iter().map(|m| m.cpu_per_request_us).collect()),
+            sink_cpu_per_request_us: sinks.map(median),
+        }
+    }
+}
+
 struct Measured {
     /// Calls made, warm-up included.
     calls: u64,
@@ -122,6 +180,8 @@ struct Measured {
     p50: Duration,
     p99: Duration,
     cpu_per_request_us: f64,
+    /// What the sink receiving the telemetry used, on the same cores.
+    sink_cpu_per_request_us: Option<f64>,
 }
 
 /// `streams` concurrent callers over a few HTTP/2 connections: 1 s of warm-up,
@@ -170,6 +230,7 @@ async fn drive(port: u16, streams: usize, seconds: u64) -> Measured {
         p50: at(0.50),
         p99: at(0.99),
         cpu_per_request_us: 0.0,
+        sink_cpu_per_request_us: None,
     }
 }
 
@@ -219,13 +280,22 @@ impl Server {
 
 impl Server {
     /// Drives the server and charges it the CPU time it used.
-    fn measure(&self, runtime: &tokio::runtime::Runtime, streams: usize, seconds: u64) -> Measured {
+    fn measure(
+        &self,
+        runtime: &tokio::runtime::Runtime,
+        streams: usize,
+        seconds: u64,
+        sink: Option<&Server>,
+    ) -> Measured {
+        let sink_before = sink.map(Server::cpu_seconds);
         let before = self.cpu_seconds();
         let started = Instant::now();
         let mut measured = runtime.block_on(drive(self.port, streams, seconds));
         let elapsed = started.elapsed().as_secs_f64();
         let requests = measured.rps * elapsed;
         measured.cpu_per_request_us = (self.cpu_seconds() - before) / requests * 1e6;
+        measured.sink_cpu_per_request_us =
+            sink.zip(sink_before).map(|(sink, before)| (sink.cpu_seconds() - before) / requests * 1e6);
         measured
     }
 
