@@ -2,6 +2,12 @@
 //! arguments, validate them: `Executor::prepare`) against catalogues of 100,
 //! 1,000 and 10,000 tools: an exact hit, a drifted name repaired, and a miss.
 //!
+//! And what telemetry adds to one whole Execute RPC handled in process (the
+//! service's handler, dispatch to the built-in `echo`): nothing recorded,
+//! metrics only, and metrics with both spans through the SDK's batch
+//! processor into an exporter that discards them (no protobuf, no network;
+//! the load tool measures those).
+//!
 //! `cargo bench --bench execute`; numbers in BENCHMARKS.md.
 
 mod catalogue;
@@ -9,7 +15,21 @@ mod catalogue;
 use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use toolgate::exec::{Call, ExecLimits, Executor};
+use opentelemetry::{metrics::MeterProvider, trace::TracerProvider};
+use opentelemetry_sdk::{
+    error::OTelSdkResult,
+    metrics::{InMemoryMetricExporter, SdkMeterProvider},
+    trace::{SdkTracerProvider, SpanData, SpanExporter},
+};
+use tonic::Request;
+use toolgate::{
+    config::Policy,
+    exec::{Call, ExecLimits, Executor, Shared},
+    mcp::McpPool,
+    proto::v1::{tool_gateway_service_server::ToolGatewayService, ExecuteRequest},
+    service::Gateway,
+    telemetry::{Metrics, Observer},
+};
 
 /// A realistic tool: three typed parameters, one required, no extras.
 const PARAMETERS: &str = "{type: object, properties: {id: {type: string, pattern: \"^[a-z0-9-]+$\"}, \
@@ -49,5 +69,47 @@ fn prepare(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, prepare);
+/// Takes the batches and drops them.
+#[derive(Debug)]
+struct Discard;
+
+impl SpanExporter for Discard {
+    async fn export(&self, _: Vec<SpanData>) -> OTelSdkResult {
+        Ok(())
+    }
+}
+
+fn telemetry(c: &mut Criterion) {
+    let mut group = c.benchmark_group("execute_rpc");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _entered = runtime.enter();
+    let meters = SdkMeterProvider::builder().with_periodic_exporter(InMemoryMetricExporter::default()).build();
+    let tracers = SdkTracerProvider::builder().with_batch_exporter(Discard).build();
+    let metrics = Metrics::new(&meters.meter("toolgate"));
+    let observers = [
+        ("off", Observer::disabled()),
+        ("metrics", Observer { metrics: metrics.clone(), tracer: None, record_content: false }),
+        ("metrics_and_spans", Observer { metrics, tracer: Some(tracers.tracer("toolgate")), record_content: false }),
+    ];
+    for (name, observer) in observers {
+        let (catalog, _) = catalogue::load(0, PARAMETERS);
+        let shared = Shared::new(McpPool::empty(), observer).unwrap();
+        let gateway =
+            Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
+        let request = ExecuteRequest {
+            tool: "echo".into(),
+            arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
+            ..Default::default()
+        };
+        let response = runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap().into_inner();
+        assert!(response.ok, "{response:?}");
+        group.bench_function(name, |b| {
+            b.iter(|| runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap())
+        });
+    }
+    group.finish();
+    let _ = tracers.shutdown();
+}
+
+criterion_group!(benches, prepare, telemetry);
 criterion_main!(benches);
