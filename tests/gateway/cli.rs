@@ -1,11 +1,7 @@
 //! The `toolgate` binary as an operator uses it: validate, tools list,
 //! resolve, and serve's life cycle (bind after load, log line, SIGTERM).
 
-use std::{
-    io::{BufRead, BufReader},
-    process::Command,
-    time::Duration,
-};
+use std::{process::Command, time::Duration};
 
 use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ResolveRequest};
 
@@ -159,22 +155,9 @@ fn serve_refuses_strict_warnings_and_remote_addresses() {
 async fn serve_logs_its_address_answers_and_stops_on_sigterm() {
     let dir = CatalogDir::new();
     dir.file("registry/a.yaml", GOOD);
-    let mut child = crate::common::Reaped::spawn(toolgate().current_dir(dir.dir.path()).args([
-        "serve",
-        "--catalog",
-        "registry",
-        "--listen",
-        "127.0.0.1:0",
-    ]));
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("serve ended early").unwrap();
-        if let Some(at) = line.find("toolgate listening on ") {
-            let rest = &line[at + "toolgate listening on ".len()..];
-            assert!(rest.ends_with(" (4 tools)"), "{line}");
-            break rest.split(' ').next().unwrap().to_owned();
-        }
-    };
+    let (child, lines, listening) = crate::common::serve_registry(dir.dir.path(), &[]);
+    assert!(listening.ends_with(" (4 tools)"), "{listening}");
+    let addr = listening.split(' ').next().unwrap();
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
     let response = client.resolve(ResolveRequest { names: vec!["web_search".into()], strict: None }).await.unwrap();
     assert_eq!(response.into_inner().tools[0].name, "web_search");

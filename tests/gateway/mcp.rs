@@ -4,7 +4,6 @@
 //! else; nothing is left running after shutdown.
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
     process::{Command, Stdio},
     time::{Duration, Instant},
@@ -308,21 +307,8 @@ async fn sigterm_ends_and_reaps_every_server_with_its_children() {
             "    prefix: b_\n",
         ),
     ]);
-    let mut gateway = crate::common::Reaped::spawn(toolgate().current_dir(dir.dir.path()).args([
-        "serve",
-        "--catalog",
-        "registry",
-        "--listen",
-        "127.0.0.1:0",
-    ]));
-    let mut lines = BufReader::new(gateway.stderr.take().unwrap()).lines();
-    loop {
-        let line = lines.next().expect("serve ended early").unwrap();
-        if line.contains("toolgate listening on") {
-            assert!(line.ends_with("(19 tools)"), "{line}");
-            break;
-        }
-    }
+    let (gateway, lines, listening) = crate::common::serve_registry(dir.dir.path(), &[]);
+    assert!(listening.ends_with("(19 tools)"), "{listening}");
     let files = ["pid_a", "helper_a", "pid_b", "helper_b"].map(|f| dir.registry().join(f));
     for file in &files {
         assert!(running(file), "{} runs while the gateway does", file.display());

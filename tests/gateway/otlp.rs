@@ -3,48 +3,34 @@
 //! must cost nothing but one warning.
 
 use std::{
-    io::{BufRead, BufReader},
     process::Command,
     time::{Duration, Instant},
 };
 
 use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest};
 
-use crate::common::{otlp::receiver, toolgate, CatalogDir, Reaped};
+use crate::common::{otlp::receiver, serve_registry, CatalogDir, Client, Reaped, Stderr};
 
 const REGISTRY: &str = "tools:\n  - name: web_search\n    description: Search.\n    parameters: {type: object, properties: {query: {type: string}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n";
 
-/// `toolgate serve` with `env`; returns it once it listens, with its address.
-fn serve(
-    dir: &CatalogDir,
-    env: &[(&str, String)],
-) -> (Reaped, String, std::io::Lines<BufReader<std::process::ChildStderr>>) {
-    let mut command = toolgate();
-    command.current_dir(dir.dir.path()).args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"]);
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let mut child = Reaped::spawn(&mut command);
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("serve ended early").unwrap();
-        if let Some(at) = line.find("toolgate listening on ") {
-            break line[at + 22..].split(' ').next().unwrap().to_owned();
-        }
-    };
-    (child, addr, lines)
+/// `toolgate serve` on [`REGISTRY`], exporting to `collector` with the
+/// `OTEL_*` settings in `env`, and a client of it.
+async fn exporting(collector: std::net::SocketAddr, env: &[(&str, &str)]) -> (Reaped, Client, Stderr, CatalogDir) {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", REGISTRY);
+    let endpoint = format!("http://{collector}");
+    let env = [env, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())]].concat();
+    let (child, lines, listening) = serve_registry(dir.dir.path(), &env);
+    let addr = listening.split(' ').next().unwrap();
+    let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    (child, client, lines, dir)
 }
 
 fn traceparent(trace: &str) -> String {
     format!("00-{trace}-00f067aa0ba902b7-01")
 }
 
-async fn call(
-    client: &mut ToolGatewayServiceClient<tonic::transport::Channel>,
-    tool: &str,
-    args: &str,
-    trace: &str,
-) -> ErrorKind {
+async fn call(client: &mut Client, tool: &str, args: &str, trace: &str) -> ErrorKind {
     let mut request =
         tonic::Request::new(ExecuteRequest { tool: tool.into(), arguments_json: args.into(), ..Default::default() });
     request.metadata_mut().insert("traceparent", traceparent(trace).parse().unwrap());
@@ -53,7 +39,7 @@ async fn call(
 }
 
 /// Sends SIGTERM and waits; the rest of stderr.
-fn stop(child: Reaped, lines: std::io::Lines<BufReader<std::process::ChildStderr>>) -> (Option<i32>, Vec<String>) {
+fn stop(child: Reaped, lines: Stderr) -> (Option<i32>, Vec<String>) {
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     (child.wait().unwrap().code(), rest)
@@ -62,15 +48,8 @@ fn stop(child: Reaped, lines: std::io::Lines<BufReader<std::process::ChildStderr
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_and_metrics_reach_an_otlp_receiver_in_the_callers_traces() {
     let (collector, received) = receiver(Duration::ZERO).await;
-    let dir = CatalogDir::new();
-    dir.file("registry/tools.yaml", REGISTRY);
-    let env = [
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}")),
-        ("OTEL_BSP_SCHEDULE_DELAY", "100".into()),
-        ("OTEL_METRIC_EXPORT_INTERVAL", "200".into()),
-    ];
-    let (child, addr, lines) = serve(&dir, &env);
-    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let env = [("OTEL_BSP_SCHEDULE_DELAY", "100"), ("OTEL_METRIC_EXPORT_INTERVAL", "200")];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
     let repaired = "11111111111111111111111111111111";
     let unknown = "22222222222222222222222222222222";
     let invalid = "33333333333333333333333333333333";
@@ -104,15 +83,8 @@ async fn spans_and_metrics_reach_an_otlp_receiver_in_the_callers_traces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let dir = CatalogDir::new();
-    dir.file("registry/tools.yaml", REGISTRY);
-    let env = [
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{closed}")),
-        ("OTEL_BSP_SCHEDULE_DELAY", "50".into()),
-        ("OTEL_METRIC_EXPORT_INTERVAL", "100".into()),
-    ];
-    let (child, addr, lines) = serve(&dir, &env);
-    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let env = [("OTEL_BSP_SCHEDULE_DELAY", "50"), ("OTEL_METRIC_EXPORT_INTERVAL", "100")];
+    let (child, mut client, lines, _dir) = exporting(closed, &env).await;
     let started = Instant::now();
     for i in 0..200 {
         let trace = format!("{:032x}", i + 1);
@@ -132,16 +104,12 @@ async fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_collector_never_slows_a_call() {
     let (collector, _received) = receiver(Duration::from_secs(20)).await;
-    let dir = CatalogDir::new();
-    dir.file("registry/tools.yaml", REGISTRY);
     let env = [
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}")),
-        ("OTEL_BSP_SCHEDULE_DELAY", "50".into()),
-        ("OTEL_METRIC_EXPORT_INTERVAL", "100".into()),
-        ("OTEL_EXPORTER_OTLP_TIMEOUT", "500".into()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "500"),
     ];
-    let (child, addr, lines) = serve(&dir, &env);
-    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
     let mut slowest = Duration::ZERO;
     for i in 0..100 {
         let at = Instant::now();
@@ -161,16 +129,9 @@ async fn spans_past_a_full_export_queue_are_dropped_with_one_warning_and_counted
     // A collector that takes 300 ms a batch, batches of 2 and a queue of 4:
     // 40 calls (80 spans) at full speed overflow the queue.
     let (collector, received) = receiver(Duration::from_millis(300)).await;
-    let dir = CatalogDir::new();
-    dir.file("registry/tools.yaml", REGISTRY);
-    let env = [
-        ("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}")),
-        ("OTEL_BSP_MAX_QUEUE_SIZE", "4".into()),
-        ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2".into()),
-        ("OTEL_METRICS_EXPORTER", "none".into()),
-    ];
-    let (child, addr, lines) = serve(&dir, &env);
-    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let env =
+        [("OTEL_BSP_MAX_QUEUE_SIZE", "4"), ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "2"), ("OTEL_METRICS_EXPORTER", "none")];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
     for i in 0..40 {
         let trace = format!("{:032x}", i + 1);
         assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, &trace).await, ErrorKind::Unspecified);

@@ -155,6 +155,30 @@ pub fn toolgate() -> Command {
     cmd
 }
 
+/// The stderr of a child, line by line.
+pub type Stderr = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
+
+/// `toolgate serve --catalog registry --listen 127.0.0.1:0` in `dir`, with
+/// `env`; once it listens, its stderr and what its listening line says after
+/// "toolgate listening on " (the address and the tool count).
+pub fn serve_registry(dir: &Path, env: &[(&str, &str)]) -> (Reaped, Stderr, String) {
+    use std::io::BufRead;
+    let mut command = toolgate();
+    command
+        .current_dir(dir)
+        .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
+        .envs(env.iter().copied());
+    let mut child = Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            let listening = line[at + "toolgate listening on ".len()..].to_owned();
+            return (child, lines, listening);
+        }
+    }
+}
+
 /// Runs `toolgate` in `dir` with `args`.
 pub fn run(dir: &Path, args: &[&str]) -> Output {
     toolgate().current_dir(dir).args(args).output().expect("run toolgate")
