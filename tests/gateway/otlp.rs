@@ -1,6 +1,7 @@
 //! Telemetry over the wire: the real `toolgate serve` exporting to an OTLP
-//! gRPC receiver started here; and a collector that is down or slow, which
-//! must cost nothing but one warning.
+//! gRPC receiver started here; and a collector that is down, refuses or is
+//! slow, which must cost nothing but one warning, and one the gateway sends
+//! more spans than it can take, which drops them with one warning.
 
 use std::{
     process::Command,
@@ -9,7 +10,10 @@ use std::{
 
 use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest};
 
-use crate::common::{otlp::receiver, serve_registry, CatalogDir, Client, Reaped, Stderr};
+use crate::common::{
+    otlp::{self, receiver},
+    serve_registry, CatalogDir, Client, Reaped, Stderr,
+};
 
 const REGISTRY: &str = "tools:\n  - name: web_search\n    description: Search.\n    parameters: {type: object, properties: {query: {type: string}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n";
 
@@ -83,8 +87,20 @@ async fn spans_and_metrics_reach_an_otlp_receiver_in_the_callers_traces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_is_down_costs_one_warning_and_nothing_else() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    costs_one_warning_and_nothing_else(closed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_refuses_costs_one_warning_and_nothing_else() {
+    let (refusing, _) = otlp::start(otlp::Received::refusing(tonic::Code::ResourceExhausted)).await;
+    costs_one_warning_and_nothing_else(refusing).await;
+}
+
+/// 200 calls exporting to `collector`, which takes nothing: every call
+/// answers, and the failed exports are one warning per signal.
+async fn costs_one_warning_and_nothing_else(collector: std::net::SocketAddr) {
     let env = [("OTEL_BSP_SCHEDULE_DELAY", "50"), ("OTEL_METRIC_EXPORT_INTERVAL", "100")];
-    let (child, mut client, lines, _dir) = exporting(closed, &env).await;
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
     let started = Instant::now();
     for i in 0..200 {
         let trace = format!("{:032x}", i + 1);

@@ -37,17 +37,38 @@ pub struct Received {
     pub span_count: Arc<AtomicU64>,
     delay: Duration,
     keep: bool,
+    /// Answer every export with this error instead.
+    refuse: Option<tonic::Code>,
 }
 
 impl Received {
     /// Keeps everything, answering after `delay`.
     pub fn keeping(delay: Duration) -> Self {
-        Self { spans: Arc::default(), metrics: Arc::default(), span_count: Arc::default(), delay, keep: true }
+        Self {
+            spans: Arc::default(),
+            metrics: Arc::default(),
+            span_count: Arc::default(),
+            delay,
+            keep: true,
+            refuse: None,
+        }
     }
 
     /// Accepts everything at once and keeps nothing.
     pub fn discarding() -> Self {
         Self { keep: false, ..Self::keeping(Duration::ZERO) }
+    }
+
+    /// Answers every export with `code`.
+    pub fn refusing(code: tonic::Code) -> Self {
+        Self { keep: false, refuse: Some(code), ..Self::keeping(Duration::ZERO) }
+    }
+
+    fn refused(&self) -> Result<(), Status> {
+        match self.refuse {
+            Some(code) => Err(Status::new(code, "refused by the test collector")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -58,6 +79,7 @@ impl TraceService for Received {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         tokio::time::sleep(self.delay).await;
+        self.refused()?;
         let spans = request.into_inner().resource_spans;
         let count = spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64).sum();
         self.span_count.fetch_add(count, Ordering::Relaxed);
@@ -75,6 +97,7 @@ impl MetricsService for Received {
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
         tokio::time::sleep(self.delay).await;
+        self.refused()?;
         if self.keep {
             self.metrics.lock().unwrap().extend(request.into_inner().resource_metrics);
         }
@@ -99,7 +122,11 @@ pub async fn serve(
 /// Starts a receiver on 127.0.0.1:0 keeping what it gets, answering after
 /// `delay`; it serves until the runtime ends.
 pub async fn receiver(delay: Duration) -> (SocketAddr, Received) {
-    let received = Received::keeping(delay);
+    start(Received::keeping(delay)).await
+}
+
+/// Starts `received` on 127.0.0.1:0; it serves until the runtime ends.
+pub async fn start(received: Received) -> (SocketAddr, Received) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve(listener, received.clone(), std::future::pending()));
