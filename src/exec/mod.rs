@@ -73,7 +73,8 @@ pub struct Call {
     pub dry_run: bool,
     /// How long the caller will wait, if it said.
     pub deadline: Option<Duration>,
-    /// The caller's W3C trace context, passed on to HTTP backends.
+    /// The caller's W3C `traceparent` header as sent, passed on to HTTP and
+    /// MCP backends if it is well-formed, when spans are not exported.
     pub traceparent: Option<String>,
 }
 
@@ -247,7 +248,9 @@ impl Executor {
         // caller's own trace context.
         let traceparent = match tool.backend {
             Backend::Http(_) | Backend::Mcp(_) => {
-                telemetry::propagation::current_traceparent().or_else(|| call.traceparent.clone())
+                use telemetry::propagation;
+                propagation::current_traceparent()
+                    .or_else(|| call.traceparent.as_deref().and_then(propagation::checked))
             }
             Backend::Builtin(_) | Backend::Command(_) => None,
         };

@@ -87,7 +87,7 @@ impl Gateway {
         request: pb::ExecuteRequest,
     ) -> Result<pb::ExecuteResponse, Status> {
         let strict = self.policy.strict_for(request.strict);
-        let traceparent = propagation::caller_traceparent(metadata.as_ref());
+        let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
         let call = convert::call(request, strict, caller_deadline(metadata), traceparent);
         let outcome = self.executor().execute(&call).await.map_err(|err| match err {
             RequestError::Names(err) => status::invalid_names(err),

@@ -9,6 +9,8 @@ use opentelemetry::{
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
+const TRACEPARENT: &str = "traceparent";
+
 struct Headers<'a>(&'a http::HeaderMap);
 
 impl Extractor for Headers<'_> {
@@ -21,15 +23,38 @@ impl Extractor for Headers<'_> {
     }
 }
 
+/// A lone `traceparent` value.
+struct One<'a>(&'a str);
+
+impl Extractor for One<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        (key == TRACEPARENT).then_some(self.0)
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        vec![TRACEPARENT]
+    }
+}
+
 /// The caller's trace context, from `traceparent` in `headers`; empty when
 /// it is absent or malformed (a span under it starts a new trace).
 pub fn caller(headers: &http::HeaderMap) -> Context {
     TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(headers))
 }
 
-/// The caller's `traceparent`, if it is well-formed.
-pub fn caller_traceparent(headers: &http::HeaderMap) -> Option<String> {
-    traceparent_of(&caller(headers))
+/// The caller's `traceparent` header as sent (checked when it is passed on,
+/// see [`checked`]), when spans are not exported; when they are, backends
+/// get the context of the call's own span and this is not needed.
+pub fn caller_header(headers: &http::HeaderMap, exporting: bool) -> Option<String> {
+    match exporting {
+        true => None,
+        false => Headers(headers).get(TRACEPARENT).map(str::to_owned),
+    }
+}
+
+/// `value` if it is a well-formed `traceparent`.
+pub fn checked(value: &str) -> Option<String> {
+    traceparent_of(&TraceContextPropagator::new().extract_with_context(&Context::new(), &One(value)))
 }
 
 /// The `traceparent` of the current span (see
@@ -56,10 +81,15 @@ mod tests {
         map
     }
 
+    fn caller_traceparent(headers: &http::HeaderMap) -> Option<String> {
+        caller_header(headers, false).as_deref().and_then(checked)
+    }
+
     #[test]
     fn a_callers_traceparent_is_checked() {
         let good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         assert_eq!(caller_traceparent(&headers(good)).as_deref(), Some(good));
+        assert_eq!(caller_header(&headers(good), true), None, "exported spans carry the context instead");
         for bad in [
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
