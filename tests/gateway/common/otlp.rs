@@ -64,7 +64,9 @@ impl Received {
         Self { keep: false, refuse: Some(code), ..Self::keeping(Duration::ZERO) }
     }
 
-    fn refused(&self) -> Result<(), Status> {
+    /// What every export meets first: the delay, then the refusal if any.
+    async fn answer(&self) -> Result<(), Status> {
+        tokio::time::sleep(self.delay).await;
         match self.refuse {
             Some(code) => Err(Status::new(code, "refused by the test collector")),
             None => Ok(()),
@@ -78,8 +80,7 @@ impl TraceService for Received {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
-        tokio::time::sleep(self.delay).await;
-        self.refused()?;
+        self.answer().await?;
         let spans = request.into_inner().resource_spans;
         let count = spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64).sum();
         self.span_count.fetch_add(count, Ordering::Relaxed);
@@ -96,8 +97,7 @@ impl MetricsService for Received {
         &self,
         request: Request<ExportMetricsServiceRequest>,
     ) -> Result<Response<ExportMetricsServiceResponse>, Status> {
-        tokio::time::sleep(self.delay).await;
-        self.refused()?;
+        self.answer().await?;
         if self.keep {
             self.metrics.lock().unwrap().extend(request.into_inner().resource_metrics);
         }
