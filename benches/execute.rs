@@ -26,6 +26,7 @@ use toolgate::{
     config::Policy,
     exec::{Call, ExecLimits, Executor, Shared},
     mcp::McpPool,
+    process::Inherited,
     proto::v1::{tool_gateway_service_server::ToolGatewayService, ExecuteRequest},
     service::Gateway,
     telemetry::{Metrics, Observer},
@@ -38,7 +39,8 @@ const PARAMETERS: &str = "{type: object, properties: {id: {type: string, pattern
 
 fn executor(n: usize) -> (Executor, Vec<String>) {
     let (catalog, names) = catalogue::load(n, PARAMETERS);
-    (Executor::standalone(Arc::new(catalog), ExecLimits::default()).unwrap(), names)
+    toolgate::tls::install_crypto_provider();
+    (Executor::standalone(Arc::new(catalog), ExecLimits::default(), Inherited::default()).unwrap(), names)
 }
 
 /// `github_list_issue` → `GithubListIssue`.
@@ -93,7 +95,8 @@ fn telemetry(c: &mut Criterion) {
     ];
     for (name, observer) in observers {
         let (catalog, _) = catalogue::load(0, PARAMETERS);
-        let shared = Shared::new(McpPool::empty(), observer).unwrap();
+        toolgate::tls::install_crypto_provider();
+        let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
         let gateway =
             Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
         let request = ExecuteRequest {

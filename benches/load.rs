@@ -34,6 +34,7 @@ use toolgate::{
     env::Env,
     exec::{ExecLimits, Executor, Shared},
     mcp::McpPool,
+    process::Inherited,
     proto::v1::{
         self as pb,
         tool_gateway_service_client::ToolGatewayServiceClient,
@@ -342,7 +343,8 @@ fn serve(kind: &str) {
                 let telemetry = Telemetry::start(&Env::from_process());
                 let options = LoadOptions { registry: vec![], ..LoadOptions::default() };
                 let catalog = catalog::load(&options, &Env::default()).expect("built-ins load").catalog;
-                let shared = Shared::new(McpPool::empty(), telemetry.observer()).unwrap();
+                toolgate::tls::install_crypto_provider();
+                let shared = Shared::new(McpPool::empty(), Inherited::default(), telemetry.observer()).unwrap();
                 let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
                 let gateway = Gateway::fixed(executor, Policy::default());
                 server::serve(listener, gateway, stdin_closed, Duration::from_secs(1)).await.unwrap();

@@ -6,7 +6,10 @@
 mod catalogue;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use toolgate::resolve::{self, suggest::SuggestIndex};
+use toolgate::{
+    resolve,
+    similar::{self, SuggestIndex},
+};
 
 /// A typo of an existing name: one letter dropped in the middle.
 fn typo(name: &str) -> String {
@@ -43,7 +46,7 @@ fn index_vs_scan(c: &mut Criterion) {
     let mut group = c.benchmark_group("suggest_10000");
     group.bench_function("index", |b| b.iter(|| index.suggest(&query, 0.6, 3, |_| true).len()));
     group.bench_function("brute_force_scan", |b| {
-        b.iter(|| names.iter().filter(|n| resolve::suggest::similarity(&query, n) >= 0.6).count())
+        b.iter(|| names.iter().filter(|n| similar::similarity(&query, n) >= 0.6).count())
     });
     group.finish();
 }

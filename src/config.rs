@@ -46,7 +46,7 @@ impl Policy {
 
 /// `TOOLGATE_STRICT_TOOLS` read as DESIGN section 2 says; `None` when unset.
 pub fn env_strict(env: &Env) -> Option<bool> {
-    env.get(STRICT_ENV).map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+    env.flag(STRICT_ENV)
 }
 
 /// The optional configuration file (YAML). Every key is optional.

@@ -34,17 +34,17 @@ impl fmt::Display for Problem {
 
 /// Collects problems while a catalogue loads.
 #[derive(Debug, Default)]
-pub struct Problems {
+pub struct CatalogProblems {
     list: Vec<Problem>,
 }
 
-impl From<Vec<Problem>> for Problems {
+impl From<Vec<Problem>> for CatalogProblems {
     fn from(list: Vec<Problem>) -> Self {
         Self { list }
     }
 }
 
-impl Problems {
+impl CatalogProblems {
     pub fn error(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
         self.push(Severity::Error, origin, path.into(), message.into());
     }

@@ -1,5 +1,5 @@
-//! Tool lists in the formats model providers document, for agents that pass
-//! them straight to a model API.
+//! Tool lists as JSON: toolgate's own shape, and the formats model providers
+//! document, for agents that pass them straight to a model API.
 
 use serde_json::{json, Value};
 
@@ -8,6 +8,9 @@ use super::Tool;
 /// A provider's tool format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolFormat {
+    /// toolgate's own shape, pretty-printed (`toolgate tools list --format json`):
+    /// `[{name, description, parameters, aliases, source, idempotent}]`.
+    Native,
     /// The Chat Completions `tools` array: `[{"type": "function", "function": {name, description, parameters}}]`.
     OpenAi,
     /// The Messages API `tools` array: `[{name, description, input_schema}]`.
@@ -20,6 +23,21 @@ pub enum ToolFormat {
 pub fn render<'a>(tools: impl IntoIterator<Item = &'a Tool>, format: ToolFormat) -> String {
     let tools = tools.into_iter();
     let value = match format {
+        ToolFormat::Native => {
+            let list: Vec<Value> = tools
+                .map(|t| {
+                    json!({
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters.json(),
+                        "aliases": t.aliases,
+                        "source": t.source.to_string(),
+                        "idempotent": t.idempotent,
+                    })
+                })
+                .collect();
+            return serde_json::to_string_pretty(&list).expect("JSON values serialise");
+        }
         ToolFormat::OpenAi => Value::Array(
             tools
                 .map(|t| {

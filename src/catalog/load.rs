@@ -8,15 +8,14 @@ use std::{
 };
 
 use super::{
+    build::{self, FileContext},
     builtin::{BuiltinTool, BUILTIN_ALIASES},
-    error::{LoadError, Problem, Problems, Severity},
+    error::{CatalogProblems, LoadError, Problem, Severity},
     mcp::{self, McpListing},
     merge::{merge, AliasDecl, Declarations, Layer, ToolDecl, ToolsetDecl},
-    raw::{self, did_you_mean},
-    validate::{self, FileContext},
-    Backend, Catalog, McpServer, Place, Source, Tool,
+    raw, Backend, Catalog, McpServer, Place, Source, Tool,
 };
-use crate::env::Env;
+use crate::{env::Env, similar};
 
 const BUILTIN_ORIGIN: &str = "<builtin>";
 
@@ -78,7 +77,7 @@ impl Files {
 /// Reads every file (registry, enabled packs) and adds the built-ins. The
 /// problems found are kept for [`assemble`], which reports them all together.
 pub fn read(options: &LoadOptions, env: &Env) -> Files {
-    let mut problems = Problems::default();
+    let mut problems = CatalogProblems::default();
     let mut decls = Declarations::default();
     let mut servers = Vec::new();
     for file in registry_files(&options.registry, &mut problems) {
@@ -102,7 +101,7 @@ pub fn read(options: &LoadOptions, env: &Env) -> Files {
 /// Every problem of every file is in the error; under strict validation,
 /// warnings fail too.
 pub fn assemble(files: &Files, listings: &[McpListing]) -> Result<Loaded, LoadError> {
-    let mut problems = Problems::from(files.problems.clone());
+    let mut problems = CatalogProblems::from(files.problems.clone());
     let mut decls = files.decls.clone();
     // Each server's tools get a layer of their own below the files that name
     // it, in the order the servers are named.
@@ -127,7 +126,7 @@ pub fn load(options: &LoadOptions, env: &Env) -> Result<Loaded, LoadError> {
     assemble(&read(options, env), &[])
 }
 
-fn registry_files(paths: &[PathBuf], problems: &mut Problems) -> Vec<PathBuf> {
+fn registry_files(paths: &[PathBuf], problems: &mut CatalogProblems) -> Vec<PathBuf> {
     let mut files = Vec::new();
     for path in paths {
         let origin = path.display().to_string();
@@ -150,7 +149,7 @@ fn registry_files(paths: &[PathBuf], problems: &mut Problems) -> Vec<PathBuf> {
 }
 
 /// `*.yaml` and `*.yml` files directly in `dir`, sorted by name.
-fn yaml_files_in(dir: &Path, problems: &mut Problems) -> Vec<PathBuf> {
+fn yaml_files_in(dir: &Path, problems: &mut CatalogProblems) -> Vec<PathBuf> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(err) => {
@@ -166,7 +165,7 @@ fn yaml_files_in(dir: &Path, problems: &mut Problems) -> Vec<PathBuf> {
     files
 }
 
-fn pack_files(options: &LoadOptions, problems: &mut Problems) -> Vec<(String, PathBuf)> {
+fn pack_files(options: &LoadOptions, problems: &mut CatalogProblems) -> Vec<(String, PathBuf)> {
     if options.packs.is_empty() {
         return Vec::new();
     }
@@ -188,15 +187,16 @@ fn pack_files(options: &LoadOptions, problems: &mut Problems) -> Vec<(String, Pa
         match available.iter().find(|(n, _)| n == name) {
             Some(found) => chosen.push(found.clone()),
             None => {
-                let names = available.iter().map(|(n, _)| n.as_str());
-                let message = match did_you_mean(name, names) {
-                    Some(near) => format!("unknown pack '{name}', did you mean '{near}'?"),
-                    None if available.is_empty() => format!("unknown pack '{name}': the folder holds no packs"),
-                    None => format!(
-                        "unknown pack '{name}'; packs here: {}",
-                        available.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                };
+                let names: Vec<&str> = available.iter().map(|(n, _)| n.as_str()).collect();
+                let message = similar::did_you_mean(
+                    &format!("unknown pack '{name}'"),
+                    name,
+                    names.iter().copied(),
+                    || match names.is_empty() {
+                        true => ": the folder holds no packs".to_owned(),
+                        false => format!("; packs here: {}", names.join(", ")),
+                    },
+                );
                 problems.error(&origin, "", message);
             }
         }
@@ -210,7 +210,7 @@ fn read_file(
     env: &Env,
     decls: &mut Declarations,
     servers: &mut Vec<McpServer>,
-    problems: &mut Problems,
+    problems: &mut CatalogProblems,
 ) {
     let layer = Layer::of(source);
     let origin: Arc<str> = path.display().to_string().into();
@@ -240,24 +240,24 @@ fn read_file(
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();
         let (name, at) = (entry.name.clone(), place(entry.path.clone()));
-        let tool = validate::tool(entry, &file, problems);
+        let tool = build::tool(entry, &file, problems);
         decls.tools.push(ToolDecl { name, layer, place: at, tool, aliases });
     }
     for set in raw.toolsets {
-        if !validate::is_valid_name(&set.name) {
-            let message = format!("invalid toolset name '{}': {}", set.name, validate::NAME_RULE);
+        if !build::is_valid_name(&set.name) {
+            let message = format!("invalid toolset name '{}': {}", set.name, build::NAME_RULE);
             problems.error(&origin, set.path.clone(), message);
         }
         decls.toolsets.push(ToolsetDecl { name: set.name, members: set.members, layer, place: place(set.path) });
     }
     for alias in raw.aliases {
-        if !validate::is_valid_name(&alias.alias) {
-            let message = format!("invalid alias '{}': {}", alias.alias, validate::NAME_RULE);
+        if !build::is_valid_name(&alias.alias) {
+            let message = format!("invalid alias '{}': {}", alias.alias, build::NAME_RULE);
             problems.error(&origin, alias.path.clone(), message);
         }
         decls.aliases.push(AliasDecl { alias: alias.alias, target: alias.target, layer, place: place(alias.path) });
     }
-    servers.extend(raw.mcp_servers.into_iter().filter_map(|server| validate::mcp_server(server, &file, problems)));
+    servers.extend(raw.mcp_servers.into_iter().filter_map(|server| build::mcp_server(server, &file, problems)));
 }
 
 fn builtins(decls: &mut Declarations) {

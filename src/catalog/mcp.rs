@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::similar;
+
 use super::{
-    error::Problems,
+    build::{is_valid_name, NAME_RULE},
+    error::CatalogProblems,
     merge::{Declarations, Layer, ToolDecl},
-    raw::did_you_mean,
-    validate::{is_valid_name, NAME_RULE},
     Backend, McpBackend, McpServer, Place, Schema, Source, Tool, DEFAULT_MAX_CONCURRENCY,
 };
 
@@ -42,7 +43,7 @@ pub fn declare(
     base: Layer,
     listing: Option<&McpListing>,
     decls: &mut Declarations,
-    problems: &mut Problems,
+    problems: &mut CatalogProblems,
 ) {
     let at: &str = &server.declared_at.origin;
     let tools = match listing.map(|l| &l.tools) {
@@ -62,10 +63,8 @@ pub fn declare(
     let listed: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     for name in server.include.iter().flatten().chain(&server.exclude) {
         if !listed.contains(&name.as_str()) {
-            let message = match did_you_mean(name, listed.iter().copied()) {
-                Some(near) => format!("MCP server '{}' lists no tool '{name}', did you mean '{near}'?", server.name),
-                None => format!("MCP server '{}' lists no tool '{name}'", server.name),
-            };
+            let statement = format!("MCP server '{}' lists no tool '{name}'", server.name);
+            let message = similar::did_you_mean(&statement, name, listed.iter().copied(), String::new);
             problems.warning(at, server.declared_at.path.clone(), message);
         }
     }

@@ -12,10 +12,8 @@ use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
-use super::{
-    error::Problems, raw::did_you_mean, Catalog, Name, Place, Source, Target, Tool, ToolId, Toolset, ToolsetId,
-};
-use crate::resolve::{normalise::normalised_key, suggest::SuggestIndex};
+use super::{error::CatalogProblems, Catalog, Name, Place, Source, Target, Tool, ToolId, Toolset, ToolsetId};
+use crate::similar::{self, normalised_key, SuggestIndex};
 
 /// Precedence: a smaller layer wins. The tools of an MCP server form a layer
 /// of their own just below the files of the layer that names the server, so
@@ -105,19 +103,46 @@ struct Claim {
 }
 
 /// Merges every declaration into a catalogue; problems go to `problems`.
-pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
-    let mut claims: HashMap<String, Claim> = HashMap::new();
-    let mut claim = |problems: &mut Problems, name: &str, kind: Kind, layer: Layer, place: &Place, usable: bool| {
-        if let Some(held) = claims.get(name) {
+/// Each phase is a function of its own, run in this order.
+pub fn merge(decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
+    let mut claims = Claims { held: HashMap::new(), problems };
+    let claimed = claims.claim_layers(decls);
+    let (mut tools, mut names, mut alias_places) = number_tools(claimed.tools);
+    claims.attach_aliases(claimed.aliases, &mut tools, &mut names, &mut alias_places);
+    let toolsets = claims.expand_toolsets(claimed.toolsets, &mut names);
+    let keys = normalised_keys(&tools, alias_places, claims.problems);
+    let index = suggestion_index(&tools, &toolsets);
+    let version = version_of(&tools, &toolsets);
+    Catalog { tools, toolsets, names, keys, index, version }
+}
+
+/// Every name claimed so far, and where problems go.
+struct Claims<'p> {
+    held: HashMap<String, Claim>,
+    problems: &'p mut CatalogProblems,
+}
+
+/// The declarations whose names were claimed, highest precedence first.
+struct Claimed {
+    tools: Vec<(Tool, Vec<(String, Place)>)>,
+    aliases: Vec<AliasDecl>,
+    toolsets: Vec<ToolsetDecl>,
+}
+
+impl Claims<'_> {
+    /// Claims `name`; a name already held is a duplicate (same layer: an
+    /// error) or shadowed (a lower layer: a warning), and is not claimed.
+    fn claim(&mut self, name: &str, kind: Kind, layer: Layer, place: &Place, usable: bool) -> bool {
+        if let Some(held) = self.held.get(name) {
             let (what, held_kind) = (kind.word(), held.kind.word());
             if held.layer == layer {
-                problems.error(
+                self.problems.error(
                     &place.origin,
                     place.path.clone(),
                     format!("duplicate name '{name}': {what} here and {held_kind} at {}", held.place),
                 );
             } else {
-                problems.warning(
+                self.problems.warning(
                     &place.origin,
                     place.path.clone(),
                     format!("{what} '{name}' is shadowed by the {held_kind} of that name at {}", held.place),
@@ -125,58 +150,131 @@ pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
             }
             return false;
         }
-        claims.insert(name.to_owned(), Claim { kind, layer, place: place.clone(), usable });
+        self.held.insert(name.to_owned(), Claim { kind, layer, place: place.clone(), usable });
         true
-    };
+    }
 
-    // 1. Names, layer by layer, highest precedence first.
-    let mut tools: Vec<(Tool, Vec<(String, Place)>)> = Vec::new();
-    let mut aliases: Vec<AliasDecl> = Vec::new();
-    let mut toolsets: Vec<ToolsetDecl> = Vec::new();
-    let mut layers: Vec<Layer> = decls.tools.iter().map(|d| d.layer).collect();
-    layers.extend(decls.aliases.iter().map(|d| d.layer).chain(decls.toolsets.iter().map(|d| d.layer)));
-    layers.sort();
-    layers.dedup();
-    let (mut tool_decls, mut alias_decls, mut toolset_decls) = (decls.tools, decls.aliases, decls.toolsets);
-    for layer in layers {
-        let (here, rest): (Vec<_>, Vec<_>) = tool_decls.into_iter().partition(|d| d.layer == layer);
-        tool_decls = rest;
-        for decl in here {
-            let Some(name) = &decl.name else { continue };
-            if !claim(problems, name, Kind::Tool, layer, &decl.place, decl.tool.is_some()) {
-                continue;
-            }
-            if let Some(tool) = decl.tool {
-                let mut own = Vec::new();
-                for (alias, place) in decl.aliases {
-                    if claim(problems, &alias, Kind::Alias, layer, &place, true) {
-                        own.push((alias, place));
-                    }
+    /// Phase 1: names, layer by layer, highest precedence first; in each
+    /// layer tools (with their own aliases), then aliases, then toolsets.
+    fn claim_layers(&mut self, decls: Declarations) -> Claimed {
+        let mut claimed = Claimed { tools: Vec::new(), aliases: Vec::new(), toolsets: Vec::new() };
+        let mut layers: Vec<Layer> = decls.tools.iter().map(|d| d.layer).collect();
+        layers.extend(decls.aliases.iter().map(|d| d.layer).chain(decls.toolsets.iter().map(|d| d.layer)));
+        layers.sort();
+        layers.dedup();
+        let (mut tool_decls, mut alias_decls, mut toolset_decls) = (decls.tools, decls.aliases, decls.toolsets);
+        for layer in layers {
+            let here;
+            (here, tool_decls) = tool_decls.into_iter().partition(|d: &ToolDecl| d.layer == layer);
+            for decl in here {
+                let Some(name) = &decl.name else { continue };
+                if !self.claim(name, Kind::Tool, layer, &decl.place, decl.tool.is_some()) {
+                    continue;
                 }
-                tools.push((tool, own));
+                if let Some(tool) = decl.tool {
+                    let own = decl.aliases.into_iter().filter(|(a, p)| self.claim(a, Kind::Alias, layer, p, true));
+                    claimed.tools.push((tool, own.collect()));
+                }
+            }
+            let here;
+            (here, alias_decls) = alias_decls.into_iter().partition(|d: &AliasDecl| d.layer == layer);
+            claimed
+                .aliases
+                .extend(here.into_iter().filter(|d| self.claim(&d.alias, Kind::Alias, layer, &d.place, true)));
+            let here;
+            (here, toolset_decls) = toolset_decls.into_iter().partition(|d: &ToolsetDecl| d.layer == layer);
+            claimed
+                .toolsets
+                .extend(here.into_iter().filter(|d| self.claim(&d.name, Kind::Toolset, layer, &d.place, true)));
+        }
+        claimed
+    }
+
+    /// Phase 3: top-level aliases. The target is a tool or another alias
+    /// (resolved until nothing changes). Near names are looked for among
+    /// every declared tool, broken entries included.
+    fn attach_aliases(
+        &mut self,
+        aliases: Vec<AliasDecl>,
+        tools: &mut [Tool],
+        names: &mut HashMap<String, Name>,
+        alias_places: &mut Vec<(String, ToolId, Place)>,
+    ) {
+        let mut pending = aliases;
+        loop {
+            let before = pending.len();
+            let mut waiting = Vec::new();
+            for decl in pending {
+                match names.get(&decl.target).copied() {
+                    Some(Name::Tool(id) | Name::Alias(id)) => {
+                        names.insert(decl.alias.clone(), Name::Alias(id));
+                        tools[id.0 as usize].aliases.push(decl.alias.clone());
+                        alias_places.push((decl.alias, id, decl.place));
+                    }
+                    _ => waiting.push(decl),
+                }
+            }
+            pending = waiting;
+            if pending.is_empty() || pending.len() == before {
+                break;
             }
         }
-        let (here, rest): (Vec<_>, Vec<_>) = alias_decls.into_iter().partition(|d| d.layer == layer);
-        alias_decls = rest;
-        for decl in here {
-            if claim(problems, &decl.alias, Kind::Alias, layer, &decl.place, true) {
-                aliases.push(decl);
-            }
+        let tool_names: Vec<&str> =
+            self.held.iter().filter(|(_, c)| c.kind != Kind::Toolset).map(|(n, _)| n.as_str()).collect();
+        let mut found = Vec::new();
+        for decl in pending {
+            let (alias, target) = (&decl.alias, &decl.target);
+            let message = match self.held.get(target).map(|c| c.kind) {
+                Some(Kind::Tool) => continue, // a broken entry, already reported
+                Some(Kind::Toolset) => format!("alias '{alias}' names toolset '{target}'; an alias names one tool"),
+                Some(Kind::Alias) => format!("alias '{alias}' names alias '{target}', which leads to no tool"),
+                None => {
+                    let statement = format!("alias '{alias}' names unknown tool '{target}'");
+                    similar::did_you_mean(&statement, target, tool_names.iter().copied(), String::new)
+                }
+            };
+            found.push((decl.place, message));
         }
-        let (here, rest): (Vec<_>, Vec<_>) = toolset_decls.into_iter().partition(|d| d.layer == layer);
-        toolset_decls = rest;
-        for decl in here {
-            if claim(problems, &decl.name, Kind::Toolset, layer, &decl.place, true) {
-                toolsets.push(decl);
-            }
+        for (place, message) in found {
+            self.problems.error(&place.origin, place.path, message);
         }
     }
 
-    // 2. Tools, sorted by name; their own aliases.
-    tools.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+    /// Phase 4: toolsets, members expanded (nested toolsets included), each
+    /// tool once in declared order; a cycle or an unknown member is an error.
+    fn expand_toolsets(&mut self, decls: Vec<ToolsetDecl>, names: &mut HashMap<String, Name>) -> Vec<Toolset> {
+        for (i, decl) in decls.iter().enumerate() {
+            names.insert(decl.name.clone(), Name::Toolset(ToolsetId(i as u32)));
+        }
+        let mut expansion = Expansion {
+            decls: &decls,
+            ids: decls.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect(),
+            names,
+            expanded: vec![None; decls.len()],
+            visiting: Vec::new(),
+        };
+        for i in 0..decls.len() {
+            expansion.expand(i, self);
+        }
+        let expanded = expansion.expanded;
+        decls
+            .into_iter()
+            .zip(expanded)
+            .map(|(decl, tools)| Toolset { name: decl.name, tools: tools.unwrap_or_default() })
+            .collect()
+    }
+}
+
+/// Phase 2: tools sorted by name and numbered; the name table with each
+/// tool's own aliases.
+#[allow(clippy::type_complexity)]
+fn number_tools(
+    mut claimed: Vec<(Tool, Vec<(String, Place)>)>,
+) -> (Vec<Tool>, HashMap<String, Name>, Vec<(String, ToolId, Place)>) {
+    claimed.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     let mut names: HashMap<String, Name> = HashMap::new();
     let mut alias_places: Vec<(String, ToolId, Place)> = Vec::new();
-    let mut tools: Vec<Tool> = tools
+    let tools = claimed
         .into_iter()
         .enumerate()
         .map(|(i, (mut tool, own))| {
@@ -191,62 +289,80 @@ pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
             tool
         })
         .collect();
+    (tools, names, alias_places)
+}
 
-    // 3. Top-level aliases: the target is a tool or another alias. Near names
-    // are looked for among every declared tool, broken entries included.
-    let tool_names: Vec<&str> =
-        claims.iter().filter(|(_, c)| c.kind != Kind::Toolset).map(|(n, _)| n.as_str()).collect();
-    let mut pending = aliases;
-    loop {
-        let before = pending.len();
-        let mut waiting = Vec::new();
-        for decl in pending {
-            match names.get(&decl.target).copied() {
-                Some(Name::Tool(id) | Name::Alias(id)) => {
-                    names.insert(decl.alias.clone(), Name::Alias(id));
-                    tools[id.0 as usize].aliases.push(decl.alias.clone());
-                    alias_places.push((decl.alias, id, decl.place));
+/// The toolsets being expanded, with memo and cycle detection.
+struct Expansion<'a> {
+    decls: &'a [ToolsetDecl],
+    ids: HashMap<String, usize>,
+    names: &'a HashMap<String, Name>,
+    expanded: Vec<Option<Vec<ToolId>>>,
+    /// The toolsets on the current path, to report a cycle.
+    visiting: Vec<usize>,
+}
+
+impl Expansion<'_> {
+    fn expand(&mut self, i: usize, claims: &mut Claims<'_>) -> Vec<ToolId> {
+        if let Some(done) = &self.expanded[i] {
+            return done.clone();
+        }
+        let decl = &self.decls[i];
+        if self.visiting.contains(&i) {
+            let cycle: Vec<&str> = self.visiting.iter().map(|&v| self.decls[v].name.as_str()).collect();
+            claims.problems.error(
+                &decl.place.origin,
+                decl.place.path.clone(),
+                format!("toolset '{}' includes itself through {}", decl.name, cycle.join(" -> ")),
+            );
+            return Vec::new();
+        }
+        if decl.members.is_empty() {
+            claims.problems.warning(
+                &decl.place.origin,
+                decl.place.path.clone(),
+                format!("toolset '{}' is empty", decl.name),
+            );
+        }
+        self.visiting.push(i);
+        let mut tools: Vec<ToolId> = Vec::new();
+        for (m, member) in decl.members.iter().enumerate() {
+            let found = match self.names.get(member) {
+                Some(Name::Tool(id) | Name::Alias(id)) => vec![*id],
+                Some(Name::Toolset(_)) => self.expand(self.ids[member], claims),
+                None => {
+                    // A broken tool entry is already reported.
+                    if !claims.held.get(member).is_some_and(|c| c.kind == Kind::Tool && !c.usable) {
+                        let statement = format!("toolset '{}' names unknown tool '{member}'", decl.name);
+                        let candidates = claims.held.keys().map(String::as_str);
+                        let message = similar::did_you_mean(&statement, member, candidates, String::new);
+                        let path = format!("{}[{m}]", decl.place.path);
+                        claims.problems.error(&decl.place.origin, path, message);
+                    }
+                    Vec::new()
                 }
-                _ => waiting.push(decl),
+            };
+            for id in found {
+                if !tools.contains(&id) {
+                    tools.push(id);
+                }
             }
         }
-        pending = waiting;
-        if pending.is_empty() || pending.len() == before {
-            break;
-        }
+        self.visiting.pop();
+        self.expanded[i] = Some(tools.clone());
+        tools
     }
-    for decl in pending {
-        let (alias, target) = (&decl.alias, &decl.target);
-        let message = match claims.get(target).map(|c| (c.kind, c.usable)) {
-            Some((Kind::Tool, _)) => continue, // a broken entry, already reported
-            Some((Kind::Toolset, _)) => format!("alias '{alias}' names toolset '{target}'; an alias names one tool"),
-            Some((Kind::Alias, _)) => format!("alias '{alias}' names alias '{target}', which leads to no tool"),
-            None => {
-                let near = did_you_mean(target, tool_names.iter().copied());
-                unknown("alias", alias, "tool", target, near)
-            }
-        };
-        problems.error(&decl.place.origin, decl.place.path.clone(), message);
-    }
+}
 
-    // 4. Toolsets, members expanded (nested toolsets included).
-    let toolset_ids: HashMap<String, usize> = toolsets.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
-    for (i, decl) in toolsets.iter().enumerate() {
-        names.insert(decl.name.clone(), Name::Toolset(ToolsetId(i as u32)));
-    }
-    let mut expanded: Vec<Option<Vec<ToolId>>> = vec![None; toolsets.len()];
-    for i in 0..toolsets.len() {
-        expand_toolset(i, &toolsets, &toolset_ids, &names, &claims, &mut expanded, &mut Vec::new(), problems);
-    }
-    let toolsets: Vec<Toolset> = toolsets
-        .into_iter()
-        .zip(expanded)
-        .map(|(decl, tools)| Toolset { name: decl.name, tools: tools.unwrap_or_default() })
-        .collect();
-
-    // 5. Normalised keys, and the names whose keys collide.
+/// Phase 5: normalised keys of names and aliases; names whose keys collide
+/// are reported, since no drifted name can be repaired to them.
+fn normalised_keys(
+    tools: &[Tool],
+    alias_places: Vec<(String, ToolId, Place)>,
+    problems: &mut CatalogProblems,
+) -> HashMap<String, Vec<ToolId>> {
     let mut keys: HashMap<String, Vec<ToolId>> = HashMap::new();
-    let mut first_place: HashMap<String, (String, ToolId, Place)> = HashMap::new();
+    let mut first_place: HashMap<String, (String, Place)> = HashMap::new();
     let own_names = tools.iter().enumerate().map(|(i, t)| (t.name.clone(), ToolId(i as u32), t.declared_at.clone()));
     for (name, id, place) in own_names.chain(alias_places) {
         let key = normalised_key(&name);
@@ -257,9 +373,9 @@ pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
         ids.push(id);
         match first_place.get(&key) {
             None => {
-                first_place.insert(key, (name, id, place));
+                first_place.insert(key, (name, place));
             }
-            Some((other, _, other_place)) => problems.warning(
+            Some((other, other_place)) => problems.warning(
                 &place.origin,
                 place.path.clone(),
                 format!(
@@ -269,8 +385,11 @@ pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
             ),
         }
     }
+    keys
+}
 
-    // 6. The suggestion index: tool names, aliases and toolset names.
+/// Phase 6: the suggestion index over tool names, aliases and toolset names.
+fn suggestion_index(tools: &[Tool], toolsets: &[Toolset]) -> SuggestIndex<Target> {
     let mut entries: Vec<(String, Target)> = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let target = Target::Tool(ToolId(i as u32));
@@ -278,73 +397,7 @@ pub fn merge(decls: Declarations, problems: &mut Problems) -> Catalog {
         entries.extend(tool.aliases.iter().map(|a| (a.clone(), target)));
     }
     entries.extend(toolsets.iter().enumerate().map(|(i, t)| (t.name.clone(), Target::Toolset(ToolsetId(i as u32)))));
-    let index = SuggestIndex::new(entries);
-
-    let version = version_of(&tools, &toolsets);
-    Catalog { tools, toolsets, names, keys, index, version }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn expand_toolset(
-    i: usize,
-    decls: &[ToolsetDecl],
-    ids: &HashMap<String, usize>,
-    names: &HashMap<String, Name>,
-    claims: &HashMap<String, Claim>,
-    expanded: &mut Vec<Option<Vec<ToolId>>>,
-    visiting: &mut Vec<usize>,
-    problems: &mut Problems,
-) -> Vec<ToolId> {
-    if let Some(done) = &expanded[i] {
-        return done.clone();
-    }
-    let decl = &decls[i];
-    if visiting.contains(&i) {
-        let cycle: Vec<&str> = visiting.iter().map(|&v| decls[v].name.as_str()).collect();
-        problems.error(
-            &decl.place.origin,
-            decl.place.path.clone(),
-            format!("toolset '{}' includes itself through {}", decl.name, cycle.join(" -> ")),
-        );
-        return Vec::new();
-    }
-    if decl.members.is_empty() {
-        problems.warning(&decl.place.origin, decl.place.path.clone(), format!("toolset '{}' is empty", decl.name));
-    }
-    visiting.push(i);
-    let mut tools: Vec<ToolId> = Vec::new();
-    for (m, member) in decl.members.iter().enumerate() {
-        let found = match names.get(member) {
-            Some(Name::Tool(id) | Name::Alias(id)) => vec![*id],
-            Some(Name::Toolset(_)) => {
-                expand_toolset(ids[member], decls, ids, names, claims, expanded, visiting, problems)
-            }
-            None => {
-                // A broken tool entry is already reported.
-                if !claims.get(member).is_some_and(|c| c.kind == Kind::Tool && !c.usable) {
-                    let near = did_you_mean(member, claims.keys().map(String::as_str));
-                    let path = format!("{}[{m}]", decl.place.path);
-                    problems.error(&decl.place.origin, path, unknown("toolset", &decl.name, "tool", member, near));
-                }
-                Vec::new()
-            }
-        };
-        for id in found {
-            if !tools.contains(&id) {
-                tools.push(id);
-            }
-        }
-    }
-    visiting.pop();
-    expanded[i] = Some(tools.clone());
-    tools
-}
-
-fn unknown(owner_kind: &str, owner: &str, kind: &str, name: &str, near: Option<&str>) -> String {
-    match near {
-        Some(near) => format!("{owner_kind} '{owner}' names unknown {kind} '{name}', did you mean '{near}'?"),
-        None => format!("{owner_kind} '{owner}' names unknown {kind} '{name}'"),
-    }
+    SuggestIndex::new(entries)
 }
 
 /// A hash of everything a client sees: it changes whenever the snapshot does.

@@ -6,14 +6,16 @@
 //! index), all built once at load. Knows nothing of tonic, the network or
 //! processes: backends are described here, run elsewhere.
 
+mod build;
 mod builtin;
 mod error;
+mod expand;
 mod format;
 mod load;
 mod mcp;
 mod merge;
 mod raw;
-mod validate;
+mod schema;
 
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
@@ -22,9 +24,9 @@ pub use error::{LoadError, Problem, Severity};
 pub use format::{render, ToolFormat};
 pub use load::{assemble, load, read, Files, LoadOptions, Loaded};
 pub use mcp::{McpListing, McpToolInfo};
-pub use raw::did_you_mean;
+pub use schema::Schema;
 
-use crate::resolve::suggest::SuggestIndex;
+use crate::similar::SuggestIndex;
 
 /// Default per-call timeout of a tool.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -81,55 +83,6 @@ impl Secret {
 impl fmt::Debug for Secret {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("<redacted>")
-    }
-}
-
-/// A tool's argument schema, checked against the meta-schema and compiled
-/// once at load.
-pub struct Schema {
-    json: serde_json::Value,
-    text: String,
-    validator: jsonschema::Validator,
-    required: Vec<String>,
-    optional: Vec<String>,
-    parameters: Vec<String>,
-}
-
-impl Schema {
-    /// The schema as written, key order kept.
-    pub fn json(&self) -> &serde_json::Value {
-        &self.json
-    }
-
-    /// The schema as compact JSON text, key order kept.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    pub fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
-    }
-
-    /// Required parameters, in the order of the schema's `required`.
-    pub fn required(&self) -> &[String] {
-        &self.required
-    }
-
-    /// Optional parameters, in the order of the schema's `properties`.
-    pub fn optional(&self) -> &[String] {
-        &self.optional
-    }
-
-    /// Every declared parameter: the `properties`, then any `required` name
-    /// they do not list.
-    pub fn parameters(&self) -> &[String] {
-        &self.parameters
-    }
-}
-
-impl fmt::Debug for Schema {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
     }
 }
 

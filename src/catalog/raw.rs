@@ -5,15 +5,15 @@
 //! problem: every problem of every file is reported in one run. An unknown key
 //! gets a did-you-mean. A broken entry keeps its name, so duplicates are still
 //! found. What this module returns is unchecked beyond its YAML shape; the
-//! rules of the catalogue are applied in `validate` and `merge`.
+//! rules of the catalogue are applied in `build` and `merge`.
 
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
-use super::error::Problems;
-use crate::resolve::suggest::similarity;
+use super::error::CatalogProblems;
+use crate::similar;
 
 pub const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
 pub const TOOL_KEYS: &[&str] =
@@ -103,8 +103,8 @@ pub enum RawMcpTransport {
     Http(String),
 }
 
-/// Parses one file's text. Problems go to `problems` under `origin`.
-pub fn parse(origin: &str, text: &str, problems: &mut Problems) -> RawFile {
+/// Parses one file's text. CatalogProblems go to `problems` under `origin`.
+pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems) -> RawFile {
     let mut reader = Reader { origin, problems };
     let document: Value = match serde_yaml::from_str(text) {
         Ok(value) => value,
@@ -140,7 +140,7 @@ pub fn parse(origin: &str, text: &str, problems: &mut Problems) -> RawFile {
 
 struct Reader<'a> {
     origin: &'a str,
-    problems: &'a mut Problems,
+    problems: &'a mut CatalogProblems,
 }
 
 impl Reader<'_> {
@@ -419,31 +419,14 @@ impl Reader<'_> {
         for key in map.keys() {
             let Some(key) = self.key(key, path) else { continue };
             if !allowed.contains(&key.as_str()) {
-                let message = match did_you_mean(&key, allowed.iter().copied()) {
-                    Some(near) => format!("unknown field '{key}', did you mean '{near}'?"),
-                    None => format!("unknown field '{key}'; expected one of: {}", allowed.join(", ")),
-                };
+                let message =
+                    similar::did_you_mean(&format!("unknown field '{key}'"), &key, allowed.iter().copied(), || {
+                        format!("; expected one of: {}", allowed.join(", "))
+                    });
                 self.error(path, message);
             }
         }
     }
-}
-
-/// The nearest of `candidates` to `name` (similarity at least 0.6), ties to
-/// the first in sort order.
-pub fn did_you_mean<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
-    let mut best: Option<(f64, &str)> = None;
-    for candidate in candidates {
-        let score = similarity(name, candidate);
-        let better = match best {
-            None => true,
-            Some((s, b)) => score > s || (score == s && candidate < b),
-        };
-        if score >= 0.6 && better {
-            best = Some((score, candidate));
-        }
-    }
-    best.map(|(_, c)| c)
 }
 
 fn join(path: &str, key: &str) -> String {

@@ -11,21 +11,12 @@
 
 use serde_json::{Map, Value};
 
-use super::outcome::{Repair, RepairKind, ToolError};
-use crate::{catalog::Schema, resolve::normalise::normalised_key};
-
-/// Size and nesting limits, checked before any parsing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArgumentLimits {
-    pub max_bytes: usize,
-    pub max_depth: usize,
-}
-
-impl Default for ArgumentLimits {
-    fn default() -> Self {
-        Self { max_bytes: 1024 * 1024, max_depth: 64 }
-    }
-}
+use super::{
+    limits::{byte_size, ArgumentLimits},
+    outcome::{Repair, RepairKind, ToolError},
+    validate::{json_type, type_with_article},
+};
+use crate::{catalog::Schema, similar::normalised_key};
 
 /// Parsed arguments and the JSON repair that made them parse, if any.
 #[derive(Debug)]
@@ -42,7 +33,7 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
         return Err(ToolError::invalid_arguments(format!(
             "arguments are {} bytes long; the limit is {}",
             text.len(),
-            size(limits.max_bytes)
+            byte_size(limits.max_bytes)
         )));
     }
     if exceeds_depth(text.as_bytes(), limits.max_depth) {
@@ -80,7 +71,7 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
     let Value::Object(object) = value else {
         return Err(ToolError::invalid_arguments(format!(
             "arguments must be a JSON object, got {}",
-            json_type_with_article(&value)
+            type_with_article(json_type(&value))
         )));
     };
     let repair =
@@ -257,27 +248,6 @@ fn strip_fence(text: &str) -> &str {
 /// serde_json's message in DESIGN's words: `expected ',' or '}' at line 1 column 19`.
 fn describe(err: &serde_json::Error) -> String {
     err.to_string().replace('`', "'")
-}
-
-fn size(bytes: usize) -> String {
-    match bytes {
-        b if b >= 1024 * 1024 && b % (1024 * 1024) == 0 => format!("{} MiB", b / (1024 * 1024)),
-        b if b >= 1024 && b % 1024 == 0 => format!("{} KiB", b / 1024),
-        b => format!("{b} bytes"),
-    }
-}
-
-/// `an array`, `a string`, … for messages.
-pub fn json_type_with_article(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a number",
-        Value::Number(_) => "an integer",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

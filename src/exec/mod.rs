@@ -12,7 +12,8 @@
 pub mod arguments;
 pub mod backends;
 mod builtins;
-pub mod names;
+pub mod limits;
+pub mod lookup;
 mod observe;
 pub mod outcome;
 pub mod validate;
@@ -25,37 +26,27 @@ use std::{
     time::{Duration, Instant},
 };
 
+use arc_swap::ArcSwap;
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
-pub use arguments::ArgumentLimits;
 use backends::{Failure, HttpClients};
-pub use names::AvailableSet;
-use names::{Inventory, Resolved};
+pub use limits::{byte_size, ArgumentLimits, ExecLimits};
+pub use lookup::AvailableSet;
+use lookup::{Inventory, Resolved};
 pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
 
 use crate::{
     catalog::{Backend, Catalog, Tool, ToolId},
     mcp::McpPool,
+    process::Inherited,
     resolve::{check_names, NamesError, Resolution},
     telemetry::{self, Observer},
 };
 
-/// Limits of the executor; every one answers in-band when reached.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExecLimits {
-    pub arguments: ArgumentLimits,
-    /// The "available tools" inventory lists at most this many names.
-    pub inventory_cap: usize,
-    /// A larger result is TOOL_CRASHED.
-    pub max_result_bytes: usize,
-}
-
-impl Default for ExecLimits {
-    fn default() -> Self {
-        Self { arguments: ArgumentLimits::default(), inventory_cap: 100, max_result_bytes: 1024 * 1024 }
-    }
-}
+/// The executor of the current catalogue snapshot, swapped atomically when
+/// the catalogue changes; each call works on the one it loaded.
+pub type ExecutorSlot = Arc<ArcSwap<Executor>>;
 
 /// One call, as the agent sent it.
 #[derive(Clone, Debug, Default)]
@@ -100,16 +91,19 @@ pub struct Ready {
 }
 
 /// What every catalogue snapshot's executor shares: HTTP clients, the
-/// connections to MCP servers, and what records calls.
+/// connections to MCP servers, what command backends inherit from the
+/// gateway's environment, and what records calls.
 pub struct Shared {
     http: HttpClients,
     mcp: Arc<McpPool>,
+    inherited: Inherited,
     observer: Observer,
 }
 
 impl Shared {
-    pub fn new(mcp: Arc<McpPool>, observer: Observer) -> Result<Arc<Self>, reqwest::Error> {
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, observer }))
+    /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
+    pub fn new(mcp: Arc<McpPool>, inherited: Inherited, observer: Observer) -> Result<Arc<Self>, reqwest::Error> {
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
@@ -141,9 +135,9 @@ impl Executor {
     }
 
     /// An executor with backends of its own, no MCP servers and no telemetry
-    /// (tests, benchmarks).
-    pub fn standalone(catalog: Arc<Catalog>, limits: ExecLimits) -> Result<Self, reqwest::Error> {
-        Ok(Self::new(catalog, limits, Shared::new(McpPool::empty(), Observer::disabled())?))
+    /// (tests, benchmarks); command backends inherit from `inherited`.
+    pub fn standalone(catalog: Arc<Catalog>, limits: ExecLimits, inherited: Inherited) -> Result<Self, reqwest::Error> {
+        Ok(Self::new(catalog, limits, Shared::new(McpPool::empty(), inherited, Observer::disabled())?))
     }
 
     pub fn shared(&self) -> &Arc<Shared> {
@@ -168,14 +162,14 @@ impl Executor {
             result: Err(error),
         };
 
-        let (id, name_repair) = match names::resolve_tool(&self.catalog, &set, &call.tool, call.strict) {
+        let (id, name_repair) = match lookup::resolve_tool(&self.catalog, &set, &call.tool, call.strict) {
             Resolved::Tool(id, repair) => (id, repair),
             Resolved::Missing { suggestions } => {
                 let error = match &set {
-                    AvailableSet::All => names::unknown_tool(&call.tool, suggestions, &self.everything),
+                    AvailableSet::All => lookup::unknown_tool_error(&call.tool, suggestions, &self.everything),
                     AvailableSet::Only(_) => {
                         let inventory = Inventory::of(&self.catalog, &set, self.limits.inventory_cap);
-                        names::unknown_tool(&call.tool, suggestions, &inventory)
+                        lookup::unknown_tool_error(&call.tool, suggestions, &inventory)
                     }
                 };
                 return Ok(Err(failed(None, Vec::new(), String::new(), error)));
@@ -264,6 +258,7 @@ impl Executor {
                 max_result_bytes: self.limits.max_result_bytes,
                 http: &self.shared.http,
                 mcp: &self.shared.mcp,
+                inherited: &self.shared.inherited,
                 traceparent: traceparent.as_deref(),
             })
             .await
@@ -292,7 +287,7 @@ impl Executor {
             Failure::Crashed(message) => ToolError::new(ErrorKind::ToolCrashed, message, tool.idempotent),
             Failure::TooLarge => ToolError::new(
                 ErrorKind::ToolCrashed,
-                format!("the tool's result is larger than {}", mebibytes(self.limits.max_result_bytes)),
+                format!("the tool's result is larger than {}", byte_size(self.limits.max_result_bytes)),
                 tool.idempotent,
             ),
             Failure::Unavailable => ToolError::new(
@@ -301,12 +296,5 @@ impl Executor {
                 tool.idempotent,
             ),
         })
-    }
-}
-
-fn mebibytes(bytes: usize) -> String {
-    match bytes % (1024 * 1024) {
-        0 => format!("{} MiB", bytes / (1024 * 1024)),
-        _ => format!("{bytes} bytes"),
     }
 }

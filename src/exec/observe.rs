@@ -12,7 +12,7 @@ use opentelemetry::{trace::SpanKind, Context, KeyValue};
 use super::{Call, ErrorKind, Outcome, RepairKind};
 use crate::{
     catalog::{Backend, Catalog},
-    telemetry::{names, span::Span, Observer},
+    telemetry::{semconv, span::Span, Observer},
 };
 
 /// Content put on spans is cut to this many characters.
@@ -21,10 +21,10 @@ const MAX_CONTENT: usize = 4096;
 /// The span of one call, under the current span (the RPC's); its name gets
 /// the tool once it is resolved.
 pub fn span(observer: &Observer, call: &Call) -> Span {
-    Span::start(observer.tracer.as_ref(), names::EXECUTE_TOOL, SpanKind::Internal, Context::current, || {
-        let mut attributes = vec![KeyValue::new(names::GEN_AI_OPERATION_NAME, names::EXECUTE_TOOL)];
+    Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, || {
+        let mut attributes = vec![KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL)];
         if !call.call_id.is_empty() {
-            attributes.push(KeyValue::new(names::GEN_AI_TOOL_CALL_ID, call.call_id.clone()));
+            attributes.push(KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call.call_id.clone()));
         }
         attributes
     })
@@ -35,28 +35,31 @@ pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call,
     let metrics = &observer.metrics;
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool.filter(|_| span.is_recording()) {
-        span.rename(|| format!("{} {name}", names::EXECUTE_TOOL));
-        span.set(names::GEN_AI_TOOL_NAME, name.to_owned());
+        span.rename(|| format!("{} {name}", semconv::EXECUTE_TOOL));
+        span.set(semconv::GEN_AI_TOOL_NAME, name.to_owned());
         let kind = catalog.lookup(name).and_then(|n| match n {
             crate::catalog::Name::Tool(id) => Some(&catalog.tool(id).backend),
             _ => None,
         });
-        span.set(names::GEN_AI_TOOL_TYPE, if matches!(kind, Some(Backend::Mcp(_))) { "extension" } else { "function" });
+        span.set(
+            semconv::GEN_AI_TOOL_TYPE,
+            if matches!(kind, Some(Backend::Mcp(_))) { "extension" } else { "function" },
+        );
     }
     if observer.record_content && span.is_recording() {
-        span.set(names::GEN_AI_TOOL_CALL_ARGUMENTS, cut(&call.arguments_json).to_owned());
+        span.set(semconv::GEN_AI_TOOL_CALL_ARGUMENTS, cut(&call.arguments_json).to_owned());
         if let Ok(Some(result)) = &outcome.result {
-            span.set(names::GEN_AI_TOOL_CALL_RESULT, cut(result).to_owned());
+            span.set(semconv::GEN_AI_TOOL_CALL_RESULT, cut(result).to_owned());
         }
     }
     for repair in &outcome.repairs {
         let kind = repair.kind.label();
-        span.event(names::REPAIR_EVENT, || {
-            let mut attributes = vec![KeyValue::new(names::REPAIR_KIND, kind)];
+        span.event(semconv::REPAIR_EVENT, || {
+            let mut attributes = vec![KeyValue::new(semconv::REPAIR_KIND, kind)];
             // Argument text is content: its before and after only on opt-in.
             if repair.kind != RepairKind::ArgumentsJson || observer.record_content {
-                attributes.push(KeyValue::new(names::REPAIR_FROM, cut(&repair.original).to_owned()));
-                attributes.push(KeyValue::new(names::REPAIR_TO, cut(&repair.repaired).to_owned()));
+                attributes.push(KeyValue::new(semconv::REPAIR_FROM, cut(&repair.original).to_owned()));
+                attributes.push(KeyValue::new(semconv::REPAIR_TO, cut(&repair.repaired).to_owned()));
             }
             attributes
         });
@@ -66,10 +69,10 @@ pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call,
         Ok(_) => ("ok", None),
         Err(error) => {
             let hint = |kind: &'static str, suggested: &dyn Fn() -> String| {
-                span.event(names::HINT_EVENT, || {
+                span.event(semconv::HINT_EVENT, || {
                     vec![
-                        KeyValue::new(names::HINT_KIND, kind),
-                        KeyValue::new(names::HINT_SUGGESTIONS, cut(&suggested()).to_owned()),
+                        KeyValue::new(semconv::HINT_KIND, kind),
+                        KeyValue::new(semconv::HINT_SUGGESTIONS, cut(&suggested()).to_owned()),
                     ]
                 });
                 metrics.hint(tool, kind);
@@ -94,7 +97,7 @@ pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call,
                 });
                 metrics.violations(tool, error.violations.len());
             }
-            span.set(names::ERROR_TYPE, error.kind.error_type());
+            span.set(semconv::ERROR_TYPE, error.kind.error_type());
             span.failed();
             (error.kind.label(), Some(error.kind.error_type()))
         }

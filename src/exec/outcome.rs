@@ -1,6 +1,18 @@
 //! What an Execute call ends with: the tool's result, or a [`ToolError`] of
 //! one [`ErrorKind`] written for the model, and every repair made on the way.
 
+/// A tool's own error text reaches the model cut to this many characters.
+pub const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
+
+/// A tool's own text, trimmed and cut to [`MAX_TOOL_MESSAGE_CHARS`] (then `…`).
+pub fn tool_text(text: &str) -> String {
+    let text = text.trim();
+    match text.char_indices().nth(MAX_TOOL_MESSAGE_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 /// The kinds of DESIGN section 5.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorKind {

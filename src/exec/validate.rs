@@ -8,10 +8,7 @@
 use jsonschema::{error::TypeKind, error::ValidationErrorKind, JsonType, ValidationError};
 use serde_json::Value;
 
-use super::{
-    arguments::json_type_with_article,
-    outcome::{ExpectedParameters, ToolError, Violation},
-};
+use super::outcome::{ExpectedParameters, ToolError, Violation};
 use crate::{catalog::Tool, resolve::message::python_list};
 
 /// Values are shown cut to this many characters.
@@ -19,14 +16,14 @@ const MAX_SHOWN_VALUE: usize = 40;
 
 /// Every problem of one call's arguments.
 #[derive(Debug, Default)]
-pub struct Problems {
+pub struct ArgumentProblems {
     /// Missing or unexpected arguments, each with its JSON pointer.
     names: Vec<Violation>,
     /// Wrong values.
     values: Vec<Violation>,
 }
 
-impl Problems {
+impl ArgumentProblems {
     pub fn is_empty(&self) -> bool {
         self.names.is_empty() && self.values.is_empty()
     }
@@ -60,9 +57,9 @@ pub fn parameter_hint(tool: &str, required: &[String], optional: &[String]) -> S
 }
 
 /// Validates `arguments` against the tool's compiled schema.
-pub fn validate(tool: &Tool, arguments: &Value) -> Problems {
+pub fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     let schema = &tool.parameters;
-    let mut problems = Problems::default();
+    let mut problems = ArgumentProblems::default();
     let mut missing: Vec<String> = Vec::new();
     let mut unexpected: Vec<String> = Vec::new();
     // Fields whose allowed values are listed (enum, const): their type
@@ -237,7 +234,8 @@ fn expected_types(kind: &TypeKind) -> String {
     }
 }
 
-fn type_with_article(t: JsonType) -> &'static str {
+/// The one table of JSON type names in messages: `an integer`, `a string`, …
+pub fn type_with_article(t: JsonType) -> &'static str {
     match t {
         JsonType::Null => "null",
         JsonType::Boolean => "a boolean",
@@ -249,9 +247,22 @@ fn type_with_article(t: JsonType) -> &'static str {
     }
 }
 
+/// The JSON type of a value; a number without a fraction or exponent is an integer.
+pub fn json_type(value: &Value) -> JsonType {
+    match value {
+        Value::Null => JsonType::Null,
+        Value::Bool(_) => JsonType::Boolean,
+        Value::Number(n) if n.is_f64() => JsonType::Number,
+        Value::Number(_) => JsonType::Integer,
+        Value::String(_) => JsonType::String,
+        Value::Array(_) => JsonType::Array,
+        Value::Object(_) => JsonType::Object,
+    }
+}
+
 /// `integer`, `string`, … as in `got integer`.
 fn json_type_name(value: &Value) -> &'static str {
-    json_type_with_article(value).trim_start_matches("an ").trim_start_matches("a ")
+    type_with_article(json_type(value)).trim_start_matches("an ").trim_start_matches("a ")
 }
 
 fn count(value: &Value) -> usize {

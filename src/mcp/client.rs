@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 use super::Event;
 use crate::{
     catalog::{McpServer, McpToolInfo, McpTransport},
-    exec::backends::child,
+    process::{self, Inherited},
 };
 
 /// The longest message read from a stdio server. Larger than any result the
@@ -54,34 +54,38 @@ pub struct Connection {
 
 impl Connection {
     /// Starts the server (or opens the HTTP session) and initializes it.
-    pub async fn open(spec: &McpServer, events: mpsc::UnboundedSender<Event>) -> Result<Self, String> {
+    pub async fn open(
+        spec: &McpServer,
+        inherited: &Inherited,
+        events: mpsc::UnboundedSender<Event>,
+    ) -> Result<Self, String> {
         let notifier = Notifier { server: spec.name.clone(), events };
         match &spec.transport {
             McpTransport::Stdio { program, args, cwd, env } => {
-                let mut process = child::spawn(program, args, cwd, env)
+                let env = env.iter().map(|(k, v)| (k.as_str(), v.expose()));
+                let mut child = process::spawn(program, args, cwd, inherited, env)
                     .map_err(|err| format!("cannot start {}: {err}", program.display()))?;
                 let (Some(stdin), Some(stdout), Some(stderr)) =
-                    (process.stdin().take(), process.stdout().take(), process.stderr().take())
+                    (child.stdin().take(), child.stdout().take(), child.stderr().take())
                 else {
                     return Err("the server's stdio could not be captured".to_owned());
                 };
                 let server = spec.name.clone();
-                tokio::spawn(child::log_lines(
+                tokio::spawn(process::log_lines(
                     stderr,
                     64 * 1024,
                     move |line| tracing::info!(server = %server, "stderr: {line}"),
                 ));
                 let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
                 match notifier.serve(transport).await {
-                    Ok(service) => Ok(Self { service, child: Some(process) }),
+                    Ok(service) => Ok(Self { service, child: Some(child) }),
                     Err(err) => {
-                        end(process).await;
+                        end(child).await;
                         Err(format!("initialize failed: {err}"))
                     }
                 }
             }
             McpTransport::Http { url, headers } => {
-                crate::exec::backends::install_crypto_provider();
                 let mut custom = HashMap::new();
                 for (name, value) in headers {
                     let name = name.parse().map_err(|_| format!("invalid header name '{name}'"))?;

@@ -6,7 +6,11 @@
 //! lists tools (following pagination), calls them, reconnects on the next use
 //! after a server died, and reports `notifications/tools/list_changed`.
 //! Turning listings into catalogue tools is the catalogue's job; keeping the
-//! catalogue current is the federation's.
+//! catalogue current is [`crate::live`]'s; wording a failure for a model is
+//! the executor's.
+//!
+//! A leaf client: it knows catalogue types and child processes, nothing of
+//! the executor, and answers with its own [`McpError`].
 
 mod client;
 mod result;
@@ -20,9 +24,24 @@ use tokio::sync::{mpsc, Mutex};
 
 use crate::{
     catalog::{McpListing, McpServer, McpToolInfo},
-    exec::backends::Failure,
+    process::Inherited,
 };
 use client::Connection;
+
+/// Why a `tools/call` gave no result.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum McpError {
+    /// The tool answered `isError: true`: its own refusal, its text unchanged.
+    #[error("{0}")]
+    Refused(String),
+    /// The server failed the call or stopped during it; the text is safe to
+    /// show a model (no command line, URL or host).
+    #[error("{0}")]
+    Crashed(String),
+    /// The server cannot be reached.
+    #[error("the MCP server cannot be reached")]
+    Unavailable,
+}
 
 /// Something a server told us without being asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,16 +60,24 @@ struct Server {
     spec: McpServer,
     connection: Mutex<Option<Connection>>,
     events: mpsc::UnboundedSender<Event>,
+    /// What a stdio server inherits from the gateway's environment.
+    inherited: Inherited,
 }
 
 impl McpPool {
-    /// A pool for `servers`; nothing connects until asked. Events arrive on the receiver.
-    pub fn new(servers: &[McpServer]) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
+    /// A pool for `servers`; nothing connects until asked. Events arrive on
+    /// the receiver. Stdio servers get `inherited` and their own `env`.
+    pub fn new(servers: &[McpServer], inherited: &Inherited) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let servers = servers
             .iter()
             .map(|spec| {
-                let server = Server { spec: spec.clone(), connection: Mutex::new(None), events: events.clone() };
+                let server = Server {
+                    spec: spec.clone(),
+                    connection: Mutex::new(None),
+                    events: events.clone(),
+                    inherited: inherited.clone(),
+                };
                 (spec.name.clone(), server)
             })
             .collect();
@@ -59,7 +86,7 @@ impl McpPool {
 
     /// A pool with no servers.
     pub fn empty() -> Arc<Self> {
-        Self::new(&[]).0
+        Self::new(&[], &Inherited::default()).0
     }
 
     pub fn is_empty(&self) -> bool {
@@ -111,13 +138,13 @@ impl McpPool {
         tool: &str,
         arguments: &Map<String, Value>,
         traceparent: Option<&str>,
-    ) -> Result<String, Failure> {
-        let Some(server) = self.servers.get(server) else { return Err(Failure::Unavailable) };
+    ) -> Result<String, McpError> {
+        let Some(server) = self.servers.get(server) else { return Err(McpError::Unavailable) };
         let peer = match server.peer().await {
             Ok(peer) => peer,
             Err(why) => {
                 tracing::warn!(server = %server.spec.name, "MCP server unavailable: {why}");
-                return Err(Failure::Unavailable);
+                return Err(McpError::Unavailable);
             }
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
@@ -131,7 +158,7 @@ impl McpPool {
             Ok(result) => result::answer(&result),
             Err(ServiceError::McpError(error)) => {
                 tracing::warn!(server = %server.spec.name, tool, code = error.code.0, "MCP call failed: {}", error.message);
-                Err(Failure::Crashed(format!(
+                Err(McpError::Crashed(format!(
                     "the MCP server '{}' failed the call (error {})",
                     server.spec.name, error.code.0
                 )))
@@ -139,7 +166,7 @@ impl McpPool {
             Err(err) => {
                 tracing::warn!(server = %server.spec.name, tool, "MCP call broke: {err}");
                 server.disconnect_if_closed().await;
-                Err(Failure::Crashed(format!("the MCP server '{}' stopped during the call", server.spec.name)))
+                Err(McpError::Crashed(format!("the MCP server '{}' stopped during the call", server.spec.name)))
             }
         }
     }
@@ -166,7 +193,7 @@ impl Server {
             }
             let _ = self.events.send(Event::ToolsChanged(self.spec.name.clone()));
         }
-        let live = Connection::open(&self.spec, self.events.clone()).await?;
+        let live = Connection::open(&self.spec, &self.inherited, self.events.clone()).await?;
         let peer = live.peer();
         *connection = Some(live);
         Ok(peer)

@@ -5,12 +5,9 @@
 use rmcp::model::CallToolResult;
 use serde_json::Value;
 
-use crate::exec::{
-    backends::{tool_text, Failure},
-    ErrorKind,
-};
+use super::McpError;
 
-pub fn answer(result: &CallToolResult) -> Result<String, Failure> {
+pub fn answer(result: &CallToolResult) -> Result<String, McpError> {
     let value = serde_json::to_value(result).unwrap_or_default();
     let content: &[Value] = value.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     let texts: Vec<&str> = content.iter().filter(|c| c["type"] == "text").filter_map(|c| c["text"].as_str()).collect();
@@ -19,7 +16,7 @@ pub fn answer(result: &CallToolResult) -> Result<String, Failure> {
             true => Value::Array(content.to_vec()).to_string(),
             false => texts.join("\n"),
         };
-        return Err(Failure::Tool { kind: ErrorKind::Refused, message: tool_text(&message) });
+        return Err(McpError::Refused(message));
     }
     let json = match value.get("structuredContent") {
         Some(structured) if !structured.is_null() => structured.clone(),

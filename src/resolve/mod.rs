@@ -1,13 +1,12 @@
 //! Name resolution: agent-configured names to tools, with suggestions for the
 //! names that match nothing.
 //!
-//! `normalise` and `suggest` are pure string functions (the catalogue loader
-//! uses them too and builds the suggestion index at load); this module applies
-//! them to a [`Catalog`] and never touches the network or the clock.
+//! Normalisation and similarity are pure string functions of
+//! [`crate::similar`] (the catalogue builds the suggestion index at load);
+//! this module applies them to a [`Catalog`], words what it found, and never
+//! touches the network or the clock.
 
 pub mod message;
-pub mod normalise;
-pub mod suggest;
 
 use std::collections::HashSet;
 

@@ -10,6 +10,8 @@ use tonic::{
 };
 use tonic_prost::ProstCodec;
 
+use super::status::RpcError;
+
 /// Drop-in for `tonic_prost::ProstCodec` (set as the codec in `build.rs`).
 #[derive(Debug, Clone)]
 pub struct ProtoCodec<T, U> {
@@ -52,7 +54,7 @@ impl<D: Decoder<Error = Status>> Decoder for MalformedIsInvalid<D> {
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
         self.0.decode(buf).map_err(|status| match status.code() {
-            Code::Internal => Status::invalid_argument(format!("malformed request: {}", status.message())),
+            Code::Internal => RpcError::Malformed(status.message().to_owned()).into(),
             _ => status,
         })
     }

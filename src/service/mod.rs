@@ -1,6 +1,7 @@
 //! The `toolgate.v1.ToolGatewayService` handlers: convert the request, call
-//! the domain, convert back. Only this module and `server` touch generated
-//! protobuf types.
+//! the domain, convert back; errors become statuses in `status` alone.
+//! Generated protobuf types are touched here, in `server` and in the CLI's
+//! `call` client, nowhere else.
 
 pub mod codec;
 mod convert;
@@ -15,12 +16,12 @@ use tonic::{metadata::MetadataMap, Request, Response, Status};
 use crate::{
     catalog::{render, Catalog},
     config::Policy,
-    exec::{Executor, RequestError},
-    federation::Current,
+    exec::{Executor, ExecutorSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution},
     telemetry::{propagation, Observer},
 };
+use status::RpcError;
 
 /// Requests naming more than this many names resolve on the blocking pool,
 /// so a huge request never stalls the runtime's workers.
@@ -31,14 +32,14 @@ const INLINE_NAMES: usize = 64;
 /// works on the snapshot current when it started.
 #[derive(Clone)]
 pub struct Gateway {
-    current: Current,
+    current: ExecutorSlot,
     policy: Policy,
     /// The same for every snapshot (they share it).
     observer: Observer,
 }
 
 impl Gateway {
-    pub fn new(current: Current, policy: Policy) -> Self {
+    pub fn new(current: ExecutorSlot, policy: Policy) -> Self {
         let observer = current.load().shared().observer().clone();
         Self { current, policy, observer }
     }
@@ -53,26 +54,26 @@ impl Gateway {
     }
 
     /// Resolves `names` in `catalog`; large requests on the blocking pool.
-    async fn resolve(catalog: &Arc<Catalog>, names: Vec<String>) -> Result<Resolution, Status> {
+    async fn resolve(catalog: &Arc<Catalog>, names: Vec<String>) -> Result<Resolution, RpcError> {
         if names.len() <= INLINE_NAMES {
             return Ok(resolve::resolve(catalog, &names));
         }
         let catalog = Arc::clone(catalog);
         tokio::task::spawn_blocking(move || resolve::resolve(&catalog, &names))
             .await
-            .map_err(|err| Status::internal(format!("resolution failed: {err}")))
+            .map_err(|err| RpcError::Internal(format!("resolution failed: {err}")))
     }
 }
 
 impl Gateway {
-    async fn resolve_rpc(&self, request: pb::ResolveRequest) -> Result<pb::ResolveResponse, Status> {
-        check_names("names", &request.names).map_err(status::invalid_names)?;
+    async fn resolve_rpc(&self, request: pb::ResolveRequest) -> Result<pb::ResolveResponse, RpcError> {
+        check_names("names", &request.names)?;
         let strict = self.policy.strict_for(request.strict);
         let catalog = self.executor().catalog().clone();
         let resolution = Self::resolve(&catalog, request.names).await?;
         observe::resolve_hints(&self.observer.metrics, &resolution);
         if strict && !resolution.unknown.is_empty() {
-            return Err(status::unknown_names(&resolution));
+            return Err(RpcError::UnknownNames(resolution));
         }
         let message = resolution.message();
         if !message.is_empty() {
@@ -85,28 +86,24 @@ impl Gateway {
         &self,
         metadata: &MetadataMap,
         request: pb::ExecuteRequest,
-    ) -> Result<pb::ExecuteResponse, Status> {
+    ) -> Result<pb::ExecuteResponse, RpcError> {
         let strict = self.policy.strict_for(request.strict);
         let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
         let call = convert::call(request, strict, caller_deadline(metadata), traceparent);
-        let outcome = self.executor().execute(&call).await.map_err(|err| match err {
-            RequestError::Names(err) => status::invalid_names(err),
-            RequestError::UnknownTools(resolution) => Status::invalid_argument(resolution.message()),
-        })?;
+        let outcome = self.executor().execute(&call).await?;
         Ok(convert::execute_response(outcome))
     }
 
-    async fn list_tools_rpc(&self, request: pb::ListToolsRequest) -> Result<pb::ListToolsResponse, Status> {
-        check_names("tools", &request.tools).map_err(status::invalid_names)?;
-        let format = pb::ToolFormat::try_from(request.format)
-            .map_err(|_| Status::invalid_argument(format!("unknown format {}", request.format)))?;
+    async fn list_tools_rpc(&self, request: pb::ListToolsRequest) -> Result<pb::ListToolsResponse, RpcError> {
+        check_names("tools", &request.tools)?;
+        let format = pb::ToolFormat::try_from(request.format).map_err(|_| RpcError::Format(request.format))?;
         let catalog = self.executor().catalog().clone();
         let tools: Vec<_> = if request.tools.is_empty() {
             catalog.tools().iter().collect()
         } else {
             let resolution = Self::resolve(&catalog, request.tools).await?;
             if !resolution.unknown.is_empty() {
-                return Err(status::unknown_names(&resolution));
+                return Err(RpcError::UnknownNames(resolution));
             }
             resolution.tools.iter().map(|&id| catalog.tool(id)).collect()
         };

@@ -6,9 +6,10 @@ use std::{future::Future, time::Instant};
 use opentelemetry::{trace::SpanKind, KeyValue};
 use tonic::{metadata::MetadataMap, Code, Status};
 
+use super::status::RpcError;
 use crate::{
     resolve::Resolution,
-    telemetry::{names, propagation, span, Metrics, Observer},
+    telemetry::{propagation, semconv, span, Metrics, Observer},
 };
 
 pub const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
@@ -20,7 +21,7 @@ pub async fn rpc<T>(
     observer: &Observer,
     method: &'static str,
     metadata: &MetadataMap,
-    handler: impl Future<Output = Result<T, Status>>,
+    handler: impl Future<Output = Result<T, RpcError>>,
 ) -> Result<T, Status> {
     let started = Instant::now();
     let span = span::Span::start(
@@ -28,15 +29,15 @@ pub async fn rpc<T>(
         method,
         SpanKind::Server,
         || propagation::caller(metadata.as_ref()),
-        || vec![KeyValue::new(names::RPC_SYSTEM_NAME, "grpc"), KeyValue::new(names::RPC_METHOD, method)],
+        || vec![KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"), KeyValue::new(semconv::RPC_METHOD, method)],
     );
-    let result = span.run(handler).await;
+    let result = span.run(handler).await.map_err(Status::from);
     let code = match &result {
         Ok(_) => Code::Ok,
         Err(status) => status.code(),
     };
     let name = code_name(code);
-    span.set(names::RPC_RESPONSE_STATUS_CODE, name);
+    span.set(semconv::RPC_RESPONSE_STATUS_CODE, name);
     // What the server did wrong, not what the caller sent wrong.
     if matches!(
         code,
@@ -58,10 +59,10 @@ pub async fn rpc<T>(
 /// name that has suggestions.
 pub fn resolve_hints(metrics: &Metrics, resolution: &Resolution) {
     for unknown in resolution.unknown.iter().filter(|u| !u.suggestions.is_empty()) {
-        span::current_event(names::HINT_EVENT, || {
+        span::current_event(semconv::HINT_EVENT, || {
             vec![
-                KeyValue::new(names::HINT_KIND, "did_you_mean"),
-                KeyValue::new(names::HINT_SUGGESTIONS, unknown.suggestions.join(",")),
+                KeyValue::new(semconv::HINT_KIND, "did_you_mean"),
+                KeyValue::new(semconv::HINT_SUGGESTIONS, unknown.suggestions.join(",")),
             ]
         });
         metrics.hint(None, "did_you_mean");

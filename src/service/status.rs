@@ -1,5 +1,6 @@
-//! Errors of the RPC itself as gRPC statuses, with rich details where clients
-//! need to act on them.
+//! Errors of the RPC itself (never a tool's outcome, which is in-band) and
+//! the one place that maps them to gRPC statuses, with rich details where
+//! clients need to act on them. Handlers return [`RpcError`] and convert.
 
 use prost::Message;
 use prost_types::Any;
@@ -7,18 +8,60 @@ use tonic::{Code, Status};
 
 use super::convert;
 use crate::{
+    exec::RequestError,
     proto::v1 as pb,
     resolve::{message::MAX_REPORTED_UNKNOWN, NamesError, Resolution, Unknown},
 };
+
+/// Why an RPC failed as a whole.
+#[derive(Debug, thiserror::Error)]
+pub enum RpcError {
+    /// A request that could not be decoded (INVALID_ARGUMENT).
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// Names of the wrong shape: too many, empty, too long (INVALID_ARGUMENT).
+    #[error(transparent)]
+    Names(#[from] NamesError),
+    /// A `format` that is not a `ToolFormat` (INVALID_ARGUMENT).
+    #[error("unknown format {0}")]
+    Format(i32),
+    /// Names that must all resolve and did not (strict Resolve, ListTools):
+    /// NOT_FOUND with `ErrorInfo` and `ResolveFailure` details.
+    #[error("{}", .0.message())]
+    UnknownNames(Resolution),
+    /// A strict Execute whose `tools` name what does not exist (INVALID_ARGUMENT).
+    #[error("{}", .0.message())]
+    UnknownTools(Resolution),
+    /// A bug (INTERNAL).
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl From<RequestError> for RpcError {
+    fn from(err: RequestError) -> Self {
+        match err {
+            RequestError::Names(err) => RpcError::Names(err),
+            RequestError::UnknownTools(resolution) => RpcError::UnknownTools(resolution),
+        }
+    }
+}
+
+impl From<RpcError> for Status {
+    fn from(err: RpcError) -> Self {
+        match err {
+            RpcError::UnknownNames(resolution) => unknown_names(&resolution),
+            RpcError::Internal(_) => Status::internal(err.to_string()),
+            RpcError::Malformed(_) | RpcError::Names(_) | RpcError::Format(_) | RpcError::UnknownTools(_) => {
+                Status::invalid_argument(err.to_string())
+            }
+        }
+    }
+}
 
 /// `ErrorInfo.reason` of a strict Resolve that met unknown names.
 pub const REASON_TOOL_NOT_FOUND: &str = "TOOL_NOT_FOUND";
 /// `ErrorInfo.domain` of every toolgate error.
 pub const DOMAIN: &str = "toolgate";
-
-pub fn invalid_names(err: NamesError) -> Status {
-    Status::invalid_argument(err.to_string())
-}
 
 /// What the status message and details may take of the trailers: C-core
 /// clients accept 8 KiB of metadata in all.
@@ -30,7 +73,7 @@ const TRAILER_BUDGET: usize = 6 * 1024;
 /// details. The details' message is the status message. Both name the first
 /// 20 unknown names (fewer, if long names would not fit the trailers) and say
 /// how many there are in all.
-pub fn unknown_names(resolution: &Resolution) -> Status {
+fn unknown_names(resolution: &Resolution) -> Status {
     let most = resolution.unknown.len().min(MAX_REPORTED_UNKNOWN);
     let mut shown = most;
     loop {

@@ -12,7 +12,7 @@ use opentelemetry::{
     KeyValue,
 };
 
-use super::names;
+use super::semconv;
 
 /// Distinct tool names that get a label of their own; the rest are `_OTHER`
 /// (each instrument keeps a bounded number of attribute sets).
@@ -33,20 +33,20 @@ pub struct Metrics {
 impl Metrics {
     pub fn new(meter: &Meter) -> Self {
         Self {
-            calls: meter.u64_counter(names::CALLS).with_description("Tool calls, by tool and outcome").build(),
-            repairs: meter.u64_counter(names::REPAIRS).with_description("Repairs made to calls, by kind").build(),
-            hints: meter.u64_counter(names::HINTS).with_description("Hints given to models, by kind").build(),
+            calls: meter.u64_counter(semconv::CALLS).with_description("Tool calls, by tool and outcome").build(),
+            repairs: meter.u64_counter(semconv::REPAIRS).with_description("Repairs made to calls, by kind").build(),
+            hints: meter.u64_counter(semconv::HINTS).with_description("Hints given to models, by kind").build(),
             violations: meter
-                .u64_counter(names::VIOLATIONS)
+                .u64_counter(semconv::VIOLATIONS)
                 .with_description("Argument problems found by validation")
                 .build(),
             duration: meter
-                .f64_histogram(names::DURATION)
+                .f64_histogram(semconv::DURATION)
                 .with_unit("s")
                 .with_description("Duration of tool calls, from request to answer")
                 .build(),
             rpc_duration: meter
-                .f64_histogram(names::RPC_DURATION)
+                .f64_histogram(semconv::RPC_DURATION)
                 .with_unit("s")
                 .with_description("Duration of RPCs served")
                 .build(),
@@ -62,7 +62,7 @@ impl Metrics {
     /// The label of a canonical tool name (`None`: unresolved).
     fn tool(&self, tool: Option<&str>) -> KeyValue {
         let label = match tool {
-            None => names::OTHER.to_owned(),
+            None => semconv::OTHER.to_owned(),
             Some(name) => {
                 let known = self.labels.read().map(|l| l.contains(name)).unwrap_or(false);
                 if known {
@@ -75,30 +75,30 @@ impl Metrics {
                     } else if labels.contains(name) {
                         name.to_owned()
                     } else {
-                        names::OTHER.to_owned()
+                        semconv::OTHER.to_owned()
                     }
                 }
             }
         };
-        KeyValue::new(names::GEN_AI_TOOL_NAME, label)
+        KeyValue::new(semconv::GEN_AI_TOOL_NAME, label)
     }
 
     /// One finished call: its outcome (`ok` or an error kind) and duration.
     pub fn call(&self, tool: Option<&str>, outcome: &'static str, error_type: Option<&'static str>, seconds: f64) {
-        let mut attributes = vec![self.tool(tool), KeyValue::new(names::OUTCOME, outcome)];
+        let mut attributes = vec![self.tool(tool), KeyValue::new(semconv::OUTCOME, outcome)];
         if let Some(error_type) = error_type {
-            attributes.push(KeyValue::new(names::ERROR_TYPE, error_type));
+            attributes.push(KeyValue::new(semconv::ERROR_TYPE, error_type));
         }
         self.calls.add(1, &attributes);
         self.duration.record(seconds, &attributes);
     }
 
     pub fn repair(&self, tool: Option<&str>, kind: &'static str) {
-        self.repairs.add(1, &[self.tool(tool), KeyValue::new(names::REPAIR_KIND, kind)]);
+        self.repairs.add(1, &[self.tool(tool), KeyValue::new(semconv::REPAIR_KIND, kind)]);
     }
 
     pub fn hint(&self, tool: Option<&str>, kind: &'static str) {
-        self.hints.add(1, &[self.tool(tool), KeyValue::new(names::HINT_KIND, kind)]);
+        self.hints.add(1, &[self.tool(tool), KeyValue::new(semconv::HINT_KIND, kind)]);
     }
 
     pub fn violations(&self, tool: Option<&str>, count: usize) {
@@ -107,9 +107,9 @@ impl Metrics {
 
     pub fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {
         let attributes = [
-            KeyValue::new(names::RPC_SYSTEM_NAME, "grpc"),
-            KeyValue::new(names::RPC_METHOD, method),
-            KeyValue::new(names::RPC_RESPONSE_STATUS_CODE, status),
+            KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"),
+            KeyValue::new(semconv::RPC_METHOD, method),
+            KeyValue::new(semconv::RPC_RESPONSE_STATUS_CODE, status),
         ];
         self.rpc_duration.record(seconds, &attributes);
     }

@@ -15,8 +15,8 @@
 
 mod export;
 pub mod metrics;
-pub mod names;
 pub mod propagation;
+pub mod semconv;
 pub mod span;
 
 use std::io::IsTerminal;
@@ -64,7 +64,7 @@ fn set(env: &Env, name: &str) -> bool {
 }
 
 fn truthy(env: &Env, name: &str) -> bool {
-    env.get(name).is_some_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+    env.flag(name) == Some(true)
 }
 
 impl Telemetry {

@@ -175,9 +175,7 @@ async fn serve_logs_its_address_answers_and_stops_on_sigterm() {
 
 #[tokio::test]
 async fn call_prints_the_outcome_and_fails_when_the_call_does() {
-    let gw =
-        crate::common::TestGateway::with_registry(crate::common::SEARCH_REGISTRY, toolgate::config::Policy::default())
-            .await;
+    let gw = crate::common::TestGateway::registry(crate::common::SEARCH_REGISTRY).start().await;
     let addr = format!("http://{}", gw.addr);
     let call = move |args: Vec<String>| {
         tokio::task::spawn_blocking(move || toolgate().arg("call").args(args).output().unwrap())

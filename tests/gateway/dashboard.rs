@@ -8,6 +8,7 @@ use toolgate::{
     config::Policy,
     exec::{ExecLimits, Executor, Shared},
     mcp::McpPool,
+    process::Inherited,
     proto::v1::{ExecuteRequest, ResolveRequest},
 };
 
@@ -36,8 +37,12 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         "tools:\n  - name: web_search\n    description: x\n    parameters: {type: object, properties: {query: {type: string}, limit: {type: integer, maximum: 5}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n",
     );
     let catalog = dir.load(&dir.options()).unwrap().catalog;
-    let executor =
-        Executor::new(Arc::new(catalog), ExecLimits::default(), Shared::new(McpPool::empty(), observer).unwrap());
+    toolgate::tls::install_crypto_provider();
+    let executor = Executor::new(
+        Arc::new(catalog),
+        ExecLimits::default(),
+        Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap(),
+    );
     let mut gw = TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await;
     // Calls that make every metric and label appear: ok, repaired, unknown, invalid.
     for (tool, args) in [

@@ -2,10 +2,7 @@
 //! JSON, wrong names and wrong values, limits, and dry runs. An invalid call
 //! never reaches its backend.
 
-use toolgate::{
-    config::Policy,
-    proto::v1::{ErrorKind, ExecuteRequest, ExpectedParameters, RepairKind, Violation},
-};
+use toolgate::proto::v1::{ErrorKind, ExecuteRequest, ExpectedParameters, RepairKind, Violation};
 
 use crate::common::{
     backend::{self, HttpBackend},
@@ -54,7 +51,7 @@ tools:
 }
 
 async fn gateway(http: &HttpBackend) -> TestGateway {
-    TestGateway::with_registry(&registry(http), Policy::default()).await
+    TestGateway::registry(&registry(http)).start().await
 }
 
 fn violations(pairs: &[(&str, &str)]) -> Vec<Violation> {

@@ -5,7 +5,6 @@
 use std::{path::Path, time::Duration};
 
 use toolgate::{
-    config::Policy,
     env::Env,
     proto::v1::{ErrorKind, ExecuteRequest},
 };
@@ -69,7 +68,7 @@ fn catalogue(http: &HttpBackend, commands: &[(&str, &str, &str)]) -> CatalogDir 
 }
 
 async fn gateway(dir: &CatalogDir) -> TestGateway {
-    TestGateway::from_dir(dir, &Env::from_pairs([("TOOL_TOKEN", "s3cret-token")]), Policy::default()).await
+    TestGateway::dir(dir).env(Env::from_pairs([("TOOL_TOKEN", "s3cret-token")])).start().await
 }
 
 fn message(response: &toolgate::proto::v1::ExecuteResponse) -> String {
@@ -358,7 +357,7 @@ async fn a_program_that_cannot_start_is_unavailable() {
         "registry/tools.yaml",
         "tools:\n  - name: ghost\n    description: x\n    backend: {command: {argv: [/nonexistent/ghost-tool]}}\n",
     );
-    let mut gw = TestGateway::from_dir(&dir, &Env::default(), Policy::default()).await;
+    let mut gw = TestGateway::dir(&dir).start().await;
     let response = execute(&mut gw.client, "ghost", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Unavailable);
     assert_eq!(message(&response), "the tool 'ghost' cannot be reached right now");
@@ -375,7 +374,7 @@ async fn invalid_calls_never_start_a_command() {
         "tools:\n  - name: count_tool\n    description: x\n    parameters: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}\n    backend: {command: {argv: [python3, count_tool.py]}}\n",
     );
     let _ = http;
-    let mut gw = TestGateway::from_dir(&dir, &Env::default(), Policy::default()).await;
+    let mut gw = TestGateway::dir(&dir).start().await;
     for args in [r#"{}"#, r#"{"n": "1"}"#, r#"{"n": 1, "m": 2}"#, "[1]", "{", &"[".repeat(1000)] {
         let response = execute(&mut gw.client, "count_tool", args).await;
         assert_eq!(kind(&response), ErrorKind::InvalidArguments, "{args}");

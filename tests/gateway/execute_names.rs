@@ -50,7 +50,7 @@ const ALL: &str =
     "['GetOrder', 'calculator', 'current_time', 'delete_file', 'echo', 'get_order', 'read_file', 'web_search']";
 
 async fn gateway(http: &HttpBackend, strict: bool) -> TestGateway {
-    TestGateway::with_registry(&registry(http), Policy { strict }).await
+    TestGateway::registry(&registry(http)).policy(Policy { strict }).start().await
 }
 
 fn request(tool: &str, arguments: &str, tools: &[&str], strict: Option<bool>) -> ExecuteRequest {
@@ -209,7 +209,7 @@ async fn unknown_names_in_the_tool_set() {
 async fn the_inventory_is_capped_and_counted() {
     let http = backend::start().await;
     let limits = ExecLimits { inventory_cap: 3, ..ExecLimits::default() };
-    let mut gw = TestGateway::with_registry_and_limits(&registry(&http), Policy::default(), limits).await;
+    let mut gw = TestGateway::registry(&registry(&http)).limits(limits).start().await;
     let response = execute(&mut gw.client, "zzz", "{}").await;
     let err = error(&response);
     assert_eq!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tonic::Code;
 use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
-use toolgate::{config::Policy, proto::SERVICE_NAME};
+use toolgate::proto::SERVICE_NAME;
 
 use crate::common::{TestGateway, SEARCH_REGISTRY};
 
@@ -15,7 +15,7 @@ fn check(service: &str) -> HealthCheckRequest {
 
 #[tokio::test]
 async fn health_is_serving_for_the_server_and_the_service() {
-    let gw = TestGateway::with_registry(SEARCH_REGISTRY, Policy::default()).await;
+    let gw = TestGateway::registry(SEARCH_REGISTRY).start().await;
     let mut health = HealthClient::new(gw.channel().await);
     for service in ["", SERVICE_NAME] {
         let status = health.check(check(service)).await.unwrap().into_inner().status;
@@ -27,7 +27,7 @@ async fn health_is_serving_for_the_server_and_the_service() {
 
 #[tokio::test]
 async fn health_turns_not_serving_when_shutdown_begins() {
-    let gw = TestGateway::with_registry(SEARCH_REGISTRY, Policy::default()).await;
+    let gw = TestGateway::registry(SEARCH_REGISTRY).start().await;
     let mut health = HealthClient::new(gw.channel().await);
     let mut watch = health.watch(check(SERVICE_NAME)).await.unwrap().into_inner();
     let first = watch.message().await.unwrap().unwrap();
@@ -44,7 +44,7 @@ async fn reflection_v1_and_v1alpha_list_and_describe_the_service() {
     use tokio_stream::StreamExt;
     use tonic_reflection::pb::{v1, v1alpha};
 
-    let gw = TestGateway::with_registry(SEARCH_REGISTRY, Policy::default()).await;
+    let gw = TestGateway::registry(SEARCH_REGISTRY).start().await;
 
     let mut client = v1::server_reflection_client::ServerReflectionClient::new(gw.channel().await);
     let requests = [

@@ -3,15 +3,12 @@
 
 use serde_json::Value;
 use tonic::Code;
-use toolgate::{
-    config::Policy,
-    proto::v1::{ListToolsRequest, ResolveRequest, ToolFormat},
-};
+use toolgate::proto::v1::{ListToolsRequest, ResolveRequest, ToolFormat};
 
 use crate::common::{TestGateway, SEARCH_REGISTRY};
 
 async fn gateway() -> TestGateway {
-    TestGateway::with_registry(SEARCH_REGISTRY, Policy::default()).await
+    TestGateway::registry(SEARCH_REGISTRY).start().await
 }
 
 fn list(tools: &[&str], format: ToolFormat) -> ListToolsRequest {

@@ -10,6 +10,7 @@ mod execute_arguments;
 mod execute_backends;
 mod execute_names;
 mod health_reflection;
+mod layers;
 mod list_tools;
 mod mcp;
 mod otlp;

@@ -186,7 +186,7 @@ async fn strict_start_fails_naming_the_server_and_why() {
         panic!("a strict start with a server down must fail");
     };
     let text = err.to_string();
-    let toolgate::federation::StartError::Catalogue(load) = err else { panic!("{text}") };
+    let toolgate::live::StartError::Catalogue(load) = err else { panic!("{text}") };
     assert_eq!(load.problems.len(), 1, "{:?}", load.problems);
     assert_eq!(load.problems[0].path, "mcp_servers.broken");
     assert!(load.problems[0].message.starts_with("MCP server 'broken' is unavailable: initialize failed"));

@@ -16,7 +16,7 @@ fn request(names: &[&str], strict: Option<bool>) -> ResolveRequest {
 }
 
 async fn gateway(strict: bool) -> TestGateway {
-    TestGateway::with_registry(SEARCH_REGISTRY, Policy { strict }).await
+    TestGateway::registry(SEARCH_REGISTRY).policy(Policy { strict }).start().await
 }
 
 fn names(tools: &[toolgate::proto::v1::Tool]) -> Vec<&str> {

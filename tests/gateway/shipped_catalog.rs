@@ -76,7 +76,7 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
 /// registry's tools on built-ins.
 #[tokio::test]
 async fn the_shipped_tools_answer_through_execute() {
-    use toolgate::{config::Policy, proto::v1::ErrorKind};
+    use toolgate::proto::v1::ErrorKind;
 
     use crate::common::{error, execute, kind, TestGateway};
 
@@ -87,7 +87,7 @@ async fn the_shipped_tools_answer_through_execute() {
         strict: true,
     };
     let loaded = catalog::load(&options, &Env::default()).unwrap();
-    let mut gw = TestGateway::start(loaded.catalog, Policy::default()).await;
+    let mut gw = TestGateway::catalog(loaded.catalog).start().await;
     let response = execute(&mut gw.client, "parcel_status", r#"{"code": "PK-1001"}"#).await;
     assert!(response.ok, "{response:?}");
     let result: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();

@@ -4,7 +4,7 @@
 //! `python3 tests/data/difflib_reference.py`).
 
 use serde::Deserialize;
-use toolgate::resolve::suggest::SuggestIndex;
+use toolgate::similar::SuggestIndex;
 
 use crate::common::repo;
 

@@ -11,6 +11,7 @@ use toolgate::{
     config::Policy,
     exec::{ExecLimits, Executor, Shared},
     mcp::McpPool,
+    process::Inherited,
     proto::v1::{ExecuteRequest, ResolveRequest},
     telemetry::Observer,
 };
@@ -49,7 +50,8 @@ async fn gateway(http: &HttpBackend, observer: Observer) -> TestGateway {
     let dir = CatalogDir::new();
     dir.file("registry/tools.yaml", &registry(http));
     let catalog = dir.load(&dir.options()).unwrap().catalog;
-    let shared = Shared::new(McpPool::empty(), observer).unwrap();
+    toolgate::tls::install_crypto_provider();
+    let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
     let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
     TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await
 }

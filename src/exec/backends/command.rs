@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::{child, tool_error_kind, tool_text, Failure, Request};
-use crate::catalog::CommandBackend;
+use super::{tool_error_kind, Failure, Request};
+use crate::{catalog::CommandBackend, exec::outcome::tool_text, process};
 
 /// At most this much of a tool's stderr is logged per call.
 const MAX_LOGGED_STDERR: usize = 16 * 1024;
@@ -45,7 +45,8 @@ struct Reply<'a> {
 
 pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
     let tool = &request.tool.name;
-    let mut child = match child::spawn(&backend.program, &backend.args, &backend.cwd, &backend.env) {
+    let env = backend.env.iter().map(|(k, v)| (k.as_str(), v.expose()));
+    let mut child = match process::spawn(&backend.program, &backend.args, &backend.cwd, request.inherited, env) {
         Ok(child) => Group(child),
         Err(err) => {
             tracing::warn!(tool = %tool, error = %err, "command backend cannot start");
@@ -61,7 +62,7 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
         let _ = stdin.shutdown().await;
     };
     let stderr = child.0.stderr().take().expect("stderr is piped");
-    let log = child::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
+    let log = process::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
     let stdout = child.0.stdout().take().expect("stdout is piped");
     let limit = request.max_result_bytes as u64 * 2 + 1024;
     let read = async move {

@@ -4,13 +4,14 @@
 //! entry asks for them. Header values (often secrets) are never logged. The
 //! caller's W3C `traceparent` is passed on.
 
-use std::sync::Once;
-
 use reqwest::{header, redirect, Client, StatusCode};
 use serde::Deserialize;
 
-use super::{is_json, tool_error_kind, tool_text, Failure, Request};
-use crate::{catalog::HttpBackend, exec::outcome::ErrorKind};
+use super::{is_json, tool_error_kind, Failure, Request};
+use crate::{
+    catalog::HttpBackend,
+    exec::outcome::{tool_text, ErrorKind},
+};
 
 /// One client per combination of the two settings, built once.
 pub struct HttpClients {
@@ -18,8 +19,8 @@ pub struct HttpClients {
 }
 
 impl HttpClients {
+    /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
     pub fn new() -> Result<Self, reqwest::Error> {
-        install_crypto_provider();
         let build = |follow: bool, proxy: bool| {
             let mut builder = Client::builder()
                 .redirect(if follow { redirect::Policy::limited(5) } else { redirect::Policy::none() })
@@ -35,14 +36,6 @@ impl HttpClients {
     fn client(&self, backend: &HttpBackend) -> &Client {
         &self.clients[usize::from(backend.follow_redirects) * 2 + usize::from(backend.use_env_proxy)]
     }
-}
-
-/// rustls needs one process-wide crypto provider before any client is built.
-pub fn install_crypto_provider() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    });
 }
 
 /// `{"error": {"kind": "not_found", "message": "…"}}`

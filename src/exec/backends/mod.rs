@@ -4,19 +4,20 @@
 //! stderr line or trace); the details go to the gateway's log.
 
 mod builtin;
-pub mod child;
 mod command;
 mod http;
+mod mcp;
 
-pub use http::{install_crypto_provider, HttpClients};
+pub use http::HttpClients;
 
 use serde_json::{Map, Value};
 
 use super::outcome::ErrorKind;
-use crate::catalog::{Backend, Tool};
-
-/// A tool's own error text reaches the model cut to this many characters.
-pub const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
+use crate::{
+    catalog::{Backend, Tool},
+    mcp::McpPool,
+    process::Inherited,
+};
 
 /// Why a backend gave no result.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,7 +41,9 @@ pub struct Request<'a> {
     pub arguments_json: &'a str,
     pub max_result_bytes: usize,
     pub http: &'a HttpClients,
-    pub mcp: &'a crate::mcp::McpPool,
+    pub mcp: &'a McpPool,
+    /// What command backends inherit from the gateway's environment.
+    pub inherited: &'a Inherited,
     /// The caller's W3C `traceparent`, if it sent a valid one.
     pub traceparent: Option<&'a str>,
 }
@@ -55,9 +58,7 @@ pub async fn run(request: Request<'_>) -> Result<String, Failure> {
         Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments),
         Backend::Http(http) => Box::pin(http::run(http, &request)).await,
         Backend::Command(command) => Box::pin(command::run(command, &request)).await,
-        Backend::Mcp(mcp) => {
-            Box::pin(request.mcp.call(&mcp.server, &mcp.tool, request.arguments, request.traceparent)).await
-        }
+        Backend::Mcp(mcp) => Box::pin(mcp::run(mcp, &request)).await,
     }
 }
 
@@ -68,15 +69,6 @@ pub fn tool_error_kind(name: &str) -> Option<ErrorKind> {
         "refused" => Some(ErrorKind::Refused),
         "invalid_arguments" => Some(ErrorKind::InvalidArguments),
         _ => None,
-    }
-}
-
-/// A tool's own text, cut to [`MAX_TOOL_MESSAGE_CHARS`] (then `…`).
-pub fn tool_text(text: &str) -> String {
-    let text = text.trim();
-    match text.char_indices().nth(MAX_TOOL_MESSAGE_CHARS) {
-        Some((at, _)) => format!("{}…", &text[..at]),
-        None => text.to_owned(),
     }
 }
 

@@ -12,7 +12,8 @@ use toolgate::{
     config::Policy,
     env::Env,
     exec::ExecLimits,
-    federation::{Federation, StartError},
+    live::{LiveCatalog, StartError},
+    process::Inherited,
     telemetry::Observer,
 };
 
@@ -55,7 +56,7 @@ pub fn stdio_server(name: &str, script_name: &str, args: &[&str], extra: &str) -
 /// A gateway serving the catalogue of `dir`, its MCP servers connected.
 pub struct McpGateway {
     pub gw: TestGateway,
-    pub federation: Arc<Federation>,
+    pub live: Arc<LiveCatalog>,
     pub warnings: Vec<Problem>,
 }
 
@@ -64,9 +65,12 @@ impl McpGateway {
         let mut options = dir.options();
         options.strict = policy.strict;
         let files = catalog::read(&options, env);
-        let (federation, warnings) = Federation::start(files, ExecLimits::default(), Observer::disabled()).await?;
-        let gw = TestGateway::serve(federation.current(), policy).await;
-        Ok(Self { gw, federation, warnings })
+        toolgate::tls::install_crypto_provider();
+        let inherited = Inherited::from_env(&Env::from_process());
+        let (live, warnings) =
+            LiveCatalog::start(files, ExecLimits::default(), inherited, Observer::disabled()).await?;
+        let gw = TestGateway::serve(live.current(), policy).await;
+        Ok(Self { gw, live, warnings })
     }
 
     /// Warnings as text, for assertions.
@@ -76,6 +80,6 @@ impl McpGateway {
 
     pub async fn shutdown(self) {
         self.gw.shutdown().await;
-        self.federation.shutdown().await;
+        self.live.shutdown().await;
     }
 }

@@ -20,10 +20,11 @@ use tempfile::TempDir;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tonic::transport::Channel;
 use toolgate::{
-    catalog::{self, LoadError, LoadOptions, Loaded},
+    catalog::{self, Catalog, LoadError, LoadOptions, Loaded},
     config::Policy,
     env::Env,
-    exec::{ExecLimits, Executor},
+    exec::{ExecLimits, Executor, ExecutorSlot},
+    process::Inherited,
     proto::v1::{
         tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse, ToolError,
     },
@@ -79,44 +80,90 @@ pub struct TestGateway {
     task: Option<JoinHandle<Result<(), server::ServeError>>>,
 }
 
+/// Where a test gateway's catalogue comes from.
+enum Source<'a> {
+    /// The text of one registry file.
+    Registry(String),
+    /// A folder of catalogue files.
+    Dir(&'a CatalogDir),
+    /// A catalogue already loaded.
+    Catalog(Box<Catalog>),
+}
+
+/// How to start a [`TestGateway`]: a catalogue source, then (optionally) the
+/// environment for `${VAR}`, the policy and the limits.
+#[must_use = "a builder does nothing until started"]
+pub struct GatewayBuilder<'a> {
+    source: Source<'a>,
+    env: Env,
+    policy: Policy,
+    limits: ExecLimits,
+}
+
+impl<'a> GatewayBuilder<'a> {
+    fn new(source: Source<'a>) -> Self {
+        Self { source, env: Env::default(), policy: Policy::default(), limits: ExecLimits::default() }
+    }
+
+    /// The environment `${VAR}` reads from (default: empty).
+    pub fn env(mut self, env: Env) -> Self {
+        self.env = env;
+        self
+    }
+
+    pub fn policy(mut self, policy: Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    pub fn limits(mut self, limits: ExecLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Loads the catalogue (panicking with every problem if it is invalid) and serves it.
+    pub async fn start(self) -> TestGateway {
+        let loaded = |dir: &CatalogDir| {
+            catalog::load(&dir.options(), &self.env).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems)).catalog
+        };
+        let catalog = match self.source {
+            Source::Registry(text) => {
+                let dir = CatalogDir::new();
+                dir.file("registry/tools.yaml", &text);
+                loaded(&dir)
+            }
+            Source::Dir(dir) => loaded(dir),
+            Source::Catalog(catalog) => *catalog,
+        };
+        toolgate::tls::install_crypto_provider();
+        let inherited = Inherited::from_env(&Env::from_process());
+        let executor = Executor::standalone(Arc::new(catalog), self.limits, inherited).expect("executor");
+        TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), self.policy).await
+    }
+}
+
 impl TestGateway {
-    /// Serves the catalogue of `registry` (YAML text of one registry file).
-    pub async fn with_registry(registry: &str, policy: Policy) -> Self {
-        let dir = CatalogDir::new();
-        dir.file("registry/tools.yaml", registry);
-        let loaded = dir.load(&dir.options()).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems));
-        Self::start(loaded.catalog, policy).await
+    /// A gateway on one registry file of this text.
+    pub fn registry(text: &str) -> GatewayBuilder<'static> {
+        GatewayBuilder::new(Source::Registry(text.to_owned()))
     }
 
-    /// Serves the catalogue of `dir`, loaded with `env` for `${VAR}`.
-    pub async fn from_dir(dir: &CatalogDir, env: &Env, policy: Policy) -> Self {
-        let loaded = catalog::load(&dir.options(), env).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems));
-        Self::start(loaded.catalog, policy).await
+    /// A gateway on the catalogue files of `dir`.
+    pub fn dir(dir: &CatalogDir) -> GatewayBuilder<'_> {
+        GatewayBuilder::new(Source::Dir(dir))
     }
 
-    pub async fn start(catalog: toolgate::catalog::Catalog, policy: Policy) -> Self {
-        Self::start_with(catalog, policy, ExecLimits::default()).await
+    /// A gateway on a catalogue already loaded.
+    pub fn catalog(catalog: Catalog) -> GatewayBuilder<'static> {
+        GatewayBuilder::new(Source::Catalog(Box::new(catalog)))
     }
 
-    /// Serves the registry text with these limits (tests of caps).
-    pub async fn with_registry_and_limits(registry: &str, policy: Policy, limits: ExecLimits) -> Self {
-        let dir = CatalogDir::new();
-        dir.file("registry/tools.yaml", registry);
-        let loaded = dir.load(&dir.options()).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems));
-        Self::start_with(loaded.catalog, policy, limits).await
-    }
-
-    pub async fn start_with(catalog: toolgate::catalog::Catalog, policy: Policy, limits: ExecLimits) -> Self {
-        let executor = Executor::standalone(Arc::new(catalog), limits).expect("executor");
-        Self::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), policy).await
-    }
-
-    /// Serves whatever executor `current` holds (it may be swapped).
-    pub async fn serve(current: toolgate::federation::Current, policy: Policy) -> Self {
+    /// Serves whatever executor `slot` holds (it may be swapped).
+    pub async fn serve(slot: ExecutorSlot, policy: Policy) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let gateway = Gateway::new(current, policy);
+        let gateway = Gateway::new(slot, policy);
         let task = tokio::spawn(server::serve(
             listener,
             gateway,

@@ -1,21 +1,21 @@
-//! Turns a raw tool entry into a [`Tool`]: the name rule, the description,
-//! the backend settings with `${VAR}` expanded, and the `parameters` schema
-//! checked against the JSON Schema meta-schema and compiled once.
+//! Turns raw entries into catalogue values: a tool (the name rule, the
+//! description, the backend settings with `${VAR}` expanded, the
+//! `parameters` schema compiled) and an MCP server's settings. Relative paths
+//! resolve against the declaring file's folder.
 
 use std::{
     path::{Path, PathBuf},
     sync::Arc,
 };
 
-use serde_json::Value;
-
 use super::{
-    error::Problems,
-    raw::{did_you_mean, RawBackend, RawMcpServer, RawMcpTransport, RawTool},
+    error::CatalogProblems,
+    expand::expand,
+    raw::{RawBackend, RawMcpServer, RawMcpTransport, RawTool},
     Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Schema, Secret, Source, Tool,
     DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
 };
-use crate::env::Env;
+use crate::{env::Env, similar};
 
 /// What every model provider accepts as a tool name: `^[A-Za-z0-9_-]{1,64}$`.
 pub fn is_valid_name(name: &str) -> bool {
@@ -34,7 +34,7 @@ pub struct FileContext<'a> {
 }
 
 /// Builds the tool, or reports why not. `None` when anything is wrong.
-pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut Problems) -> Option<Tool> {
+pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems) -> Option<Tool> {
     let origin: &str = file.origin;
     let path = raw.path.as_str();
     let mut ok = !raw.broken;
@@ -99,7 +99,7 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut Problems) -> Op
 }
 
 /// Builds an MCP server's settings, or reports why not.
-pub fn mcp_server(raw: RawMcpServer, file: &FileContext<'_>, problems: &mut Problems) -> Option<McpServer> {
+pub fn mcp_server(raw: RawMcpServer, file: &FileContext<'_>, problems: &mut CatalogProblems) -> Option<McpServer> {
     let origin: &str = file.origin;
     let path = raw.path.as_str();
     if !is_valid_name(&raw.name) {
@@ -143,7 +143,7 @@ pub fn mcp_server(raw: RawMcpServer, file: &FileContext<'_>, problems: &mut Prob
 }
 
 /// `text` with `${VAR}` expanded, or `None` with the problem reported.
-fn expanded(text: &str, path: String, file: &FileContext<'_>, problems: &mut Problems) -> Option<String> {
+fn expanded(text: &str, path: String, file: &FileContext<'_>, problems: &mut CatalogProblems) -> Option<String> {
     match expand(text, file.env) {
         Ok(value) => Some(value),
         Err(message) => {
@@ -159,7 +159,7 @@ fn secrets(
     pairs: &[(String, String)],
     path: &str,
     file: &FileContext<'_>,
-    problems: &mut Problems,
+    problems: &mut CatalogProblems,
 ) -> Option<Vec<(String, Secret)>> {
     let values: Vec<Option<(String, Secret)>> = pairs
         .iter()
@@ -171,7 +171,12 @@ fn secrets(
 }
 
 /// An argv with `${VAR}` expanded; every missing variable is reported.
-fn arguments(argv: &[String], path: &str, file: &FileContext<'_>, problems: &mut Problems) -> Option<Vec<String>> {
+fn arguments(
+    argv: &[String],
+    path: &str,
+    file: &FileContext<'_>,
+    problems: &mut CatalogProblems,
+) -> Option<Vec<String>> {
     let values: Vec<Option<String>> =
         argv.iter().enumerate().map(|(i, arg)| expanded(arg, format!("{path}[{i}]"), file, problems)).collect();
     values.into_iter().collect()
@@ -189,7 +194,7 @@ fn program_path(program: String, dir: &Path) -> PathBuf {
 
 /// An http or https URL with a host. The text may hold an expanded secret, so
 /// it is never echoed.
-fn http_url(text: String, path: &str, origin: &str, problems: &mut Problems) -> Option<url::Url> {
+fn http_url(text: String, path: &str, origin: &str, problems: &mut CatalogProblems) -> Option<url::Url> {
     match url::Url::parse(&text) {
         Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => Some(u),
         Ok(u) => {
@@ -203,17 +208,21 @@ fn http_url(text: String, path: &str, origin: &str, problems: &mut Problems) -> 
     }
 }
 
-fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems: &mut Problems) -> Option<Backend> {
+fn backend_of(
+    raw: RawBackend,
+    tool_path: &str,
+    file: &FileContext<'_>,
+    problems: &mut CatalogProblems,
+) -> Option<Backend> {
     let origin: &str = file.origin;
     match raw {
         RawBackend::Builtin(name) => match BuiltinTool::from_name(&name) {
             Some(builtin) => Some(Backend::Builtin(builtin)),
             None => {
                 let known = BuiltinTool::ALL.map(BuiltinTool::name);
-                let message = match did_you_mean(&name, known) {
-                    Some(near) => format!("unknown built-in tool '{name}', did you mean '{near}'?"),
-                    None => format!("unknown built-in tool '{name}'; built-ins are: {}", known.join(", ")),
-                };
+                let message = similar::did_you_mean(&format!("unknown built-in tool '{name}'"), &name, known, || {
+                    format!("; built-ins are: {}", known.join(", "))
+                });
                 problems.error(origin, format!("{tool_path}.backend.builtin"), message);
                 None
             }
@@ -245,126 +254,9 @@ fn backend_of(raw: RawBackend, tool_path: &str, file: &FileContext<'_>, problems
     }
 }
 
-/// Expands every `${NAME}` in `text` from `env`. `$${` writes a literal `${`.
-/// A missing variable is an error naming it; values are never put in messages.
-pub fn expand(text: &str, env: &Env) -> Result<String, String> {
-    let mut out = String::with_capacity(text.len());
-    let mut missing = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let tail = &rest[at..];
-        if let Some(after) = tail.strip_prefix("$${") {
-            out.push_str("${");
-            rest = after;
-        } else if let Some(after) = tail.strip_prefix("${") {
-            let Some(end) = after.find('}') else {
-                return Err("unterminated '${' (write '$${' for a literal '${')".to_owned());
-            };
-            let name = &after[..end];
-            let valid = !name.is_empty()
-                && !name.starts_with(|c: char| c.is_ascii_digit())
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
-            if !valid {
-                return Err(format!("invalid variable name '${{{name}}}'"));
-            }
-            match env.get(name) {
-                Some(value) => out.push_str(value),
-                None => missing.push(name),
-            }
-            rest = &after[end + 1..];
-        } else {
-            out.push('$');
-            rest = &tail[1..];
-        }
-    }
-    out.push_str(rest);
-    match missing.as_slice() {
-        [] => Ok(out),
-        [one] => Err(format!("environment variable '{one}' is not set")),
-        many => Err(format!("environment variables {} are not set", quoted_list(many))),
-    }
-}
-
-fn quoted_list(names: &[&str]) -> String {
-    names.iter().map(|n| format!("'{n}'")).collect::<Vec<_>>().join(", ")
-}
-
-impl Schema {
-    /// Checks `json` against the meta-schema and compiles it. The error says
-    /// what is wrong and where.
-    pub fn compile(json: Value) -> Result<Schema, String> {
-        match json.get("type") {
-            Some(Value::String(t)) if t == "object" => {}
-            _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
-            _ => return Err("must be an object schema (type: object): a tool takes an object of arguments".to_owned()),
-        }
-        if let Err(err) = jsonschema::meta::validate(&json) {
-            return Err(format!("not a valid JSON Schema: {}", describe(&err)));
-        }
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(&json)
-            .map_err(|err| format!("cannot compile the schema: {}", describe(&err)))?;
-        let names = |v: Option<&Value>| -> Vec<String> {
-            v.and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
-                .unwrap_or_default()
-        };
-        let required = names(json.get("required"));
-        let optional = json
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|p| p.keys().filter(|k| !required.contains(k)).cloned().collect())
-            .unwrap_or_default();
-        let mut parameters: Vec<String> =
-            json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
-        parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
-        let text = serde_json::to_string(&json).expect("a JSON value always serialises");
-        Ok(Schema { json, text, validator, required, optional, parameters })
-    }
-}
-
-fn describe(err: &jsonschema::ValidationError<'_>) -> String {
-    let at = err.instance_path().as_str();
-    match at.is_empty() {
-        true => err.to_string(),
-        false => format!("{err} (at {at})"),
-    }
-}
-
-impl BuiltinTool {
-    /// The compiled schema of a built-in.
-    pub fn schema(self) -> Schema {
-        Schema::compile(self.parameters()).expect("built-in schemas are valid")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn env() -> Env {
-        Env::from_pairs([("TOKEN", "s3cret"), ("HOST", "127.0.0.1")])
-    }
-
-    #[test]
-    fn expands_variables() {
-        assert_eq!(expand("Bearer ${TOKEN}", &env()).unwrap(), "Bearer s3cret");
-        assert_eq!(expand("http://${HOST}:8080/${TOKEN}", &env()).unwrap(), "http://127.0.0.1:8080/s3cret");
-        assert_eq!(expand("no variables, $5", &env()).unwrap(), "no variables, $5");
-        assert_eq!(expand("literal $${TOKEN}", &env()).unwrap(), "literal ${TOKEN}");
-    }
-
-    #[test]
-    fn missing_variables_are_named_and_values_never_shown() {
-        assert_eq!(expand("${NOPE}", &env()).unwrap_err(), "environment variable 'NOPE' is not set");
-        let err = expand("${A} ${TOKEN} ${B}", &env()).unwrap_err();
-        assert_eq!(err, "environment variables 'A', 'B' are not set");
-        assert!(!err.contains("s3cret"));
-        assert!(expand("${TOKEN", &env()).unwrap_err().contains("unterminated"));
-        assert!(expand("${1X}", &env()).unwrap_err().contains("invalid variable name"));
-    }
 
     #[test]
     fn name_rule() {
@@ -374,30 +266,5 @@ mod tests {
         assert!(!is_valid_name(""));
         assert!(!is_valid_name("web.search"));
         assert!(!is_valid_name("wéb"));
-    }
-
-    #[test]
-    fn schema_keeps_parameter_order() {
-        let schema = Schema::compile(serde_json::json!({
-            "type": "object",
-            "properties": {"limit": {"type": "integer"}, "query": {"type": "string"}, "lang": {"type": "string"}},
-            "required": ["query"]
-        }))
-        .unwrap();
-        assert_eq!(schema.required(), ["query"]);
-        assert_eq!(schema.optional(), ["limit", "lang"]);
-    }
-
-    #[test]
-    fn schema_errors_say_what_and_where() {
-        let err =
-            Schema::compile(serde_json::json!({"type": "object", "properties": {"day": {"type": "int"}}})).unwrap_err();
-        assert!(err.starts_with("not a valid JSON Schema"), "{err}");
-        assert!(err.contains("/properties/day/type"), "{err}");
-        let err = Schema::compile(serde_json::json!({"type": "string"})).unwrap_err();
-        assert!(err.contains("type: object"), "{err}");
-        let err =
-            Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "("}}})).unwrap_err();
-        assert!(err.contains("/properties/a/pattern") || err.contains("regex"), "{err}");
     }
 }

@@ -1,34 +1,50 @@
 //! Child processes of the gateway (command backends, MCP stdio servers):
 //! started in a process group of their own with a clean environment, their
 //! stderr to the gateway's log, never to a model.
+//!
+//! The only module that starts processes (a lint enforces it). A leaf: it
+//! knows nothing of the catalogue or of tools.
 
 use std::{path::Path, process::Stdio};
 
 use process_wrap::tokio::{ChildWrapper, CommandWrap, KillOnDrop, ProcessGroup};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::catalog::Secret;
+use crate::env::Env;
 
 /// Variables passed from the gateway's environment to every child, before
 /// its own `env`. The gateway's other variables (often secrets meant for
 /// other tools) are not passed on.
-const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// What every child inherits from the gateway's environment: the
+/// [`PASSED_ENV`] variables that are set, read once.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Inherited(Vec<(String, String)>);
+
+impl Inherited {
+    pub fn from_env(env: &Env) -> Self {
+        Self(PASSED_ENV.iter().filter_map(|k| Some(((*k).to_owned(), env.get(k)?.to_owned()))).collect())
+    }
+}
 
 /// Starts `program` with its stdio piped, in a process group it leads (so the
-/// group can be ended whole), killed if its handle is dropped.
-pub fn spawn(
+/// group can be ended whole), killed if its handle is dropped. Its
+/// environment is `inherited`, then `env`, and nothing else.
+pub fn spawn<'a>(
     program: &Path,
     args: &[String],
     cwd: &Path,
-    env: &[(String, Secret)],
+    inherited: &Inherited,
+    env: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> std::io::Result<Box<dyn ChildWrapper>> {
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)
         .current_dir(cwd)
         .env_clear()
-        .envs(PASSED_ENV.iter().filter_map(|k| std::env::var_os(k).map(|v| (k, v))))
-        .envs(env.iter().map(|(k, v)| (k, v.expose())))
+        .envs(inherited.0.iter().map(|(k, v)| (k, v)))
+        .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -11,10 +11,12 @@
 //! The blend is on the scale of Python's difflib ratio (so difflib's
 //! cut-offs, 0.6 and 0.5, keep their meaning): case, separator and namespace
 //! drift and single typos rate 0.75 to 0.95, unrelated names well under 0.6.
-//! On 1,277 drifted and unrelated queries over 157 real tool names it finds
-//! the intended name first for all but one (difflib: 992) and agrees with
-//! difflib's first choice in 99 % of the cases where difflib has one
-//! (tests/gateway/suggestion_quality.rs).
+//! tests/gateway/suggestion_quality.rs holds it to that on 157 real tool
+//! names and 1,277 drifted and unrelated queries: the intended name first for
+//! at least 99.5 % of the drifted ones (more often than difflib, which misses
+//! upper-case drift), no suggestion for at least 90 % of the unrelated ones,
+//! and difflib's first choice as ours in at least 97 % of the cases where
+//! difflib has one.
 //!
 //! Edit distance alone cannot be indexed at a 0.6 cut-off: two names 40 %
 //! apart may share no bigram. The Dice half makes the bigram index exact:

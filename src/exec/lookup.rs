@@ -10,8 +10,8 @@ use crate::{
     resolve::{
         self,
         message::{or_list, python_list, quote_emitted},
-        normalise::normalised_key,
     },
+    similar::normalised_key,
 };
 
 /// Execute suggests the single nearest name at least this similar (difflib's
@@ -118,7 +118,7 @@ impl Inventory {
 }
 
 /// `Tool 'web_serch' not found. Did you mean 'web_search'? Available tools: ['calculator', 'web_search']`
-pub fn unknown_tool(emitted: &str, suggestions: Vec<String>, inventory: &Inventory) -> ToolError {
+pub fn unknown_tool_error(emitted: &str, suggestions: Vec<String>, inventory: &Inventory) -> ToolError {
     let mut message = format!("Tool {} not found.", quote_emitted(emitted));
     if !suggestions.is_empty() {
         message.push_str(&format!(" Did you mean {}?", or_list(&suggestions)));

@@ -15,13 +15,11 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
     catalog::{self, Files, LoadError, McpListing, Problem},
-    exec::{ExecLimits, Executor, Shared},
+    exec::{ExecLimits, Executor, ExecutorSlot, Shared},
     mcp::{Event, McpPool},
+    process::Inherited,
     telemetry::Observer,
 };
-
-/// The current executor (and so the current catalogue), swapped atomically.
-pub type Current = Arc<ArcSwap<Executor>>;
 
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LAST_RETRY: Duration = Duration::from_secs(60);
@@ -34,27 +32,30 @@ pub enum StartError {
     Http(#[from] reqwest::Error),
 }
 
-pub struct Federation {
+/// The live catalogue: the files, the MCP servers' latest listings, and the
+/// slot holding the executor of the current snapshot.
+pub struct LiveCatalog {
     files: Files,
     limits: ExecLimits,
     shared: Arc<Shared>,
-    current: Current,
+    current: ExecutorSlot,
     /// The latest listing of each server; a new snapshot is built from these.
     listings: Mutex<HashMap<String, McpListing>>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Federation {
+impl LiveCatalog {
     /// Connects every MCP server of `files`, assembles the catalogue and
     /// starts keeping it current. Under strict validation a server that
     /// cannot be reached fails the start, like any catalogue problem.
     pub async fn start(
         files: Files,
         limits: ExecLimits,
+        inherited: Inherited,
         observer: Observer,
     ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
-        let (pool, events) = McpPool::new(files.servers());
-        let shared = Shared::new(pool.clone(), observer)?;
+        let (pool, events) = McpPool::new(files.servers(), &inherited);
+        let shared = Shared::new(pool.clone(), inherited, observer)?;
         let listings = pool.list_all().await;
         let loaded = match catalog::assemble(&files, &listings) {
             Ok(loaded) => loaded,
@@ -65,7 +66,7 @@ impl Federation {
         };
         let failed: Vec<String> = listings.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
         let executor = Executor::new(Arc::new(loaded.catalog), limits, shared.clone());
-        let federation = Arc::new(Self {
+        let live = Arc::new(Self {
             files,
             limits,
             shared,
@@ -73,14 +74,14 @@ impl Federation {
             listings: Mutex::new(listings.into_iter().map(|l| (l.server.clone(), l)).collect()),
             tasks: std::sync::Mutex::new(Vec::new()),
         });
-        let mut tasks = vec![tokio::spawn(Arc::clone(&federation).follow(events))];
-        tasks.extend(failed.into_iter().map(|server| tokio::spawn(Arc::clone(&federation).retry(server))));
-        federation.tasks.lock().expect("not poisoned").extend(tasks);
-        Ok((federation, loaded.warnings))
+        let mut tasks = vec![tokio::spawn(Arc::clone(&live).follow(events))];
+        tasks.extend(failed.into_iter().map(|server| tokio::spawn(Arc::clone(&live).retry(server))));
+        live.tasks.lock().expect("not poisoned").extend(tasks);
+        Ok((live, loaded.warnings))
     }
 
-    /// The handle the service reads the current executor from.
-    pub fn current(&self) -> Current {
+    /// The slot the service reads the current executor from.
+    pub fn current(&self) -> ExecutorSlot {
         Arc::clone(&self.current)
     }
 

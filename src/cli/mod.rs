@@ -1,21 +1,27 @@
-//! The `toolgate` command line (DESIGN section 8). The only module that uses
-//! anyhow: every error here ends as a message to a person.
+//! The `toolgate` command line (DESIGN section 8): arguments and dispatch.
+//! `start` loads the catalogue and reports its problems; `output` renders
+//! what a person reads. The only module that uses anyhow (every error here
+//! ends as a message to a person) and the only one that prints.
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+mod output;
+mod start;
+
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 
 use crate::{
-    catalog::{self, render, Catalog, Severity, Tool, ToolFormat},
+    catalog::{render, Catalog, Tool, ToolFormat},
     config::{FileConfig, Flags, Settings},
     env::Env,
-    federation::{Federation, StartError},
     resolve, server,
     service::Gateway,
-    telemetry::{Observer, Telemetry},
+    telemetry::Telemetry,
 };
+use output::{describe_outcome, emit, table};
+use start::{inspect, start, Report};
 
 #[derive(Parser, Debug)]
 #[command(name = "toolgate", version, about = "A gRPC tool gateway for LLM agent backends")]
@@ -132,6 +138,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
     std::panic::set_hook(Box::new(|info| eprintln!("toolgate: internal error: {info}")));
     let cli = Cli::parse();
     let env = Env::from_process();
+    crate::tls::install_crypto_provider();
     if !matches!(cli.command, Command::Serve(_)) {
         Telemetry::logs_only(&env);
     }
@@ -159,67 +166,6 @@ fn settings(args: &CatalogArgs, listen: Option<String>, env: &Env) -> anyhow::Re
     Ok(Settings::build(flags, file, env)?)
 }
 
-/// How catalogue problems reach the operator.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Report {
-    /// One log line each (serve).
-    Log,
-    /// One plain line each on stderr (the other commands).
-    Plain,
-}
-
-/// Reads the files, connects the MCP servers they name and assembles the
-/// catalogue (the same path for every command); reports every problem, one
-/// line each.
-async fn start(
-    settings: &Settings,
-    env: &Env,
-    report: Report,
-    observer: Observer,
-) -> anyhow::Result<(Arc<Federation>, usize)> {
-    let files = catalog::read(&settings.load, env);
-    let (started, problems) = match Federation::start(files, settings.limits, observer).await {
-        Ok((federation, warnings)) => {
-            let count = warnings.len();
-            (Ok((federation, count)), warnings)
-        }
-        Err(StartError::Catalogue(err)) => {
-            let problems = err.problems.clone();
-            (Err(anyhow!(err)), problems)
-        }
-        Err(other) => return Err(other.into()),
-    };
-    for problem in &problems {
-        // Under strict validation a warning fails the load: say so.
-        let fatal = problem.severity == Severity::Error || settings.load.strict;
-        let suffix = if problem.severity == Severity::Warning && settings.load.strict {
-            " (an error under strict validation)"
-        } else {
-            ""
-        };
-        match (report, fatal) {
-            (Report::Log, true) => tracing::error!("{problem}{suffix}"),
-            (Report::Log, false) => tracing::warn!("{problem}"),
-            (Report::Plain, _) if problem.severity == Severity::Error => eprintln!("error: {problem}"),
-            (Report::Plain, _) => eprintln!("warning: {problem}{suffix}"),
-        }
-    }
-    started
-}
-
-/// Loads the catalogue for a command that only reads it: MCP servers are
-/// connected, listed and ended again.
-fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, usize)> {
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    runtime.block_on(async {
-        let (federation, warnings) = start(settings, env, Report::Plain, Observer::disabled()).await?;
-        let catalog = federation.current().load().catalog().clone();
-        federation.shutdown().await;
-        Ok((catalog, warnings))
-    })
-}
-
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(&args.catalog, args.listen.clone(), env)?;
     if !settings.listen.ip().is_loopback() && !args.allow_remote {
@@ -241,9 +187,14 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
 }
 
 /// Starts the catalogue, serves until a signal, ends the MCP servers.
-async fn serve_with(args: &ServeArgs, settings: &Settings, env: &Env, observer: Observer) -> anyhow::Result<ExitCode> {
+async fn serve_with(
+    args: &ServeArgs,
+    settings: &Settings,
+    env: &Env,
+    observer: crate::telemetry::Observer,
+) -> anyhow::Result<ExitCode> {
     let mut shutdown = Box::pin(shutdown_signal()?);
-    let (federation, _) = tokio::select! {
+    let (live, _) = tokio::select! {
         started = start(settings, env, Report::Log, observer) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before the catalogue was ready");
@@ -253,18 +204,18 @@ async fn serve_with(args: &ServeArgs, settings: &Settings, env: &Env, observer: 
     let listener = match TcpListener::bind(settings.listen).await {
         Ok(listener) => listener,
         Err(err) => {
-            federation.shutdown().await;
+            live.shutdown().await;
             return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
         }
     };
     let addr: SocketAddr = listener.local_addr()?;
-    let catalog = federation.current().load().catalog().clone();
+    let catalog = live.current().load().catalog().clone();
     tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
     tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-    let gateway = Gateway::new(federation.current(), settings.policy);
+    let gateway = Gateway::new(live.current(), settings.policy);
     let served = server::serve(listener, gateway, shutdown, args.drain_timeout).await;
-    federation.shutdown().await;
+    live.shutdown().await;
     served?;
     tracing::info!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
@@ -304,7 +255,7 @@ fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let tools = catalog.tools();
     let text = match args.format {
         ListFormat::Table => table(tools),
-        ListFormat::Json => native_json(tools),
+        ListFormat::Json => render(tools, ToolFormat::Native),
         ListFormat::Openai => render(tools, ToolFormat::OpenAi),
         ListFormat::Anthropic => render(tools, ToolFormat::Anthropic),
         ListFormat::Mcp => render(tools, ToolFormat::Mcp),
@@ -356,102 +307,4 @@ fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
     })?;
     emit(&describe_outcome(&response))?;
     Ok(if response.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
-}
-
-/// An Execute answer for a person: the outcome first, then repairs and detail.
-fn describe_outcome(response: &crate::proto::v1::ExecuteResponse) -> String {
-    use crate::proto::v1::{ErrorKind, RepairKind};
-
-    let mut out = String::new();
-    match (&response.error, response.ok) {
-        (_, true) => out.push_str(&format!("ok: {}\n", response.tool)),
-        (Some(error), false) => {
-            let kind = ErrorKind::try_from(error.kind).map(|k| k.as_str_name()).unwrap_or("ERROR_KIND_UNSPECIFIED");
-            let kind = kind.trim_start_matches("ERROR_KIND_");
-            let retry = if error.retryable { "retryable" } else { "not retryable" };
-            out.push_str(&format!("error: {kind} ({retry})\n{}\n", error.message));
-        }
-        (None, false) => out.push_str("error: the gateway answered without an error\n"),
-    }
-    for repair in &response.repairs {
-        let what = match RepairKind::try_from(repair.kind) {
-            Ok(RepairKind::ToolName) => "tool name",
-            Ok(RepairKind::ArgumentName) => "argument name",
-            Ok(RepairKind::ArgumentsJson) => "arguments JSON",
-            _ => "something",
-        };
-        out.push_str(&format!("repaired {what}: {:?} -> {:?}\n", repair.original, repair.repaired));
-    }
-    if response.ok && !response.arguments_json.is_empty() {
-        out.push_str(&format!("arguments: {}\n", response.arguments_json));
-    }
-    if response.ok && !response.result_json.is_empty() {
-        let pretty = serde_json::from_str::<serde_json::Value>(&response.result_json)
-            .ok()
-            .and_then(|v| serde_json::to_string_pretty(&v).ok())
-            .unwrap_or_else(|| response.result_json.clone());
-        out.push_str(&format!("result: {pretty}\n"));
-    }
-    out
-}
-
-/// Writes `text` and a final newline to stdout. A reader that went away
-/// (`toolgate tools list | head`) is not an error.
-fn emit(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    let newline = if text.ends_with('\n') { "" } else { "\n" };
-    match out.write_all(text.as_bytes()).and_then(|()| out.write_all(newline.as_bytes())).and_then(|()| out.flush()) {
-        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err).context("cannot write to stdout"),
-        _ => Ok(()),
-    }
-}
-
-fn table<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> String {
-    let rows: Vec<[String; 4]> = tools
-        .into_iter()
-        .map(|t| {
-            let mut description: String = t.description.chars().take(60).collect();
-            if t.description.chars().count() > 60 {
-                description.push('…');
-            }
-            [t.name.clone(), t.source.to_string(), t.aliases.join(", "), description]
-        })
-        .collect();
-    let header = ["NAME", "SOURCE", "ALIASES", "DESCRIPTION"].map(str::to_owned);
-    let widths: Vec<usize> =
-        (0..3).map(|i| rows.iter().chain([&header]).map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
-    let mut out = String::new();
-    for row in [&header].into_iter().chain(&rows) {
-        let line = format!(
-            "{:w0$}  {:w1$}  {:w2$}  {}",
-            row[0],
-            row[1],
-            row[2],
-            row[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2]
-        );
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
-}
-
-fn native_json(tools: &[Tool]) -> String {
-    let list: Vec<serde_json::Value> = tools
-        .iter()
-        .map(|t| {
-            serde_json::json!({
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.parameters.json(),
-                "aliases": t.aliases,
-                "source": t.source.to_string(),
-                "idempotent": t.idempotent,
-            })
-        })
-        .collect();
-    serde_json::to_string_pretty(&list).expect("JSON values serialise")
 }

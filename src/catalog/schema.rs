@@ -1,0 +1,138 @@
+//! A tool's argument schema: checked against the JSON Schema meta-schema
+//! and compiled once at load (nothing is compiled per call), with the
+//! parameter names the hints list, in the schema's own order.
+
+use std::fmt;
+
+use serde_json::Value;
+
+use super::BuiltinTool;
+
+/// A tool's argument schema, checked against the meta-schema and compiled
+/// once at load.
+pub struct Schema {
+    json: serde_json::Value,
+    text: String,
+    validator: jsonschema::Validator,
+    required: Vec<String>,
+    optional: Vec<String>,
+    parameters: Vec<String>,
+}
+
+impl Schema {
+    /// The schema as written, key order kept.
+    pub fn json(&self) -> &serde_json::Value {
+        &self.json
+    }
+
+    /// The schema as compact JSON text, key order kept.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn validator(&self) -> &jsonschema::Validator {
+        &self.validator
+    }
+
+    /// Required parameters, in the order of the schema's `required`.
+    pub fn required(&self) -> &[String] {
+        &self.required
+    }
+
+    /// Optional parameters, in the order of the schema's `properties`.
+    pub fn optional(&self) -> &[String] {
+        &self.optional
+    }
+
+    /// Every declared parameter: the `properties`, then any `required` name
+    /// they do not list.
+    pub fn parameters(&self) -> &[String] {
+        &self.parameters
+    }
+}
+
+impl fmt::Debug for Schema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Schema {
+    /// Checks `json` against the meta-schema and compiles it. The error says
+    /// what is wrong and where.
+    pub fn compile(json: Value) -> Result<Schema, String> {
+        match json.get("type") {
+            Some(Value::String(t)) if t == "object" => {}
+            _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
+            _ => return Err("must be an object schema (type: object): a tool takes an object of arguments".to_owned()),
+        }
+        if let Err(err) = jsonschema::meta::validate(&json) {
+            return Err(format!("not a valid JSON Schema: {}", describe(&err)));
+        }
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .build(&json)
+            .map_err(|err| format!("cannot compile the schema: {}", describe(&err)))?;
+        let names = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default()
+        };
+        let required = names(json.get("required"));
+        let optional = json
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().filter(|k| !required.contains(k)).cloned().collect())
+            .unwrap_or_default();
+        let mut parameters: Vec<String> =
+            json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
+        let text = serde_json::to_string(&json).expect("a JSON value always serialises");
+        Ok(Schema { json, text, validator, required, optional, parameters })
+    }
+}
+
+fn describe(err: &jsonschema::ValidationError<'_>) -> String {
+    let at = err.instance_path().as_str();
+    match at.is_empty() {
+        true => err.to_string(),
+        false => format!("{err} (at {at})"),
+    }
+}
+
+impl BuiltinTool {
+    /// The compiled schema of a built-in.
+    pub fn schema(self) -> Schema {
+        Schema::compile(self.parameters()).expect("built-in schemas are valid")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_keeps_parameter_order() {
+        let schema = Schema::compile(serde_json::json!({
+            "type": "object",
+            "properties": {"limit": {"type": "integer"}, "query": {"type": "string"}, "lang": {"type": "string"}},
+            "required": ["query"]
+        }))
+        .unwrap();
+        assert_eq!(schema.required(), ["query"]);
+        assert_eq!(schema.optional(), ["limit", "lang"]);
+    }
+
+    #[test]
+    fn schema_errors_say_what_and_where() {
+        let err =
+            Schema::compile(serde_json::json!({"type": "object", "properties": {"day": {"type": "int"}}})).unwrap_err();
+        assert!(err.starts_with("not a valid JSON Schema"), "{err}");
+        assert!(err.contains("/properties/day/type"), "{err}");
+        let err = Schema::compile(serde_json::json!({"type": "string"})).unwrap_err();
+        assert!(err.contains("type: object"), "{err}");
+        let err =
+            Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "("}}})).unwrap_err();
+        assert!(err.contains("/properties/a/pattern") || err.contains("regex"), "{err}");
+    }
+}

@@ -1,0 +1,78 @@
+//! Start-up of every command: read the files, connect the MCP servers they
+//! name, assemble the catalogue (one code path for `serve`, `validate`,
+//! `tools list` and `resolve`), and report every problem, one line each.
+
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+
+use crate::{
+    catalog::{self, Catalog, Severity},
+    config::Settings,
+    env::Env,
+    live::{LiveCatalog, StartError},
+    process::Inherited,
+    telemetry::Observer,
+};
+
+/// How catalogue problems reach the operator.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// One log line each (serve).
+    Log,
+    /// One plain line each on stderr (the other commands).
+    Plain,
+}
+
+/// Reads the files, connects the MCP servers they name and assembles the
+/// catalogue (the same path for every command); reports every problem, one
+/// line each.
+pub async fn start(
+    settings: &Settings,
+    env: &Env,
+    report: Report,
+    observer: Observer,
+) -> anyhow::Result<(Arc<LiveCatalog>, usize)> {
+    let files = catalog::read(&settings.load, env);
+    let (started, problems) = match LiveCatalog::start(files, settings.limits, Inherited::from_env(env), observer).await
+    {
+        Ok((federation, warnings)) => {
+            let count = warnings.len();
+            (Ok((federation, count)), warnings)
+        }
+        Err(StartError::Catalogue(err)) => {
+            let problems = err.problems.clone();
+            (Err(anyhow!(err)), problems)
+        }
+        Err(other) => return Err(other.into()),
+    };
+    for problem in &problems {
+        // Under strict validation a warning fails the load: say so.
+        let fatal = problem.severity == Severity::Error || settings.load.strict;
+        let suffix = if problem.severity == Severity::Warning && settings.load.strict {
+            " (an error under strict validation)"
+        } else {
+            ""
+        };
+        match (report, fatal) {
+            (Report::Log, true) => tracing::error!("{problem}{suffix}"),
+            (Report::Log, false) => tracing::warn!("{problem}"),
+            (Report::Plain, _) if problem.severity == Severity::Error => eprintln!("error: {problem}"),
+            (Report::Plain, _) => eprintln!("warning: {problem}{suffix}"),
+        }
+    }
+    started
+}
+
+/// Loads the catalogue for a command that only reads it: MCP servers are
+/// connected, listed and ended again.
+pub fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, usize)> {
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let (live, warnings) = start(settings, env, Report::Plain, Observer::disabled()).await?;
+        let catalog = live.current().load().catalog().clone();
+        live.shutdown().await;
+        Ok((catalog, warnings))
+    })
+}

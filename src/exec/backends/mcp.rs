@@ -1,0 +1,20 @@
+//! MCP backends: `tools/call` through the pool of connections. An `isError`
+//! result is the tool's own refusal (REFUSED, its text unchanged but cut);
+//! a server that failed the call or stopped is a crash; one that cannot be
+//! reached is UNAVAILABLE.
+
+use super::{Failure, Request};
+use crate::{
+    catalog::McpBackend,
+    exec::outcome::{tool_text, ErrorKind},
+    mcp::McpError,
+};
+
+pub async fn run(backend: &McpBackend, request: &Request<'_>) -> Result<String, Failure> {
+    let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, request.traceparent).await;
+    called.map_err(|err| match err {
+        McpError::Refused(text) => Failure::Tool { kind: ErrorKind::Refused, message: tool_text(&text) },
+        McpError::Crashed(message) => Failure::Crashed(message),
+        McpError::Unavailable => Failure::Unavailable,
+    })
+}

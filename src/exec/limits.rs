@@ -1,0 +1,57 @@
+//! The executor's limits, each answered in-band when reached, and how a size
+//! is written in the messages that name one.
+
+/// Size and nesting limits of arguments, checked before any parsing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgumentLimits {
+    pub max_bytes: usize,
+    pub max_depth: usize,
+}
+
+impl Default for ArgumentLimits {
+    fn default() -> Self {
+        Self { max_bytes: 1024 * 1024, max_depth: 64 }
+    }
+}
+
+/// Limits of the executor; every one answers in-band when reached.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExecLimits {
+    pub arguments: ArgumentLimits,
+    /// The "available tools" inventory lists at most this many names.
+    pub inventory_cap: usize,
+    /// A larger result is TOOL_CRASHED.
+    pub max_result_bytes: usize,
+}
+
+impl Default for ExecLimits {
+    fn default() -> Self {
+        Self { arguments: ArgumentLimits::default(), inventory_cap: 100, max_result_bytes: 1024 * 1024 }
+    }
+}
+
+/// A size as messages write it: `1 MiB`, `64 KiB`, else in bytes.
+pub fn byte_size(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_in_the_largest_whole_unit() {
+        assert_eq!(byte_size(1024 * 1024), "1 MiB");
+        assert_eq!(byte_size(3 * 1024 * 1024), "3 MiB");
+        assert_eq!(byte_size(64 * 1024), "64 KiB");
+        assert_eq!(byte_size(1536 * 1024), "1536 KiB");
+        assert_eq!(byte_size(1000), "1000 bytes");
+        assert_eq!(byte_size(0), "0 bytes");
+    }
+}
