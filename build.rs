@@ -6,6 +6,7 @@ use std::{env, fs, path::PathBuf};
 
 use prost::Message;
 
+#[allow(clippy::disallowed_methods)] // cargo passes OUT_DIR to build scripts in the environment
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo:rerun-if-changed=proto");
     let fds = protox::compile(["toolgate/v1/toolgate.proto"], ["proto"])?;
@@ -14,7 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        .codec_path("crate::service::codec::ProtoCodec")
+        .codec_path("crate::proto::codec::ProtoCodec")
         .compile_fds(fds)?;
     Ok(())
 }

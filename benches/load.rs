@@ -19,6 +19,9 @@
 //! tool also prints each server's own CPU time per request (from
 //! /proc/<pid>/stat), which does not depend on how fast the clients are.
 
+// Benchmarks report what they measured and start the processes they measure.
+#![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+
 use std::{
     io::{BufRead, BufReader, Write},
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},

@@ -3,6 +3,9 @@
 //!
 //! `cargo bench --bench suggest`; numbers in BENCHMARKS.md.
 
+// Benchmarks report what they measured and start the processes they measure.
+#![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+
 mod catalogue;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};

@@ -1,18 +1,20 @@
 //! toolgate: a gRPC tool gateway for LLM agent backends.
 //!
-//! Module map (dependencies point down the list):
-//! - [`cli`]: the `toolgate` commands; the only user of anyhow.
-//! - [`config`]: settings from flags, environment and file; the strict policy.
-//! - [`federation`]: keeps the catalogue current: MCP discovery, retries, swaps.
-//! - [`server`]: the tonic server (gateway, health, reflection), graceful shutdown.
-//! - [`service`]: gRPC handlers; protobuf <-> domain; errors -> statuses.
-//! - [`exec`]: Execute: name and argument repair, validation, backends, outcomes.
-//! - [`mcp`]: connections to MCP servers (rmcp): list, call, reconnect.
-//! - [`resolve`]: names -> tools or suggestions (normalisation, similarity, messages).
-//! - [`catalog`]: YAML files -> an immutable catalogue; no network, no processes.
-//! - [`telemetry`]: logs, OTLP traces and metrics, trace context propagation.
-//! - [`proto`]: the generated contract. [`env`]: the environment as a value.
-#![forbid(unsafe_code)]
+//! Layers, highest first; a module uses only modules of lower rows (the
+//! `layers` integration test reads `src/` and holds every import to this):
+//!
+//! | layer | modules | what they own |
+//! |---|---|---|
+//! | 1 | [`cli`] | the `toolgate` commands, start-up reporting, what a person reads |
+//! | 2 | [`server`] | the tonic server (gateway, health, reflection), graceful shutdown |
+//! | 3 | [`service`] | gRPC handlers: protobuf <-> domain; the one map of errors to statuses |
+//! | 4 | [`live`] | keeps the catalogue current (MCP changes): validate, then swap |
+//! | 5 | [`config`] | settings from flags, environment and file; the strict policy |
+//! | 6 | [`exec`] | Execute: name and argument repair, validation, backends, outcomes |
+//! | 7 | [`resolve`], [`mcp`] | names -> tools or suggestions and their messages; the MCP client |
+//! | 8 | [`catalog`] | YAML files -> an immutable catalogue; no network, no processes |
+//! | 9 | [`similar`], [`process`], [`telemetry`], [`tls`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract |
+//! | 10 | [`env`](mod@env) | the process environment as a value, read nowhere else |
 
 pub mod catalog;
 pub mod cli;

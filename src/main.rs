@@ -1,3 +1,5 @@
+#![allow(clippy::print_stderr)] // the last word to a person: the error that ended the command
+
 use std::process::ExitCode;
 
 fn main() -> ExitCode {

@@ -38,6 +38,7 @@ pub fn spawn<'a>(
     inherited: &Inherited,
     env: impl IntoIterator<Item = (&'a str, &'a str)>,
 ) -> std::io::Result<Box<dyn ChildWrapper>> {
+    #[allow(clippy::disallowed_methods)] // the one place that starts processes
     let mut command = tokio::process::Command::new(program);
     command
         .args(args)

@@ -156,7 +156,7 @@ pub struct HttpBackend {
 
 #[derive(Clone, Debug)]
 pub struct CommandBackend {
-    /// argv[0]; a relative path with a `/` is resolved against the folder of
+    /// `argv[0]`; a relative path with a `/` is resolved against the folder of
     /// the declaring file.
     pub program: PathBuf,
     pub args: Vec<String>,

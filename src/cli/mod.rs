@@ -3,6 +3,8 @@
 //! what a person reads. The only module that uses anyhow (every error here
 //! ends as a message to a person) and the only one that prints.
 
+#![allow(clippy::print_stdout, clippy::print_stderr)] // the CLI speaks to a person
+
 mod output;
 mod start;
 

@@ -53,7 +53,7 @@ pub fn python_list<S: AsRef<str>>(names: &[S]) -> String {
 }
 
 /// `Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'.`
-pub fn unknown_tool(name: &str, suggestions: &[String]) -> String {
+pub fn unknown_name_sentence(name: &str, suggestions: &[String]) -> String {
     let quoted = quote_emitted(name);
     match suggestions.is_empty() {
         true => format!("Unknown tool {quoted}. Run 'toolgate tools list'."),
@@ -64,7 +64,8 @@ pub fn unknown_tool(name: &str, suggestions: &[String]) -> String {
 /// The Resolve warning: one sentence for each of the first `shown` unknown
 /// names, joined by a space; the rest are counted (`… and 5 more unknown names.`).
 pub fn resolve_warning(unknown: &[(&str, &[String])], shown: usize) -> String {
-    let mut sentences: Vec<String> = unknown.iter().take(shown).map(|(name, s)| unknown_tool(name, s)).collect();
+    let mut sentences: Vec<String> =
+        unknown.iter().take(shown).map(|(name, s)| unknown_name_sentence(name, s)).collect();
     if unknown.len() > shown {
         sentences.push(format!("… and {} more unknown names.", unknown.len() - shown));
     }
@@ -104,10 +105,10 @@ mod tests {
     fn resolve_sentences() {
         let s = vec!["web_search".to_owned(), "exa_search".to_owned()];
         assert_eq!(
-            unknown_tool("web_serch", &s),
+            unknown_name_sentence("web_serch", &s),
             "Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'."
         );
-        assert_eq!(unknown_tool("zzz", &[]), "Unknown tool 'zzz'. Run 'toolgate tools list'.");
+        assert_eq!(unknown_name_sentence("zzz", &[]), "Unknown tool 'zzz'. Run 'toolgate tools list'.");
         let names: Vec<String> = (0..23).map(|i| format!("n{i}")).collect();
         let many: Vec<(&str, &[String])> = names.iter().map(|n| (n.as_str(), &[][..])).collect();
         let text = resolve_warning(&many, MAX_REPORTED_UNKNOWN);

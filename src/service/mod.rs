@@ -3,7 +3,6 @@
 //! Generated protobuf types are touched here, in `server` and in the CLI's
 //! `call` client, nowhere else.
 
-pub mod codec;
 mod convert;
 mod observe;
 pub mod status;

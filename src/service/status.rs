@@ -16,9 +16,6 @@ use crate::{
 /// Why an RPC failed as a whole.
 #[derive(Debug, thiserror::Error)]
 pub enum RpcError {
-    /// A request that could not be decoded (INVALID_ARGUMENT).
-    #[error("malformed request: {0}")]
-    Malformed(String),
     /// Names of the wrong shape: too many, empty, too long (INVALID_ARGUMENT).
     #[error(transparent)]
     Names(#[from] NamesError),
@@ -51,7 +48,7 @@ impl From<RpcError> for Status {
         match err {
             RpcError::UnknownNames(resolution) => unknown_names(&resolution),
             RpcError::Internal(_) => Status::internal(err.to_string()),
-            RpcError::Malformed(_) | RpcError::Names(_) | RpcError::Format(_) | RpcError::UnknownTools(_) => {
+            RpcError::Names(_) | RpcError::Format(_) | RpcError::UnknownTools(_) => {
                 Status::invalid_argument(err.to_string())
             }
         }

@@ -1,6 +1,8 @@
 //! The protobuf codec of the generated code, with one change: a request that
 //! cannot be decoded (truncated, invalid UTF-8 in a string field) is the
-//! caller's fault and answers INVALID_ARGUMENT, not prost's INTERNAL.
+//! caller's fault and answers INVALID_ARGUMENT, not prost's INTERNAL. This
+//! status is made inside tonic's decoding, before any handler runs; every
+//! other RPC error maps to its status in `service::status`.
 
 use std::marker::PhantomData;
 
@@ -9,8 +11,6 @@ use tonic::{
     Code, Status,
 };
 use tonic_prost::ProstCodec;
-
-use super::status::RpcError;
 
 /// Drop-in for `tonic_prost::ProstCodec` (set as the codec in `build.rs`).
 #[derive(Debug, Clone)]
@@ -54,7 +54,7 @@ impl<D: Decoder<Error = Status>> Decoder for MalformedIsInvalid<D> {
 
     fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Self::Item>, Status> {
         self.0.decode(buf).map_err(|status| match status.code() {
-            Code::Internal => RpcError::Malformed(status.message().to_owned()).into(),
+            Code::Internal => Status::invalid_argument(format!("malformed request: {}", status.message())),
             _ => status,
         })
     }
