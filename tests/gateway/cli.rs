@@ -3,7 +3,10 @@
 
 use std::{process::Command, time::Duration};
 
-use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ResolveRequest};
+use toolgate::{
+    catalog::BuiltinTool,
+    proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ResolveRequest},
+};
 
 use crate::common::{run, stderr, stdout, toolgate, CatalogDir};
 
@@ -84,9 +87,9 @@ fn tools_list_formats() {
 
     let json = stdout(&run(dir.dir.path(), &["tools", "list", "--catalog", "registry", "--format", "json"]));
     let list: serde_json::Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(list.as_array().unwrap().len(), 4);
-    assert_eq!(list[3]["name"], "web_search");
-    assert_eq!(list[3]["source"], "registry");
+    assert_eq!(list.as_array().unwrap().len(), 1 + BuiltinTool::ALL.len());
+    let web_search = list.as_array().unwrap().iter().find(|t| t["name"] == "web_search").expect("listed");
+    assert_eq!(web_search["source"], "registry");
 
     for (format, probe) in
         [("openai", "/0/function/name"), ("anthropic", "/0/input_schema/type"), ("mcp", "/tools/0/inputSchema/type")]
@@ -116,26 +119,27 @@ fn resolve_suggests_and_strict_fails() {
     );
 }
 
-/// A free port on loopback (bound, then released).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[test]
 fn serve_with_a_bad_catalogue_exits_before_binding() {
     let dir = CatalogDir::new();
     dir.file("registry/a.yaml", "tools:\n  - name: x\n");
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
+    // The port is taken: had serve bound before loading, it would fail on
+    // the port instead of listing the catalogue's problems.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
     let out = run(dir.dir.path(), &["serve", "--catalog", "registry", "--listen", &listen]);
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
     assert!(err.contains("registry/a.yaml: tools[0] (x): missing field 'description'"), "{err}");
     assert!(err.contains("registry/a.yaml: tools[0] (x): missing field 'backend'"), "{err}");
-    assert!(!err.contains("listening"), "{err}");
+    assert!(!err.contains("listen"), "{err}");
     assert_no_backtrace(&err);
-    // The port was never taken.
-    std::net::TcpListener::bind(&listen).expect("port still free");
+
+    // With a good catalogue the same port is the problem, and says so.
+    dir.file("registry/a.yaml", GOOD);
+    let out = run(dir.dir.path(), &["serve", "--catalog", "registry", "--listen", &listen]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains(&format!("cannot listen on {listen}")), "{}", stderr(&out));
 }
 
 #[test]
@@ -156,7 +160,7 @@ async fn serve_logs_its_address_answers_and_stops_on_sigterm() {
     let dir = CatalogDir::new();
     dir.file("registry/a.yaml", GOOD);
     let (child, lines, listening) = crate::common::serve_registry(dir.dir.path(), &[]);
-    assert!(listening.ends_with(" (4 tools)"), "{listening}");
+    assert!(listening.ends_with(&format!(" ({} tools)", 1 + BuiltinTool::ALL.len())), "{listening}");
     let addr = listening.split(' ').next().unwrap();
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
     let response = client.resolve(ResolveRequest { names: vec!["web_search".into()], strict: None }).await.unwrap();

@@ -365,7 +365,6 @@ async fn a_program_that_cannot_start_is_unavailable() {
 
 #[tokio::test]
 async fn invalid_calls_never_start_a_command() {
-    let http = backend::start().await;
     let counting = "open('calls', 'a').write('x'); print(json.dumps({'ok': True, 'result': args}))";
     let dir = CatalogDir::new();
     script(&dir, "count_tool", counting);
@@ -373,7 +372,6 @@ async fn invalid_calls_never_start_a_command() {
         "registry/tools.yaml",
         "tools:\n  - name: count_tool\n    description: x\n    parameters: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}\n    backend: {command: {argv: [python3, count_tool.py]}}\n",
     );
-    let _ = http;
     let mut gw = TestGateway::dir(&dir).start().await;
     for args in [r#"{}"#, r#"{"n": "1"}"#, r#"{"n": 1, "m": 2}"#, "[1]", "{", &"[".repeat(1000)] {
         let response = execute(&mut gw.client, "count_tool", args).await;

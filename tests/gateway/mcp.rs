@@ -10,6 +10,7 @@ use std::{
 };
 
 use toolgate::{
+    catalog::BuiltinTool,
     config::Policy,
     env::Env,
     proto::v1::{ErrorKind, ExecuteRequest, ListToolsRequest, RepairKind},
@@ -308,7 +309,9 @@ async fn sigterm_ends_and_reaps_every_server_with_its_children() {
         ),
     ]);
     let (gateway, lines, listening) = crate::common::serve_registry(dir.dir.path(), &[]);
-    assert!(listening.ends_with("(19 tools)"), "{listening}");
+    // Each server lists the tools of tests/mcp/notes_server.py.
+    const NOTES_TOOLS: usize = 8;
+    assert!(listening.ends_with(&format!("({} tools)", 2 * NOTES_TOOLS + BuiltinTool::ALL.len())), "{listening}");
     let files = ["pid_a", "helper_a", "pid_b", "helper_b"].map(|f| dir.registry().join(f));
     for file in &files {
         assert!(running(file), "{} runs while the gateway does", file.display());

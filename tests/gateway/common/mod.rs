@@ -1,8 +1,6 @@
 //! Test support: catalogues written to temporary folders, a gateway served
 //! on 127.0.0.1:0, and the `toolgate` binary.
 
-#![allow(dead_code)]
-
 pub mod backend;
 pub mod mcp;
 pub mod otlp;

@@ -2,8 +2,6 @@
 //! optionally slowly, or drops it (the load benchmark's sink uses this file
 //! too).
 
-#![allow(dead_code)]
-
 use std::{
     net::SocketAddr,
     sync::{
@@ -54,7 +52,8 @@ impl Received {
         }
     }
 
-    /// Accepts everything at once and keeps nothing.
+    /// Accepts everything at once and keeps nothing (the load bench's sink).
+    #[allow(dead_code)] // used by benches/load.rs, which shares this file
     pub fn discarding() -> Self {
         Self { keep: false, ..Self::keeping(Duration::ZERO) }
     }
