@@ -121,7 +121,7 @@ pub fn assemble(files: &Files, listings: &[McpListing]) -> Result<Loaded, LoadEr
 
 /// Reads and assembles a catalogue without connecting to any MCP server: a
 /// server it names adds a warning and no tools. The gateway itself connects
-/// them first (see the federation module).
+/// them first (see the `live` module).
 pub fn load(options: &LoadOptions, env: &Env) -> Result<Loaded, LoadError> {
     assemble(&read(options, env), &[])
 }

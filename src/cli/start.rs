@@ -36,9 +36,9 @@ pub async fn start(
     let files = catalog::read(&settings.load, env);
     let (started, problems) = match LiveCatalog::start(files, settings.limits, Inherited::from_env(env), observer).await
     {
-        Ok((federation, warnings)) => {
+        Ok((live, warnings)) => {
             let count = warnings.len();
-            (Ok((federation, count)), warnings)
+            (Ok((live, count)), warnings)
         }
         Err(StartError::Catalogue(err)) => {
             let problems = err.problems.clone();
