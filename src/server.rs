@@ -7,8 +7,7 @@
 use std::{future::Future, time::Duration};
 
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
-use tonic::transport::Server;
+use tonic::transport::{server::TcpIncoming, Server};
 use tonic_health::ServingStatus;
 
 use crate::{
@@ -22,6 +21,17 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// How long a graceful shutdown waits for calls in flight.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
+
+/// The accepted connections of `listener`, each with `TCP_NODELAY` set.
+///
+/// Without it, a response that leaves in more than one write (a Resolve or
+/// Execute miss against a large catalogue, any response under load) waits
+/// for the client's delayed ACK: ~40 ms a call for clients that multiplex
+/// every call over one connection (grpcio, grpc-go). tonic sets it only
+/// when it binds the address itself.
+pub fn incoming(listener: TcpListener) -> TcpIncoming {
+    TcpIncoming::from(listener).with_nodelay(Some(true))
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -61,7 +71,7 @@ pub async fn serve(
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
         .add_service(gateway)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+        .serve_with_incoming_shutdown(incoming(listener), async {
             let _ = stopped.await;
         });
     tokio::pin!(server);
@@ -80,5 +90,24 @@ pub async fn serve(
             tracing::warn!(drain_secs = drain.as_secs_f64(), "calls still in flight after the drain time; closing");
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_stream::StreamExt;
+
+    use super::*;
+
+    /// The regression guard: the server's side of an accepted connection has
+    /// `TCP_NODELAY` set, read from the socket itself.
+    #[tokio::test]
+    async fn accepted_connections_have_nodelay() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut accepted = incoming(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let server_side = accepted.next().await.expect("a connection").expect("accepted");
+        assert!(server_side.nodelay().unwrap(), "TCP_NODELAY is set on the server's side");
     }
 }
