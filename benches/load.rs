@@ -1,23 +1,34 @@
-//! Load over loopback: Execute of the built-in `echo` through the gateway,
-//! through the gateway exporting its telemetry over OTLP (to a sink process
-//! that accepts and drops it), every trace and then 10 % of traces
-//! (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`), and through a bare tonic
-//! service answering the same RPC with no work, at 1, 16 and 64 concurrent
-//! streams, in one run.
-//! Prints RPS, p50 and p99 of each, the gateway's share of the bare service's
-//! throughput, and what exporting telemetry costs; at the end, after the
-//! exporting gateways have shut down (flushing what they hold), how many of
-//! the spans they made reached their sinks (each has its own).
+//! Load over loopback, measured as real clients call: Execute of the
+//! built-in `echo` through the gateway and through a bare tonic service
+//! answering the same RPC with no work, side by side in one run, for each
+//! shape of client:
 //!
-//! `cargo bench --bench load [-- --seconds 5 --rounds 3]`: each target is
-//! measured `rounds` times, interleaved with the others, and the median is
-//! shown (with the range of RPS).
+//! - tonic clients in this process: one stream (latency); one HTTP/2
+//!   connection carrying 64 streams (as grpcio and grpc-go multiplex every
+//!   call of a channel); 16 connections × 4 streams;
+//! - `h2load` (Debian's `nghttp2-client`), an external generator: one
+//!   connection, 64 streams, a pre-encoded request;
+//! - Python's grpcio (`benches/grpcio_load.py`): one channel, 64 concurrent
+//!   calls from asyncio, and one call at a time.
+//!
+//! The external clients run when they are installed (BENCHMARKS.md says
+//! how); the tool says when one is not. With `--telemetry` the gateway is
+//! also measured exporting its telemetry over OTLP (to a sink process that
+//! accepts and drops it), every trace and 10 % of traces
+//! (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`), with tonic clients; at
+//! the end, after those gateways have shut down (flushing what they hold),
+//! how many of the spans they made reached their sinks.
+//!
+//! `cargo bench --bench load [-- --seconds 5 --rounds 3 --telemetry]`: each
+//! target is measured `rounds` times, interleaved with the others, and the
+//! median is shown (with the range of RPS). Prints RPS, mean, p50 and p99
+//! (h2load reports no percentiles), and each server's own CPU time per
+//! request (from /proc/<pid>/stat), which does not depend on how fast the
+//! clients are: on a small machine they compete with the server for the CPU.
 //!
 //! Each server runs in its own process (this binary, started with
-//! `--serve gateway|bare`); the load comes from tonic clients in this one.
-//! On a small machine the clients compete with the server for the CPU, so the
-//! tool also prints each server's own CPU time per request (from
-//! /proc/<pid>/stat), which does not depend on how fast the clients are.
+//! `--serve bare|sink`); the gateway is the real `toolgate serve` on the
+//! built-in tools.
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
@@ -25,27 +36,18 @@
 use std::{
     io::{BufRead, BufReader, Write},
     process::{Child, ChildStdin, ChildStdout, Command, Stdio},
-    sync::Arc,
     time::{Duration, Instant},
 };
 
 use tokio::net::TcpListener;
 use tonic::{transport::Channel, Request, Response, Status};
 use toolgate::{
-    catalog::{self, LoadOptions},
-    config::Policy,
-    env::Env,
-    exec::{ExecLimits, Executor, Shared},
-    mcp::McpPool,
-    process::Inherited,
     proto::v1::{
         self as pb,
         tool_gateway_service_client::ToolGatewayServiceClient,
         tool_gateway_service_server::{ToolGatewayService, ToolGatewayServiceServer},
     },
     server,
-    service::Gateway,
-    telemetry::Telemetry,
 };
 
 /// The OTLP receiver of the tests, here as a sink that drops what it gets.
@@ -54,8 +56,23 @@ use toolgate::{
 #[allow(dead_code)]
 mod otlp;
 
-const STREAMS: [usize; 3] = [1, 16, 64];
 const ARGUMENTS: &str = r#"{"message": "hello", "n": 42}"#;
+const H2LOAD_STREAMS: usize = 64;
+const PYTHON_CONCURRENCY: [usize; 2] = [64, 1];
+
+/// How a client calls: over how many connections, how many calls at once.
+#[derive(Clone, Copy)]
+struct Shape {
+    name: &'static str,
+    connections: usize,
+    streams: usize,
+}
+
+const SHAPES: [Shape; 3] = [
+    Shape { name: "1 stream", connections: 1, streams: 1 },
+    Shape { name: "1 conn x 64", connections: 1, streams: 64 },
+    Shape { name: "16 conns x 4", connections: 16, streams: 64 },
+];
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -66,17 +83,141 @@ fn main() {
         args.iter().position(|a| a == name).and_then(|at| args.get(at + 1)?.parse().ok()).unwrap_or(default)
     };
     let (seconds, rounds) = (option("--seconds", 5), option("--rounds", 3));
+    let telemetry = args.iter().any(|a| a == "--telemetry");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let gateway = Server::toolgate(&[]);
+    let bare = Server::start("bare", &[]);
+    Row::header();
+    let mut ratios = Vec::new();
+
+    // tonic clients, in this process.
+    for shape in SHAPES {
+        let drive = |server: &Server| {
+            server.measure(|| runtime.block_on(drive(server.port, shape.connections, shape.streams, seconds)))
+        };
+        let [g, b] = interleaved(rounds, [&gateway, &bare], drive);
+        ratios.push(Ratio::of(format!("tonic, {}", shape.name), &g, &b));
+        Row::print("tonic", shape.name, [("gateway", &g), ("bare", &b)]);
+    }
+
+    // h2load: one connection, 64 streams, an external generator.
+    match H2load::prepare() {
+        Some(h2load) => {
+            let [g, b] = interleaved(rounds, [&gateway, &bare], |server: &Server| {
+                server.measure(|| h2load.run(server.port, seconds))
+            });
+            ratios.push(Ratio::of(format!("h2load, 1 conn x {H2LOAD_STREAMS}"), &g, &b));
+            Row::print("h2load", "1 conn x 64", [("gateway", &g), ("bare", &b)]);
+        }
+        None => println!("(h2load is not installed: apt-get install nghttp2-client)"),
+    }
+
+    // Python's grpcio: one channel.
+    match python_with_grpcio() {
+        Some(python) => {
+            for concurrency in PYTHON_CONCURRENCY {
+                let shape = if concurrency == 1 { "1 call at a time".to_owned() } else { format!("1 channel x {concurrency}") };
+                let [g, b] = interleaved(rounds, [&gateway, &bare], |server: &Server| {
+                    server.measure(|| grpcio(&python, server.port, seconds, concurrency))
+                });
+                ratios.push(Ratio::of(format!("grpcio, {shape}"), &g, &b));
+                Row::print("grpcio", &shape, [("gateway", &g), ("bare", &b)]);
+            }
+        }
+        None => println!("(no Python with grpcio: .venv/bin/pip install grpcio grpcio-tools)"),
+    }
+    println!();
+    for ratio in &ratios {
+        ratio.print();
+    }
+    if telemetry {
+        telemetry_costs(&runtime, &gateway, seconds, rounds);
+    }
+}
+
+/// Measures each server `rounds` times, interleaved, so that a slow spell of
+/// the machine does not fall on one of them only; the median of each.
+fn interleaved<const N: usize>(
+    rounds: u64,
+    servers: [&Server; N],
+    mut measure: impl FnMut(&Server) -> Measured,
+) -> [Typical; N] {
+    let mut runs: Vec<Vec<Measured>> = servers.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (at, server) in servers.iter().enumerate() {
+            runs[at].push(measure(server));
+        }
+    }
+    let typical: Vec<Typical> = runs.iter().map(|runs| Typical::of(runs)).collect();
+    typical.try_into().unwrap_or_else(|_| unreachable!("one per server"))
+}
+
+/// One line of the table.
+struct Row;
+
+impl Row {
+    fn header() {
+        println!(
+            "{:<7} {:<17} {:<8} {:>9} {:>17} {:>9} {:>9} {:>9} {:>14}",
+            "client", "shape", "target", "RPS", "(range)", "mean", "p50", "p99", "server CPU/req"
+        );
+    }
+
+    fn print<const N: usize>(client: &str, shape: &str, rows: [(&str, &Typical); N]) {
+        let shown = |d: Option<Duration>| d.map_or("-".to_owned(), |d| format!("{:.0?}", d));
+        for (target, t) in rows {
+            println!(
+                "{client:<7} {shape:<17} {target:<8} {:>9.0} {:>17} {:>9} {:>9} {:>9} {:>12.1}µs",
+                t.rps,
+                format!("({:.0}–{:.0})", t.rps_min, t.rps_max),
+                shown(Some(t.mean)),
+                shown(t.p50),
+                shown(t.p99),
+                t.cpu_per_request_us,
+            );
+        }
+    }
+}
+
+/// The gateway against the bare service for one client shape.
+struct Ratio {
+    what: String,
+    rps: f64,
+    p50_gap: Option<f64>,
+    cpu_gap: f64,
+}
+
+impl Ratio {
+    fn of(what: String, gateway: &Typical, bare: &Typical) -> Self {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        Self {
+            what,
+            rps: gateway.rps / bare.rps,
+            p50_gap: gateway.p50.zip(bare.p50).map(|(g, b)| us(g) - us(b)),
+            cpu_gap: gateway.cpu_per_request_us - bare.cpu_per_request_us,
+        }
+    }
+
+    fn print(&self) {
+        let p50 = self.p50_gap.map_or("-".to_owned(), |gap| format!("{gap:+.0} µs"));
+        println!(
+            "{:<26} gateway / bare RPS {:.2}; p50 gateway - bare {p50}; server CPU/req gateway - bare {:+.1} µs",
+            self.what, self.rps, self.cpu_gap
+        );
+    }
+}
+
+/// What exporting telemetry costs, with tonic clients, against the gateway
+/// that does not export.
+fn telemetry_costs(runtime: &tokio::runtime::Runtime, gateway: &Server, seconds: u64, rounds: u64) {
     let mut sink = Server::start("sink", &[]);
     let endpoint = format!("http://127.0.0.1:{}", sink.port);
     let mut sampled_sink = Server::start("sink", &[]);
     let sampled_endpoint = format!("http://127.0.0.1:{}", sampled_sink.port);
-    let gateway = Server::start("gateway", &[]);
-    let exporting = Server::start(
-        "gateway",
+    let exporting = Server::toolgate(
         &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_METRIC_EXPORT_INTERVAL", "1000")],
     );
-    let sampled = Server::start(
-        "gateway",
+    let sampled = Server::toolgate(
         &[
             ("OTEL_EXPORTER_OTLP_ENDPOINT", sampled_endpoint.as_str()),
             ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
@@ -84,54 +225,45 @@ fn main() {
             ("OTEL_TRACES_SAMPLER_ARG", "0.1"),
         ],
     );
-    let bare = Server::start("bare", &[]);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-    println!(
-        "{:<9} {:>7} {:>10} {:>17} {:>10} {:>10} {:>14} {:>14}",
-        "target", "streams", "RPS", "(range)", "p50", "p99", "server CPU/req", "sink CPU/req"
-    );
-    let targets = [
-        ("gateway", &gateway, None),
-        ("exporting", &exporting, Some(&sink)),
-        ("sampled", &sampled, Some(&sampled_sink)),
-        ("bare", &bare, None),
-    ];
-    let mut ratios = Vec::new();
+    println!("\ntelemetry, tonic clients:");
+    Row::header();
     let (mut exported_calls, mut sampled_calls) = (0, 0);
-    for streams in STREAMS {
-        // Rounds interleave the targets, so that a slow spell of the machine
-        // does not fall on one of them only.
-        let mut runs: Vec<Vec<Measured>> = targets.iter().map(|_| Vec::new()).collect();
-        for _ in 0..rounds {
-            for (at, (_, server, sink)) in targets.iter().enumerate() {
-                runs[at].push(server.measure(&runtime, streams, seconds, sink.as_deref()));
+    let mut lines = Vec::new();
+    for shape in SHAPES {
+        let sinks = [None, Some(&sink), Some(&sampled_sink)];
+        let mut calls = [0u64; 3];
+        let [g, e, s] = {
+            let servers = [gateway, &exporting, &sampled];
+            let mut runs: Vec<Vec<Measured>> = vec![Vec::new(), Vec::new(), Vec::new()];
+            for _ in 0..rounds {
+                for (at, server) in servers.iter().enumerate() {
+                    let measured = server.measure_with_sink(sinks[at], || {
+                        runtime.block_on(drive(server.port, shape.connections, shape.streams, seconds))
+                    });
+                    calls[at] += measured.calls;
+                    runs[at].push(measured);
+                }
+            }
+            let t: Vec<Typical> = runs.iter().map(|r| Typical::of(r)).collect();
+            <[Typical; 3]>::try_from(t).unwrap_or_else(|_| unreachable!("three targets"))
+        };
+        exported_calls += calls[1];
+        sampled_calls += calls[2];
+        Row::print("tonic", shape.name, [("gateway", &g), ("export", &e), ("sampled", &s)]);
+        for (name, t) in [("export", &e), ("sampled", &s)] {
+            if let Some(us) = t.sink_cpu_per_request_us {
+                lines.push(format!("{}: {name} sink CPU/req {us:.1} µs", shape.name));
             }
         }
-        exported_calls += runs[1].iter().map(|m| m.calls).sum::<u64>();
-        sampled_calls += runs[2].iter().map(|m| m.calls).sum::<u64>();
-        let typical: Vec<Typical> = runs.iter().map(|runs| Typical::of(runs)).collect();
-        for ((name, ..), t) in targets.iter().zip(&typical) {
-            println!(
-                "{name:<9} {streams:>7} {:>10.0} {:>17} {:>10?} {:>10?} {:>12.1}µs {:>14}",
-                t.rps,
-                format!("({:.0}–{:.0})", t.rps_min, t.rps_max),
-                t.p50,
-                t.p99,
-                t.cpu_per_request_us,
-                t.sink_cpu_per_request_us.map_or("-".to_owned(), |us| format!("{us:.1}µs"))
-            );
-        }
-        let [g, e, s, b] = &typical[..] else { unreachable!("four targets") };
-        ratios.push((streams, g.rps / b.rps, e.rps / g.rps, s.rps / g.rps));
+        lines.push(format!(
+            "{}: exporting every span / not exporting {:.1} %; exporting 10 % of traces / not exporting {:.1} %",
+            shape.name,
+            e.rps / g.rps * 100.0,
+            s.rps / g.rps * 100.0
+        ));
     }
-    for (streams, bare, export, sampled) in ratios {
-        println!(
-            "at {streams} streams: gateway / bare {:.1} %; exporting every span / not exporting {:.1} %; \
-             exporting 10 % of traces / not exporting {:.1} %",
-            bare * 100.0,
-            export * 100.0,
-            sampled * 100.0
-        );
+    for line in lines {
+        println!("{line}");
     }
     exporting.stop();
     sampled.stop();
@@ -151,8 +283,9 @@ struct Typical {
     rps: f64,
     rps_min: f64,
     rps_max: f64,
-    p50: Duration,
-    p99: Duration,
+    mean: Duration,
+    p50: Option<Duration>,
+    p99: Option<Duration>,
     cpu_per_request_us: f64,
     sink_cpu_per_request_us: Option<f64>,
 }
@@ -171,6 +304,7 @@ impl Typical {
             rps: middle.rps,
             rps_min: by_rps[0].rps,
             rps_max: by_rps[by_rps.len() - 1].rps,
+            mean: middle.mean,
             p50: middle.p50,
             p99: middle.p99,
             cpu_per_request_us: median(runs.iter().map(|m| m.cpu_per_request_us).collect()),
@@ -183,17 +317,34 @@ struct Measured {
     /// Calls made, warm-up included.
     calls: u64,
     rps: f64,
-    p50: Duration,
-    p99: Duration,
+    mean: Duration,
+    p50: Option<Duration>,
+    p99: Option<Duration>,
     cpu_per_request_us: f64,
     /// What the sink receiving the telemetry used, on the same cores.
     sink_cpu_per_request_us: Option<f64>,
 }
 
-/// `streams` concurrent callers over a few HTTP/2 connections: 1 s of warm-up,
-/// then `seconds` measured.
-async fn drive(port: u16, streams: usize, seconds: u64) -> Measured {
-    let connections = streams.clamp(1, 4);
+impl Measured {
+    fn of_latencies(mut latencies: Vec<Duration>, calls: u64, seconds: u64) -> Self {
+        latencies.sort();
+        let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+        let mean = latencies.iter().sum::<Duration>() / latencies.len().max(1) as u32;
+        Measured {
+            calls,
+            rps: latencies.len() as f64 / seconds as f64,
+            mean,
+            p50: Some(at(0.50)),
+            p99: Some(at(0.99)),
+            cpu_per_request_us: 0.0,
+            sink_cpu_per_request_us: None,
+        }
+    }
+}
+
+/// `streams` concurrent callers spread over `connections` HTTP/2
+/// connections: 1 s of warm-up, then `seconds` measured.
+async fn drive(port: u16, connections: usize, streams: usize, seconds: u64) -> Measured {
     let mut channels = Vec::new();
     for _ in 0..connections {
         channels.push(Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect().await.unwrap());
@@ -228,28 +379,149 @@ async fn drive(port: u16, streams: usize, seconds: u64) -> Measured {
         latencies.extend(some);
         calls += made;
     }
-    latencies.sort();
-    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    Measured::of_latencies(latencies, calls, seconds)
+}
+
+/// h2load with a pre-encoded Execute request (a gRPC frame in a file).
+struct H2load {
+    request: tempfile::NamedTempFile,
+}
+
+impl H2load {
+    fn prepare() -> Option<Self> {
+        Command::new("h2load").arg("--version").output().ok().filter(|o| o.status.success())?;
+        let message =
+            pb::ExecuteRequest { tool: "echo".into(), arguments_json: ARGUMENTS.into(), ..Default::default() };
+        let body = prost::Message::encode_to_vec(&message);
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&(body.len() as u32).to_be_bytes());
+        frame.extend_from_slice(&body);
+        let mut request = tempfile::NamedTempFile::new().unwrap();
+        request.write_all(&frame).unwrap();
+        Some(Self { request })
+    }
+
+    fn run(&self, port: u16, seconds: u64) -> Measured {
+        let out = Command::new("h2load")
+            .args(["-c", "1", "-m", &H2LOAD_STREAMS.to_string(), "-D", &seconds.to_string(), "--warm-up-time", "1"])
+            .arg("-d")
+            .arg(self.request.path())
+            .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
+            .arg(format!("http://127.0.0.1:{port}/toolgate.v1.ToolGatewayService/Execute"))
+            .output()
+            .expect("h2load runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let field = |prefix: &str| text.lines().find_map(|l| l.trim().strip_prefix(prefix).map(str::to_owned));
+        // "finished in 5.00s, 78123.40 req/s, 6.5MB/s"
+        let rps: f64 = field("finished in")
+            .and_then(|l| l.split(", ").nth(1)?.trim_end_matches(" req/s").parse().ok())
+            .unwrap_or_else(|| panic!("h2load said: {text}"));
+        // "requests: 390617 total, 390681 started, 390617 done, 390617 succeeded, 0 failed, ..."
+        let failed: u64 = field("requests:")
+            .and_then(|l| l.split(", ").find_map(|p| p.strip_suffix(" failed")?.parse().ok()))
+            .unwrap_or(0);
+        assert_eq!(failed, 0, "h2load: {text}");
+        // "time for request:   130us   12.01ms   806us   213us   79.80%": min, max, mean, sd
+        let mean = field("time for request:")
+            .and_then(|l| l.split_whitespace().nth(2).and_then(parse_h2load_time))
+            .unwrap_or_default();
+        Measured {
+            // The measured seconds report; the warm-up second ran at about the same rate.
+            calls: (rps * (seconds + 1) as f64) as u64,
+            rps,
+            mean,
+            p50: None,
+            p99: None,
+            cpu_per_request_us: 0.0,
+            sink_cpu_per_request_us: None,
+        }
+    }
+}
+
+/// `806us`, `12.01ms`, `1.2s`.
+fn parse_h2load_time(text: &str) -> Option<Duration> {
+    let (number, scale) = if let Some(n) = text.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = text.strip_suffix("ms") {
+        (n, 1e-3)
+    } else {
+        (text.strip_suffix('s')?, 1.0)
+    };
+    Some(Duration::from_secs_f64(number.parse::<f64>().ok()? * scale))
+}
+
+/// A Python that can run `benches/grpcio_load.py`: the test venv's, or the
+/// one `TOOLGATE_BENCH_PYTHON` names.
+fn python_with_grpcio() -> Option<String> {
+    let python = std::env::var("TOOLGATE_BENCH_PYTHON")
+        .unwrap_or_else(|_| format!("{}/.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let works = Command::new(&python).args(["-c", "import grpc, grpc_tools"]).output();
+    works.is_ok_and(|o| o.status.success()).then_some(python)
+}
+
+fn grpcio(python: &str, port: u16, seconds: u64, concurrency: usize) -> Measured {
+    let script = format!("{}/benches/grpcio_load.py", env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new(python)
+        .args([script, port.to_string(), seconds.to_string(), concurrency.to_string()])
+        .output()
+        .expect("python runs");
+    let line = String::from_utf8_lossy(&out.stdout);
+    let result: serde_json::Value = serde_json::from_str(line.trim())
+        .unwrap_or_else(|_| panic!("grpcio_load.py said: {line}{}", String::from_utf8_lossy(&out.stderr)));
+    let us = |key: &str| Duration::from_secs_f64(result[key].as_f64().unwrap_or(0.0) / 1e6);
     Measured {
-        calls,
-        rps: latencies.len() as f64 / seconds as f64,
-        p50: at(0.50),
-        p99: at(0.99),
+        calls: result["calls"].as_u64().unwrap_or(0),
+        rps: result["rps"].as_f64().unwrap_or(0.0),
+        mean: us("mean_us"),
+        p50: Some(us("p50_us")),
+        p99: Some(us("p99_us")),
         cpu_per_request_us: 0.0,
         sink_cpu_per_request_us: None,
     }
 }
 
-/// A server process of this binary; killed when dropped. It prints its port
+/// A server process: the real `toolgate` binary, or this one (the bare
+/// service, the sink); killed when dropped. This binary prints its port
 /// first; a sink then answers each line on its stdin with its span count.
 struct Server {
     child: Child,
     stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
+    stdout: Option<BufReader<ChildStdout>>,
     port: u16,
+    /// The catalogue folder of a `toolgate serve`.
+    _catalog: Option<tempfile::TempDir>,
 }
 
 impl Server {
+    /// `toolgate serve` on the built-in tools, as an operator runs it,
+    /// with `env` added to its environment.
+    fn toolgate(env: &[(&str, &str)]) -> Self {
+        let catalog = tempfile::tempdir().unwrap();
+        std::fs::write(catalog.path().join("tools.yaml"), "tools: []\n").unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
+            .arg(catalog.path())
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let port = loop {
+            let mut line = String::new();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "toolgate serve ended before listening");
+            if let Some(at) = line.find("toolgate listening on 127.0.0.1:") {
+                let rest = &line[at + "toolgate listening on 127.0.0.1:".len()..];
+                break rest.split(' ').next().unwrap().parse().unwrap();
+            }
+        };
+        // Its log goes on being read, so that it never blocks on a full pipe.
+        std::thread::spawn(move || for _ in stderr.lines().map_while(Result::ok) {});
+        Self { child, stdin: None, stdout: None, port, _catalog: Some(catalog) }
+    }
+
     fn start(kind: &str, env: &[(&str, &str)]) -> Self {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--serve", kind])
@@ -259,15 +531,15 @@ impl Server {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut server = Self { child, stdin, stdout, port: 0 };
+        let stdout = Some(BufReader::new(child.stdout.take().unwrap()));
+        let mut server = Self { child, stdin, stdout, port: 0, _catalog: None };
         server.port = server.line().parse().expect("the server prints its port");
         server
     }
 
     fn line(&mut self) -> String {
         let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
+        self.stdout.as_mut().expect("a server of this binary").read_line(&mut line).unwrap();
         line.trim().to_owned()
     }
 
@@ -277,28 +549,29 @@ impl Server {
         self.line()
     }
 
-    /// Closes stdin, which shuts the server down gracefully, and waits.
+    /// Shuts the server down gracefully (SIGTERM for toolgate, the end of
+    /// stdin for this binary) and waits.
     fn stop(mut self) {
-        self.stdin = None;
+        if self.stdin.take().is_none() {
+            let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        }
         let _ = self.child.wait();
     }
 }
 
 impl Server {
-    /// Drives the server and charges it the CPU time it used.
-    fn measure(
-        &self,
-        runtime: &tokio::runtime::Runtime,
-        streams: usize,
-        seconds: u64,
-        sink: Option<&Server>,
-    ) -> Measured {
+    /// Runs `load` against the server and charges it the CPU time it used.
+    fn measure(&self, load: impl FnOnce() -> Measured) -> Measured {
+        self.measure_with_sink(None, load)
+    }
+
+    /// The same, also charging the telemetry sink's CPU time.
+    fn measure_with_sink(&self, sink: Option<&Server>, load: impl FnOnce() -> Measured) -> Measured {
         let sink_before = sink.map(Server::cpu_seconds);
         let before = self.cpu_seconds();
-        let started = Instant::now();
-        let mut measured = runtime.block_on(drive(self.port, streams, seconds));
-        let elapsed = started.elapsed().as_secs_f64();
-        let requests = measured.rps * elapsed;
+        let mut measured = load();
+        // Calls over the whole run, warm-up included, as the CPU time is.
+        let requests = measured.calls as f64;
         measured.cpu_per_request_us = (self.cpu_seconds() - before) / requests * 1e6;
         measured.sink_cpu_per_request_us =
             sink.zip(sink_before).map(|(sink, before)| (sink.cpu_seconds() - before) / requests * 1e6);
@@ -343,26 +616,12 @@ fn serve(kind: &str) {
             .ok();
         };
         match kind {
-            "gateway" => {
-                // Exports when OTEL_EXPORTER_OTLP_ENDPOINT is set, as `toolgate serve` does.
-                let telemetry = Telemetry::start(&Env::from_process());
-                let options = LoadOptions { registry: vec![], ..LoadOptions::default() };
-                let catalog = catalog::load(&options, &Env::default()).expect("built-ins load").catalog;
-                toolgate::tls::install_crypto_provider();
-                let shared = Shared::new(McpPool::empty(), Inherited::default(), telemetry.observer()).unwrap();
-                let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
-                let gateway = Gateway::fixed(executor, Policy::default());
-                server::serve(listener, gateway, stdin_closed, Duration::from_secs(1)).await.unwrap();
-                let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
-            }
             "sink" => otlp::serve(listener, received, stdin_closed).await,
             _ => {
                 tonic::transport::Server::builder()
                     .add_service(ToolGatewayServiceServer::new(Bare))
-                    .serve_with_incoming_shutdown(
-                        tokio_stream::wrappers::TcpListenerStream::new(listener),
-                        stdin_closed,
-                    )
+                    // Accepted as the gateway accepts, TCP_NODELAY set: the floor, not a handicap.
+                    .serve_with_incoming_shutdown(server::incoming(listener), stdin_closed)
                     .await
                     .unwrap();
             }

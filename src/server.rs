@@ -22,6 +22,20 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// How long a graceful shutdown waits for calls in flight.
 pub const DEFAULT_DRAIN: Duration = Duration::from_secs(10);
 
+/// Calls one HTTP/2 connection may carry at once. grpcio and grpc-go send
+/// every call of a channel over one connection, and a tool call may take its
+/// whole timeout (30 s by default), so hyper's default of 200 would cap an
+/// agent backend's parallel slow calls; each tool's `max_concurrency` is the
+/// limit that protects backends. At 64 streams 200, 256 and 1,024 measured
+/// alike (BENCHMARKS.md).
+pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+
+/// Flow-control windows stay hyper's fixed 1 MiB per stream and per
+/// connection: calls and answers are small (limits of 1 MiB and 4 MiB), and
+/// the adaptive (BDP) window measured no faster on either small calls or
+/// 256 KiB ones (BENCHMARKS.md), while it adds PING round trips.
+const ADAPTIVE_WINDOW: bool = false;
+
 /// The accepted connections of `listener`, each with `TCP_NODELAY` set.
 ///
 /// Without it, a response that leaves in more than one write (a Resolve or
@@ -67,6 +81,8 @@ pub async fn serve(
 
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
+        .http2_adaptive_window(Some(ADAPTIVE_WINDOW))
         .add_service(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
