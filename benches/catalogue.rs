@@ -115,16 +115,26 @@ pub fn tool_names(n: usize) -> Vec<String> {
         .collect()
 }
 
-/// A catalogue of the first `n` names, each tool taking `parameters` (a YAML
-/// flow mapping) and running on the built-in `echo`.
-pub fn load(n: usize, parameters: &str) -> (Catalog, Vec<String>) {
-    let names = tool_names(n);
+/// A registry file (YAML text) of `names`, the `i`th tool taking
+/// `parameters(i)` (a YAML flow mapping) and running on the built-in `echo`.
+#[allow(dead_code)] // each bench uses a part of this module
+pub fn registry(names: &[String], parameters: impl Fn(usize) -> String) -> String {
     let mut yaml = String::from("tools:\n");
-    for name in &names {
+    for (i, name) in names.iter().enumerate() {
         yaml.push_str(&format!(
-            "  - name: {name}\n    description: x\n    parameters: {parameters}\n    backend: {{builtin: echo}}\n"
+            "  - name: {name}\n    description: x\n    parameters: {}\n    backend: {{builtin: echo}}\n",
+            parameters(i)
         ));
     }
+    yaml
+}
+
+/// A catalogue of the first `n` names, each tool taking `parameters` (a YAML
+/// flow mapping) and running on the built-in `echo`.
+#[allow(dead_code)] // each bench uses a part of this module
+pub fn load(n: usize, parameters: &str) -> (Catalog, Vec<String>) {
+    let names = tool_names(n);
+    let yaml = registry(&names, |_| parameters.to_owned());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("registry.yaml");
     std::fs::write(&path, yaml).unwrap();

@@ -116,7 +116,8 @@ fn main() {
     match python_with_grpcio() {
         Some(python) => {
             for concurrency in PYTHON_CONCURRENCY {
-                let shape = if concurrency == 1 { "1 call at a time".to_owned() } else { format!("1 channel x {concurrency}") };
+                let shape =
+                    if concurrency == 1 { "1 call at a time".to_owned() } else { format!("1 channel x {concurrency}") };
                 let [g, b] = interleaved(rounds, [&gateway, &bare], |server: &Server| {
                     server.measure(|| grpcio(&python, server.port, seconds, concurrency))
                 });
@@ -214,17 +215,16 @@ fn telemetry_costs(runtime: &tokio::runtime::Runtime, gateway: &Server, seconds:
     let endpoint = format!("http://127.0.0.1:{}", sink.port);
     let mut sampled_sink = Server::start("sink", &[]);
     let sampled_endpoint = format!("http://127.0.0.1:{}", sampled_sink.port);
-    let exporting = Server::toolgate(
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_METRIC_EXPORT_INTERVAL", "1000")],
-    );
-    let sampled = Server::toolgate(
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", sampled_endpoint.as_str()),
-            ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
-            ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-            ("OTEL_TRACES_SAMPLER_ARG", "0.1"),
-        ],
-    );
+    let exporting = Server::toolgate(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
+    ]);
+    let sampled = Server::toolgate(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", sampled_endpoint.as_str()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
+        ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        ("OTEL_TRACES_SAMPLER_ARG", "0.1"),
+    ]);
     println!("\ntelemetry, tonic clients:");
     Row::header();
     let (mut exported_calls, mut sampled_calls) = (0, 0);

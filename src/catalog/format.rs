@@ -1,7 +1,8 @@
 //! Tool lists as JSON: toolgate's own shape, and the formats model providers
 //! document, for agents that pass them straight to a model API.
 
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::value::RawValue;
 
 use super::Tool;
 
@@ -19,42 +20,84 @@ pub enum ToolFormat {
     Mcp,
 }
 
-/// Renders `tools` as JSON text in `format`, key order kept.
+/// Renders `tools` as JSON text in `format`; each schema is embedded as its
+/// text, key order kept.
 pub fn render<'a>(tools: impl IntoIterator<Item = &'a Tool>, format: ToolFormat) -> String {
     let tools = tools.into_iter();
-    let value = match format {
-        ToolFormat::Native => {
-            let list: Vec<Value> = tools
-                .map(|t| {
-                    json!({
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": t.parameters.json(),
-                        "aliases": t.aliases,
-                        "source": t.source.to_string(),
-                        "idempotent": t.idempotent,
-                    })
-                })
-                .collect();
-            return serde_json::to_string_pretty(&list).expect("JSON values serialise");
+    let text = match format {
+        ToolFormat::Native => serde_json::to_string_pretty(&tools.map(Native::of).collect::<Vec<_>>()),
+        ToolFormat::OpenAi => serde_json::to_string(
+            &tools
+                .map(|t| OpenAi { kind: "function", function: Function::of(t, FunctionFields::Parameters) })
+                .collect::<Vec<_>>(),
+        ),
+        ToolFormat::Anthropic => {
+            serde_json::to_string(&tools.map(|t| Function::of(t, FunctionFields::InputSchema)).collect::<Vec<_>>())
         }
-        ToolFormat::OpenAi => Value::Array(
-            tools
-                .map(|t| {
-                    json!({"type": "function", "function": {
-                        "name": t.name, "description": t.description, "parameters": t.parameters.json()
-                    }})
-                })
-                .collect(),
-        ),
-        ToolFormat::Anthropic => Value::Array(
-            tools
-                .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters.json()}))
-                .collect(),
-        ),
-        ToolFormat::Mcp => json!({"tools": tools
-            .map(|t| json!({"name": t.name, "description": t.description, "inputSchema": t.parameters.json()}))
-            .collect::<Vec<_>>()}),
+        ToolFormat::Mcp => serde_json::to_string(&McpList {
+            tools: tools.map(|t| Function::of(t, FunctionFields::InputSchemaCamel)).collect(),
+        }),
     };
-    value.to_string()
+    text.expect("tool lists serialise")
+}
+
+/// `{"name", "description", <schema key>}` in that order.
+#[derive(Serialize)]
+struct Function<'a> {
+    name: &'a str,
+    description: &'a str,
+    #[serde(flatten)]
+    schema: FunctionFields<'a>,
+}
+
+/// The key each provider gives the schema.
+#[derive(Serialize)]
+enum FunctionFields<'a> {
+    #[serde(rename = "parameters")]
+    Parameters(&'a RawValue),
+    #[serde(rename = "input_schema")]
+    InputSchema(&'a RawValue),
+    #[serde(rename = "inputSchema")]
+    InputSchemaCamel(&'a RawValue),
+}
+
+impl<'a> Function<'a> {
+    fn of(tool: &'a Tool, key: impl Fn(&'a RawValue) -> FunctionFields<'a>) -> Self {
+        Self { name: &tool.name, description: &tool.description, schema: key(tool.parameters.raw()) }
+    }
+}
+
+#[derive(Serialize)]
+struct OpenAi<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: Function<'a>,
+}
+
+#[derive(Serialize)]
+struct McpList<'a> {
+    tools: Vec<Function<'a>>,
+}
+
+#[derive(Serialize)]
+struct Native<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a RawValue,
+    aliases: &'a [String],
+    source: String,
+    idempotent: bool,
+}
+
+impl<'a> Native<'a> {
+    fn of(tool: &'a Tool) -> Self {
+        Self {
+            name: &tool.name,
+            description: &tool.description,
+            parameters: tool.parameters.raw(),
+            aliases: &tool.aliases,
+            source: tool.source.to_string(),
+            idempotent: tool.idempotent,
+        }
+    }
 }

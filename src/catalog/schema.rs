@@ -1,18 +1,22 @@
 //! A tool's argument schema: checked against the JSON Schema meta-schema
 //! and compiled once at load (nothing is compiled per call), with the
 //! parameter names the hints list, in the schema's own order.
+//!
+//! What a schema keeps is its compiled validator and its compact JSON text;
+//! the parsed tree is not kept (at 10,000 tools it was a third of the
+//! catalogue's memory): the provider formats embed the text as it is, and
+//! the rare message that needs a sibling keyword parses it again.
 
 use std::fmt;
 
-use serde_json::Value;
+use serde_json::{value::RawValue, Value};
 
 use super::BuiltinTool;
 
 /// A tool's argument schema, checked against the meta-schema and compiled
 /// once at load.
 pub struct Schema {
-    json: serde_json::Value,
-    text: String,
+    text: Box<RawValue>,
     validator: jsonschema::Validator,
     required: Vec<String>,
     optional: Vec<String>,
@@ -20,13 +24,19 @@ pub struct Schema {
 }
 
 impl Schema {
-    /// The schema as written, key order kept.
-    pub fn json(&self) -> &serde_json::Value {
-        &self.json
+    /// The schema as written, parsed again (key order kept); for what is
+    /// not on the path of every call.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.text.get()).expect("the text of a valid schema")
     }
 
     /// The schema as compact JSON text, key order kept.
     pub fn text(&self) -> &str {
+        self.text.get()
+    }
+
+    /// The schema's text as a JSON value to embed in another document unchanged.
+    pub fn raw(&self) -> &RawValue {
         &self.text
     }
 
@@ -53,7 +63,7 @@ impl Schema {
 
 impl fmt::Debug for Schema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        f.write_str(self.text.get())
     }
 }
 
@@ -87,8 +97,8 @@ impl Schema {
         let mut parameters: Vec<String> =
             json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
         parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
-        let text = serde_json::to_string(&json).expect("a JSON value always serialises");
-        Ok(Schema { json, text, validator, required, optional, parameters })
+        let text = serde_json::value::to_raw_value(&json).expect("a JSON value always serialises");
+        Ok(Schema { text, validator, required, optional, parameters })
     }
 }
 

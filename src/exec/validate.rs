@@ -66,6 +66,7 @@ pub fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     // problem adds nothing to the list of values.
     let mut listed: Vec<String> = Vec::new();
     let mut typed: Vec<(usize, String)> = Vec::new();
+    let mut parsed: Option<Value> = None;
     for error in schema.validator().iter_errors(arguments) {
         let at_root = error.instance_path().as_str().is_empty();
         match error.kind() {
@@ -93,7 +94,9 @@ pub fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
                     ValidationErrorKind::Type { .. } => typed.push((problems.values.len(), field.clone())),
                     _ => {}
                 }
-                problems.values.push(Violation { field, description: describe(&error, schema.json()) });
+                // Parsed once, and only when a value is wrong: its words name sibling bounds.
+                let json = parsed.get_or_insert_with(|| schema.json());
+                problems.values.push(Violation { field, description: describe(&error, json) });
             }
         }
     }

@@ -1,0 +1,208 @@
+//! Start-up and memory of the real gateway at 10,000 tools, each a small
+//! object schema with a pattern, an enum and a range (every schema
+//! different, as in a real catalogue).
+//!
+//! - In process: reading the files (YAML, entries, schemas compiled) and
+//!   assembling the catalogue (merge, keys, suggestion index), medians of
+//!   five runs.
+//! - The real binary: `toolgate serve` from its start to its ready line,
+//!   and its RSS when ready, medians of five starts.
+//! - Memory under load: the RSS of `toolgate serve` when ready, after 1,000
+//!   idle HTTP/2 connections, after 100,000 calls, and after 100,000 more
+//!   (no growth after the warm-up).
+//!
+//! `cargo bench --bench startup [-- --tools 10000 --runs 5]`
+
+// Benchmarks report what they measured and start the processes they measure.
+#![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+
+mod catalogue;
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use tonic::transport::Channel;
+use toolgate::{
+    catalog::{self, LoadOptions},
+    env::Env,
+    proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ExecuteRequest},
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let option = |name: &str, default: usize| -> usize {
+        args.iter().position(|a| a == name).and_then(|at| args.get(at + 1)?.parse().ok()).unwrap_or(default)
+    };
+    let (tools, runs) = (option("--tools", 10_000), option("--runs", 5));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("registry.yaml");
+    let names = catalogue::tool_names(tools);
+    let yaml = catalogue::registry(&names, |i| schema(i, &names[i]));
+    std::fs::write(&path, &yaml).unwrap();
+    println!("registry: {tools} tools, {:.1} MB of YAML", yaml.len() as f64 / 1e6);
+
+    let options = LoadOptions { registry: vec![path.clone()], ..LoadOptions::default() };
+    let (mut read, mut assemble) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let started = Instant::now();
+        let files = catalog::read(&options, &Env::default());
+        read.push(started.elapsed());
+        let started = Instant::now();
+        let loaded = catalog::assemble(&files, &[]).unwrap_or_else(|e| panic!("{:?}", e.problems));
+        assemble.push(started.elapsed());
+        assert_eq!(loaded.catalog.tools().len(), tools + 3);
+    }
+    println!(
+        "in process: read (YAML, entries, schemas) {:?}; assemble (merge, keys, index) {:?}",
+        median(read),
+        median(assemble)
+    );
+
+    let (mut ready, mut rss) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let gateway = Gateway::start(dir.path());
+        ready.push(gateway.ready_after);
+        rss.push(gateway.rss_kib());
+    }
+    rss.sort();
+    println!(
+        "toolgate serve: ready after {:?}, RSS when ready {:.1} MB (medians of {runs})",
+        median(ready),
+        rss[rss.len() / 2] as f64 / 1024.0
+    );
+
+    let gateway = Gateway::start(dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let when_ready = gateway.rss_kib();
+    let idle = runtime.block_on(async {
+        let mut channels = Vec::new();
+        for _ in 0..1000 {
+            channels.push(gateway.channel().await);
+        }
+        let rss = gateway.rss_kib();
+        drop(channels);
+        rss
+    });
+    let first = runtime.block_on(calls(&gateway, 100_000, &names));
+    let after_first = gateway.rss_kib();
+    let second = runtime.block_on(calls(&gateway, 100_000, &names));
+    let after_second = gateway.rss_kib();
+    let mb = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "RSS: ready {:.1} MB; with 1,000 idle connections {:.1} MB; after 100,000 calls {:.1} MB ({first:?}); \
+         after 100,000 more {:.1} MB ({second:?})",
+        mb(when_ready),
+        mb(idle),
+        mb(after_first),
+        mb(after_second)
+    );
+}
+
+/// A small object schema with a pattern, an enum and a range, different for each tool.
+fn schema(i: usize, name: &str) -> String {
+    let prefix: String = name.split('_').map(|w| w[..1].to_ascii_uppercase()).collect();
+    format!(
+        "{{type: object, properties: {{id: {{type: string, pattern: \"^{prefix}-[0-9]{{1,{}}}$\"}}, \
+         state: {{type: string, enum: [open, closed, s{i}]}}, limit: {{type: integer, minimum: 1, maximum: {}}}}}, \
+         required: [id], additionalProperties: false}}",
+        4 + i % 5,
+        10 + i % 90
+    )
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+/// `calls` calls over 16 connections × 4 streams: valid calls, repaired
+/// names, misses and invalid arguments, as models send them.
+async fn calls(gateway: &Gateway, calls: usize, names: &[String]) -> Duration {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for worker in 0..64 {
+        let channel = gateway.channel().await;
+        let names = names.to_vec();
+        tasks.push(tokio::spawn(async move {
+            let mut client = ToolGatewayServiceClient::new(channel);
+            for i in (worker..calls).step_by(64) {
+                let name = &names[i % names.len()];
+                let (tool, arguments) = match i % 4 {
+                    0 => (name.clone(), r#"{"id": "X-1"}"#.to_owned()),
+                    1 => (name.to_uppercase(), r#"{"id": "X-1", "limit": 5}"#.to_owned()),
+                    2 => (format!("{name}_nope"), "{}".to_owned()),
+                    _ => (name.clone(), format!(r#"{{"id": {i}}}"#)),
+                };
+                let request = ExecuteRequest { tool, arguments_json: arguments, ..Default::default() };
+                client.execute(request).await.expect("execute");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    started.elapsed()
+}
+
+/// `toolgate serve` on a registry folder; killed when dropped.
+struct Gateway {
+    child: Child,
+    port: u16,
+    ready_after: Duration,
+}
+
+impl Gateway {
+    fn start(registry: &Path) -> Self {
+        let started = Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
+            .arg(registry)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let port = loop {
+            let mut line = String::new();
+            assert!(stderr.read_line(&mut line).unwrap() > 0, "toolgate serve ended before listening");
+            if let Some(at) = line.find("toolgate listening on 127.0.0.1:") {
+                break line[at + "toolgate listening on 127.0.0.1:".len()..]
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+            }
+        };
+        let ready_after = started.elapsed();
+        std::thread::spawn(move || for _ in stderr.lines().map_while(Result::ok) {});
+        Self { child, port, ready_after }
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(format!("http://127.0.0.1:{}", self.port)).unwrap().connect().await.unwrap()
+    }
+
+    /// Resident memory, from /proc/<pid>/status.
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .expect("VmRSS")
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
