@@ -13,6 +13,7 @@
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "support/catalogue.rs"]
 mod catalogue;
 
 use std::sync::Arc;

@@ -51,6 +51,9 @@ use toolgate::{
 };
 
 /// The OTLP receiver of the tests, here as a sink that drops what it gets.
+#[path = "support/serve.rs"]
+mod serve;
+
 // The tests' OTLP receiver, as the sink: the bench uses a part of it.
 #[path = "../tests/gateway/common/otlp.rs"]
 #[allow(dead_code)]
@@ -498,27 +501,7 @@ impl Server {
     fn toolgate(env: &[(&str, &str)]) -> Self {
         let catalog = tempfile::tempdir().unwrap();
         std::fs::write(catalog.path().join("tools.yaml"), "tools: []\n").unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
-            .arg(catalog.path())
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let port = loop {
-            let mut line = String::new();
-            assert!(stderr.read_line(&mut line).unwrap() > 0, "toolgate serve ended before listening");
-            if let Some(at) = line.find("toolgate listening on 127.0.0.1:") {
-                let rest = &line[at + "toolgate listening on 127.0.0.1:".len()..];
-                break rest.split(' ').next().unwrap().parse().unwrap();
-            }
-        };
-        // Its log goes on being read, so that it never blocks on a full pipe.
-        std::thread::spawn(move || for _ in stderr.lines().map_while(Result::ok) {});
+        let (child, port) = serve::start(catalog.path(), env);
         Self { child, stdin: None, stdout: None, port, _catalog: Some(catalog) }
     }
 

@@ -16,12 +16,14 @@
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "support/catalogue.rs"]
 mod catalogue;
+#[path = "support/serve.rs"]
+mod serve;
 
 use std::{
-    io::{BufRead, BufReader},
     path::Path,
-    process::{Child, Command, Stdio},
+    process::Child,
     time::{Duration, Instant},
 };
 
@@ -158,30 +160,8 @@ struct Gateway {
 impl Gateway {
     fn start(registry: &Path) -> Self {
         let started = Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
-            .arg(registry)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stderr = BufReader::new(child.stderr.take().unwrap());
-        let port = loop {
-            let mut line = String::new();
-            assert!(stderr.read_line(&mut line).unwrap() > 0, "toolgate serve ended before listening");
-            if let Some(at) = line.find("toolgate listening on 127.0.0.1:") {
-                break line[at + "toolgate listening on 127.0.0.1:".len()..]
-                    .split(' ')
-                    .next()
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-            }
-        };
+        let (child, port) = serve::start(registry, &[]);
         let ready_after = started.elapsed();
-        std::thread::spawn(move || for _ in stderr.lines().map_while(Result::ok) {});
         Self { child, port, ready_after }
     }
 

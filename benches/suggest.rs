@@ -6,6 +6,7 @@
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "support/catalogue.rs"]
 mod catalogue;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
