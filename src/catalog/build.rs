@@ -12,8 +12,8 @@ use super::{
     error::CatalogProblems,
     expand::expand,
     raw::{RawBackend, RawMcpServer, RawMcpTransport, RawTool},
-    Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Schema, Secret, Source, Tool,
-    DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
+    Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, SchemaCache, Secret, Source,
+    Tool, DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
 };
 use crate::{env::Env, similar};
 
@@ -31,6 +31,8 @@ pub struct FileContext<'a> {
     pub dir: &'a Path,
     pub source: &'a Source,
     pub env: &'a Env,
+    /// The schemas compiled so far in this load.
+    pub schemas: &'a SchemaCache,
 }
 
 /// Builds the tool, or reports why not. `None` when anything is wrong.
@@ -70,18 +72,21 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems
         None => None,
     };
     let parameters = match (raw.parameters, &backend) {
-        (Some(json), _) => match Schema::compile(json) {
-            Ok(schema) => Some(Arc::new(schema)),
+        (Some(json), _) => match file.schemas.compile(json) {
+            Ok(schema) => Some(schema),
             Err(message) => {
                 problems.error(origin, format!("{path}.parameters"), message);
                 None
             }
         },
-        (None, Some(Backend::Builtin(builtin))) => Some(Arc::new(builtin.schema())),
-        (None, _) => Some(Arc::new(
-            Schema::compile(serde_json::json!({"type": "object", "properties": {}}))
+        (None, Some(Backend::Builtin(builtin))) => {
+            Some(file.schemas.compile(builtin.parameters()).expect("built-in schemas are valid"))
+        }
+        (None, _) => Some(
+            file.schemas
+                .compile(serde_json::json!({"type": "object", "properties": {}}))
                 .expect("the default schema is valid"),
-        )),
+        ),
     };
     let (Some(backend), Some(parameters), true) = (backend, parameters, ok) else { return None };
     Some(Tool {

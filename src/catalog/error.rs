@@ -57,6 +57,11 @@ impl CatalogProblems {
         self.list.push(Problem { severity, origin: origin.to_owned(), path, message });
     }
 
+    /// Adds `other`'s problems after these, in their order.
+    pub fn append(&mut self, other: CatalogProblems) {
+        self.list.extend(other.list);
+    }
+
     pub fn len(&self) -> usize {
         self.list.len()
     }

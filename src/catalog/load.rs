@@ -13,7 +13,7 @@ use super::{
     error::{CatalogProblems, LoadError, Problem, Severity},
     mcp::{self, McpListing},
     merge::{merge, AliasDecl, Declarations, Layer, ToolDecl, ToolsetDecl},
-    raw, Backend, Catalog, McpServer, Place, Source, Tool,
+    raw, Backend, Catalog, McpServer, Place, SchemaCache, Source, Tool,
 };
 use crate::{env::Env, similar};
 
@@ -77,15 +77,20 @@ impl Files {
 /// Reads every file (registry, enabled packs) and adds the built-ins. The
 /// problems found are kept for [`assemble`], which reports them all together.
 pub fn read(options: &LoadOptions, env: &Env) -> Files {
-    let mut problems = CatalogProblems::default();
-    let mut decls = Declarations::default();
-    let mut servers = Vec::new();
-    for file in registry_files(&options.registry, &mut problems) {
-        read_file(&file, &Source::Registry, env, &mut decls, &mut servers, &mut problems);
+    let mut reading = Reading {
+        env,
+        schemas: SchemaCache::default(),
+        decls: Declarations::default(),
+        servers: Vec::new(),
+        problems: CatalogProblems::default(),
+    };
+    for file in registry_files(&options.registry, &mut reading.problems) {
+        read_file(&file, &Source::Registry, &mut reading);
     }
-    for (name, file) in pack_files(options, &mut problems) {
-        read_file(&file, &Source::Pack(name), env, &mut decls, &mut servers, &mut problems);
+    for (name, file) in pack_files(options, &mut reading.problems) {
+        read_file(&file, &Source::Pack(name), &mut reading);
     }
+    let Reading { mut decls, servers, mut problems, .. } = reading;
     for (i, server) in servers.iter().enumerate() {
         if let Some(other) = servers[..i].iter().find(|s| s.name == server.name) {
             let message = format!("duplicate MCP server '{}': also named at {}", server.name, other.declared_at);
@@ -204,14 +209,18 @@ fn pack_files(options: &LoadOptions, problems: &mut CatalogProblems) -> Vec<(Str
     chosen
 }
 
-fn read_file(
-    path: &Path,
-    source: &Source,
-    env: &Env,
-    decls: &mut Declarations,
-    servers: &mut Vec<McpServer>,
-    problems: &mut CatalogProblems,
-) {
+/// What reading the files gathers.
+struct Reading<'a> {
+    env: &'a Env,
+    /// Shared by every file: the same schema is compiled once.
+    schemas: SchemaCache,
+    decls: Declarations,
+    servers: Vec<McpServer>,
+    problems: CatalogProblems,
+}
+
+fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
+    let Reading { env, schemas, decls, servers, problems } = reading;
     let layer = Layer::of(source);
     let origin: Arc<str> = path.display().to_string().into();
     let bytes = match fs::read(path) {
@@ -229,20 +238,25 @@ fn read_file(
             return;
         }
     };
-    let raw = raw::parse(&origin, &text, problems);
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
-    let file = FileContext { origin: &origin, dir: &dir, source, env };
+    let file = FileContext { origin: &origin, dir: &dir, source, env, schemas };
     let place = |path: String| Place { origin: origin.clone(), path };
 
-    for entry in raw.tools {
+    // Each tool is built as soon as it is read (so the file is never held
+    // whole twice over); its problems are reported after the file's YAML
+    // problems, as if every entry had been read first.
+    let mut built = CatalogProblems::default();
+    let raw = raw::parse(&origin, &text, problems, |entry| {
         let aliases =
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();
         let (name, at) = (entry.name.clone(), place(entry.path.clone()));
-        let tool = build::tool(entry, &file, problems);
+        let tool = build::tool(entry, &file, &mut built);
         decls.tools.push(ToolDecl { name, layer, place: at, tool, aliases });
-    }
+    });
+    drop(text);
+    problems.append(built);
     for set in raw.toolsets {
         if !build::is_valid_name(&set.name) {
             let message = format!("invalid toolset name '{}': {}", set.name, build::NAME_RULE);

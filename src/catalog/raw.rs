@@ -30,7 +30,6 @@ pub const MCP_SERVER_KEYS: &[&str] =
 /// One catalogue file, as written.
 #[derive(Debug, Default)]
 pub struct RawFile {
-    pub tools: Vec<RawTool>,
     pub toolsets: Vec<RawToolset>,
     pub aliases: Vec<RawAlias>,
     pub mcp_servers: Vec<RawMcpServer>,
@@ -103,8 +102,12 @@ pub enum RawMcpTransport {
     Http(String),
 }
 
-/// Parses one file's text. CatalogProblems go to `problems` under `origin`.
-pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems) -> RawFile {
+/// Parses one file's text. Problems go to `problems` under `origin`.
+///
+/// Each tool entry is handed to `each_tool` as soon as it is read, and its
+/// YAML is freed then: a large file is never held twice over (as YAML and as
+/// the entries read from it), which keeps the peak memory of a load low.
+pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool: impl FnMut(RawTool)) -> RawFile {
     let mut reader = Reader { origin, problems };
     let document: Value = match serde_yaml::from_str(text) {
         Ok(value) => value,
@@ -129,9 +132,10 @@ pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems) -> RawFil
             return RawFile::default();
         }
     };
+    let mut top = top;
     reader.check_keys(&top, "", TOP_LEVEL_KEYS);
+    reader.tools(top.remove("tools"), each_tool);
     RawFile {
-        tools: reader.tools(top.get("tools")),
         toolsets: reader.toolsets(top.get("toolsets")),
         aliases: reader.aliases(top.get("aliases")),
         mcp_servers: reader.mcp_servers(top.get("mcp_servers")),
@@ -148,9 +152,19 @@ impl Reader<'_> {
         self.problems.error(self.origin, path, message);
     }
 
-    fn tools(&mut self, value: Option<&Value>) -> Vec<RawTool> {
-        let Some(items) = self.sequence(value, "tools") else { return Vec::new() };
-        items.iter().enumerate().map(|(i, item)| self.tool(i, item)).collect()
+    /// Reads the entries one by one, each dropped once read.
+    fn tools(&mut self, value: Option<Value>, mut each: impl FnMut(RawTool)) {
+        let items = match value {
+            Some(Value::Sequence(items)) => items,
+            other => {
+                // Absent, null, or not a list (reported).
+                self.sequence(other.as_ref(), "tools");
+                return;
+            }
+        };
+        for (i, item) in items.into_iter().enumerate() {
+            each(self.tool(i, &item));
+        }
     }
 
     fn tool(&mut self, index: usize, item: &Value) -> RawTool {

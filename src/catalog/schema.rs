@@ -7,7 +7,7 @@
 //! catalogue's memory): the provider formats embed the text as it is, and
 //! the rare message that needs a sibling keyword parses it again.
 
-use std::fmt;
+use std::{cell::RefCell, collections::HashMap, fmt, sync::Arc};
 
 use serde_json::{value::RawValue, Value};
 
@@ -58,6 +58,29 @@ impl Schema {
     /// they do not list.
     pub fn parameters(&self) -> &[String] {
         &self.parameters
+    }
+}
+
+/// The schemas compiled during one load, by their compact text: tools whose
+/// schemas are the same (every tool without `parameters`, the many MCP-style
+/// tools taking `{"type": "object"}`, a family of tools sharing one shape)
+/// share one compiled validator, compiled once.
+#[derive(Default)]
+pub struct SchemaCache {
+    by_text: RefCell<HashMap<String, Arc<Schema>>>,
+}
+
+impl SchemaCache {
+    /// The compiled schema of `json`, compiled now or shared with an
+    /// earlier tool of the same schema. Errors are not kept.
+    pub fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
+        let text = serde_json::to_string(&json).expect("a JSON value always serialises");
+        if let Some(schema) = self.by_text.borrow().get(&text) {
+            return Ok(Arc::clone(schema));
+        }
+        let schema = Arc::new(Schema::compile(json)?);
+        self.by_text.borrow_mut().insert(text, Arc::clone(&schema));
+        Ok(schema)
     }
 }
 
@@ -120,6 +143,20 @@ impl BuiltinTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_schema_is_compiled_once() {
+        let cache = SchemaCache::default();
+        let a = cache.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}})).unwrap();
+        let b = cache.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}})).unwrap();
+        let c = cache.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "integer"}}})).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert!(!Arc::ptr_eq(&a, &c));
+        // Key order is part of a schema's identity: it orders the parameter hint.
+        let d = cache.compile(serde_json::json!({"properties": {"q": {"type": "string"}}, "type": "object"})).unwrap();
+        assert!(!Arc::ptr_eq(&a, &d));
+        assert!(cache.compile(serde_json::json!({"type": "string"})).is_err());
+    }
 
     #[test]
     fn schema_keeps_parameter_order() {

@@ -317,3 +317,33 @@ fn toolsets_nest_and_aliases_chain() {
     assert_eq!(names, ["current_time", "calculator", "echo"]);
     assert!(resolution.unknown.is_empty());
 }
+
+#[test]
+fn tools_with_the_same_schema_share_one_compiled_schema() {
+    let dir = CatalogDir::new();
+    let same = "{type: object, properties: {id: {type: string, pattern: '^A-'}}, required: [id]}";
+    dir.file(
+        "registry/a.yaml",
+        &format!(
+            "tools:\n  - {{name: a, description: x, parameters: {same}, backend: {{builtin: echo}}}}\n  \
+             - {{name: b, description: x, backend: {{builtin: echo}}}}\n  \
+             - {{name: c, description: x, backend: {{http: {{url: 'http://127.0.0.1:9/c'}}}}}}\n  \
+             - {{name: d, description: x, backend: {{http: {{url: 'http://127.0.0.1:9/d'}}}}}}\n"
+        ),
+    );
+    dir.file(
+        "registry/b.yaml",
+        &format!("tools:\n  - {{name: e, description: x, parameters: {same}, backend: {{builtin: echo}}}}\n"),
+    );
+    let catalog = dir.load(&dir.options()).unwrap().catalog;
+    let schema = |name: &str| {
+        let Some(toolgate::catalog::Name::Tool(id)) = catalog.lookup(name) else { panic!("{name}") };
+        catalog.tool(id).parameters.clone()
+    };
+    // The same schema in two files, and the default schema of two tools without one.
+    assert!(std::sync::Arc::ptr_eq(&schema("a"), &schema("e")));
+    assert!(std::sync::Arc::ptr_eq(&schema("c"), &schema("d")));
+    // A tool on a built-in without parameters has the built-in's schema.
+    assert!(!std::sync::Arc::ptr_eq(&schema("b"), &schema("c")));
+    assert_eq!(schema("b").text(), r#"{"type":"object"}"#);
+}
