@@ -11,7 +11,9 @@
 //!   idle HTTP/2 connections, after 100,000 calls, and after 100,000 more
 //!   (no growth after the warm-up).
 //!
-//! `cargo bench --bench startup [-- --tools 10000 --runs 5]`
+//! `cargo bench --bench startup [-- --tools 10000 --runs 5 --shared]`: with
+//! `--shared` every tool takes the same schema (as families of tools often
+//! do), which the load compiles once.
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
@@ -43,7 +45,8 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("registry.yaml");
     let names = catalogue::tool_names(tools);
-    let yaml = catalogue::registry(&names, |i| schema(i, &names[i]));
+    let shared = args.iter().any(|a| a == "--shared");
+    let yaml = catalogue::registry(&names, |i| if shared { schema(0, &names[0]) } else { schema(i, &names[i]) });
     std::fs::write(&path, &yaml).unwrap();
     println!("registry: {tools} tools, {:.1} MB of YAML", yaml.len() as f64 / 1e6);
 
