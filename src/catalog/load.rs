@@ -255,7 +255,6 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
         let tool = build::tool(entry, &file, &mut built);
         decls.tools.push(ToolDecl { name, layer, place: at, tool, aliases });
     });
-    drop(text);
     problems.append(built);
     for set in raw.toolsets {
         if !build::is_valid_name(&set.name) {

@@ -117,7 +117,7 @@ pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool
             return RawFile::default();
         }
     };
-    let top = match document {
+    let mut top = match document {
         Value::Null => {
             reader.problems.error(
                 origin,
@@ -132,7 +132,6 @@ pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool
             return RawFile::default();
         }
     };
-    let mut top = top;
     reader.check_keys(&top, "", TOP_LEVEL_KEYS);
     reader.tools(top.remove("tools"), each_tool);
     RawFile {

@@ -74,12 +74,12 @@ impl SchemaCache {
     /// The compiled schema of `json`, compiled now or shared with an
     /// earlier tool of the same schema. Errors are not kept.
     pub fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
-        let text = serde_json::to_string(&json).expect("a JSON value always serialises");
-        if let Some(schema) = self.by_text.borrow().get(&text) {
+        let text = compact(&json);
+        if let Some(schema) = self.by_text.borrow().get(text.get()) {
             return Ok(Arc::clone(schema));
         }
-        let schema = Arc::new(Schema::compile(json)?);
-        self.by_text.borrow_mut().insert(text, Arc::clone(&schema));
+        let schema = Arc::new(Schema::compile_with_text(json, text.clone())?);
+        self.by_text.borrow_mut().insert(text.get().to_owned(), Arc::clone(&schema));
         Ok(schema)
     }
 }
@@ -94,6 +94,12 @@ impl Schema {
     /// Checks `json` against the meta-schema and compiles it. The error says
     /// what is wrong and where.
     pub fn compile(json: Value) -> Result<Schema, String> {
+        let text = compact(&json);
+        Self::compile_with_text(json, text)
+    }
+
+    /// [`Schema::compile`], given `json`'s compact text.
+    fn compile_with_text(json: Value, text: Box<RawValue>) -> Result<Schema, String> {
         match json.get("type") {
             Some(Value::String(t)) if t == "object" => {}
             _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
@@ -120,9 +126,13 @@ impl Schema {
         let mut parameters: Vec<String> =
             json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
         parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
-        let text = serde_json::value::to_raw_value(&json).expect("a JSON value always serialises");
         Ok(Schema { text, validator, required, optional, parameters })
     }
+}
+
+/// `json` as compact text, key order kept.
+fn compact(json: &Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(json).expect("a JSON value always serialises")
 }
 
 fn describe(err: &jsonschema::ValidationError<'_>) -> String {
