@@ -9,7 +9,7 @@ use super::Tool;
 /// A provider's tool format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ToolFormat {
-    /// toolgate's own shape, pretty-printed (`toolgate tools list --format json`):
+    /// toolgate's own shape, pretty-printed for a person (`toolgate tools list --format json`):
     /// `[{name, description, parameters, aliases, source, idempotent}]`.
     Native,
     /// The Chat Completions `tools` array: `[{"type": "function", "function": {name, description, parameters}}]`.
@@ -83,7 +83,8 @@ struct McpList<'a> {
 struct Native<'a> {
     name: &'a str,
     description: &'a str,
-    parameters: &'a RawValue,
+    /// Parsed again, so that the pretty-printing reaches into the schema too.
+    parameters: serde_json::Value,
     aliases: &'a [String],
     source: String,
     idempotent: bool,
@@ -94,7 +95,7 @@ impl<'a> Native<'a> {
         Self {
             name: &tool.name,
             description: &tool.description,
-            parameters: tool.parameters.raw(),
+            parameters: tool.parameters.json(),
             aliases: &tool.aliases,
             source: tool.source.to_string(),
             idempotent: tool.idempotent,
