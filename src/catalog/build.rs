@@ -12,8 +12,9 @@ use super::{
     error::CatalogProblems,
     expand::expand,
     raw::{RawBackend, RawMcpServer, RawMcpTransport, RawTool},
-    Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, SchemaCache, Secret, Source,
-    Tool, DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
+    schema::SchemaCache,
+    Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Secret, Source, Tool,
+    DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
 };
 use crate::{env::Env, similar};
 

@@ -13,7 +13,9 @@ use super::{
     error::{CatalogProblems, LoadError, Problem, Severity},
     mcp::{self, McpListing},
     merge::{merge, AliasDecl, Declarations, Layer, ToolDecl, ToolsetDecl},
-    raw, Backend, Catalog, McpServer, Place, SchemaCache, Source, Tool,
+    raw,
+    schema::SchemaCache,
+    Backend, Catalog, McpServer, Place, Source, Tool,
 };
 use crate::{env::Env, similar};
 

@@ -24,7 +24,7 @@ pub use error::{LoadError, Problem, Severity};
 pub use format::{render, ToolFormat};
 pub use load::{assemble, load, read, Files, LoadOptions, Loaded};
 pub use mcp::{McpListing, McpToolInfo};
-pub use schema::{Schema, SchemaCache};
+pub use schema::Schema;
 
 use crate::similar::SuggestIndex;
 

@@ -6,7 +6,7 @@
 //! lists tools (following pagination), calls them, reconnects on the next use
 //! after a server died, and reports `notifications/tools/list_changed`.
 //! Turning listings into catalogue tools is the catalogue's job; keeping the
-//! catalogue current is [`crate::live`]'s; wording a failure for a model is
+//! catalogue current is the `live` module's; wording a failure for a model is
 //! the executor's.
 //!
 //! A leaf client: it knows catalogue types and child processes, nothing of
