@@ -64,10 +64,13 @@ impl Schema {
 /// The schemas compiled during one load, by their compact text: tools whose
 /// schemas are the same (every tool without `parameters`, the many MCP-style
 /// tools taking `{"type": "object"}`, a family of tools sharing one shape)
-/// share one compiled validator, compiled once.
+/// share one compiled validator, compiled once. Their `pattern` keywords
+/// share one compiled expression too (jsonschema's pattern cache): ids,
+/// dates and codes repeat across schemas that differ elsewhere.
 #[derive(Default)]
 pub struct SchemaCache {
     by_text: RefCell<HashMap<String, Arc<Schema>>>,
+    patterns: jsonschema::PatternCache,
 }
 
 impl SchemaCache {
@@ -78,7 +81,7 @@ impl SchemaCache {
         if let Some(schema) = self.by_text.borrow().get(text.get()) {
             return Ok(Arc::clone(schema));
         }
-        let schema = Arc::new(Schema::compile_with_text(json, text.clone())?);
+        let schema = Arc::new(Schema::compile_with_text(json, text.clone(), Some(&self.patterns))?);
         self.by_text.borrow_mut().insert(text.get().to_owned(), Arc::clone(&schema));
         Ok(schema)
     }
@@ -95,11 +98,15 @@ impl Schema {
     /// what is wrong and where.
     pub fn compile(json: Value) -> Result<Schema, String> {
         let text = compact(&json);
-        Self::compile_with_text(json, text)
+        Self::compile_with_text(json, text, None)
     }
 
     /// [`Schema::compile`], given `json`'s compact text.
-    fn compile_with_text(json: Value, text: Box<RawValue>) -> Result<Schema, String> {
+    fn compile_with_text(
+        json: Value,
+        text: Box<RawValue>,
+        patterns: Option<&jsonschema::PatternCache>,
+    ) -> Result<Schema, String> {
         match json.get("type") {
             Some(Value::String(t)) if t == "object" => {}
             _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
@@ -108,10 +115,11 @@ impl Schema {
         if let Err(err) = jsonschema::meta::validate(&json) {
             return Err(format!("not a valid JSON Schema: {}", describe(&err)));
         }
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .build(&json)
-            .map_err(|err| format!("cannot compile the schema: {}", describe(&err)))?;
+        let mut options = jsonschema::options().should_validate_formats(true);
+        if let Some(patterns) = patterns {
+            options = options.with_pattern_cache(patterns.clone());
+        }
+        let validator = options.build(&json).map_err(|err| format!("cannot compile the schema: {}", describe(&err)))?;
         let names = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
