@@ -198,6 +198,39 @@ fn program_path(program: String, dir: &Path) -> PathBuf {
     }
 }
 
+/// `program` if it can be run: a path (absolute by now) names an executable
+/// file; a bare name is found on the `PATH` children inherit. The error names
+/// the path looked at, or the `PATH`.
+fn runnable(
+    program: PathBuf,
+    cwd: &Path,
+    path: &str,
+    file: &FileContext<'_>,
+    problems: &mut CatalogProblems,
+) -> Option<PathBuf> {
+    let search = file.env.get("PATH").unwrap_or_default();
+    match which::which_in(&program, Some(search), cwd) {
+        Ok(_) => Some(program),
+        Err(_) if program.is_absolute() => {
+            let why = match std::fs::metadata(&program) {
+                Ok(meta) if meta.is_dir() => "is a folder, not a program",
+                Ok(_) => "is not executable",
+                Err(_) => "does not exist",
+            };
+            problems.error(file.origin, path, format!("cannot run '{}': the file {why}", program.display()));
+            None
+        }
+        Err(_) => {
+            let message = format!(
+                "cannot run '{}': no executable of that name on the PATH children inherit ({search})",
+                program.display()
+            );
+            problems.error(file.origin, path, message);
+            None
+        }
+    }
+}
+
 /// An http or https URL with a host. The text may hold an expanded secret, so
 /// it is never echoed.
 fn http_url(text: String, path: &str, origin: &str, problems: &mut CatalogProblems) -> Option<url::Url> {
@@ -255,6 +288,7 @@ fn backend_of(
                 None => file.dir.to_path_buf(),
             };
             let program = program_path(argv.remove(0), file.dir);
+            let program = runnable(program, &cwd, &format!("{path}.argv[0]"), file, problems)?;
             Some(Backend::Command(CommandBackend { program, args: argv, cwd, env }))
         }
     }

@@ -243,8 +243,12 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
             return;
         }
     };
+    // Relative paths in the file resolve against its folder, made absolute
+    // here once: a child runs in that folder, and a path resolved again
+    // against its own working folder would point elsewhere.
     let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
     let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let dir = std::path::absolute(&dir).unwrap_or(dir);
     let file = FileContext { origin: &origin, dir: &dir, source, env, schemas };
     let place = |path: String| Place { origin: origin.clone(), path };
 

@@ -352,12 +352,16 @@ async fn a_busy_tool_answers_unavailable_after_its_wait() {
 
 #[tokio::test]
 async fn a_program_that_cannot_start_is_unavailable() {
+    // The program exists at load (which checks it), and is gone by the call.
     let dir = CatalogDir::new();
+    let program = dir.file("registry/ghost-tool", "#!/bin/sh\necho '{\"ok\": true}'\n");
+    std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     dir.file(
         "registry/tools.yaml",
-        "tools:\n  - name: ghost\n    description: x\n    backend: {command: {argv: [/nonexistent/ghost-tool]}}\n",
+        "tools:\n  - name: ghost\n    description: x\n    backend: {command: {argv: [./ghost-tool]}}\n",
     );
     let mut gw = TestGateway::dir(&dir).start().await;
+    std::fs::remove_file(&program).unwrap();
     let response = execute(&mut gw.client, "ghost", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Unavailable);
     assert_eq!(message(&response), "the tool 'ghost' cannot be reached right now");

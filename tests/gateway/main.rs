@@ -13,6 +13,7 @@ mod dashboard;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;
+mod hardening;
 mod health_reflection;
 mod layers;
 mod list_tools;
