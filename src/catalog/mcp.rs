@@ -14,7 +14,7 @@ use crate::similar;
 use super::{
     build::{is_valid_name, NAME_RULE},
     error::CatalogProblems,
-    merge::{Declarations, Layer, ToolDecl},
+    merge::{Declarations, Layer, PendingServer, ToolDecl},
     Backend, McpBackend, McpServer, Place, Schema, Source, Tool, DEFAULT_MAX_CONCURRENCY,
 };
 
@@ -46,19 +46,29 @@ pub fn declare(
     problems: &mut CatalogProblems,
 ) {
     let at: &str = &server.declared_at.origin;
-    let tools = match listing.map(|l| &l.tools) {
-        Some(Ok(tools)) => tools,
-        Some(Err(why)) => {
-            let message = format!("MCP server '{}' is unavailable: {why}; its tools are left out", server.name);
-            problems.warning(at, server.declared_at.path.clone(), message);
-            return;
-        }
-        None => {
-            let message = format!("MCP server '{}' was not connected; its tools are left out", server.name);
-            problems.warning(at, server.declared_at.path.clone(), message);
-            return;
-        }
+    let message = match listing.map(|l| &l.tools) {
+        Some(Ok(tools)) => return declare_tools(server, index, base, tools, decls, problems),
+        Some(Err(why)) => format!("MCP server '{}' is unavailable: {why}; its tools are left out", server.name),
+        None => format!("MCP server '{}' was not connected; its tools are left out", server.name),
     };
+    problems.warning(at, server.declared_at.path.clone(), message);
+    decls.pending.push(PendingServer {
+        name: server.name.clone(),
+        prefix: server.prefix.clone(),
+        include: server.include.clone(),
+        exclude: server.exclude.clone(),
+    });
+}
+
+fn declare_tools(
+    server: &McpServer,
+    index: usize,
+    base: Layer,
+    tools: &[McpToolInfo],
+    decls: &mut Declarations,
+    problems: &mut CatalogProblems,
+) {
+    let at: &str = &server.declared_at.origin;
     let origin: Arc<str> = format!("mcp:{}", server.name).into();
     let listed: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     for name in server.include.iter().flatten().chain(&server.exclude) {

@@ -75,6 +75,42 @@ pub struct Declarations {
     pub tools: Vec<ToolDecl>,
     pub aliases: Vec<AliasDecl>,
     pub toolsets: Vec<ToolsetDecl>,
+    /// Configured MCP servers whose tools have not arrived (not connected
+    /// yet, or unavailable).
+    pub pending: Vec<PendingServer>,
+}
+
+/// An MCP server whose tools are still to come. A toolset member or alias
+/// target that it may list is a warning, not an error, until it lists its
+/// tools: an unreachable server is a warning, and must not stop the start
+/// through a toolset that names one of its tools. The catalogue is
+/// assembled again when its tools arrive, and checked again then.
+#[derive(Clone)]
+pub struct PendingServer {
+    pub name: String,
+    pub prefix: String,
+    pub include: Option<Vec<String>>,
+    pub exclude: Vec<String>,
+}
+
+impl PendingServer {
+    /// Whether `name` may be one of this server's tools once it lists them.
+    fn may_list(&self, name: &str) -> bool {
+        let Some(tool) = name.strip_prefix(self.prefix.as_str()) else { return false };
+        !tool.is_empty()
+            && self.include.as_ref().is_none_or(|names| names.iter().any(|n| n == tool))
+            && !self.exclude.iter().any(|n| n == tool)
+    }
+}
+
+/// The warning for a member or target that a pending server may list.
+fn still_to_come(pending: &[PendingServer], statement: &str, name: &str) -> Option<String> {
+    let server = pending.iter().find(|s| s.may_list(name))?;
+    Some(format!(
+        "{statement}: '{name}' may be a tool of the MCP server '{}', whose tools have not arrived; \
+         left out until they do",
+        server.name
+    ))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -105,7 +141,7 @@ struct Claim {
 /// Merges every declaration into a catalogue; problems go to `problems`.
 /// Each phase is a function of its own, run in this order.
 pub fn merge(decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
-    let mut claims = Claims { held: HashMap::new(), problems };
+    let mut claims = Claims { held: HashMap::new(), problems, pending: decls.pending.clone() };
     let claimed = claims.claim_layers(decls);
     let (mut tools, mut names, mut alias_places) = number_tools(claimed.tools);
     claims.attach_aliases(claimed.aliases, &mut tools, &mut names, &mut alias_places);
@@ -120,6 +156,7 @@ pub fn merge(decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
 struct Claims<'p> {
     held: HashMap<String, Claim>,
     problems: &'p mut CatalogProblems,
+    pending: Vec<PendingServer>,
 }
 
 /// The declarations whose names were claimed, highest precedence first.
@@ -230,13 +267,20 @@ impl Claims<'_> {
                 Some(Kind::Alias) => format!("alias '{alias}' names alias '{target}', which leads to no tool"),
                 None => {
                     let statement = format!("alias '{alias}' names unknown tool '{target}'");
+                    if let Some(warning) = still_to_come(&self.pending, &format!("alias '{alias}'"), target) {
+                        found.push((decl.place, warning, true));
+                        continue;
+                    }
                     similar::did_you_mean(&statement, target, tool_names.iter().copied(), String::new)
                 }
             };
-            found.push((decl.place, message));
+            found.push((decl.place, message, false));
         }
-        for (place, message) in found {
-            self.problems.error(&place.origin, place.path, message);
+        for (place, message, pending) in found {
+            match pending {
+                true => self.problems.warning(&place.origin, place.path, message),
+                false => self.problems.error(&place.origin, place.path, message),
+            }
         }
     }
 
@@ -332,11 +376,14 @@ impl Expansion<'_> {
                 Some(Name::Toolset(_)) => self.expand(self.ids[member], claims),
                 None => {
                     // A broken tool entry is already reported.
-                    if !claims.held.get(member).is_some_and(|c| c.kind == Kind::Tool && !c.usable) {
+                    let path = format!("{}[{m}]", decl.place.path);
+                    let set = format!("toolset '{}'", decl.name);
+                    if let Some(warning) = still_to_come(&claims.pending, &set, member) {
+                        claims.problems.warning(&decl.place.origin, path, warning);
+                    } else if !claims.held.get(member).is_some_and(|c| c.kind == Kind::Tool && !c.usable) {
                         let statement = format!("toolset '{}' names unknown tool '{member}'", decl.name);
                         let candidates = claims.held.keys().map(String::as_str);
                         let message = similar::did_you_mean(&statement, member, candidates, String::new);
-                        let path = format!("{}[{m}]", decl.place.path);
                         claims.problems.error(&decl.place.origin, path, message);
                     }
                     Vec::new()

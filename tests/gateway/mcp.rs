@@ -165,6 +165,53 @@ async fn a_server_down_at_start_joins_when_it_comes_up() {
 }
 
 #[tokio::test]
+async fn a_toolset_naming_a_tool_of_a_server_still_down_waits_for_it() {
+    let dir = CatalogDir::new();
+    let flag = dir.registry().join("ready");
+    let server = stdio_server("late", "notes_server.py", &["--fail-unless", &flag.display().to_string()], "");
+    let toolsets = "toolsets:\n  notes: [list_notes, read_note]\naliases:\n  notes_list: list_notes\n";
+    dir.file("registry/tools.yaml", &format!("mcp_servers:\n{server}{toolsets}"));
+    // Strict: the start fails, naming the member.
+    let Err(err) = McpGateway::start(&dir, &Env::default(), Policy { strict: true }).await else {
+        panic!("a strict start with a server down must fail");
+    };
+    let toolgate::live::StartError::Catalogue(load) = err else { panic!("{err}") };
+    let messages: Vec<&str> = load.problems.iter().map(|p| p.message.as_str()).collect();
+    assert!(
+        messages.iter().any(|m| m.starts_with("toolset 'notes': 'list_notes' may be a tool of the MCP server 'late'")),
+        "{messages:?}"
+    );
+    // Not strict: a warning for each, and the gateway serves.
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let warnings = mcp.warning_text();
+    for member in ["toolset 'notes': 'list_notes'", "toolset 'notes': 'read_note'", "alias 'notes_list': 'list_notes'"]
+    {
+        assert!(
+            warnings.contains(&format!(
+                "{member} may be a tool of the MCP server 'late', whose tools have not arrived; left out until they do"
+            )),
+            "{member}: {warnings}"
+        );
+    }
+    std::fs::write(&flag, "").unwrap();
+    let client = mcp.gw.client.clone();
+    eventually(15, async || names(&mut client.clone()).await.contains(&"list_notes".to_owned())).await;
+    let resolved = mcp
+        .gw
+        .client
+        .resolve(toolgate::proto::v1::ResolveRequest {
+            names: vec!["notes".into(), "notes_list".into()],
+            strict: Some(true),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let got: Vec<&str> = resolved.tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(got, ["list_notes", "read_note"]);
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
 async fn tools_list_changed_swaps_the_catalogue() {
     let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "")]);
     let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
