@@ -9,7 +9,7 @@ use crate::{
     catalog::{Catalog, Name, Target, ToolId},
     resolve::{
         self,
-        message::{or_list, python_list, quote_emitted},
+        message::{or_list, python_list, quote_emitted, MAX_REPORTED_UNKNOWN},
     },
     similar::normalised_key,
 };
@@ -31,11 +31,15 @@ impl AvailableSet {
     /// The set named by `names` (tools, aliases, toolsets expanded), and the
     /// names that matched nothing. Empty `names` means every tool; non-empty
     /// names that all match nothing give an empty set, never every tool.
-    pub fn of(catalog: &Catalog, names: &[String]) -> (Self, resolve::Resolution) {
+    ///
+    /// Only the unknown names a strict answer shows get suggestions (none
+    /// when not `strict`: the call goes ahead without them).
+    pub fn of(catalog: &Catalog, names: &[String], strict: bool) -> (Self, resolve::Resolution) {
         if names.is_empty() {
             return (AvailableSet::All, resolve::Resolution::default());
         }
-        let resolution = resolve::resolve(catalog, names);
+        let suggested = if strict { MAX_REPORTED_UNKNOWN } else { 0 };
+        let resolution = resolve::resolve_suggesting(catalog, names, suggested);
         let mut bits = vec![0u64; catalog.tools().len().div_ceil(64)];
         for id in &resolution.tools {
             bits[id.0 as usize / 64] |= 1 << (id.0 % 64);

@@ -40,7 +40,7 @@ use crate::{
     catalog::{Backend, Catalog, Tool, ToolId},
     mcp::McpPool,
     process::Inherited,
-    resolve::{check_names, NamesError, Resolution},
+    resolve::{check_names, NamesError, Resolution, INLINE_NAMES},
     telemetry::{self, Observer},
 };
 
@@ -151,7 +151,28 @@ impl Executor {
     /// Resolves, repairs and validates; never runs anything.
     pub fn prepare(&self, call: &Call) -> Result<Result<Ready, Outcome>, RequestError> {
         check_names("tools", &call.tools)?;
-        let (set, resolution) = AvailableSet::of(&self.catalog, &call.tools);
+        self.prepare_in(call, AvailableSet::of(&self.catalog, &call.tools, call.strict))
+    }
+
+    /// [`Executor::prepare`], the names of `call.tools` checked and resolved
+    /// (off the runtime's workers when there are many).
+    async fn prepare_async(&self, call: &Call) -> Result<Result<Ready, Outcome>, RequestError> {
+        if call.tools.len() <= INLINE_NAMES {
+            return self.prepare(call);
+        }
+        check_names("tools", &call.tools)?;
+        let (catalog, names, strict) = (Arc::clone(&self.catalog), call.tools.clone(), call.strict);
+        let set = tokio::task::spawn_blocking(move || AvailableSet::of(&catalog, &names, strict))
+            .await
+            .expect("resolving names does not panic");
+        self.prepare_in(call, set)
+    }
+
+    fn prepare_in(
+        &self,
+        call: &Call,
+        (set, resolution): (AvailableSet, Resolution),
+    ) -> Result<Result<Ready, Outcome>, RequestError> {
         if call.strict && !resolution.unknown.is_empty() {
             return Err(RequestError::UnknownTools(resolution));
         }
@@ -214,7 +235,7 @@ impl Executor {
     }
 
     async fn run(&self, call: &Call) -> Result<Outcome, RequestError> {
-        let ready = match self.prepare(call)? {
+        let ready = match self.prepare_async(call).await? {
             Ok(ready) => ready,
             Err(outcome) => return Ok(outcome),
         };

@@ -84,9 +84,20 @@ pub fn check_names(field: &'static str, names: &[String]) -> Result<(), NamesErr
     Ok(())
 }
 
+/// Requests naming more than this many names resolve on the blocking pool,
+/// so a huge request never stalls the runtime's workers.
+pub const INLINE_NAMES: usize = 64;
+
 /// Resolves tool, alias and toolset names exactly; unknown names get up to 3
 /// suggestions (similarity at least 0.6, best first).
 pub fn resolve<S: AsRef<str>>(catalog: &Catalog, names: &[S]) -> Resolution {
+    resolve_suggesting(catalog, names, usize::MAX)
+}
+
+/// [`resolve`], with suggestions for the first `suggested` unknown names
+/// only: those a message will show. Suggesting is the costly part of a miss;
+/// a request of thousands of unknown names costs lookups, not searches.
+pub fn resolve_suggesting<S: AsRef<str>>(catalog: &Catalog, names: &[S], suggested: usize) -> Resolution {
     let mut resolution = Resolution::default();
     let mut seen = vec![false; catalog.tools().len()];
     let mut seen_unknown: HashSet<&str> = HashSet::new();
@@ -106,11 +117,14 @@ pub fn resolve<S: AsRef<str>>(catalog: &Catalog, names: &[S]) -> Resolution {
             }
             None if !seen_unknown.insert(name) => {}
             None => {
-                let suggestions = catalog
-                    .suggest(name, RESOLVE_CUTOFF, RESOLVE_SUGGESTIONS, |_| true)
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect();
+                let suggestions = match resolution.unknown.len() < suggested {
+                    true => catalog
+                        .suggest(name, RESOLVE_CUTOFF, RESOLVE_SUGGESTIONS, |_| true)
+                        .into_iter()
+                        .map(str::to_owned)
+                        .collect(),
+                    false => Vec::new(),
+                };
                 resolution.unknown.push(Unknown { name: name.to_owned(), suggestions });
             }
         }

@@ -17,14 +17,10 @@ use crate::{
     config::Policy,
     exec::{Executor, ExecutorSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
-    resolve::{self, check_names, Resolution},
+    resolve::{self, check_names, Resolution, INLINE_NAMES},
     telemetry::{propagation, Observer},
 };
 use status::RpcError;
-
-/// Requests naming more than this many names resolve on the blocking pool,
-/// so a huge request never stalls the runtime's workers.
-const INLINE_NAMES: usize = 64;
 
 /// The gateway's shared state: the current executor (with its catalogue
 /// snapshot, swapped when the catalogue changes) and the policy. Each request

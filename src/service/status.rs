@@ -43,16 +43,47 @@ impl From<RequestError> for RpcError {
     }
 }
 
+/// Every status message leaves within the trailer budget: a list of
+/// unknown names names fewer of them, any other message is cut.
 impl From<RpcError> for Status {
     fn from(err: RpcError) -> Self {
         match err {
             RpcError::UnknownNames(resolution) => unknown_names(&resolution),
-            RpcError::Internal(_) => Status::internal(err.to_string()),
-            RpcError::Names(_) | RpcError::Format(_) | RpcError::UnknownTools(_) => {
-                Status::invalid_argument(err.to_string())
-            }
+            RpcError::UnknownTools(resolution) => Status::invalid_argument(fitted(&resolution)),
+            RpcError::Internal(_) => Status::internal(cut(err.to_string())),
+            RpcError::Names(_) | RpcError::Format(_) => Status::invalid_argument(cut(err.to_string())),
         }
     }
+}
+
+/// The message for the unknown names of `resolution`, naming as many of the
+/// first 20 as fit the trailer budget.
+fn fitted(resolution: &Resolution) -> String {
+    let mut shown = resolution.unknown.len().min(MAX_REPORTED_UNKNOWN);
+    loop {
+        let message = resolution.message_naming(shown);
+        if shown <= 1 || trailer_size(&message, &[]) <= TRAILER_BUDGET {
+            return cut(message);
+        }
+        shown -= 1;
+    }
+}
+
+/// `message`, cut (at a character, then `…`) to fit the trailer budget.
+fn cut(message: String) -> String {
+    if trailer_size(&message, &[]) <= TRAILER_BUDGET {
+        return message;
+    }
+    let mut size = trailer_size("…", &[]);
+    let mut end = 0;
+    for (at, c) in message.char_indices() {
+        size += trailer_size(&message[at..at + c.len_utf8()], &[]);
+        if size > TRAILER_BUDGET {
+            break;
+        }
+        end = at + c.len_utf8();
+    }
+    format!("{}…", &message[..end])
 }
 
 /// `ErrorInfo.reason` of a strict Resolve that met unknown names.
@@ -74,7 +105,7 @@ fn unknown_names(resolution: &Resolution) -> Status {
     let most = resolution.unknown.len().min(MAX_REPORTED_UNKNOWN);
     let mut shown = most;
     loop {
-        let message = resolution.message_naming(shown);
+        let message = cut(resolution.message_naming(shown));
         let details = details(&resolution.unknown, shown, &message);
         if shown <= 1 || trailer_size(&message, &details) <= TRAILER_BUDGET {
             return Status::with_details(Code::NotFound, message, details.into());

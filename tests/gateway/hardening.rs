@@ -1,9 +1,19 @@
 //! What an outside attack on the gateway found, each fixed: through the real
 //! binary or a real client.
 
-use std::{os::unix::fs::PermissionsExt, path::Path};
+use std::{
+    os::unix::fs::PermissionsExt,
+    path::Path,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
 
-use crate::common::{run, stderr, stdout, toolgate, CatalogDir};
+use toolgate::proto::v1::ExecuteRequest;
+
+use crate::common::{execute, run, stderr, stdout, toolgate, CatalogDir, TestGateway};
 
 /// An executable shell script at `path` printing `output`.
 fn shell_tool(path: &Path, output: &str) {
@@ -61,4 +71,74 @@ fn validate_names_a_program_that_is_missing_or_not_executable() {
     ] {
         assert!(text.contains(&expected), "{expected}\nnot in:\n{text}");
     }
+}
+
+/// A registry of `n` tools on the built-in `echo`.
+fn many_tools(n: usize) -> String {
+    let mut yaml = String::from("tools:\n");
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "  - name: service_{i}_action_{}\n    description: x\n    backend: {{builtin: echo}}\n",
+            i * 7
+        ));
+    }
+    yaml
+}
+
+/// The bytes a status message takes in `grpc-message` (percent-encoded).
+fn encoded_size(message: &str) -> usize {
+    message.bytes().map(|b| if (0x20..0x7f).contains(&b) && b != b'%' { 1 } else { 3 }).sum()
+}
+
+#[tokio::test]
+async fn a_strict_execute_naming_long_unknown_tools_keeps_its_status_small() {
+    let mut gw = TestGateway::registry(crate::common::SEARCH_REGISTRY).start().await;
+    let tools: Vec<String> = (0..20).map(|i| format!("{i}{}", "工具名称".repeat(60))).collect();
+    let request = ExecuteRequest { tool: "web_search".into(), tools, strict: Some(true), ..Default::default() };
+    let status = gw.client.execute(request).await.unwrap_err();
+    assert_eq!(status.code(), tonic::Code::InvalidArgument);
+    assert!(status.message().starts_with("Unknown tool '0工具名称"), "{}", status.message());
+    // C-core clients accept 8 KiB of metadata in all.
+    assert!(encoded_size(status.message()) <= 6 * 1024, "{} bytes", encoded_size(status.message()));
+    assert!(status.message().ends_with("more unknown names."), "{}", status.message());
+}
+
+#[tokio::test]
+async fn an_execute_naming_thousands_of_unknown_tools_does_not_stall_other_calls() {
+    let gw = TestGateway::registry(&many_tools(2_000)).start().await;
+    let heavy: Vec<String> = (0..3_900).map(|i| format!("{i}_{}", "unknown_tool_".repeat(78))).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut loads = Vec::new();
+    for _ in 0..4 {
+        let (mut client, heavy, stop) = (gw.client.clone(), heavy.clone(), stop.clone());
+        loads.push(tokio::spawn(async move {
+            let mut calls = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let request = ExecuteRequest { tool: "echo".into(), tools: heavy.clone(), ..Default::default() };
+                let response = client.execute(request).await.unwrap().into_inner();
+                assert!(!response.ok, "echo is not in the set");
+                calls += 1;
+            }
+            calls
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut waits = Vec::new();
+    let mut client = gw.client.clone();
+    for _ in 0..20 {
+        let started = Instant::now();
+        assert!(execute(&mut client, "echo", r#"{"x": 1}"#).await.ok);
+        waits.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut heavy_calls = 0;
+    for load in loads {
+        heavy_calls += load.await.unwrap();
+    }
+    waits.sort();
+    assert!(heavy_calls >= 4, "the heavy calls ran ({heavy_calls})");
+    // Before, each heavy call searched suggestions for 3,900 names on the
+    // runtime's workers, and an unrelated call waited behind it.
+    assert!(waits[waits.len() / 2] < Duration::from_millis(100), "echo p50 {:?}", waits[waits.len() / 2]);
 }
