@@ -36,20 +36,14 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
             byte_size(limits.max_bytes)
         )));
     }
-    if exceeds_depth(text.as_bytes(), limits.max_depth) {
-        return Err(ToolError::invalid_arguments(format!(
-            "arguments are nested deeper than {} levels",
-            limits.max_depth
-        )));
-    }
     if text.trim().is_empty() {
         return Ok(Parsed { object: Map::new(), repair: None });
     }
-    let (value, repaired) = match serde_json::from_str::<Value>(text) {
+    let (value, repaired) = match parse_json(text, limits) {
         Ok(value) => (value, None),
-        Err(err) => {
+        Err(JsonError::Syntax(err)) => {
             let fixed = (!strict).then(|| lenient(text)).flatten();
-            match fixed.and_then(|f| serde_json::from_str::<Value>(&f).ok().map(|v| (v, f))) {
+            match fixed.and_then(|f| parse_json(&f, limits).ok().map(|v| (v, f))) {
                 Some((value, fixed)) => (value, Some(fixed)),
                 None => {
                     return Err(ToolError::invalid_arguments(format!(
@@ -59,11 +53,15 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
                 }
             }
         }
+        Err(other) => return Err(other.into_error(limits)),
     };
-    // A JSON object sent inside a JSON string.
+    // A JSON object sent inside a JSON string: parsed under the same limits.
     let (value, repaired) = match value {
-        Value::String(inner) if !strict => match serde_json::from_str::<Value>(&inner) {
+        Value::String(inner) if !strict => match parse_json(&inner, limits) {
             Ok(object @ Value::Object(_)) => (object, Some(inner)),
+            Err(err @ (JsonError::Duplicate(_) | JsonError::TooDeep)) if inner.trim_start().starts_with('{') => {
+                return Err(err.into_error(limits))
+            }
             _ => (Value::String(inner), repaired),
         },
         value => (value, repaired),
@@ -77,6 +75,152 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
     let repair =
         repaired.map(|fixed| Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired: fixed });
     Ok(Parsed { object, repair })
+}
+
+/// Why a text did not parse to a JSON value.
+enum JsonError {
+    Syntax(serde_json::Error),
+    /// The path of a key given twice in one object (`code`, `items/0/name`).
+    Duplicate(String),
+    TooDeep,
+}
+
+impl JsonError {
+    fn into_error(self, limits: ArgumentLimits) -> ToolError {
+        ToolError::invalid_arguments(match self {
+            JsonError::Syntax(err) => format!("arguments are not valid JSON: {}", describe(&err)),
+            JsonError::Duplicate(path) => format!("duplicate argument '{path}'"),
+            JsonError::TooDeep => format!("arguments are nested deeper than {} levels", limits.max_depth),
+        })
+    }
+}
+
+/// Parses every text the arguments are read from (as sent, repaired, or
+/// found inside a string) the same way: the depth limit checked first, and a
+/// key given twice in one object, at any depth, refused. A backend decoding
+/// the text first-wins would otherwise act on a value the validator, which
+/// saw the last one, never checked.
+fn parse_json(text: &str, limits: ArgumentLimits) -> Result<Value, JsonError> {
+    if exceeds_depth(text.as_bytes(), limits.max_depth) {
+        return Err(JsonError::TooDeep);
+    }
+    let duplicate = std::cell::RefCell::new(None);
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let parsed =
+        serde::de::DeserializeSeed::deserialize(Unique { parent: None, duplicate: &duplicate }, &mut deserializer)
+            .and_then(|value| deserializer.end().map(|()| value));
+    match (parsed, duplicate.into_inner()) {
+        (_, Some(path)) => Err(JsonError::Duplicate(path)),
+        (Ok(value), None) => Ok(value),
+        (Err(err), None) => Err(JsonError::Syntax(err)),
+    }
+}
+
+/// A JSON value whose objects must not repeat a key; the first repeated
+/// key's path goes to `duplicate`. The path is built only then.
+#[derive(Clone, Copy)]
+struct Unique<'a> {
+    /// The value holding this one, and this one's place in it.
+    parent: Option<(&'a Unique<'a>, Step<'a>)>,
+    duplicate: &'a std::cell::RefCell<Option<String>>,
+}
+
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+impl<'a> Unique<'a> {
+    fn child(&'a self, step: Step<'a>) -> Unique<'a> {
+        Unique { parent: Some((self, step)), duplicate: self.duplicate }
+    }
+
+    /// The field path of `step` in this value (`items/0/name`).
+    fn path(&self, step: Step<'_>) -> String {
+        let mut steps = vec![step];
+        let mut at = self;
+        while let Some((parent, step)) = at.parent {
+            steps.push(step);
+            at = parent;
+        }
+        let parts: Vec<String> = steps
+            .iter()
+            .rev()
+            .map(|s| match s {
+                Step::Key(key) => (*key).to_owned(),
+                Step::Index(i) => i.to_string(),
+            })
+            .collect();
+        parts.join("/")
+    }
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Unique<'_> {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Unique<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            match seq.next_element_seed(self.child(Step::Index(items.len())))? {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(self.child(Step::Key(&key)))?;
+            if object.contains_key(&key) {
+                self.duplicate.borrow_mut().get_or_insert_with(|| self.path(Step::Key(&key)));
+                return Err(serde::de::Error::custom("duplicate key"));
+            }
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
 }
 
 /// Renames each unexpected argument whose normalised key matches exactly one

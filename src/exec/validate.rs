@@ -9,7 +9,11 @@ use jsonschema::{error::TypeKind, error::ValidationErrorKind, JsonType, Validati
 use serde_json::Value;
 
 use super::outcome::{ExpectedParameters, ToolError, Violation};
-use crate::{catalog::Tool, resolve::message::python_list};
+use crate::{
+    catalog::{Schema, Tool},
+    resolve::message::python_list,
+    similar::normalised_key,
+};
 
 /// Values are shown cut to this many characters.
 const MAX_SHOWN_VALUE: usize = 40;
@@ -118,11 +122,40 @@ pub fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
         field: pointer(&name),
         description: format!("missing a required argument: '{name}'"),
     }));
+    let respelt = respellings(schema, arguments, &unexpected);
     problems.names.extend(unexpected.into_iter().map(|name| Violation {
         field: pointer(&name),
         description: format!("unexpected argument: '{}'", shown_name(&name)),
     }));
+    problems.names.extend(respelt.into_iter().map(|(name, declared)| Violation {
+        field: pointer(&name),
+        description: format!(
+            "argument '{}' is another spelling of '{declared}', which is also given",
+            shown_name(&name)
+        ),
+    }));
     problems
+}
+
+/// Undeclared arguments whose normalised key is that of a declared parameter
+/// also given (`Code` beside `code`), with that parameter. Where the schema
+/// allows other arguments the validator passes them, yet a backend decoding
+/// names case-insensitively (Go's `encoding/json`) would read the unchecked
+/// value as the parameter. Those already refused as unexpected are left out.
+fn respellings(schema: &Schema, arguments: &Value, unexpected: &[String]) -> Vec<(String, String)> {
+    let Value::Object(given) = arguments else { return Vec::new() };
+    let declared = schema.parameters();
+    let mut found = Vec::new();
+    for key in given.keys() {
+        if declared.contains(key) || unexpected.contains(key) {
+            continue;
+        }
+        let wanted = normalised_key(key);
+        if let Some(twin) = declared.iter().find(|d| given.contains_key(d.as_str()) && normalised_key(d) == wanted) {
+            found.push((key.clone(), twin.clone()));
+        }
+    }
+    found
 }
 
 /// One sentence for one value problem, naming the field and what is allowed.

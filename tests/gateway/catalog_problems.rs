@@ -288,6 +288,8 @@ fn relative_command_paths_resolve_against_the_declaring_file() {
         "tools:\n  - name: run\n    description: x\n    backend: {command: {argv: [python3, scripts/run.py], cwd: work}}\n  \
          - name: local\n    description: x\n    backend: {command: {argv: [./bin/tool]}}\n",
     );
+    let tool = dir.file("registry/bin/tool", "#!/bin/sh\n");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let loaded = dir.load(&dir.options()).unwrap();
     let command = |name: &str| match &loaded.catalog.tools().iter().find(|t| t.name == name).unwrap().backend {
         toolgate::catalog::Backend::Command(c) => c.clone(),

@@ -4,10 +4,7 @@
 
 use std::{path::Path, time::Duration};
 
-use toolgate::{
-    env::Env,
-    proto::v1::{ErrorKind, ExecuteRequest},
-};
+use toolgate::proto::v1::{ErrorKind, ExecuteRequest};
 
 use crate::common::{
     backend::{self, closed_port, HttpBackend},
@@ -68,7 +65,7 @@ fn catalogue(http: &HttpBackend, commands: &[(&str, &str, &str)]) -> CatalogDir 
 }
 
 async fn gateway(dir: &CatalogDir) -> TestGateway {
-    TestGateway::dir(dir).env(Env::from_pairs([("TOOL_TOKEN", "s3cret-token")])).start().await
+    TestGateway::dir(dir).env(crate::common::test_env(&[("TOOL_TOKEN", "s3cret-token")])).start().await
 }
 
 fn message(response: &toolgate::proto::v1::ExecuteResponse) -> String {

@@ -11,9 +11,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use toolgate::proto::v1::ExecuteRequest;
+use toolgate::proto::v1::{ErrorKind, ExecuteRequest};
 
-use crate::common::{execute, run, stderr, stdout, toolgate, CatalogDir, TestGateway};
+use crate::common::{error, execute, kind, run, stderr, stdout, toolgate, CatalogDir, TestGateway};
 
 /// An executable shell script at `path` printing `output`.
 fn shell_tool(path: &Path, output: &str) {
@@ -141,4 +141,63 @@ async fn an_execute_naming_thousands_of_unknown_tools_does_not_stall_other_calls
     // Before, each heavy call searched suggestions for 3,900 names on the
     // runtime's workers, and an unrelated call waited behind it.
     assert!(waits[waits.len() / 2] < Duration::from_millis(100), "echo p50 {:?}", waits[waits.len() / 2]);
+}
+
+const CODE_REGISTRY: &str = r#"
+tools:
+  - name: fetch_code
+    description: x
+    parameters:
+      type: object
+      properties:
+        code: {type: string, pattern: "^PK-[0-9]+$"}
+        items: {type: array, items: {type: object}}
+      required: [code]
+    backend: {builtin: echo}
+"#;
+
+#[tokio::test]
+async fn a_key_given_twice_is_refused_at_any_depth() {
+    let mut gw = TestGateway::registry(CODE_REGISTRY).start().await;
+    for (arguments, message) in [
+        (r#"{"code": "../../etc", "code": "PK-1234"}"#, "duplicate argument 'code'"),
+        (
+            r#"{"code": "PK-1", "items": [{"name": "a"}, {"name": "a", "name": "b"}]}"#,
+            "duplicate argument 'items/1/name'",
+        ),
+        // Inside a JSON string (a repair), the same.
+        (r#""{\"code\": \"x\", \"code\": \"PK-1\"}""#, "duplicate argument 'code'"),
+    ] {
+        let response = execute(&mut gw.client, "fetch_code", arguments).await;
+        assert_eq!(kind(&response), ErrorKind::InvalidArguments, "{arguments}");
+        assert_eq!(error(&response).message, message, "{arguments}");
+    }
+    assert!(execute(&mut gw.client, "fetch_code", r#"{"code": "PK-1", "items": [{"name": "a"}]}"#).await.ok);
+}
+
+#[tokio::test]
+async fn another_spelling_of_a_given_parameter_is_refused() {
+    let mut gw = TestGateway::registry(CODE_REGISTRY).start().await;
+    let response = execute(&mut gw.client, "fetch_code", r#"{"code": "PK-1234", "Code": "../../etc"}"#).await;
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert_eq!(
+        error(&response).message,
+        "argument 'Code' is another spelling of 'code', which is also given \
+         Expected parameters for 'fetch_code' — required: ['code'], optional: ['items']."
+    );
+    // Alone, the other spelling is still repaired to the parameter.
+    let response = execute(&mut gw.client, "fetch_code", r#"{"Code": "PK-1234"}"#).await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.arguments_json, r#"{"code":"PK-1234"}"#);
+}
+
+#[tokio::test]
+async fn the_depth_limit_holds_inside_a_json_string() {
+    let mut gw = TestGateway::registry(CODE_REGISTRY).start().await;
+    let deep = format!("{}1{}", "[".repeat(120), "]".repeat(120));
+    let inner = format!(r#"{{"code": "PK-1", "items": [{{"x": {deep}}}]}}"#);
+    let arguments = serde_json::to_string(&inner).unwrap();
+    let response = execute(&mut gw.client, "fetch_code", &arguments).await;
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert_eq!(error(&response).message, "arguments are nested deeper than 64 levels");
 }

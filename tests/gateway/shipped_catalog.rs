@@ -3,10 +3,7 @@
 
 use std::path::PathBuf;
 
-use toolgate::{
-    catalog::{self, LoadOptions},
-    env::Env,
-};
+use toolgate::catalog::{self, LoadOptions};
 
 use crate::common::{repo, run, stderr};
 
@@ -40,7 +37,7 @@ fn every_file_under_catalog_loads_strictly() {
         packs: every_pack(),
         strict: true,
     };
-    let loaded = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:#?}", e.problems));
+    let loaded = catalog::load(&options, &crate::common::test_env(&[])).unwrap_or_else(|e| panic!("{:#?}", e.problems));
     let catalog = &loaded.catalog;
     assert!(loaded.warnings.is_empty());
     assert!(catalog.tools().iter().any(|t| !t.aliases.is_empty() && t.source.to_string().starts_with("pack:")));
@@ -86,7 +83,7 @@ async fn the_shipped_tools_answer_through_execute() {
         packs: every_pack(),
         strict: true,
     };
-    let loaded = catalog::load(&options, &Env::default()).unwrap();
+    let loaded = catalog::load(&options, &crate::common::test_env(&[])).unwrap();
     let mut gw = TestGateway::catalog(loaded.catalog).start().await;
     let response = execute(&mut gw.client, "parcel_status", r#"{"code": "PK-1001"}"#).await;
     assert!(response.ok, "{response:?}");

@@ -66,7 +66,7 @@ impl CatalogDir {
     }
 
     pub fn load(&self, options: &LoadOptions) -> Result<Loaded, LoadError> {
-        catalog::load(options, &Env::default())
+        catalog::load(options, &test_env(&[]))
     }
 }
 
@@ -100,10 +100,11 @@ pub struct GatewayBuilder<'a> {
 
 impl<'a> GatewayBuilder<'a> {
     fn new(source: Source<'a>) -> Self {
-        Self { source, env: Env::default(), policy: Policy::default(), limits: ExecLimits::default() }
+        Self { source, env: test_env(&[]), policy: Policy::default(), limits: ExecLimits::default() }
     }
 
-    /// The environment `${VAR}` reads from (default: empty).
+    /// The environment `${VAR}` reads from and children inherit (default:
+    /// [`test_env`] with nothing added).
     pub fn env(mut self, env: Env) -> Self {
         self.env = env;
         self
@@ -134,7 +135,7 @@ impl<'a> GatewayBuilder<'a> {
             Source::Catalog(catalog) => *catalog,
         };
         toolgate::tls::install_crypto_provider();
-        let inherited = Inherited::from_env(&Env::from_process());
+        let inherited = Inherited::from_env(&self.env);
         let executor = Executor::standalone(Arc::new(catalog), self.limits, inherited).expect("executor");
         TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), self.policy).await
     }
@@ -191,6 +192,14 @@ impl Drop for TestGateway {
             let _ = stop.send(());
         }
     }
+}
+
+/// An environment of the variables children inherit (`PATH`, `HOME`, …)
+/// as the test process has them, and `extra`: what a gateway started here
+/// would read, without the rest of the test machine's variables.
+pub fn test_env(extra: &[(&str, &str)]) -> Env {
+    let passed = toolgate::process::PASSED_ENV.iter().filter_map(|k| Some((k.to_string(), std::env::var(k).ok()?)));
+    Env::from_pairs(passed.chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string()))))
 }
 
 /// The `toolgate` binary.
