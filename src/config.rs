@@ -108,10 +108,10 @@ pub struct PolicyConfig {
 impl FileConfig {
     /// Reads the file; relative paths in it resolve against its folder.
     pub fn read(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| ConfigError::File { path: path.display().to_string(), message: err.to_string() })?;
-        let mut config: FileConfig = serde_yaml::from_str(&text)
-            .map_err(|err| ConfigError::File { path: path.display().to_string(), message: err.to_string() })?;
+        let failed = |message: String| ConfigError::File { path: path.display().to_string(), message };
+        let bytes = crate::catalog::read_bounded(path).map_err(failed)?;
+        let text = String::from_utf8(bytes).map_err(|_| failed("not valid UTF-8".to_owned()))?;
+        let mut config: FileConfig = serde_yaml::from_str(&text).map_err(|err| failed(err.to_string()))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         if let Some(catalog) = &mut config.catalog {
             catalog.iter_mut().for_each(|p| *p = dir.join(&*p));

@@ -228,10 +228,10 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
     let Reading { env, schemas, decls, servers, problems } = reading;
     let layer = Layer::of(source);
     let origin: Arc<str> = path.display().to_string().into();
-    let bytes = match fs::read(path) {
+    let bytes = match read_bounded(path) {
         Ok(bytes) => bytes,
-        Err(err) => {
-            problems.error(&origin, "", format!("cannot read: {err}"));
+        Err(message) => {
+            problems.error(&origin, "", message);
             return;
         }
     };
@@ -280,6 +280,47 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
         decls.aliases.push(AliasDecl { alias: alias.alias, target: alias.target, layer, place: place(alias.path) });
     }
     servers.extend(raw.mcp_servers.into_iter().filter_map(|server| build::mcp_server(server, &file, problems)));
+}
+
+/// The largest catalogue file read: far beyond any real catalogue (10,000
+/// tools take about 3 MB), small enough that a wrong path (a log, a disk
+/// image) is refused rather than read.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+/// The bytes of a regular file of at most [`MAX_FILE_BYTES`]. Anything else
+/// (a FIFO, which would block the open; a device such as `/dev/zero`, which
+/// never ends; a socket) is refused by its type before it is opened, symbolic
+/// links followed (Kubernetes mounts ConfigMaps through them). The read is
+/// bounded too, in case the file grows meanwhile.
+pub fn read_bounded(path: &Path) -> Result<Vec<u8>, String> {
+    use std::{io::Read, os::unix::fs::FileTypeExt};
+    let meta = fs::metadata(path).map_err(|err| format!("cannot read: {err}"))?;
+    let kind = meta.file_type();
+    let what = match () {
+        _ if kind.is_file() => None,
+        _ if kind.is_fifo() => Some("a named pipe (FIFO)"),
+        _ if kind.is_char_device() || kind.is_block_device() => Some("a device"),
+        _ if kind.is_socket() => Some("a socket"),
+        _ => Some("not a regular file"),
+    };
+    if let Some(what) = what {
+        return Err(format!("is {what}; only regular files are read"));
+    }
+    let too_large = || format!("is larger than {}, the most a file read here may hold", mib(MAX_FILE_BYTES));
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    let file = fs::File::open(path).map_err(|err| format!("cannot read: {err}"))?;
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|err| format!("cannot read: {err}"))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{} MiB", bytes / (1024 * 1024))
 }
 
 fn builtins(decls: &mut Declarations) {

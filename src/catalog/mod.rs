@@ -22,7 +22,7 @@ use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 pub use builtin::{BuiltinTool, BUILTIN_ALIASES};
 pub use error::{LoadError, Problem, Severity};
 pub use format::{render, ToolFormat};
-pub use load::{assemble, load, read, Files, LoadOptions, Loaded};
+pub use load::{assemble, load, read, read_bounded, Files, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub use mcp::{McpListing, McpToolInfo};
 pub use schema::Schema;
 

@@ -109,6 +109,11 @@ pub enum RawMcpTransport {
 /// the entries read from it), which keeps the peak memory of a load low.
 pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool: impl FnMut(RawTool)) -> RawFile {
     let mut reader = Reader { origin, problems };
+    if let Some(line) = deeper_than(text, MAX_NESTING) {
+        let message = format!("nested deeper than {MAX_NESTING} levels of brackets; a catalogue nests far less");
+        reader.problems.error(origin, format!("line {line}"), message);
+        return RawFile::default();
+    }
     let document: Value = match serde_yaml::from_str(text) {
         Ok(value) => value,
         Err(err) => {
@@ -139,6 +144,69 @@ pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool
         aliases: reader.aliases(top.get("aliases")),
         mcp_servers: reader.mcp_servers(top.get("mcp_servers")),
     }
+}
+
+/// The deepest nesting of flow collections (`[`, `{`) a file may have: what
+/// the YAML crate accepts anyway (it refuses deeper values), checked before
+/// it reads the file, since its scanner takes time quadratic in the depth of
+/// flow collections (100,000 brackets took 36 s of CPU).
+pub const MAX_NESTING: usize = 128;
+
+/// The line at which flow collections nest deeper than `max`, by a flat scan:
+/// quoted scalars and comments are skipped, and a bracket opens a level only
+/// where a flow collection can start (after `:`, `-`, `?`, `,`, another
+/// bracket, or at the start of a line), so brackets inside plain text do not
+/// count. A closing bracket always closes one.
+fn deeper_than(text: &str, max: usize) -> Option<usize> {
+    let (mut depth, mut line) = (0usize, 1usize);
+    let mut quote: Option<u8> = None;
+    // The last byte that was not a space, on this line (None: none yet).
+    let mut last: Option<u8> = None;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if b == b'\n' {
+            line += 1;
+            last = None;
+            i += 1;
+            continue;
+        }
+        match quote {
+            Some(b'"') if b == b'\\' => i += 1,
+            Some(b'\'') if b == b'\'' && bytes.get(i + 1) == Some(&b'\'') => i += 1,
+            Some(q) if b == q => quote = None,
+            Some(_) => {}
+            None => match b {
+                b'#' if last.is_none() || matches!(bytes.get(i.wrapping_sub(1)), Some(b' ' | b'\t')) => {
+                    while i < bytes.len() && bytes[i] != b'\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                b'"' | b'\'' if matches!(last, None | Some(b':' | b'-' | b'?' | b',' | b'[' | b'{')) => quote = Some(b),
+                b'[' | b'{' if matches!(last, None | Some(b':' | b'-' | b'?' | b',' | b'[' | b'{')) => {
+                    depth += 1;
+                    if depth > max {
+                        return Some(line);
+                    }
+                }
+                // Text: the brackets that follow it are text too.
+                b'[' | b'{' => {
+                    last = Some(b'a');
+                    i += 1;
+                    continue;
+                }
+                b']' | b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+        if b != b' ' && b != b'\t' {
+            last = Some(b);
+        }
+        i += 1;
+    }
+    None
 }
 
 struct Reader<'a> {
@@ -467,5 +535,21 @@ fn strip_location(message: &str) -> &str {
     match message.rfind(" at line ") {
         Some(at) => &message[..at],
         None => message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::deeper_than;
+
+    #[test]
+    fn nesting_counts_flow_collections_only() {
+        assert_eq!(deeper_than("a: {b: [1, {c: [2]}]}\n", 3), Some(1));
+        assert_eq!(deeper_than("a: {b: [1, {c: [2]}]}\n", 4), None);
+        assert_eq!(deeper_than("a:\n  - [[[x]]]\n", 2), Some(2));
+        // Text, quotes and comments: no level.
+        assert_eq!(deeper_than("a: x[[[[\nb: \"[[[[\"\nc: '[[''[['\n# [[[[\n", 1), None);
+        // Closing brackets in text never go below zero.
+        assert_eq!(deeper_than("a: ]]]]\nb: [[x]]\n", 1), Some(2));
     }
 }

@@ -201,3 +201,78 @@ async fn the_depth_limit_holds_inside_a_json_string() {
     assert_eq!(kind(&response), ErrorKind::InvalidArguments);
     assert_eq!(error(&response).message, "arguments are nested deeper than 64 levels");
 }
+
+/// Runs `toolgate validate --catalog <path>` in `dir`, failing the test if it
+/// takes more than 20 s (a hang), and returns its exit code and stderr.
+fn validate_within(dir: &Path, path: &str) -> (Option<i32>, String) {
+    let mut child = toolgate()
+        .current_dir(dir)
+        .args(["validate", "--catalog", path])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("validate --catalog {path} did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), stderr(&out))
+}
+
+#[test]
+fn deeply_nested_brackets_are_refused_before_the_yaml_parser() {
+    let dir = CatalogDir::new();
+    let deep = format!("tools: {}{}\n", "[".repeat(100_000), "]".repeat(100_000));
+    dir.file("deep.yaml", &deep);
+    let started = Instant::now();
+    let (code, text) = validate_within(dir.dir.path(), "deep.yaml");
+    assert_eq!(code, Some(1));
+    assert!(text.contains("deep.yaml: line 1: nested deeper than 128 levels of brackets"), "{text}");
+    // Today's scanner took 36 s of CPU on this; the scan takes milliseconds.
+    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    // Brackets in text, quoted strings, comments and block scalars do not count.
+    let brackets = "[".repeat(200);
+    dir.file(
+        "ok.yaml",
+        &format!(
+            "# {brackets}\ntools:\n  - name: t\n    description: \"{brackets}\"\n    aliases: ['{brackets}x']\n    \
+             backend: {{builtin: echo}}\n  - name: u\n    description: |\n      a{brackets}\n    backend: {{builtin: echo}}\n"
+        ),
+    );
+    let (code, text) = validate_within(dir.dir.path(), "ok.yaml");
+    assert!(!text.contains("nested deeper"), "{text}");
+    assert_eq!(code, Some(1), "the alias is not a valid name: {text}");
+}
+
+#[test]
+fn only_regular_files_are_read() {
+    let dir = CatalogDir::new();
+    let fifo = dir.dir.path().join("fifo.yaml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let (code, text) = validate_within(dir.dir.path(), "fifo.yaml");
+    assert_eq!(code, Some(1));
+    assert!(text.contains("fifo.yaml: is a named pipe (FIFO); only regular files are read"), "{text}");
+    let (code, text) = validate_within(dir.dir.path(), "/dev/zero");
+    assert_eq!(code, Some(1));
+    assert!(text.contains("/dev/zero: is a device; only regular files are read"), "{text}");
+    // A file over the cap (sparse: nothing is written).
+    let big = std::fs::File::create(dir.dir.path().join("big.yaml")).unwrap();
+    big.set_len(toolgate::catalog::MAX_FILE_BYTES + 1).unwrap();
+    let (code, text) = validate_within(dir.dir.path(), "big.yaml");
+    assert_eq!(code, Some(1));
+    assert!(text.contains("big.yaml: is larger than 64 MiB"), "{text}");
+    // A symbolic link to a regular file is read (ConfigMap mounts).
+    dir.file("real.yaml", "tools:\n  - name: t\n    description: x\n    backend: {builtin: echo}\n");
+    std::os::unix::fs::symlink(dir.dir.path().join("real.yaml"), dir.dir.path().join("link.yaml")).unwrap();
+    let (code, text) = validate_within(dir.dir.path(), "link.yaml");
+    assert_eq!(code, Some(0), "{text}");
+    // So is a configuration file given as a FIFO refused, not waited on.
+    let out = toolgate().current_dir(dir.dir.path()).args(["validate", "--config", "fifo.yaml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("named pipe"), "{}", stderr(&out));
+}
