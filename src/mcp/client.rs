@@ -93,7 +93,16 @@ impl Connection {
                     custom.insert(name, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                // No idle pooling (as rmcp's own client: a reused connection
+                // whose last body was left unread stalls on delayed ACKs), no
+                // redirects (the session id and headers go to this server
+                // only), and the gateway's trust roots.
+                let client = crate::tls::client_builder()
+                    .pool_max_idle_per_host(0)
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
                 let service = notifier.serve(transport).await.map_err(|err| format!("initialize failed: {err}"))?;
                 Ok(Self { service, child: None })
             }

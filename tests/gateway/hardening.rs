@@ -276,3 +276,57 @@ fn only_regular_files_are_read() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("named pipe"), "{}", stderr(&out));
 }
+
+/// A TLS server on 127.0.0.1 with a self-signed certificate: it completes
+/// handshakes that accept it and answers `{}`; its address.
+async fn self_signed_https_server() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    toolgate::tls::install_crypto_provider();
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+    let config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.cert.der().clone()], key)
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let acceptor = acceptor.clone();
+            tokio::spawn(async move {
+                let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                let mut buffer = [0u8; 4096];
+                let _ = tls.read(&mut buffer).await;
+                let reply = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                let _ = tls.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_starts_without_ca_certificates_and_still_verifies_servers() {
+    let https = self_signed_https_server().await;
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: t\n    description: x\n    backend: {{builtin: echo}}\n  \
+             - name: self_signed\n    description: x\n    backend: {{http: {{url: \"https://127.0.0.1:{}/x\"}}}}\n",
+            https.port()
+        ),
+    );
+    let empty = [("SSL_CERT_FILE", "/dev/null"), ("SSL_CERT_DIR", "/nonexistent")];
+    let (mut child, _lines, listening) = crate::common::serve_registry(dir.dir.path(), &empty);
+    let addr = format!("http://{}", listening.split(' ').next().unwrap());
+    let call = |tool: &str| toolgate().args(["call", tool, "{}", "--addr", &addr]).output().unwrap();
+    let ok = call("t");
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    // Verification stays on: the self-signed server is refused.
+    let refused = call("self_signed");
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    assert!(stdout(&refused).starts_with("error: UNAVAILABLE"), "{}", stdout(&refused));
+    child.kill().unwrap();
+}

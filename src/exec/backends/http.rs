@@ -22,8 +22,10 @@ impl HttpClients {
     /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
     pub fn new() -> Result<Self, reqwest::Error> {
         let build = |follow: bool, proxy: bool| {
-            let mut builder = Client::builder()
+            let mut builder = crate::tls::client_builder()
                 .redirect(if follow { redirect::Policy::limited(5) } else { redirect::Policy::none() })
+                // A followed redirect does not tell the next host where it came from.
+                .referer(false)
                 .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")));
             if !proxy {
                 builder = builder.no_proxy();
