@@ -8,7 +8,7 @@
 mod output;
 mod start;
 
-use std::{net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
+use std::{future::Future, net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -195,7 +195,8 @@ async fn serve_with(
     env: &Env,
     observer: crate::telemetry::Observer,
 ) -> anyhow::Result<ExitCode> {
-    let mut shutdown = Box::pin(shutdown_signal()?);
+    let (shutdown, again) = shutdown_signals()?;
+    let mut shutdown = Box::pin(shutdown);
     let (live, _) = tokio::select! {
         started = start(settings, env, Report::Log, observer) => started?,
         () = &mut shutdown => {
@@ -216,26 +217,37 @@ async fn serve_with(
     tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
     let gateway = Gateway::new(live.current(), settings.policy);
-    let served = server::serve(listener, gateway, shutdown, args.drain_timeout).await;
+    let stop = server::Stop { shutdown, drain: args.drain_timeout, now: again };
+    let served = server::serve_with(listener, gateway, stop, server::ConnectionSettings::default()).await;
     live.shutdown().await;
     served?;
     tracing::info!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
 }
 
-/// Completes on Ctrl-C or SIGTERM. The handlers are installed before this
-/// returns, so a signal that arrives once the gateway says it is listening
-/// always ends it gracefully.
-fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+/// Two futures: the first completes on Ctrl-C or SIGTERM, the second on the
+/// next one (a second signal ends the drain at once). The handlers are
+/// installed before this returns, so a signal that arrives once the gateway
+/// says it is listening always ends it gracefully.
+fn shutdown_signals() -> anyhow::Result<(impl Future<Output = ()>, impl Future<Output = ()>)> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    Ok(async move {
-        tokio::select! {
-            _ = interrupt.recv() => {},
-            _ = terminate.recv() => {},
+    let (first, first_rx) = tokio::sync::oneshot::channel::<()>();
+    let (second, second_rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        for sender in [first, second] {
+            tokio::select! {
+                _ = interrupt.recv() => {},
+                _ = terminate.recv() => {},
+            }
+            let _ = sender.send(());
         }
-    })
+    });
+    let wait = |rx: tokio::sync::oneshot::Receiver<()>| async move {
+        let _ = rx.await;
+    };
+    Ok((wait(first_rx), wait(second_rx)))
 }
 
 fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {

@@ -26,7 +26,7 @@ use toolgate::{
     proto::v1::{
         tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse, ToolError,
     },
-    server,
+    server::{self, ConnectionSettings},
     service::Gateway,
 };
 
@@ -96,11 +96,19 @@ pub struct GatewayBuilder<'a> {
     env: Env,
     policy: Policy,
     limits: ExecLimits,
+    connections: ConnectionSettings,
 }
 
 impl<'a> GatewayBuilder<'a> {
     fn new(source: Source<'a>) -> Self {
-        Self { source, env: test_env(&[]), policy: Policy::default(), limits: ExecLimits::default() }
+        let (policy, limits, connections) = (Policy::default(), ExecLimits::default(), ConnectionSettings::default());
+        Self { source, env: test_env(&[]), policy, limits, connections }
+    }
+
+    /// What the server allows each connection (caps, timeouts, keepalive).
+    pub fn connections(mut self, connections: ConnectionSettings) -> Self {
+        self.connections = connections;
+        self
     }
 
     /// The environment `${VAR}` reads from and children inherit (default:
@@ -137,7 +145,8 @@ impl<'a> GatewayBuilder<'a> {
         toolgate::tls::install_crypto_provider();
         let inherited = Inherited::from_env(&self.env);
         let executor = Executor::standalone(Arc::new(catalog), self.limits, inherited).expect("executor");
-        TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), self.policy).await
+        TestGateway::serve_with(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), self.policy, self.connections)
+            .await
     }
 }
 
@@ -159,18 +168,19 @@ impl TestGateway {
 
     /// Serves whatever executor `slot` holds (it may be swapped).
     pub async fn serve(slot: ExecutorSlot, policy: Policy) -> Self {
+        Self::serve_with(slot, policy, ConnectionSettings::default()).await
+    }
+
+    async fn serve_with(slot: ExecutorSlot, policy: Policy, connections: ConnectionSettings) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let gateway = Gateway::new(slot, policy);
-        let task = tokio::spawn(server::serve(
-            listener,
-            gateway,
-            async {
-                let _ = stopped.await;
-            },
-            Duration::from_secs(5),
-        ));
+        let shutdown = async {
+            let _ = stopped.await;
+        };
+        let stop_when = server::Stop { shutdown, drain: Duration::from_secs(5), now: std::future::pending() };
+        let task = tokio::spawn(server::serve_with(listener, gateway, stop_when, connections));
         let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
         Self { addr, client, stop: Some(stop), task: Some(task) }
     }

@@ -2,13 +2,19 @@
 //! v1alpha), message limits, and graceful shutdown.
 //!
 //! [`serve`] takes a bound listener, so callers (and tests) bind port 0 and
-//! know the address before the first request, with no sleeping.
+//! know the address before the first request, with no sleeping. What
+//! happens to each connection (caps, timeouts, keepalive) is in
+//! [`connections`].
 
-use std::{future::Future, time::Duration};
+pub mod connections;
+
+use std::{future::Future, sync::Arc, time::Duration};
 
 use tokio::net::TcpListener;
 use tonic::transport::{server::TcpIncoming, Server};
 use tonic_health::ServingStatus;
+
+pub use connections::{ConnectionSettings, Incoming};
 
 use crate::{
     proto::{v1::tool_gateway_service_server::ToolGatewayServiceServer, FILE_DESCRIPTOR_SET, SERVICE_NAME},
@@ -36,7 +42,17 @@ pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
 /// 256 KiB ones (BENCHMARKS.md), while it adds PING round trips.
 const ADAPTIVE_WINDOW: bool = false;
 
-/// The accepted connections of `listener`, each with `TCP_NODELAY` set.
+/// Rapid-reset protection (CVE-2023-44487), hyper's defaults set here so
+/// they are written down: at most this many streams a client opened and
+/// reset before the server accepted them…
+const MAX_PENDING_ACCEPT_RESET_STREAMS: usize = 20;
+/// …and at most this many streams the server had to reset for the client's
+/// errors; past either, the connection is closed with GOAWAY.
+const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
+
+/// The accepted connections of `listener`, each with `TCP_NODELAY` set, and
+/// nothing else (what the benchmarks' bare tonic server uses; the gateway's
+/// own [`Incoming`] sets it too).
 ///
 /// Without it, a response that leaves in more than one write (a Resolve or
 /// Execute miss against a large catalogue, any response under load) waits
@@ -64,6 +80,28 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
     drain: Duration,
 ) -> Result<(), ServeError> {
+    let stop = Stop { shutdown, drain, now: std::future::pending() };
+    serve_with(listener, gateway, stop, ConnectionSettings::default()).await
+}
+
+/// When and how a server stops.
+pub struct Stop<S, N> {
+    /// Completes when the server should stop accepting and drain.
+    pub shutdown: S,
+    /// How long calls in flight may take to finish then.
+    pub drain: Duration,
+    /// Completes when the drain should end at once (a second signal).
+    pub now: N,
+}
+
+/// [`serve`], with how it stops and what it allows each connection.
+pub async fn serve_with(
+    listener: TcpListener,
+    gateway: Gateway,
+    stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
+    connections: ConnectionSettings,
+) -> Result<(), ServeError> {
+    let Stop { shutdown, drain, now } = stop;
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", ServingStatus::Serving).await;
     health.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;
@@ -79,15 +117,23 @@ pub async fn serve(
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
 
+    let registry = Arc::new(connections::Registry::default());
+    let (keepalive, keepalive_timeout) = (connections.keepalive_interval, connections.keepalive_timeout);
+    let incoming = Incoming::new(listener, connections, Arc::clone(&registry));
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let server = Server::builder()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .http2_adaptive_window(Some(ADAPTIVE_WINDOW))
+        .http2_keepalive_interval(Some(keepalive))
+        .http2_keepalive_timeout(Some(keepalive_timeout))
+        .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
+        .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+        .layer(connections::TrackCalls::new(registry))
         .add_service(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
         .add_service(gateway)
-        .serve_with_incoming_shutdown(incoming(listener), async {
+        .serve_with_incoming_shutdown(incoming, async {
             let _ = stopped.await;
         });
     tokio::pin!(server);
@@ -100,10 +146,16 @@ pub async fn serve(
     health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
     health.set_service_status("", ServingStatus::NotServing).await;
     let _ = stop.send(());
-    match tokio::time::timeout(drain, server).await {
-        Ok(result) => Ok(result?),
-        Err(_) => {
-            tracing::warn!(drain_secs = drain.as_secs_f64(), "calls still in flight after the drain time; closing");
+    tokio::select! {
+        result = tokio::time::timeout(drain, server) => match result {
+            Ok(result) => Ok(result?),
+            Err(_) => {
+                tracing::warn!(drain_secs = drain.as_secs_f64(), "calls still in flight after the drain time; closing");
+                Ok(())
+            }
+        },
+        () = now => {
+            tracing::warn!("asked again to stop: closing now, without waiting for calls in flight");
             Ok(())
         }
     }
@@ -121,7 +173,8 @@ mod tests {
     async fn accepted_connections_have_nodelay() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let mut accepted = incoming(listener);
+        let registry = Arc::new(connections::Registry::default());
+        let mut accepted = Incoming::new(listener, ConnectionSettings::default(), registry);
         let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let server_side = accepted.next().await.expect("a connection").expect("accepted");
         assert!(server_side.nodelay().unwrap(), "TCP_NODELAY is set on the server's side");

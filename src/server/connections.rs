@@ -1,0 +1,479 @@
+//! The gateway's connections: accepted with `TCP_NODELAY` and TCP
+//! keepalive, capped in number, closed when they never start or stay idle,
+//! and an accept loop that backs off when the process runs out of file
+//! descriptors instead of spinning.
+//!
+//! tonic's own serve loop `continue`s on every accept error (a core at
+//! 100 % while `accept` fails with EMFILE) and has no handshake or idle
+//! timeout, so these live here: in the stream of accepted connections
+//! ([`Incoming`]) and the wrapper of each ([`Conn`]), which keeps tonic's
+//! connect info (`remote_addr()`, and later the TLS peer certificates).
+//! Whether a connection is idle is counted in calls, not bytes: HTTP/2
+//! keepalive pings are bytes, and a connection that only answers pings is
+//! idle. A tower layer ([`TrackCalls`]) counts each connection's calls.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, Mutex, OnceLock,
+    },
+    task::{Context, Poll},
+    time::{Duration, Instant},
+};
+
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::{TcpListener, TcpStream},
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Sleep,
+};
+use tonic::transport::server::{Connected, TcpConnectInfo};
+
+/// How the gateway treats connections. The defaults are in the README's
+/// limits table.
+#[derive(Clone, Debug)]
+pub struct ConnectionSettings {
+    /// Connections open at once; more wait in the listen queue until one
+    /// closes. Default: three quarters of the process's file-descriptor
+    /// limit (the rest is for tools, backends and files), at most 10,000.
+    pub max_connections: usize,
+    /// A connection must send its first bytes (the HTTP/2 preface) within
+    /// this time, or it is closed.
+    pub handshake_timeout: Duration,
+    /// A connection without a call for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 PING after this long without a frame from the client…
+    pub keepalive_interval: Duration,
+    /// …and the connection is closed if the PING is not answered in this
+    /// time: a peer that vanished (half-open) does not hold a connection.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: default_max_connections(),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            keepalive_interval: Duration::from_secs(60),
+            keepalive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Three quarters of the soft file-descriptor limit, between 16 and 10,000.
+pub fn default_max_connections() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    limit.map_or(10_000, |n| (n.min(1 << 20) as usize * 3 / 4).clamp(16, 10_000))
+}
+
+/// How often a connection's idle time is looked at when it has calls.
+const RECHECK: Duration = Duration::from_secs(1);
+/// The first and the longest pause of the accept loop after a resource error.
+const BACKOFF_FIRST: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// The open connections, by peer address, with their calls in flight.
+#[derive(Default)]
+pub struct Registry {
+    open: Mutex<HashMap<SocketAddr, Arc<Calls>>>,
+}
+
+impl Registry {
+    fn calls(&self, peer: SocketAddr) -> Option<Arc<Calls>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned()
+    }
+
+    /// Connections open now.
+    pub fn len(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The calls of one connection: how many are in flight, and since when
+/// there have been none.
+#[derive(Default)]
+struct Calls {
+    active: AtomicUsize,
+    /// Milliseconds since [`epoch`] at which `active` last fell to 0 (or
+    /// the connection opened).
+    idle_since: AtomicU64,
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+fn now_millis() -> u64 {
+    epoch().elapsed().as_millis() as u64
+}
+
+/// Accepted connections of a listener, as [`ConnectionSettings`] say.
+pub struct Incoming {
+    listener: TcpListener,
+    settings: Arc<ConnectionSettings>,
+    registry: Arc<Registry>,
+    permits: Arc<Semaphore>,
+    /// A permit held for the next accepted connection.
+    permit: Option<OwnedSemaphorePermit>,
+    /// Waiting for a connection to close, at the cap.
+    waiting: Option<Pin<Box<dyn Future<Output = OwnedSemaphorePermit> + Send>>>,
+    /// Pausing after a resource error.
+    backoff: Option<Pin<Box<Sleep>>>,
+    next_backoff: Duration,
+}
+
+impl Incoming {
+    pub fn new(listener: TcpListener, settings: ConnectionSettings, registry: Arc<Registry>) -> Self {
+        let permits = Arc::new(Semaphore::new(settings.max_connections));
+        Self {
+            listener,
+            settings: Arc::new(settings),
+            registry,
+            permits,
+            permit: None,
+            waiting: None,
+            backoff: None,
+            next_backoff: BACKOFF_FIRST,
+        }
+    }
+
+    fn poll_permit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.permit.is_some() {
+            return Poll::Ready(());
+        }
+        if self.waiting.is_none() {
+            match Arc::clone(&self.permits).try_acquire_owned() {
+                Ok(permit) => {
+                    self.permit = Some(permit);
+                    return Poll::Ready(());
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        max_connections = self.settings.max_connections,
+                        "connection limit reached: {} connections are open; new ones wait in the listen queue \
+                         until one closes",
+                        self.settings.max_connections
+                    );
+                    self.waiting = Some(Box::pin(Arc::clone(&self.permits).acquire_owned_or_never()));
+                }
+            }
+        }
+        let waiting = self.waiting.as_mut().expect("set above");
+        match waiting.as_mut().poll(cx) {
+            Poll::Ready(permit) => {
+                self.waiting = None;
+                self.permit = Some(permit);
+                tracing::info!("below the connection limit again: accepting connections");
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn accepted(&mut self, stream: TcpStream, peer: SocketAddr) -> io::Result<Conn> {
+        stream.set_nodelay(true)?;
+        let keepalive = socket2::TcpKeepalive::new().with_time(self.settings.keepalive_interval);
+        // Best effort, as tonic does: a socket that refuses it still serves.
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+        let connect_info = stream.connect_info();
+        let calls = Arc::new(Calls { active: AtomicUsize::new(0), idle_since: AtomicU64::new(now_millis()) });
+        self.registry.open.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, Arc::clone(&calls));
+        let deadline = Instant::now() + self.settings.handshake_timeout;
+        Ok(Conn {
+            io: stream,
+            connect_info,
+            peer,
+            calls,
+            registry: Arc::clone(&self.registry),
+            settings: Arc::clone(&self.settings),
+            started: false,
+            timer: Box::pin(tokio::time::sleep_until(deadline.into())),
+            _permit: self.permit.take().expect("a permit was taken before accepting"),
+        })
+    }
+}
+
+trait AcquireOwned {
+    /// A permit, whenever one frees; the semaphore is never closed.
+    fn acquire_owned_or_never(self) -> impl Future<Output = OwnedSemaphorePermit> + Send;
+}
+
+impl AcquireOwned for Arc<Semaphore> {
+    async fn acquire_owned_or_never(self) -> OwnedSemaphorePermit {
+        self.acquire_owned().await.expect("the connection semaphore is never closed")
+    }
+}
+
+/// Whether an accept error says the process or system ran out of something
+/// (descriptors, buffers, memory): retrying at once would fail the same way.
+fn exhausted(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(code) if code == libc::EMFILE || code == libc::ENFILE || code == libc::ENOBUFS || code == libc::ENOMEM
+    )
+}
+
+impl futures::Stream for Incoming {
+    type Item = io::Result<Conn>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(backoff) = this.backoff.as_mut() {
+                if backoff.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.backoff = None;
+            }
+            if this.poll_permit(cx).is_pending() {
+                return Poll::Pending;
+            }
+            match this.listener.poll_accept(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok((stream, peer))) => {
+                    this.next_backoff = BACKOFF_FIRST;
+                    match this.accepted(stream, peer) {
+                        Ok(conn) => return Poll::Ready(Some(Ok(conn))),
+                        // The peer left already; the permit is kept for the next.
+                        Err(_) => continue,
+                    }
+                }
+                Poll::Ready(Err(err)) if exhausted(&err) => {
+                    let pause = this.next_backoff;
+                    tracing::warn!(
+                        open = this.registry.len(),
+                        "cannot accept a connection: {err}; pausing the accept loop for {pause:?}"
+                    );
+                    this.next_backoff = (pause * 2).min(BACKOFF_MAX);
+                    this.backoff = Some(Box::pin(tokio::time::sleep(pause)));
+                }
+                // A connection that failed on its own (reset before it was
+                // accepted): tonic logs it and accepts the next.
+                Poll::Ready(Err(err)) => return Poll::Ready(Some(Err(err))),
+            }
+        }
+    }
+}
+
+/// One accepted connection: closed if it sends nothing within the handshake
+/// timeout, or has no call for the idle timeout.
+pub struct Conn {
+    io: TcpStream,
+    connect_info: TcpConnectInfo,
+    peer: SocketAddr,
+    calls: Arc<Calls>,
+    registry: Arc<Registry>,
+    settings: Arc<ConnectionSettings>,
+    /// Whether the client has sent anything yet.
+    started: bool,
+    timer: Pin<Box<Sleep>>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl Conn {
+    /// Whether `TCP_NODELAY` is set on the socket.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.io.nodelay()
+    }
+
+    /// Called when the socket has nothing to read: whether the connection
+    /// should end now (the error to end it with), else the timer is set for
+    /// the next look.
+    fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Result<()>> {
+        loop {
+            if self.timer.as_mut().poll(cx).is_pending() {
+                return None;
+            }
+            if !self.started {
+                let message = format!("no HTTP/2 preface within {:?}", self.settings.handshake_timeout);
+                return Some(Err(io::Error::new(io::ErrorKind::TimedOut, message)));
+            }
+            let next = match self.calls.active.load(Ordering::Acquire) {
+                0 => {
+                    let since = self.calls.idle_since.load(Ordering::Acquire);
+                    let idle = Duration::from_millis(now_millis().saturating_sub(since));
+                    if idle >= self.settings.idle_timeout {
+                        tracing::debug!(peer = %self.peer, "closing a connection idle for {idle:?}");
+                        return Some(Ok(()));
+                    }
+                    self.settings.idle_timeout - idle
+                }
+                _ => self.settings.idle_timeout.min(RECHECK.max(self.settings.idle_timeout / 4)),
+            };
+            self.timer.as_mut().reset((Instant::now() + next).into());
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.registry.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.peer);
+    }
+}
+
+impl Connected for Conn {
+    type ConnectInfo = TcpConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.connect_info.clone()
+    }
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        match Pin::new(&mut self.io).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) if buf.filled().len() > before && !self.started => {
+                self.started = true;
+                // From now on the timer watches idleness.
+                let first = (Instant::now() + self.settings.idle_timeout).into();
+                self.timer.as_mut().reset(first);
+                Poll::Ready(Ok(()))
+            }
+            Poll::Pending => match self.expired(cx) {
+                // Ok with nothing read: the end of the stream, as if the
+                // client had closed it; there is no call to lose.
+                Some(end) => Poll::Ready(end),
+                None => Poll::Pending,
+            },
+            ready => ready,
+        }
+    }
+}
+
+impl AsyncWrite for Conn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// A tower layer counting each connection's calls in flight, from the
+/// request to the end of its response body, so that [`Conn`] can tell an
+/// idle connection from a busy one.
+#[derive(Clone)]
+pub struct TrackCalls {
+    registry: Arc<Registry>,
+}
+
+impl TrackCalls {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        Self { registry }
+    }
+}
+
+impl<S> tower::Layer<S> for TrackCalls {
+    type Service = Tracked<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Tracked { inner, registry: Arc::clone(&self.registry) }
+    }
+}
+
+#[derive(Clone)]
+pub struct Tracked<S> {
+    inner: S,
+    registry: Arc<Registry>,
+}
+
+/// One call in flight on a connection; dropped with the response body.
+pub struct CallGuard(Arc<Calls>);
+
+impl CallGuard {
+    fn new(calls: Arc<Calls>) -> Self {
+        calls.active.fetch_add(1, Ordering::AcqRel);
+        Self(calls)
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.idle_since.store(now_millis(), Ordering::Release);
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl<S, B> tower::Service<http::Request<B>> for Tracked<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<Self::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let peer = request.extensions().get::<TcpConnectInfo>().and_then(TcpConnectInfo::remote_addr);
+        let guard = peer.and_then(|peer| self.registry.calls(peer)).map(CallGuard::new);
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = response.await?;
+            Ok(match guard {
+                Some(guard) => response.map(|body| tonic::body::Body::new(Guarded { body, _guard: guard })),
+                None => response,
+            })
+        })
+    }
+}
+
+/// A response body that holds its call's [`CallGuard`] until it is done.
+struct Guarded {
+    body: tonic::body::Body,
+    _guard: CallGuard,
+}
+
+impl http_body::Body for Guarded {
+    type Data = tonic::codegen::Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
