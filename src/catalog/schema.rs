@@ -115,11 +115,17 @@ impl Schema {
         if let Err(err) = jsonschema::meta::validate(&json) {
             return Err(format!("not a valid JSON Schema: {}", describe(&err)));
         }
-        let mut options = jsonschema::options().should_validate_formats(true);
+        // Patterns run on the linear-time `regex` engine: no input can make
+        // one backtrack for long (the backtracking engine's step limit would
+        // otherwise reach the model as an error). Lookaround and
+        // backreferences, which need backtracking, are refused here.
+        let mut options = jsonschema::options()
+            .should_validate_formats(true)
+            .with_pattern_options(jsonschema::PatternOptions::regex());
         if let Some(patterns) = patterns {
             options = options.with_pattern_cache(patterns.clone());
         }
-        let validator = options.build(&json).map_err(|err| format!("cannot compile the schema: {}", describe(&err)))?;
+        let validator = options.build(&json).map_err(|err| cannot_compile(&err))?;
         let names = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
@@ -141,6 +147,44 @@ impl Schema {
 /// `json` as compact text, key order kept.
 fn compact(json: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(json).expect("a JSON value always serialises")
+}
+
+fn cannot_compile(err: &jsonschema::ValidationError<'_>) -> String {
+    if let Some(pattern) = err.instance().as_str().filter(|p| needs_backtracking(p)) {
+        return format!(
+            "cannot compile the schema: the pattern {pattern:?} (at {}) uses lookaround or a backreference; \
+             patterns run on a linear-time engine, which has neither",
+            err.instance_path().as_str()
+        );
+    }
+    format!("cannot compile the schema: {}", describe(err))
+}
+
+/// Whether a pattern uses what only a backtracking engine runs: lookahead,
+/// lookbehind (`(?=`, `(?!`, `(?<=`, `(?<!`), or a backreference (`\1`,
+/// `\k<name>`).
+fn needs_backtracking(pattern: &str) -> bool {
+    let bytes = pattern.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => {
+                if matches!(bytes.get(i + 1), Some(b'1'..=b'9' | b'k')) {
+                    return true;
+                }
+                i += 2;
+            }
+            b'(' if pattern[i..].starts_with("(?=")
+                || pattern[i..].starts_with("(?!")
+                || pattern[i..].starts_with("(?<=")
+                || pattern[i..].starts_with("(?<!") =>
+            {
+                return true
+            }
+            _ => i += 1,
+        }
+    }
+    false
 }
 
 fn describe(err: &jsonschema::ValidationError<'_>) -> String {
@@ -199,5 +243,10 @@ mod tests {
         let err =
             Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "("}}})).unwrap_err();
         assert!(err.contains("/properties/a/pattern") || err.contains("regex"), "{err}");
+        for pattern in ["^(?=.*[0-9]).+$", "(?<!x)y", r"(a)\1"] {
+            let err = Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": pattern}}}))
+                .unwrap_err();
+            assert!(err.contains("uses lookaround or a backreference"), "{pattern}: {err}");
+        }
     }
 }

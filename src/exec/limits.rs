@@ -41,9 +41,34 @@ pub fn byte_size(bytes: usize) -> String {
     }
 }
 
+/// A duration for a reader: milliseconds below a second (`28 ms`), else
+/// seconds with at most one decimal (`1.5 s`, `30 s`), rounded.
+pub fn readable_duration(duration: std::time::Duration) -> String {
+    let ms = duration.as_secs_f64() * 1000.0;
+    if ms < 999.5 {
+        return format!("{} ms", ms.round().max(1.0) as u64);
+    }
+    let tenths = (ms / 100.0).round() as u64;
+    match tenths % 10 {
+        0 => format!("{} s", tenths / 10),
+        d => format!("{}.{d} s", tenths / 10),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_for_a_reader() {
+        use std::time::Duration;
+        assert_eq!(readable_duration(Duration::from_micros(27_900)), "28 ms");
+        assert_eq!(readable_duration(Duration::from_micros(300)), "1 ms");
+        assert_eq!(readable_duration(Duration::from_millis(500)), "500 ms");
+        assert_eq!(readable_duration(Duration::from_millis(999_600) / 1000), "1 s");
+        assert_eq!(readable_duration(Duration::from_millis(1_540)), "1.5 s");
+        assert_eq!(readable_duration(Duration::from_secs(30)), "30 s");
+    }
 
     #[test]
     fn sizes_in_the_largest_whole_unit() {

@@ -31,7 +31,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
 use backends::{Failure, HttpClients};
-pub use limits::{byte_size, ArgumentLimits, ExecLimits};
+pub use limits::{byte_size, readable_duration, ArgumentLimits, ExecLimits};
 pub use lookup::AvailableSet;
 use lookup::{Inventory, Resolved};
 pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
@@ -293,13 +293,12 @@ impl Executor {
                     "the tool '{}' is busy: {} calls were already in flight for {}",
                     tool.name,
                     tool.max_concurrency,
-                    humantime::format_duration(limit)
+                    readable_duration(limit)
                 );
                 return Err(ToolError::new(ErrorKind::Unavailable, message, tool.idempotent));
             }
             Err(_) => {
-                let message =
-                    format!("the tool '{}' did not answer within {}", tool.name, humantime::format_duration(limit));
+                let message = format!("the tool '{}' did not answer within {}", tool.name, readable_duration(limit));
                 return Err(ToolError::new(ErrorKind::Timeout, message, tool.idempotent));
             }
         };

@@ -1,16 +1,57 @@
 //! What an Execute call ends with: the tool's result, or a [`ToolError`] of
 //! one [`ErrorKind`] written for the model, and every repair made on the way.
 
+use crate::resolve::message::{is_bidi_control, is_invisible};
+
 /// A tool's own error text reaches the model cut to this many characters.
 pub const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
 
-/// A tool's own text, trimmed and cut to [`MAX_TOOL_MESSAGE_CHARS`] (then `…`).
+/// A tool's own text as the model reads it: its words kept, terminal escape
+/// sequences (colours, cursor moves, titles), other control characters but
+/// newlines and tabs, bidirectional controls and invisible characters
+/// dropped; trimmed and cut to [`MAX_TOOL_MESSAGE_CHARS`] (then `…`).
 pub fn tool_text(text: &str) -> String {
-    let text = text.trim();
+    let clean = without_controls(text);
+    let text = clean.trim();
     match text.char_indices().nth(MAX_TOOL_MESSAGE_CHARS) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),
     }
+}
+
+/// `text` without ANSI/VT escape sequences (CSI `ESC [ … final`, OSC
+/// `ESC ] … BEL` or `ESC \\`, and two-character escapes) and without control,
+/// bidirectional and invisible characters, newlines and tabs kept.
+fn without_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\u{1b}' => match chars.next() {
+                // CSI: parameters and intermediates, then one final byte.
+                Some('[') => {
+                    for c in chars.by_ref() {
+                        if ('\u{40}'..='\u{7e}').contains(&c) {
+                            break;
+                        }
+                    }
+                }
+                // OSC, DCS, and the like: up to BEL or the string terminator.
+                Some(']' | 'P' | 'X' | '^' | '_') => {
+                    while let Some(c) = chars.next() {
+                        if c == '\u{7}' || (c == '\u{1b}' && chars.next_if_eq(&'\\').is_some()) {
+                            break;
+                        }
+                    }
+                }
+                _ => {}
+            },
+            '\n' | '\t' => out.push(c),
+            c if c.is_control() || is_bidi_control(c) || is_invisible(c) => {}
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The kinds of DESIGN section 5.

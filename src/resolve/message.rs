@@ -11,8 +11,8 @@ pub const MAX_QUOTED_CHARS: usize = 64;
 pub const MAX_REPORTED_UNKNOWN: usize = 20;
 
 /// Quotes a name as a model or agent emitted it: cut to 64 characters (then
-/// `…`), control and bidirectional-formatting characters escaped (`\u202e`),
-/// in single quotes.
+/// `…`), control, bidirectional-formatting and invisible characters escaped
+/// (`\u202e`, `\u200b`), in single quotes.
 pub fn quote_emitted(name: &str) -> String {
     let mut out = String::with_capacity(name.len().min(256) + 2);
     out.push('\'');
@@ -32,8 +32,21 @@ pub fn quote_emitted(name: &str) -> String {
 }
 
 fn needs_escape(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    c.is_control() || is_bidi_control(c) || is_invisible(c)
+}
+
+/// Characters that reorder the text around them (a name or message that
+/// reads one way and runs another).
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Characters that show nothing, so two names that look alike differ:
+/// soft hyphen, zero-width space, word joiner, byte-order mark, Mongolian
+/// vowel separator, invisible operators. (Zero-width joiners stay: scripts
+/// and emoji need them.)
+pub fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{00ad}' | '\u{180e}' | '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
 }
 
 /// Catalogue names (known safe) as `'a'`, `'a' or 'b'`, `'a', 'b' or 'c'`.
@@ -89,6 +102,7 @@ mod tests {
         assert_eq!(quote_emitted("evil\u{202e}txt"), "'evil\\u202etxt'");
         assert_eq!(quote_emitted("a\nb\u{0}c\u{7f}"), "'a\\u000ab\\u0000c\\u007f'");
         assert_eq!(quote_emitted("\u{2066}x\u{200f}"), "'\\u2066x\\u200f'");
+        assert_eq!(quote_emitted("web\u{200b}_se\u{00ad}arch"), "'web\\u200b_se\\u00adarch'");
         assert_eq!(quote_emitted("wéb_ツール"), "'wéb_ツール'");
     }
 

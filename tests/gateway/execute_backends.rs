@@ -153,7 +153,7 @@ async fn http_timeouts_are_retryable_only_for_idempotent_tools() {
     let mut gw = gateway(&dir).await;
     let response = execute(&mut gw.client, "slow", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
-    assert_eq!(message(&response), "the tool 'slow' did not answer within 300ms");
+    assert_eq!(message(&response), "the tool 'slow' did not answer within 300 ms");
     assert!(!error(&response).retryable);
     let response = execute(&mut gw.client, "slow_idempotent", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
@@ -296,7 +296,7 @@ async fn a_command_that_never_exits_times_out_and_is_killed_with_what_it_started
     let mut gw = gateway(&dir).await;
     let response = execute(&mut gw.client, "hang_tool", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
-    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 1s");
+    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 1 s");
     wait_until_gone(&dir.registry().join("pid")).await;
     wait_until_gone(&dir.registry().join("helper")).await;
 }
@@ -310,7 +310,7 @@ async fn the_callers_deadline_bounds_the_timeout() {
     request.set_timeout(Duration::from_millis(500));
     let response = gw.client.execute(request).await.expect("answered in-band before the deadline").into_inner();
     assert_eq!(kind(&response), ErrorKind::Timeout);
-    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 450ms");
+    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 450 ms");
     wait_until_gone(&dir.registry().join("pid")).await;
 }
 
@@ -342,7 +342,7 @@ async fn a_busy_tool_answers_unavailable_after_its_wait() {
     request.set_timeout(Duration::from_millis(400));
     let response = gw.client.execute(request).await.unwrap().into_inner();
     assert_eq!(kind(&response), ErrorKind::Unavailable);
-    assert_eq!(message(&response), "the tool 'single_tool' is busy: 1 calls were already in flight for 360ms");
+    assert_eq!(message(&response), "the tool 'single_tool' is busy: 1 calls were already in flight for 360 ms");
     assert!(error(&response).retryable);
     running.abort();
 }

@@ -11,7 +11,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use toolgate::proto::v1::{ErrorKind, ExecuteRequest};
+use toolgate::{
+    proto::v1::{ErrorKind, ExecuteRequest},
+    server::ConnectionSettings,
+};
 
 use crate::common::{error, execute, kind, run, stderr, stdout, toolgate, CatalogDir, TestGateway};
 
@@ -329,4 +332,216 @@ async fn the_gateway_starts_without_ca_certificates_and_still_verifies_servers()
     assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
     assert!(stdout(&refused).starts_with("error: UNAVAILABLE"), "{}", stdout(&refused));
     child.kill().unwrap();
+}
+
+/// The HTTP/2 client preface and an empty SETTINGS frame: what a client
+/// sends first.
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Reads from `stream` until the server closes it (or 10 s pass: a panic);
+/// how long that took.
+async fn closed_after(stream: &mut tokio::net::TcpStream) -> Duration {
+    use tokio::io::AsyncReadExt;
+    let started = Instant::now();
+    let mut buffer = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer)).await {
+            Ok(Ok(0) | Err(_)) => return started.elapsed(),
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("the connection stayed open"),
+        }
+    }
+}
+
+fn settings(idle: u64, handshake: u64, keepalive: u64) -> ConnectionSettings {
+    ConnectionSettings {
+        max_connections: 100,
+        handshake_timeout: Duration::from_millis(handshake),
+        idle_timeout: Duration::from_millis(idle),
+        keepalive_interval: Duration::from_millis(keepalive),
+        keepalive_timeout: Duration::from_millis(keepalive),
+    }
+}
+
+#[tokio::test]
+async fn silent_idle_and_vanished_connections_are_closed() {
+    use tokio::io::AsyncWriteExt;
+    // Nothing sent: closed after the handshake timeout.
+    let gw = TestGateway::registry(CODE_REGISTRY).connections(settings(60_000, 300, 60_000)).start().await;
+    let mut silent = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    let took = closed_after(&mut silent).await;
+    assert!(took >= Duration::from_millis(250), "{took:?}");
+
+    // A preface, then nothing: open while it is young, closed once idle.
+    let gw = TestGateway::registry(CODE_REGISTRY).connections(settings(600, 300, 60_000)).start().await;
+    let mut idle = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    idle.write_all(PREFACE).await.unwrap();
+    let took = closed_after(&mut idle).await;
+    assert!(took >= Duration::from_millis(500), "closed before it was idle: {took:?}");
+
+    // A peer that stops answering PINGs (here: never reads, never acks) is
+    // closed by the keepalive even though the idle timeout is far away.
+    let gw = TestGateway::registry(CODE_REGISTRY).connections(settings(60_000, 60_000, 200)).start().await;
+    let mut vanished = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    vanished.write_all(PREFACE).await.unwrap();
+    let took = closed_after(&mut vanished).await;
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[tokio::test]
+async fn a_connection_with_a_call_in_flight_is_not_idle() {
+    let dir = CatalogDir::new();
+    dir.file("registry/slow.py", "import json, sys, time\njson.load(sys.stdin)\ntime.sleep(1.5)\nprint(json.dumps({'ok': True, 'result': 'done'}))\n");
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: slow\n    description: x\n    backend: {command: {argv: [python3, slow.py]}}\n",
+    );
+    let mut gw = TestGateway::dir(&dir).connections(settings(400, 5_000, 60_000)).start().await;
+    let response = execute(&mut gw.client, "slow", "{}").await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.result_json, "\"done\"");
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_wait_until_one_closes() {
+    use tokio::io::AsyncWriteExt;
+    let mut capped = settings(60_000, 60_000, 60_000);
+    capped.max_connections = 2;
+    let gw = TestGateway::registry(CODE_REGISTRY).connections(capped).start().await;
+    // The test client holds one connection; one more fills the cap.
+    let mut second = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    second.write_all(PREFACE).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = toolgate::proto::v1::tool_gateway_service_client::ToolGatewayServiceClient::new(gw.channel().await);
+    let call = tokio::spawn(async move { execute(&mut third, "echo", "{}").await });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "a third connection was served past the cap of 2");
+    drop(second);
+    let response = tokio::time::timeout(Duration::from_secs(10), call).await.expect("served once one closed").unwrap();
+    assert!(response.ok);
+}
+
+/// CPU seconds (user + system) the process `pid` has used.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
+
+#[test]
+fn running_out_of_descriptors_does_not_spin_and_the_gateway_recovers() {
+    use std::io::{BufRead, Write};
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", "tools:\n  - name: t\n    description: x\n    backend: {builtin: echo}\n");
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let mut command = std::process::Command::new("sh");
+    command
+        .current_dir(dir.dir.path())
+        .args(["-c", &format!("ulimit -n 48 && exec {binary} serve --catalog registry --listen 127.0.0.1:0")])
+        .env_remove("TOOLGATE_STRICT_TOOLS")
+        .env("RUST_LOG", "info");
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+        }
+    };
+    let log = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<String>>());
+    // Far more connections than descriptors.
+    let mut held = Vec::new();
+    for _ in 0..80 {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        stream.write_all(PREFACE).unwrap();
+        held.push(stream);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let before = cpu_seconds(child.id());
+    std::thread::sleep(Duration::from_secs(2));
+    let used = cpu_seconds(child.id()) - before;
+    assert!(used < 0.5, "the gateway used {used:.2} s of CPU in 2 s while out of descriptors");
+    // Once they close, a new client is served.
+    drop(held);
+    let out = toolgate().args(["call", "t", "{}", "--addr", &format!("http://{addr}")]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let log = log.join().unwrap().join("\n");
+    assert!(
+        log.contains("connection limit reached") || log.contains("pausing the accept loop"),
+        "the log says why connections wait: {log}"
+    );
+}
+
+#[tokio::test]
+async fn a_tools_words_reach_the_model_without_terminal_or_bidi_controls_and_redirects_send_no_referer() {
+    let http = crate::common::backend::start().await;
+    let registry = format!(
+        "tools:\n  - name: ansi\n    description: x\n    backend: {{http: {{url: \"{}\"}}}}\n  \
+         - name: moved\n    description: x\n    backend: {{http: {{url: \"{}\", follow_redirects: true}}}}\n",
+        http.url("/ansi"),
+        http.url("/redirect")
+    );
+    let mut gw = TestGateway::registry(&registry).start().await;
+    let response = execute(&mut gw.client, "ansi", "{}").await;
+    assert_eq!(kind(&response), ErrorKind::NotFound);
+    assert_eq!(error(&response).message, "no such order 42 in this shop");
+    let response = execute(&mut gw.client, "moved", r#"{"a": 1}"#).await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_body().as_deref(), Some(r#"{"a": 1}"#), "the redirect reached /echo");
+    assert_eq!(http.seen.last_header("referer"), None);
+}
+
+#[test]
+fn a_second_signal_ends_the_drain_at_once() {
+    let dir = CatalogDir::new();
+    dir.file("registry/slow.py", "import json, sys, time\njson.load(sys.stdin)\ntime.sleep(30)\n");
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: slow\n    description: x\n    timeout: 60s\n    backend: {command: {argv: [python3, slow.py]}}\n",
+    );
+    let mut command = toolgate();
+    command.current_dir(dir.dir.path()).args([
+        "serve",
+        "--catalog",
+        "registry",
+        "--listen",
+        "127.0.0.1:0",
+        "--drain-timeout",
+        "60s",
+    ]);
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    use std::io::BufRead;
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+        }
+    };
+    let mut call = toolgate()
+        .args(["call", "slow", "{}", "--addr", &format!("http://{addr}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(child.try_wait().unwrap().is_none(), "the first signal drains: the call is in flight");
+    let started = Instant::now();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "a second signal did not end the drain");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success() || status.code().is_some(), "{status:?}");
+    let _ = call.kill();
+    let _ = call.wait();
 }

@@ -133,7 +133,7 @@ async fn a_slow_mcp_tool_times_out_and_the_server_keeps_serving() {
     let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
     let response = execute(&mut mcp.gw.client, "nap", r#"{"seconds": 5}"#).await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
-    assert_eq!(error(&response).message, "the tool 'nap' did not answer within 500ms");
+    assert_eq!(error(&response).message, "the tool 'nap' did not answer within 500 ms");
     assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
     mcp.shutdown().await;
 }

@@ -106,6 +106,13 @@ pub async fn start() -> HttpBackend {
                 (StatusCode::INTERNAL_SERVER_ERROR, trace).into_response()
             }),
         )
+        .route(
+            "/ansi",
+            recorded(|_| {
+                let text = "\u{1b}[31mno such \u{1b}]0;pwned\u{7}order\u{1b}[0m \u{202e}42\u{202c}\u{200b} in\u{0}\u{7} this shop";
+                (StatusCode::NOT_FOUND, text).into_response()
+            }),
+        )
         .route("/garbage", recorded(|_| (StatusCode::OK, "<html>oops</html>").into_response()))
         .route("/empty", recorded(|_| StatusCode::OK.into_response()))
         .route("/huge", recorded(|_| json(StatusCode::OK, &format!("[{}0]", "0,".repeat(5 * 1024 * 1024)))))
