@@ -45,6 +45,17 @@ enum Command {
     Resolve(ResolveArgs),
     /// Send one tool call to a running gateway, as a model would emit it.
     Call(CallArgs),
+    /// Run a command tool, and end everything it started when it ends (the
+    /// gateway runs each command tool this way).
+    #[command(hide = true)]
+    Supervise(SuperviseArgs),
+}
+
+#[derive(Args, Debug)]
+struct SuperviseArgs {
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -139,6 +150,10 @@ pub fn run() -> anyhow::Result<ExitCode> {
     // A bug must not show a user a backtrace: one line, then the exit code.
     std::panic::set_hook(Box::new(|info| eprintln!("toolgate: internal error: {info}")));
     let cli = Cli::parse();
+    if let Command::Supervise(args) = &cli.command {
+        // First and alone: it runs for every command call, and sets up nothing.
+        return Ok(crate::process::supervise::run(&args.command));
+    }
     let env = Env::from_process();
     crate::tls::install_crypto_provider();
     if !matches!(cli.command, Command::Serve(_)) {
@@ -150,6 +165,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call(args),
+        Command::Supervise(_) => unreachable!("handled first"),
     }
 }
 

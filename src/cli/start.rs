@@ -34,8 +34,16 @@ pub async fn start(
     observer: Observer,
 ) -> anyhow::Result<(Arc<LiveCatalog>, usize)> {
     let files = catalog::read(&settings.load, env);
-    let (started, problems) = match LiveCatalog::start(files, settings.limits, Inherited::from_env(env), observer).await
-    {
+    // Command tools run under this same binary's `supervise` (when it can be
+    // found), so that nothing they start outlives their call.
+    let inherited = match std::env::current_exe() {
+        Ok(binary) => Inherited::from_env(env).supervised_by(binary),
+        Err(err) => {
+            tracing::warn!("command tools run without a supervisor (cannot find this program: {err})");
+            Inherited::from_env(env)
+        }
+    };
+    let (started, problems) = match LiveCatalog::start(files, settings.limits, inherited, observer).await {
         Ok((live, warnings)) => {
             let count = warnings.len();
             (Ok((live, count)), warnings)

@@ -545,3 +545,77 @@ fn a_second_signal_ends_the_drain_at_once() {
     let _ = call.kill();
     let _ = call.wait();
 }
+
+/// Whether the process `pid` still runs (a zombie counts as ended).
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next()), Some("Z")),
+        Err(_) => false,
+    }
+}
+
+/// Waits up to 5 s for `pid` to end.
+fn ends(pid: i32) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_a_command_tool_started_outlives_its_call() {
+    let dir = CatalogDir::new();
+    // Starts a process in a session of its own (it leaves the process group)
+    // holding the tool's stdout, records its pid, answers, and exits.
+    let escape = "import json, subprocess, sys, time\njson.load(sys.stdin)\n\
+                  p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n\
+                  open(sys.argv[1], 'w').write(str(p.pid))\n\
+                  print(json.dumps({'ok': True, 'result': 'answered'}))\nsys.stdout.flush()\n\
+                  time.sleep(float(sys.argv[2]))\n";
+    dir.file("registry/escape.py", escape);
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: escape\n    description: x\n    backend: {command: {argv: [python3, escape.py, quick.pid, '0']}}\n  \
+         - name: escape_and_hang\n    description: x\n    timeout: 1s\n    \
+         backend: {command: {argv: [python3, escape.py, hang.pid, '300']}}\n",
+    );
+    let mut gw = TestGateway::dir(&dir).start().await;
+    let started = Instant::now();
+    let response = execute(&mut gw.client, "escape", "{}").await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.result_json, "\"answered\"");
+    // The call ended when the tool exited, not when the process holding its
+    // stdout would have (300 s), nor after the 30 s timeout.
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let pid: i32 = std::fs::read_to_string(dir.registry().join("quick.pid")).unwrap().parse().unwrap();
+    assert!(ends(pid), "the setsid child {pid} outlived the call");
+
+    let response = execute(&mut gw.client, "escape_and_hang", "{}").await;
+    assert_eq!(kind(&response), ErrorKind::Timeout);
+    let pid: i32 = std::fs::read_to_string(dir.registry().join("hang.pid")).unwrap().parse().unwrap();
+    assert!(ends(pid), "the setsid child {pid} outlived the timed-out call");
+}
+
+#[test]
+fn the_binary_runs_command_tools_under_its_supervisor() {
+    let dir = CatalogDir::new();
+    let escape = "import json, subprocess, sys\njson.load(sys.stdin)\n\
+                  p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n\
+                  open('escaped.pid', 'w').write(str(p.pid))\nprint(json.dumps({'ok': True, 'result': 1}))\n";
+    dir.file("registry/escape.py", escape);
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: escape\n    description: x\n    backend: {command: {argv: [python3, escape.py]}}\n",
+    );
+    let (mut child, _lines, listening) = crate::common::serve_registry(dir.dir.path(), &[]);
+    let addr = format!("http://{}", listening.split(' ').next().unwrap());
+    let out = toolgate().args(["call", "escape", "{}", "--addr", &addr]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let pid: i32 = std::fs::read_to_string(dir.registry().join("escaped.pid")).unwrap().parse().unwrap();
+    assert!(ends(pid), "the setsid child {pid} outlived the call");
+    child.kill().unwrap();
+}

@@ -3,15 +3,19 @@
 //! `{"ok": true, "result": …}` or `{"ok": false, "error": "not_found" |
 //! "refused" | "invalid_arguments", "detail": "…"}`. Anything else, or a
 //! non-zero exit without that, is a crash. stderr goes to the gateway's log,
-//! never to the model. The tool runs in a process group of its own, killed
-//! when the call ends, times out or its caller goes away, so nothing it
-//! started outlives the call.
+//! never to the model. The tool runs in a process group of its own, under a
+//! supervisor that is its subreaper (`process::supervise`): when the call
+//! ends, times out or its caller goes away, the tool and everything it
+//! started end with it, processes that left the group (`setsid`) included.
+//! The call ends when the tool exits: a process it left behind holding its
+//! stdout does not keep the call waiting.
 //!
 //! The child gets a clean environment: `PATH`, `HOME`, `LANG`, `LC_ALL`, `TZ`,
 //! `TMPDIR` from the gateway, then the tool's own `env`. The gateway's other
 //! variables (often secrets meant for other tools) are not passed on.
 
-use process_wrap::tokio::ChildWrapper;
+use std::time::Duration;
+
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,16 +26,10 @@ use crate::{catalog::CommandBackend, exec::outcome::tool_text, process};
 /// At most this much of a tool's stderr is logged per call.
 const MAX_LOGGED_STDERR: usize = 16 * 1024;
 
-/// The tool's process group. Dropping it (the call ended, timed out, or its
-/// caller went away) kills the whole group, so nothing the tool started
-/// outlives its call.
-struct Group(Box<dyn ChildWrapper>);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
-}
+/// Once the tool has exited, how long what it wrote may take to be read:
+/// its answer is in the pipe by then, and a process it left behind may hold
+/// the pipe open for ever.
+const AFTER_EXIT: Duration = Duration::from_millis(200);
 
 #[derive(Deserialize)]
 struct Reply<'a> {
@@ -46,33 +44,43 @@ struct Reply<'a> {
 pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
     let tool = &request.tool.name;
     let env = backend.env.iter().map(|(k, v)| (k.as_str(), v.expose()));
-    let mut child = match process::spawn(&backend.program, &backend.args, &backend.cwd, request.inherited, env) {
-        Ok(child) => Group(child),
+    let mut child = match process::spawn_call(&backend.program, &backend.args, &backend.cwd, request.inherited, env) {
+        Ok(child) => child,
         Err(err) => {
             tracing::warn!(tool = %tool, error = %err, "command backend cannot start");
             return Err(Failure::Unavailable);
         }
     };
 
-    let mut stdin = child.0.stdin().take().expect("stdin is piped");
+    let mut stdin = child.child().stdin().take().expect("stdin is piped");
     let arguments = request.arguments_json.as_bytes().to_vec();
     let write = async move {
         // A tool that exits without reading its input is judged by its output.
         let _ = stdin.write_all(&arguments).await;
         let _ = stdin.shutdown().await;
     };
-    let stderr = child.0.stderr().take().expect("stderr is piped");
+    let stderr = child.child().stderr().take().expect("stderr is piped");
     let log = process::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
-    let stdout = child.0.stdout().take().expect("stdout is piped");
+    let mut stdout = child.child().stdout().take().expect("stdout is piped");
     let limit = request.max_result_bytes as u64 * 2 + 1024;
-    let read = async move {
-        let mut out = Vec::new();
-        let read = stdout.take(limit + 1).read_to_end(&mut out).await;
-        read.map(|_| out)
+    let mut out = Vec::new();
+    let status = {
+        let read = async {
+            let _ = (&mut stdout).take(limit + 1).read_to_end(&mut out).await;
+        };
+        let io = async { tokio::join!(write, log, read) };
+        tokio::pin!(io);
+        let child = child.child();
+        tokio::select! {
+            _ = &mut io => child.wait().await,
+            status = child.wait() => {
+                // Exited: read what it wrote, but not what a process it left
+                // behind may write for ever.
+                let _ = tokio::time::timeout(AFTER_EXIT, &mut io).await;
+                status
+            }
+        }
     };
-    let ((), (), out) = tokio::join!(write, log, read);
-    let status = child.0.wait().await;
-    let out = out.unwrap_or_default();
     if out.len() as u64 > limit {
         return Err(Failure::TooLarge);
     }
@@ -93,6 +101,13 @@ pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<Stri
         Ok(Reply { ok: false, error: Some(kind), detail, .. }) if tool_error_kind(&kind).is_some() => {
             let kind = tool_error_kind(&kind).expect("checked");
             Err(Failure::Tool { kind, message: tool_text(&detail) })
+        }
+        // 127, the shell's "command not found", and no output: the program
+        // (or the interpreter it names) could not be started, as the
+        // supervisor reports a program it cannot start.
+        _ if status.code() == Some(process::supervise::CANNOT_START.into()) && out.is_empty() => {
+            tracing::warn!(tool = %tool, "command backend cannot start (exit code 127)");
+            Err(Failure::Unavailable)
         }
         _ => {
             let why = match status.code() {

@@ -143,7 +143,8 @@ impl<'a> GatewayBuilder<'a> {
             Source::Catalog(catalog) => *catalog,
         };
         toolgate::tls::install_crypto_provider();
-        let inherited = Inherited::from_env(&self.env);
+        let supervisor = std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
+        let inherited = Inherited::from_env(&self.env).supervised_by(supervisor);
         let executor = Executor::standalone(Arc::new(catalog), self.limits, inherited).expect("executor");
         TestGateway::serve_with(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), self.policy, self.connections)
             .await
