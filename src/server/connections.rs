@@ -423,16 +423,13 @@ impl Drop for CallGuard {
     }
 }
 
-type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
 impl<S, B> tower::Service<http::Request<B>> for Tracked<S>
 where
     S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
-    S::Future: Send + 'static,
 {
-    type Response = http::Response<tonic::body::Body>;
+    type Response = http::Response<Guarded>;
     type Error = S::Error;
-    type Future = BoxFuture<Result<Self::Response, S::Error>>;
+    type Future = Responding<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -441,21 +438,37 @@ where
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let peer = request.extensions().get::<TcpConnectInfo>().and_then(TcpConnectInfo::remote_addr);
         let guard = peer.and_then(|peer| self.registry.calls(peer)).map(CallGuard::new);
-        let response = self.inner.call(request);
-        Box::pin(async move {
-            let response = response.await?;
-            Ok(match guard {
-                Some(guard) => response.map(|body| tonic::body::Body::new(Guarded { body, _guard: guard })),
-                None => response,
-            })
-        })
+        Responding { response: self.inner.call(request), guard }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The inner service's response, its body then given the call's guard.
+    pub struct Responding<F> {
+        #[pin]
+        response: F,
+        guard: Option<CallGuard>,
+    }
+}
+
+impl<F, E> Future for Responding<F>
+where
+    F: Future<Output = Result<http::Response<tonic::body::Body>, E>>,
+{
+    type Output = Result<http::Response<Guarded>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.response.poll(cx))?;
+        let guard = this.guard.take();
+        Poll::Ready(Ok(response.map(|body| Guarded { body, _guard: guard })))
     }
 }
 
 /// A response body that holds its call's [`CallGuard`] until it is done.
-struct Guarded {
+pub struct Guarded {
     body: tonic::body::Body,
-    _guard: CallGuard,
+    _guard: Option<CallGuard>,
 }
 
 impl http_body::Body for Guarded {
