@@ -84,7 +84,7 @@ const SUPERVISOR_GRACE: Duration = Duration::from_secs(2);
 /// its caller went away) ends the tool and everything it started: the
 /// supervisor is asked to (SIGTERM; it kills every descendant, those that
 /// left the group included), and the process group is killed if it has not
-/// ended within [`SUPERVISOR_GRACE`]; without a supervisor the group is
+/// ended within 2 s (`SUPERVISOR_GRACE`); without a supervisor the group is
 /// killed at once.
 pub struct CallProcess {
     child: Option<Box<dyn ChildWrapper>>,
