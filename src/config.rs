@@ -7,11 +7,13 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
+    sync::Arc,
 };
 
 use serde::Deserialize;
 
 use crate::{
+    auth::{PrincipalConfig, Principals},
     catalog::LoadOptions,
     env::Env,
     exec::{ArgumentLimits, ExecLimits},
@@ -62,11 +64,27 @@ pub fn env_strict(env: &Env) -> Option<bool> {
 ///   max_argument_depth: 64
 ///   max_result_bytes: 1048576
 ///   inventory_cap: 100        # names in an "Available tools" list
+/// tls:                        # the server's certificate (re-read on SIGHUP)
+///   cert: certs/server.pem
+///   key: certs/server.key
+///   client_ca: certs/ca.pem   # optional: client certificates (mTLS)
+/// health_listen: 0.0.0.0:8081 # plaintext grpc.health.v1 only, for probes
+/// principals:                 # who may call, and what each may use
+///   - name: support-bot
+///     api_key_sha256: 2c26…   # toolgate auth hash-key
+///     tools: [courier]
 /// ```
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
     pub listen: Option<String>,
+    pub tls: Option<TlsConfig>,
+    pub health_listen: Option<String>,
+    #[serde(default)]
+    pub principals: Vec<PrincipalConfig>,
+    /// The file this was read from (for messages), when it was.
+    #[serde(skip)]
+    pub origin: Option<String>,
     pub catalog: Option<Vec<PathBuf>>,
     pub packs_dir: Option<PathBuf>,
     pub packs: Option<Vec<String>>,
@@ -74,6 +92,15 @@ pub struct FileConfig {
     pub policy: PolicyConfig,
     #[serde(default)]
     pub limits: LimitsConfig,
+}
+
+/// `tls:` of the configuration file; paths relative to the file.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -112,7 +139,15 @@ impl FileConfig {
         let bytes = crate::catalog::read_bounded(path).map_err(failed)?;
         let text = String::from_utf8(bytes).map_err(|_| failed("not valid UTF-8".to_owned()))?;
         let mut config: FileConfig = serde_yaml::from_str(&text).map_err(|err| failed(err.to_string()))?;
+        config.origin = Some(path.display().to_string());
         let dir = path.parent().unwrap_or(Path::new(""));
+        if let Some(tls) = &mut config.tls {
+            tls.cert = dir.join(&tls.cert);
+            tls.key = dir.join(&tls.key);
+            if let Some(ca) = &mut tls.client_ca {
+                *ca = dir.join(&*ca);
+            }
+        }
         if let Some(catalog) = &mut config.catalog {
             catalog.iter_mut().for_each(|p| *p = dir.join(&*p));
         }
@@ -131,6 +166,9 @@ pub struct Flags {
     pub packs: Vec<String>,
     pub strict: bool,
     pub listen: Option<String>,
+    /// `--tls-cert` and `--tls-key` (both or neither).
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 /// Settings after every source is merged.
@@ -140,6 +178,12 @@ pub struct Settings {
     pub load: LoadOptions,
     pub policy: Policy,
     pub limits: ExecLimits,
+    /// The server's certificate and key (and client CA), when it speaks TLS.
+    pub tls: Option<TlsConfig>,
+    /// A plaintext listener serving only `grpc.health.v1`.
+    pub health_listen: Option<SocketAddr>,
+    /// Who may call; empty: everyone, as before identity existed.
+    pub principals: Arc<Principals>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +192,12 @@ pub enum ConfigError {
     File { path: String, message: String },
     #[error("invalid listen address '{0}': expected IP:PORT, e.g. 127.0.0.1:50051")]
     Listen(String),
+    #[error("{}", .0.join("\n"))]
+    Principals(Vec<String>),
+    #[error("--tls-cert and --tls-key go together: give both, or neither")]
+    TlsPair,
+    #[error("client certificates identify principals only over TLS with a client CA: add tls.client_ca")]
+    NoClientCa,
 }
 
 impl Settings {
@@ -167,7 +217,24 @@ impl Settings {
             packs: if flags.packs.is_empty() { file.packs.unwrap_or_default() } else { flags.packs },
             strict: policy.strict,
         };
-        Ok(Self { listen, load, policy, limits: file.limits.limits() })
+        let tls = match (flags.tls_cert, flags.tls_key) {
+            (Some(cert), Some(key)) => {
+                Some(TlsConfig { cert, key, client_ca: file.tls.as_ref().and_then(|t| t.client_ca.clone()) })
+            }
+            (None, None) => file.tls,
+            _ => return Err(ConfigError::TlsPair),
+        };
+        let health_listen = match file.health_listen {
+            Some(text) => Some(text.parse().map_err(|_| ConfigError::Listen(text.clone()))?),
+            None => None,
+        };
+        let origin = file.origin.as_deref().unwrap_or("<configuration>");
+        let principals = Principals::from_config(&file.principals, origin).map_err(ConfigError::Principals)?;
+        if principals.use_certificates() && tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
+            return Err(ConfigError::NoClientCa);
+        }
+        let limits = file.limits.limits();
+        Ok(Self { listen, load, policy, limits, tls, health_listen, principals: Arc::new(principals) })
     }
 }
 

@@ -10,12 +10,14 @@
 //! | 3 | [`service`] | gRPC handlers: protobuf <-> domain; the one map of errors to statuses |
 //! | 4 | [`live`] | keeps the catalogue current (MCP changes): validate, then swap |
 //! | 5 | [`config`] | settings from flags, environment and file; the strict policy |
-//! | 6 | [`exec`] | Execute: name and argument repair, validation, backends, outcomes |
-//! | 7 | [`resolve`], [`mcp`] | names -> tools or suggestions and their messages; the MCP client |
-//! | 8 | [`catalog`] | YAML files -> an immutable catalogue; no network, no processes |
-//! | 9 | [`similar`], [`process`], [`telemetry`], [`tls`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract |
-//! | 10 | [`env`](mod@env) | the process environment as a value, read nowhere else |
+//! | 6 | [`auth`] | principals (API keys, client certificates) and their grants |
+//! | 7 | [`exec`] | Execute: name and argument repair, validation, backends, outcomes |
+//! | 8 | [`resolve`], [`mcp`] | names -> tools or suggestions and their messages; the MCP client |
+//! | 9 | [`catalog`] | YAML files -> an immutable catalogue; no network, no processes |
+//! | 10 | [`similar`], [`process`], [`telemetry`], [`tls`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract |
+//! | 11 | [`env`](mod@env) | the process environment as a value, read nowhere else |
 
+pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod config;

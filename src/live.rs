@@ -15,7 +15,7 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
     catalog::{self, Files, LoadError, McpListing, Problem},
-    exec::{ExecLimits, Executor, ExecutorSlot, Shared},
+    exec::{ExecLimits, Executor, ExecutorSlot, Grants, Shared},
     mcp::{Event, McpPool},
     process::Inherited,
     telemetry::Observer,
@@ -52,10 +52,11 @@ impl LiveCatalog {
         files: Files,
         limits: ExecLimits,
         inherited: Inherited,
+        grants: Grants,
         observer: Observer,
     ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
         let (pool, events) = McpPool::new(files.servers(), &inherited);
-        let shared = Shared::new(pool.clone(), inherited, observer)?;
+        let shared = Shared::granting(pool.clone(), inherited, observer, grants)?;
         let listings = pool.list_all().await;
         let loaded = match catalog::assemble(&files, &listings) {
             Ok(loaded) => loaded,

@@ -12,7 +12,7 @@ use super::{
     builtin::{BuiltinTool, BUILTIN_ALIASES},
     error::{CatalogProblems, LoadError, Problem, Severity},
     mcp::{self, McpListing},
-    merge::{merge, AliasDecl, Declarations, Layer, ToolDecl, ToolsetDecl},
+    merge::{merge, AliasDecl, Declarations, GrantDecl, Layer, ToolDecl, ToolsetDecl},
     raw,
     schema::SchemaCache,
     Backend, Catalog, McpServer, Place, Source, Tool,
@@ -73,6 +73,12 @@ impl Files {
     /// Whether warnings fail assembly.
     pub fn strict(&self) -> bool {
         self.strict
+    }
+
+    /// Adds lists of names kept outside the catalogue (principals' grants),
+    /// checked at every assembly like toolset members.
+    pub fn add_grants(&mut self, grants: impl IntoIterator<Item = GrantDecl>) {
+        self.decls.grants.extend(grants);
     }
 }
 

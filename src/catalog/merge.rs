@@ -78,6 +78,22 @@ pub struct Declarations {
     /// Configured MCP servers whose tools have not arrived (not connected
     /// yet, or unavailable).
     pub pending: Vec<PendingServer>,
+    /// Lists of names kept outside the catalogue (principals' grants),
+    /// checked against it.
+    pub grants: Vec<GrantDecl>,
+}
+
+/// Names a principal may use (tool, alias or toolset names, or `"*"`),
+/// declared outside the catalogue: each must name something in it, as a
+/// toolset member must (a name a server still to come may list is a
+/// warning until it does).
+#[derive(Clone, Debug)]
+pub struct GrantDecl {
+    /// Who is granted, for messages: `principal 'support-bot'`.
+    pub owner: String,
+    pub names: Vec<String>,
+    /// Where the list is: the configuration file, `principals[0] (support-bot).tools`.
+    pub place: Place,
 }
 
 /// An MCP server whose tools are still to come. A toolset member or alias
@@ -140,12 +156,14 @@ struct Claim {
 
 /// Merges every declaration into a catalogue; problems go to `problems`.
 /// Each phase is a function of its own, run in this order.
-pub fn merge(decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
+pub fn merge(mut decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
     let mut claims = Claims { held: HashMap::new(), problems, pending: decls.pending.clone() };
+    let decls_grants = std::mem::take(&mut decls.grants);
     let claimed = claims.claim_layers(decls);
     let (mut tools, mut names, mut alias_places) = number_tools(claimed.tools);
     claims.attach_aliases(claimed.aliases, &mut tools, &mut names, &mut alias_places);
     let toolsets = claims.expand_toolsets(claimed.toolsets, &mut names);
+    claims.check_grants(&decls_grants, &names);
     let keys = normalised_keys(&tools, alias_places, claims.problems);
     let index = suggestion_index(&tools, &toolsets);
     let version = version_of(&tools, &toolsets);
@@ -280,6 +298,27 @@ impl Claims<'_> {
             match pending {
                 true => self.problems.warning(&place.origin, place.path, message),
                 false => self.problems.error(&place.origin, place.path, message),
+            }
+        }
+    }
+
+    /// Phase 4b: every granted name names a tool, alias or toolset (or is
+    /// `"*"`); an unknown one is an error with a did-you-mean, or a warning
+    /// while a server still to come may list it.
+    fn check_grants(&mut self, grants: &[GrantDecl], names: &HashMap<String, Name>) {
+        for grant in grants {
+            for (i, name) in grant.names.iter().enumerate() {
+                if name == "*" || names.contains_key(name) {
+                    continue;
+                }
+                let path = format!("{}[{i}]", grant.place.path);
+                if let Some(warning) = still_to_come(&self.pending, &grant.owner, name) {
+                    self.problems.warning(&grant.place.origin, path, warning);
+                    continue;
+                }
+                let statement = format!("{} is granted unknown tool '{name}'", grant.owner);
+                let message = similar::did_you_mean(&statement, name, names.keys().map(String::as_str), String::new);
+                self.problems.error(&grant.place.origin, path, message);
             }
         }
     }

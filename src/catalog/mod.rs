@@ -24,6 +24,7 @@ pub use error::{LoadError, Problem, Severity};
 pub use format::{render, ToolFormat};
 pub use load::{assemble, load, read, read_bounded, Files, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub use mcp::{McpListing, McpToolInfo};
+pub use merge::GrantDecl;
 pub use schema::Schema;
 
 use crate::similar::SuggestIndex;

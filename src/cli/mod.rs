@@ -8,7 +8,7 @@
 mod output;
 mod start;
 
-use std::{future::Future, net::SocketAddr, path::PathBuf, process::ExitCode, time::Duration};
+use std::{future::Future, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -45,6 +45,9 @@ enum Command {
     Resolve(ResolveArgs),
     /// Send one tool call to a running gateway, as a model would emit it.
     Call(CallArgs),
+    /// Make and hash API keys for principals.
+    #[command(subcommand)]
+    Auth(AuthCommand),
     /// Run a command tool, and end everything it started when it ends (the
     /// gateway runs each command tool this way).
     #[command(hide = true)]
@@ -56,6 +59,15 @@ struct SuperviseArgs {
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
+}
+
+#[derive(Subcommand, Debug)]
+enum AuthCommand {
+    /// Print a fresh random API key and the SHA-256 that a principal's
+    /// `api_key_sha256` holds (give the key to the caller, keep the hash).
+    NewKey,
+    /// Print the SHA-256 of an API key read from stdin, for `api_key_sha256`.
+    HashKey,
 }
 
 #[derive(Subcommand, Debug)]
@@ -96,6 +108,12 @@ struct ServeArgs {
     /// How long shutdown waits for calls in flight (e.g. 10s).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
     drain_timeout: Duration,
+    /// The server's TLS certificate chain (PEM); with --tls-key. Re-read on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The server's TLS private key (PEM); with --tls-cert. Re-read on SIGHUP.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -165,11 +183,34 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call(args),
+        Command::Auth(AuthCommand::NewKey) => {
+            let (key, hash) = crate::auth::new_key();
+            emit(&format!("key:            {key}\napi_key_sha256: {hash}"))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Auth(AuthCommand::HashKey) => {
+            let mut key = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin().lock(), &mut key).context("cannot read stdin")?;
+            if key.trim().is_empty() {
+                bail!("no key on stdin: echo -n \"$KEY\" | toolgate auth hash-key");
+            }
+            emit(&crate::auth::hash_key(&key))?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Supervise(_) => unreachable!("handled first"),
     }
 }
 
 fn settings(args: &CatalogArgs, listen: Option<String>, env: &Env) -> anyhow::Result<Settings> {
+    settings_with_tls(args, listen, (None, None), env)
+}
+
+fn settings_with_tls(
+    args: &CatalogArgs,
+    listen: Option<String>,
+    (tls_cert, tls_key): (Option<PathBuf>, Option<PathBuf>),
+    env: &Env,
+) -> anyhow::Result<Settings> {
     let file = match &args.config {
         Some(path) => FileConfig::read(path)?,
         None => FileConfig::default(),
@@ -180,18 +221,30 @@ fn settings(args: &CatalogArgs, listen: Option<String>, env: &Env) -> anyhow::Re
         packs: args.pack.clone(),
         strict: args.strict,
         listen,
+        tls_cert,
+        tls_key,
     };
     Ok(Settings::build(flags, file, env)?)
 }
 
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let settings = settings(&args.catalog, args.listen.clone(), env)?;
+    let tls = (args.tls_cert.clone(), args.tls_key.clone());
+    let settings = settings_with_tls(&args.catalog, args.listen.clone(), tls, env)?;
     if !settings.listen.ip().is_loopback() && !args.allow_remote {
-        bail!(
-            "refusing to listen on {}: not a loopback address, and toolgate has no authentication yet; \
-             pass --allow-remote to accept every caller on the network",
-            settings.listen
-        );
+        if settings.principals.is_empty() {
+            bail!(
+                "refusing to listen on {}: not a loopback address, and no principals are configured; \
+                 configure principals (and tls), or pass --allow-remote to accept every caller on the network",
+                settings.listen
+            );
+        }
+        if settings.tls.is_none() {
+            bail!(
+                "refusing to listen on {} without TLS: API keys would travel in clear; configure tls, \
+                 or pass --allow-remote",
+                settings.listen
+            );
+        }
     }
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
@@ -227,18 +280,63 @@ async fn serve_with(
             return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
         }
     };
+    let serving = match serving(settings).await {
+        Ok(serving) => serving,
+        Err(err) => {
+            live.shutdown().await;
+            return Err(err);
+        }
+    };
     let addr: SocketAddr = listener.local_addr()?;
     let catalog = live.current().load().catalog().clone();
-    tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool");
+    match settings.principals.len() {
+        0 => tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool"),
+        n => tracing::info!("{n} principals configured: every call needs a credential"),
+    }
+    if let Some(health) = &serving.health {
+        tracing::info!("health (grpc.health.v1 only, plaintext) on {}", health.local_addr()?);
+    }
     tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
+    if serving.tls.is_some() {
+        tracing::info!("TLS on {addr} (certificate, key and client CA re-read on SIGHUP)");
+    }
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-    let gateway = Gateway::new(live.current(), settings.policy);
+    let gateway = Gateway::new(live.current(), settings.policy).with_principals(Arc::clone(&settings.principals));
     let stop = server::Stop { shutdown, drain: args.drain_timeout, now: again };
-    let served = server::serve_with(listener, gateway, stop, server::ConnectionSettings::default()).await;
+    let served = server::serve_with(listener, gateway, stop, serving).await;
     live.shutdown().await;
     served?;
     tracing::info!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// TLS (its files re-read on SIGHUP) and the health listener, as the
+/// settings ask.
+async fn serving(settings: &Settings) -> anyhow::Result<server::Serving> {
+    let tls = match &settings.tls {
+        Some(files) => Some(Arc::new(server::ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
+        None => None,
+    };
+    if let Some(tls) = &tls {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+        let tls = Arc::clone(tls);
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                match tls.reload() {
+                    Ok(()) => tracing::info!("TLS certificate, key and client CA re-read"),
+                    Err(why) => tracing::error!("TLS files not re-read, the ones in use stay: {why}"),
+                }
+            }
+        });
+    }
+    let health = match settings.health_listen {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (health_listen)"))?)
+        }
+        None => None,
+    };
+    Ok(server::Serving { connections: server::ConnectionSettings::default(), tls, health })
 }
 
 /// Two futures: the first completes on Ctrl-C or SIGTERM, the second on the

@@ -33,7 +33,8 @@ pub async fn start(
     report: Report,
     observer: Observer,
 ) -> anyhow::Result<(Arc<LiveCatalog>, usize)> {
-    let files = catalog::read(&settings.load, env);
+    let mut files = catalog::read(&settings.load, env);
+    files.add_grants(settings.principals.grant_decls());
     // Command tools run under this same binary's `supervise` (when it can be
     // found), so that nothing they start outlives their call.
     let inherited = match std::env::current_exe() {
@@ -43,7 +44,8 @@ pub async fn start(
             Inherited::from_env(env)
         }
     };
-    let (started, problems) = match LiveCatalog::start(files, settings.limits, inherited, observer).await {
+    let grants = settings.principals.grants();
+    let (started, problems) = match LiveCatalog::start(files, settings.limits, inherited, grants, observer).await {
         Ok((live, warnings)) => {
             let count = warnings.len();
             (Ok((live, count)), warnings)

@@ -28,23 +28,29 @@ pub enum AvailableSet {
 }
 
 impl AvailableSet {
-    /// The set named by `names` (tools, aliases, toolsets expanded), and the
-    /// names that matched nothing. Empty `names` means every tool; non-empty
-    /// names that all match nothing give an empty set, never every tool.
+    /// The set named by `names` (tools, aliases, toolsets expanded) inside
+    /// `within` (the caller's grants), and the names that matched nothing
+    /// there. Empty `names` means all of `within`; non-empty names that all
+    /// match nothing give an empty set, never every tool.
     ///
     /// Only the unknown names a strict answer shows get suggestions (none
     /// when not `strict`: the call goes ahead without them).
-    pub fn of(catalog: &Catalog, names: &[String], strict: bool) -> (Self, resolve::Resolution) {
+    pub fn of(catalog: &Catalog, names: &[String], strict: bool, within: &AvailableSet) -> (Self, resolve::Resolution) {
         if names.is_empty() {
-            return (AvailableSet::All, resolve::Resolution::default());
+            return (within.clone(), resolve::Resolution::default());
         }
         let suggested = if strict { MAX_REPORTED_UNKNOWN } else { 0 };
-        let resolution = resolve::resolve_suggesting(catalog, names, suggested);
+        let resolution = resolve::resolve_within(catalog, names, suggested, &|id| within.contains(id));
+        (Self::of_tools(catalog, &resolution.tools), resolution)
+    }
+
+    /// The set of exactly these tools.
+    pub fn of_tools(catalog: &Catalog, tools: &[ToolId]) -> Self {
         let mut bits = vec![0u64; catalog.tools().len().div_ceil(64)];
-        for id in &resolution.tools {
+        for id in tools {
             bits[id.0 as usize / 64] |= 1 << (id.0 % 64);
         }
-        (AvailableSet::Only(bits), resolution)
+        AvailableSet::Only(bits)
     }
 
     pub fn contains(&self, id: ToolId) -> bool {

@@ -19,6 +19,7 @@ pub mod outcome;
 pub mod validate;
 
 use std::{
+    collections::HashMap,
     sync::{
         atomic::{AtomicBool, Ordering},
         Arc,
@@ -40,7 +41,7 @@ use crate::{
     catalog::{Backend, Catalog, Tool, ToolId},
     mcp::McpPool,
     process::Inherited,
-    resolve::{check_names, NamesError, Resolution, INLINE_NAMES},
+    resolve::{self, check_names, NamesError, Resolution, INLINE_NAMES},
     telemetry::{self, Observer},
 };
 
@@ -67,6 +68,39 @@ pub struct Call {
     /// The caller's W3C `traceparent` header as sent, passed on to HTTP and
     /// MCP backends if it is well-formed, when spans are not exported.
     pub traceparent: Option<String>,
+    /// Who sent the call (from the transport and metadata, never from the
+    /// arguments).
+    pub caller: Caller,
+}
+
+/// Who a call is for: the principal that sent it, as authenticated from the
+/// transport and the request's metadata. `None` when no principals are
+/// configured: every tool is available, as before identity existed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub principal: Option<Arc<str>>,
+}
+
+/// What each principal may use: its grants, tool, alias or toolset names, or
+/// `"*"` for every tool. Resolved against each catalogue snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Grants {
+    by_principal: Vec<(Arc<str>, Vec<String>)>,
+}
+
+impl Grants {
+    pub fn new(by_principal: Vec<(Arc<str>, Vec<String>)>) -> Self {
+        Self { by_principal }
+    }
+
+    /// The tools each principal may use in `catalog`.
+    fn resolve(&self, catalog: &Catalog) -> HashMap<Arc<str>, AvailableSet> {
+        let set = |names: &[String]| match names.iter().any(|n| n == "*") {
+            true => AvailableSet::All,
+            false => AvailableSet::of_tools(catalog, &resolve::resolve_suggesting(catalog, names, 0).tools),
+        };
+        self.by_principal.iter().map(|(name, names)| (Arc::clone(name), set(names))).collect()
+    }
 }
 
 /// A request that cannot be executed as sent (a gRPC INVALID_ARGUMENT).
@@ -98,12 +132,23 @@ pub struct Shared {
     mcp: Arc<McpPool>,
     inherited: Inherited,
     observer: Observer,
+    grants: Grants,
 }
 
 impl Shared {
     /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
     pub fn new(mcp: Arc<McpPool>, inherited: Inherited, observer: Observer) -> Result<Arc<Self>, reqwest::Error> {
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer }))
+        Self::granting(mcp, inherited, observer, Grants::default())
+    }
+
+    /// [`Shared::new`], for principals with these grants.
+    pub fn granting(
+        mcp: Arc<McpPool>,
+        inherited: Inherited,
+        observer: Observer,
+        grants: Grants,
+    ) -> Result<Arc<Self>, reqwest::Error> {
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, grants }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
@@ -124,6 +169,8 @@ pub struct Executor {
     permits: Vec<Semaphore>,
     /// The inventory of every tool, for calls without a tool set.
     everything: Inventory,
+    /// What each principal may use in this snapshot.
+    granted: HashMap<Arc<str>, AvailableSet>,
 }
 
 impl Executor {
@@ -131,7 +178,17 @@ impl Executor {
     pub fn new(catalog: Arc<Catalog>, limits: ExecLimits, shared: Arc<Shared>) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
         let everything = Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
-        Self { catalog, limits, shared, permits, everything }
+        let granted = shared.grants.resolve(&catalog);
+        Self { catalog, limits, shared, permits, everything, granted }
+    }
+
+    /// The tools `caller` may use: every tool without principals, else its
+    /// grants (nothing for a principal this snapshot does not know).
+    pub fn visible(&self, caller: &Caller) -> AvailableSet {
+        match &caller.principal {
+            None => AvailableSet::All,
+            Some(name) => self.granted.get(name).cloned().unwrap_or(AvailableSet::Only(Vec::new())),
+        }
     }
 
     /// An executor with backends of its own, no MCP servers and no telemetry
@@ -151,7 +208,8 @@ impl Executor {
     /// Resolves, repairs and validates; never runs anything.
     pub fn prepare(&self, call: &Call) -> Result<Result<Ready, Outcome>, RequestError> {
         check_names("tools", &call.tools)?;
-        self.prepare_in(call, AvailableSet::of(&self.catalog, &call.tools, call.strict))
+        let within = self.visible(&call.caller);
+        self.prepare_in(call, AvailableSet::of(&self.catalog, &call.tools, call.strict, &within))
     }
 
     /// [`Executor::prepare`], the names of `call.tools` checked and resolved
@@ -162,7 +220,8 @@ impl Executor {
         }
         check_names("tools", &call.tools)?;
         let (catalog, names, strict) = (Arc::clone(&self.catalog), call.tools.clone(), call.strict);
-        let set = tokio::task::spawn_blocking(move || AvailableSet::of(&catalog, &names, strict))
+        let within = self.visible(&call.caller);
+        let set = tokio::task::spawn_blocking(move || AvailableSet::of(&catalog, &names, strict, &within))
             .await
             .expect("resolving names does not panic");
         self.prepare_in(call, set)

@@ -10,7 +10,7 @@ pub mod message;
 
 use std::collections::HashSet;
 
-use crate::catalog::{Catalog, Name, ToolId};
+use crate::catalog::{Catalog, Name, Target, ToolId};
 
 /// Resolve suggests up to this many names per unknown name…
 pub const RESOLVE_SUGGESTIONS: usize = 3;
@@ -98,6 +98,20 @@ pub fn resolve<S: AsRef<str>>(catalog: &Catalog, names: &[S]) -> Resolution {
 /// only: those a message will show. Suggesting is the costly part of a miss;
 /// a request of thousands of unknown names costs lookups, not searches.
 pub fn resolve_suggesting<S: AsRef<str>>(catalog: &Catalog, names: &[S], suggested: usize) -> Resolution {
+    resolve_within(catalog, names, suggested, &|_| true)
+}
+
+/// [`resolve_suggesting`] for a caller that may see only the tools
+/// `visible` accepts (a principal's grants): a name of a tool outside them,
+/// or of a toolset with none of its tools inside them, is unknown, and only
+/// visible names are suggested. A caller cannot learn that a tool it may
+/// not use exists.
+pub fn resolve_within<S: AsRef<str>>(
+    catalog: &Catalog,
+    names: &[S],
+    suggested: usize,
+    visible: &dyn Fn(ToolId) -> bool,
+) -> Resolution {
     let mut resolution = Resolution::default();
     let mut seen = vec![false; catalog.tools().len()];
     let mut seen_unknown: HashSet<&str> = HashSet::new();
@@ -106,28 +120,37 @@ pub fn resolve_suggesting<S: AsRef<str>>(catalog: &Catalog, names: &[S], suggest
             tools.push(id);
         }
     };
+    let accept = |target: Target| match target {
+        Target::Tool(id) => visible(id),
+        Target::Toolset(set) => catalog.toolset(set).tools.iter().any(|&id| visible(id)),
+    };
     for name in names {
         let name = name.as_ref();
-        match catalog.lookup(name) {
-            Some(Name::Tool(id) | Name::Alias(id)) => add(id, &mut resolution.tools),
-            Some(Name::Toolset(set)) => {
-                for &id in &catalog.toolset(set).tools {
+        let found = match catalog.lookup(name) {
+            Some(Name::Tool(id) | Name::Alias(id)) if visible(id) => {
+                add(id, &mut resolution.tools);
+                true
+            }
+            Some(Name::Toolset(set)) if accept(Target::Toolset(set)) => {
+                for &id in catalog.toolset(set).tools.iter().filter(|&&id| visible(id)) {
                     add(id, &mut resolution.tools);
                 }
+                true
             }
-            None if !seen_unknown.insert(name) => {}
-            None => {
-                let suggestions = match resolution.unknown.len() < suggested {
-                    true => catalog
-                        .suggest(name, RESOLVE_CUTOFF, RESOLVE_SUGGESTIONS, |_| true)
-                        .into_iter()
-                        .map(str::to_owned)
-                        .collect(),
-                    false => Vec::new(),
-                };
-                resolution.unknown.push(Unknown { name: name.to_owned(), suggestions });
-            }
+            _ => false,
+        };
+        if found || !seen_unknown.insert(name) {
+            continue;
         }
+        let suggestions = match resolution.unknown.len() < suggested {
+            true => catalog
+                .suggest(name, RESOLVE_CUTOFF, RESOLVE_SUGGESTIONS, accept)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            false => Vec::new(),
+        };
+        resolution.unknown.push(Unknown { name: name.to_owned(), suggestions });
     }
     resolution
 }

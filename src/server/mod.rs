@@ -7,6 +7,7 @@
 //! [`connections`].
 
 pub mod connections;
+pub mod tls;
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -15,6 +16,7 @@ use tonic::transport::{server::TcpIncoming, Server};
 use tonic_health::ServingStatus;
 
 pub use connections::{ConnectionSettings, Incoming};
+pub use tls::ServerTls;
 
 use crate::{
     proto::{v1::tool_gateway_service_server::ToolGatewayServiceServer, FILE_DESCRIPTOR_SET, SERVICE_NAME},
@@ -81,7 +83,18 @@ pub async fn serve(
     drain: Duration,
 ) -> Result<(), ServeError> {
     let stop = Stop { shutdown, drain, now: std::future::pending() };
-    serve_with(listener, gateway, stop, ConnectionSettings::default()).await
+    serve_with(listener, gateway, stop, Serving::default()).await
+}
+
+/// How the server treats connections, beyond the gateway itself.
+#[derive(Default)]
+pub struct Serving {
+    pub connections: ConnectionSettings,
+    /// TLS on the gateway's listener (certificates re-read on reload).
+    pub tls: Option<Arc<ServerTls>>,
+    /// A second, plaintext listener serving only `grpc.health.v1`, without
+    /// credentials: for probes (Kubernetes' send no client certificate).
+    pub health: Option<TcpListener>,
 }
 
 /// When and how a server stops.
@@ -94,14 +107,17 @@ pub struct Stop<S, N> {
     pub now: N,
 }
 
-/// [`serve`], with how it stops and what it allows each connection.
+type Served = std::pin::Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>>;
+
+/// [`serve`], with how it stops and how it treats connections.
 pub async fn serve_with(
     listener: TcpListener,
     gateway: Gateway,
     stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
-    connections: ConnectionSettings,
+    serving: Serving,
 ) -> Result<(), ServeError> {
     let Stop { shutdown, drain, now } = stop;
+    let Serving { connections, tls, health: health_listener } = serving;
     let (health, health_service) = tonic_health::server::health_reporter();
     health.set_service_status("", ServingStatus::Serving).await;
     health.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;
@@ -119,9 +135,26 @@ pub async fn serve_with(
 
     let registry = Arc::new(connections::Registry::default());
     let (keepalive, keepalive_timeout) = (connections.keepalive_interval, connections.keepalive_timeout);
+    let handshake_timeout = connections.handshake_timeout;
     let incoming = Incoming::new(listener, connections, Arc::clone(&registry));
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = Server::builder()
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let stopping = move || {
+        let mut stopped = stopped.clone();
+        async move {
+            let _ = stopped.wait_for(|&stop| stop).await;
+        }
+    };
+    let health_only = health_listener.map(|listener| {
+        let server = Server::builder()
+            .add_service(health_service.clone())
+            .serve_with_incoming_shutdown(self::incoming(listener), stopping());
+        tokio::spawn(async move {
+            if let Err(err) = server.await {
+                tracing::warn!("the health listener failed: {err}");
+            }
+        })
+    });
+    let router = Server::builder()
         .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
         .http2_adaptive_window(Some(ADAPTIVE_WINDOW))
         .http2_keepalive_interval(Some(keepalive))
@@ -132,10 +165,15 @@ pub async fn serve_with(
         .add_service(health_service)
         .add_service(reflection().build_v1()?)
         .add_service(reflection().build_v1alpha()?)
-        .add_service(gateway)
-        .serve_with_incoming_shutdown(incoming, async {
-            let _ = stopped.await;
-        });
+        .add_service(gateway);
+    let server: Served = match tls {
+        None => Box::pin(router.serve_with_incoming_shutdown(incoming, stopping())),
+        Some(tls) => {
+            let incoming = tls::TlsIncoming::new(incoming, tls, handshake_timeout);
+            Box::pin(router.serve_with_incoming_shutdown(incoming, stopping()))
+        }
+    };
+    let _health_only = health_only.map(AbortOnDrop);
     tokio::pin!(server);
 
     tokio::select! {
@@ -145,7 +183,7 @@ pub async fn serve_with(
     tracing::info!("shutting down: health is NOT_SERVING, draining calls in flight");
     health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
     health.set_service_status("", ServingStatus::NotServing).await;
-    let _ = stop.send(());
+    let _ = stop.send(true);
     tokio::select! {
         result = tokio::time::timeout(drain, server) => match result {
             Ok(result) => Ok(result?),
@@ -158,6 +196,15 @@ pub async fn serve_with(
             tracing::warn!("asked again to stop: closing now, without waiting for calls in flight");
             Ok(())
         }
+    }
+}
+
+/// A task ended when its handle goes.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -59,6 +59,7 @@ pub fn call(
         dry_run: request.dry_run,
         deadline,
         traceparent,
+        caller: Default::default(),
     }
 }
 

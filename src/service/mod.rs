@@ -13,9 +13,10 @@ use arc_swap::ArcSwap;
 use tonic::{metadata::MetadataMap, Request, Response, Status};
 
 use crate::{
+    auth::{self, Credentials, Principals},
     catalog::{render, Catalog},
     config::Policy,
-    exec::{Executor, ExecutorSlot},
+    exec::{AvailableSet, Caller, Executor, ExecutorSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution, INLINE_NAMES},
     telemetry::{propagation, Observer},
@@ -31,12 +32,32 @@ pub struct Gateway {
     policy: Policy,
     /// The same for every snapshot (they share it).
     observer: Observer,
+    /// Who may call; `None`: every caller may use every tool.
+    principals: Option<Arc<Principals>>,
 }
 
 impl Gateway {
     pub fn new(current: ExecutorSlot, policy: Policy) -> Self {
         let observer = current.load().shared().observer().clone();
-        Self { current, policy, observer }
+        Self { current, policy, observer, principals: None }
+    }
+
+    /// Every call must prove one of `principals` (unless there are none),
+    /// and sees only what its grants allow.
+    pub fn with_principals(mut self, principals: Arc<Principals>) -> Self {
+        self.principals = (!principals.is_empty()).then_some(principals);
+        self
+    }
+
+    /// Who sent a request, from its metadata and its connection's client
+    /// certificate; UNAUTHENTICATED with one message when it proves no
+    /// principal.
+    fn caller(&self, metadata: &MetadataMap, extensions: &tonic::Extensions) -> Result<Caller, RpcError> {
+        let Some(principals) = &self.principals else { return Ok(Caller::default()) };
+        let authorization: Vec<Option<&str>> = metadata.get_all("authorization").iter().map(|v| v.to_str().ok()).collect();
+        let names = client_certificate_names(extensions);
+        let credentials = Credentials { authorization: &authorization, certificate: names.as_deref() };
+        principals.authenticate(credentials).map_err(|message| RpcError::Unauthenticated(message.to_owned()))
     }
 
     /// A gateway whose catalogue never changes.
@@ -48,24 +69,37 @@ impl Gateway {
         self.current.load_full()
     }
 
-    /// Resolves `names` in `catalog`; large requests on the blocking pool.
-    async fn resolve(catalog: &Arc<Catalog>, names: Vec<String>) -> Result<Resolution, RpcError> {
+    /// Resolves `names` in `catalog` among the tools of `visible`; large
+    /// requests on the blocking pool.
+    async fn resolve(catalog: &Arc<Catalog>, names: Vec<String>, visible: AvailableSet) -> Result<Resolution, RpcError> {
+        let run = move |catalog: &Catalog, names: &[String]| {
+            resolve::resolve_within(catalog, names, usize::MAX, &|id| visible.contains(id))
+        };
         if names.len() <= INLINE_NAMES {
-            return Ok(resolve::resolve(catalog, &names));
+            return Ok(run(catalog, &names));
         }
         let catalog = Arc::clone(catalog);
-        tokio::task::spawn_blocking(move || resolve::resolve(&catalog, &names))
+        tokio::task::spawn_blocking(move || run(&catalog, &names))
             .await
             .map_err(|err| RpcError::Internal(format!("resolution failed: {err}")))
     }
 }
 
+/// The names of the client certificate the connection presented (mTLS).
+fn client_certificate_names(extensions: &tonic::Extensions) -> Option<Vec<String>> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>()?;
+    let certs = info.peer_certs()?;
+    Some(auth::names_of(certs.first()?.as_ref()))
+}
+
 impl Gateway {
-    async fn resolve_rpc(&self, request: pb::ResolveRequest) -> Result<pb::ResolveResponse, RpcError> {
+    async fn resolve_rpc(&self, caller: Caller, request: pb::ResolveRequest) -> Result<pb::ResolveResponse, RpcError> {
         check_names("names", &request.names)?;
         let strict = self.policy.strict_for(request.strict);
-        let catalog = self.executor().catalog().clone();
-        let resolution = Self::resolve(&catalog, request.names).await?;
+        let executor = self.executor();
+        let catalog = executor.catalog().clone();
+        let resolution = Self::resolve(&catalog, request.names, executor.visible(&caller)).await?;
         observe::resolve_hints(&self.observer.metrics, &resolution);
         if strict && !resolution.unknown.is_empty() {
             return Err(RpcError::UnknownNames(resolution));
@@ -79,24 +113,33 @@ impl Gateway {
 
     async fn execute_rpc(
         &self,
+        caller: Caller,
         metadata: &MetadataMap,
         request: pb::ExecuteRequest,
     ) -> Result<pb::ExecuteResponse, RpcError> {
         let strict = self.policy.strict_for(request.strict);
         let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
-        let call = convert::call(request, strict, caller_deadline(metadata), traceparent);
+        let mut call = convert::call(request, strict, caller_deadline(metadata), traceparent);
+        call.caller = caller;
         let outcome = self.executor().execute(&call).await?;
         Ok(convert::execute_response(outcome))
     }
 
-    async fn list_tools_rpc(&self, request: pb::ListToolsRequest) -> Result<pb::ListToolsResponse, RpcError> {
+    async fn list_tools_rpc(
+        &self,
+        caller: Caller,
+        request: pb::ListToolsRequest,
+    ) -> Result<pb::ListToolsResponse, RpcError> {
         check_names("tools", &request.tools)?;
         let format = pb::ToolFormat::try_from(request.format).map_err(|_| RpcError::Format(request.format))?;
-        let catalog = self.executor().catalog().clone();
+        let executor = self.executor();
+        let catalog = executor.catalog().clone();
+        let visible = executor.visible(&caller);
         let tools: Vec<_> = if request.tools.is_empty() {
-            catalog.tools().iter().collect()
+            let ids = (0..catalog.tools().len()).map(|i| crate::catalog::ToolId(i as u32));
+            ids.filter(|&id| visible.contains(id)).map(|id| catalog.tool(id)).collect()
         } else {
-            let resolution = Self::resolve(&catalog, request.tools).await?;
+            let resolution = Self::resolve(&catalog, request.tools, visible).await?;
             if !resolution.unknown.is_empty() {
                 return Err(RpcError::UnknownNames(resolution));
             }
@@ -113,25 +156,33 @@ impl Gateway {
 #[tonic::async_trait]
 impl ToolGatewayService for Gateway {
     async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
-        let (metadata, _, request) = request.into_parts();
-        observe::rpc(&self.observer, observe::RESOLVE, &metadata, self.resolve_rpc(request)).await.map(Response::new)
+        let (metadata, extensions, request) = request.into_parts();
+        let work = async {
+            let caller = self.caller(&metadata, &extensions)?;
+            self.resolve_rpc(caller, request).await
+        };
+        observe::rpc(&self.observer, observe::RESOLVE, &metadata, work).await.map(Response::new)
     }
 
     async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
-        let (metadata, _, request) = request.into_parts();
-        observe::rpc(&self.observer, observe::EXECUTE, &metadata, self.execute_rpc(&metadata, request))
-            .await
-            .map(Response::new)
+        let (metadata, extensions, request) = request.into_parts();
+        let work = async {
+            let caller = self.caller(&metadata, &extensions)?;
+            self.execute_rpc(caller, &metadata, request).await
+        };
+        observe::rpc(&self.observer, observe::EXECUTE, &metadata, work).await.map(Response::new)
     }
 
     async fn list_tools(
         &self,
         request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
-        let (metadata, _, request) = request.into_parts();
-        observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, self.list_tools_rpc(request))
-            .await
-            .map(Response::new)
+        let (metadata, extensions, request) = request.into_parts();
+        let work = async {
+            let caller = self.caller(&metadata, &extensions)?;
+            self.list_tools_rpc(caller, request).await
+        };
+        observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, work).await.map(Response::new)
     }
 }
 

@@ -29,6 +29,9 @@ pub enum RpcError {
     /// A strict Execute whose `tools` name what does not exist (INVALID_ARGUMENT).
     #[error("{}", .0.message())]
     UnknownTools(Resolution),
+    /// No principal proven (UNAUTHENTICATED), one message for every reason.
+    #[error("{0}")]
+    Unauthenticated(String),
     /// A bug (INTERNAL).
     #[error("{0}")]
     Internal(String),
@@ -51,6 +54,7 @@ impl From<RpcError> for Status {
             RpcError::UnknownNames(resolution) => unknown_names(&resolution),
             RpcError::UnknownTools(resolution) => Status::invalid_argument(fitted(&resolution)),
             RpcError::Internal(_) => Status::internal(cut(err.to_string())),
+            RpcError::Unauthenticated(_) => Status::unauthenticated(cut(err.to_string())),
             RpcError::Names(_) | RpcError::Format(_) => Status::invalid_argument(cut(err.to_string())),
         }
     }

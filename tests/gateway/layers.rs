@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["service"],
     &["live"],
     &["config"],
+    &["auth"],
     &["exec"],
     &["resolve", "mcp"],
     &["catalog"],

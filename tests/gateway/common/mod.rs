@@ -181,7 +181,8 @@ impl TestGateway {
             let _ = stopped.await;
         };
         let stop_when = server::Stop { shutdown, drain: Duration::from_secs(5), now: std::future::pending() };
-        let task = tokio::spawn(server::serve_with(listener, gateway, stop_when, connections));
+        let serving = server::Serving { connections, ..server::Serving::default() };
+        let task = tokio::spawn(server::serve_with(listener, gateway, stop_when, serving));
         let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
         Self { addr, client, stop: Some(stop), task: Some(task) }
     }

@@ -1,0 +1,328 @@
+//! Who calls (DESIGN-wave2 section 9): principals, configured in the
+//! configuration file, each with a credential (an API key, of which only the
+//! SHA-256 is kept, or a client certificate's subject) and grants (the tool,
+//! alias and toolset names it may use, or `"*"`).
+//!
+//! Identity comes only from the transport and the request's metadata, never
+//! from arguments. With no principals configured nothing is checked, as
+//! before identity existed (and the gateway keeps to loopback unless told).
+
+mod cert;
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::{
+    catalog::{GrantDecl, Place},
+    exec::{Caller, Grants},
+};
+
+pub use cert::names_of;
+
+/// The one answer to every failed authentication: it never says whether a
+/// key or a principal exists.
+pub const UNAUTHENTICATED: &str = "missing or invalid credentials";
+
+/// A `principals[]` entry of the configuration file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrincipalConfig {
+    pub name: String,
+    /// Hex SHA-256 of the principal's API key (`authorization: Bearer <key>`).
+    pub api_key_sha256: Option<String>,
+    /// A client certificate's subject common name, or one of its DNS or URI
+    /// subject alternative names (mTLS).
+    pub client_cert: Option<String>,
+    /// Grants: tool, alias or toolset names, or `"*"` for every tool.
+    #[serde(default)]
+    pub tools: Vec<String>,
+}
+
+/// A validated principal.
+#[derive(Clone, Debug)]
+pub struct Principal {
+    pub name: Arc<str>,
+    key_sha256: Option<[u8; 32]>,
+    client_cert: Option<String>,
+    tools: Vec<String>,
+    /// `principals[0] (support-bot)`.
+    path: String,
+}
+
+/// Every configured principal, checked: each has a name and a credential, no
+/// two share a name, a key or a certificate subject.
+#[derive(Clone, Debug, Default)]
+pub struct Principals {
+    list: Vec<Principal>,
+    /// The configuration file they were read from.
+    origin: String,
+}
+
+/// A request's credentials, as the transport and metadata carry them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Credentials<'a> {
+    /// Every `authorization` value of the request's metadata (`None` for a
+    /// value that is not visible ASCII).
+    pub authorization: &'a [Option<&'a str>],
+    /// The names of the client certificate (subject CN, DNS and URI SANs),
+    /// when the connection presented one.
+    pub certificate: Option<&'a [String]>,
+}
+
+impl Principals {
+    /// Checks the configuration's principals; every problem, one line each
+    /// (`file: principals[1] (billing): …`).
+    pub fn from_config(configs: &[PrincipalConfig], origin: &str) -> Result<Self, Vec<String>> {
+        let mut problems = Vec::new();
+        let mut list: Vec<Principal> = Vec::new();
+        for (i, config) in configs.iter().enumerate() {
+            let name = config.name.trim();
+            let path = match name.is_empty() {
+                true => format!("principals[{i}]"),
+                false => format!("principals[{i}] ({name})"),
+            };
+            let mut problem = |message: String| problems.push(format!("{origin}: {path}: {message}"));
+            if name.is_empty() {
+                problem("a principal needs a name".to_owned());
+            }
+            let key_sha256 = match config.api_key_sha256.as_deref().map(str::trim) {
+                None => None,
+                Some(hex) => match parse_sha256(hex) {
+                    Some(digest) => Some(digest),
+                    None => {
+                        problem("api_key_sha256 must be 64 hexadecimal digits (toolgate auth hash-key)".to_owned());
+                        None
+                    }
+                },
+            };
+            let client_cert = config.client_cert.as_deref().map(str::trim).filter(|c| !c.is_empty());
+            if config.api_key_sha256.is_none() && client_cert.is_none() {
+                problem("a principal needs a credential: api_key_sha256 or client_cert".to_owned());
+            }
+            if config.tools.is_empty() {
+                problem("a principal needs grants: tools: [tool, alias or toolset names] or [\"*\"]".to_owned());
+            }
+            for earlier in &list {
+                if !name.is_empty() && &*earlier.name == name {
+                    problem(format!("the principal name '{name}' is also used at {}", earlier.path));
+                }
+                if key_sha256.is_some() && earlier.key_sha256 == key_sha256 {
+                    problem(format!("the same API key is also the key of {}", earlier.path));
+                }
+                if client_cert.is_some() && earlier.client_cert.as_deref() == client_cert {
+                    problem(format!("the same certificate subject is also that of {}", earlier.path));
+                }
+            }
+            list.push(Principal {
+                name: name.into(),
+                key_sha256,
+                client_cert: client_cert.map(str::to_owned),
+                tools: config.tools.clone(),
+                path,
+            });
+        }
+        match problems.is_empty() {
+            true => Ok(Self { list, origin: origin.to_owned() }),
+            false => Err(problems),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether any principal is identified by a client certificate.
+    pub fn use_certificates(&self) -> bool {
+        self.list.iter().any(|p| p.client_cert.is_some())
+    }
+
+    /// What each principal may use, for the executor.
+    pub fn grants(&self) -> Grants {
+        Grants::new(self.list.iter().map(|p| (Arc::clone(&p.name), p.tools.clone())).collect())
+    }
+
+    /// Each principal's grants, to be checked against the catalogue at every
+    /// assembly.
+    pub fn grant_decls(&self) -> Vec<GrantDecl> {
+        let origin: Arc<str> = self.origin.as_str().into();
+        let decl = |p: &Principal| GrantDecl {
+            owner: format!("principal '{}'", p.name),
+            names: p.tools.clone(),
+            place: Place { origin: Arc::clone(&origin), path: format!("{}.tools", p.path) },
+        };
+        self.list.iter().map(decl).collect()
+    }
+
+    /// The caller these credentials prove, or the one failure answer. A key
+    /// and a certificate presented together must both name the same
+    /// principal.
+    pub fn authenticate(&self, credentials: Credentials<'_>) -> Result<Caller, &'static str> {
+        let by_key = match credentials.authorization {
+            [] => None,
+            [Some(value)] => Some(self.by_key(bearer(value).ok_or(UNAUTHENTICATED)?).ok_or(UNAUTHENTICATED)?),
+            // Invisible characters, or more than one value.
+            _ => return Err(UNAUTHENTICATED),
+        };
+        let by_cert = match credentials.certificate {
+            Some(names) => self.by_certificate(names)?,
+            None => None,
+        };
+        let principal = match (by_key, by_cert) {
+            (Some(a), Some(b)) if Arc::ptr_eq(&a.name, &b.name) => a,
+            (Some(_), Some(_)) => return Err(UNAUTHENTICATED),
+            (Some(p), None) | (None, Some(p)) => p,
+            (None, None) => return Err(UNAUTHENTICATED),
+        };
+        Ok(Caller { principal: Some(Arc::clone(&principal.name)) })
+    }
+
+    /// The principal whose key hashes to this key's SHA-256; every stored
+    /// hash is compared, in constant time.
+    fn by_key(&self, key: &str) -> Option<&Principal> {
+        let digest: [u8; 32] = Sha256::digest(key.as_bytes()).into();
+        let mut found = None;
+        for principal in &self.list {
+            if let Some(stored) = &principal.key_sha256 {
+                if bool::from(stored.ct_eq(&digest)) {
+                    found = Some(principal);
+                }
+            }
+        }
+        found
+    }
+
+    /// The principal a certificate names; a certificate that names two is
+    /// refused. A certificate naming none is no credential (a key may still
+    /// be).
+    fn by_certificate(&self, names: &[String]) -> Result<Option<&Principal>, &'static str> {
+        let mut matching = self.list.iter().filter(|p| p.client_cert.as_ref().is_some_and(|c| names.contains(c)));
+        match (matching.next(), matching.next()) {
+            (Some(_), Some(_)) => Err(UNAUTHENTICATED),
+            (found, _) => Ok(found),
+        }
+    }
+}
+
+/// The token of `Bearer <token>` (the scheme in any case, one space or
+/// more); `None` for any other shape.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    let token = token.trim_start();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(char::is_whitespace))
+        .then_some(token)
+}
+
+fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut digest = [0u8; 32];
+    for (i, byte) in digest.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(digest)
+}
+
+/// The hex SHA-256 of an API key, as `api_key_sha256` holds it.
+pub fn hash_key(key: &str) -> String {
+    Sha256::digest(key.trim().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A fresh random API key (32 random bytes, hex, `tg_` first) and its hash.
+pub fn new_key() -> (String, String) {
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .expect("the system's random source works");
+    let key = format!("tg_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let hash = hash_key(&key);
+    (key, hash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn principals() -> Principals {
+        let configs = vec![
+            PrincipalConfig {
+                name: "bot".into(),
+                api_key_sha256: Some(hash_key("k1")),
+                client_cert: None,
+                tools: vec!["*".into()],
+            },
+            PrincipalConfig {
+                name: "agent".into(),
+                api_key_sha256: Some(hash_key("k2")),
+                client_cert: Some("agent.example".into()),
+                tools: vec!["echo".into()],
+            },
+        ];
+        Principals::from_config(&configs, "toolgate.yaml").unwrap()
+    }
+
+    fn auth(p: &Principals, authorization: &[Option<&str>], cert: Option<&[String]>) -> Result<String, &'static str> {
+        p.authenticate(Credentials { authorization, certificate: cert }).map(|c| c.principal.unwrap().to_string())
+    }
+
+    #[test]
+    fn keys_and_certificates_name_principals() {
+        let p = principals();
+        assert_eq!(auth(&p, &[Some("Bearer k1")], None).unwrap(), "bot");
+        assert_eq!(auth(&p, &[Some("bearer   k2")], None).unwrap(), "agent");
+        let names = ["agent.example".to_owned()];
+        assert_eq!(auth(&p, &[], Some(&names)).unwrap(), "agent");
+        assert_eq!(auth(&p, &[Some("Bearer k2")], Some(&names)).unwrap(), "agent");
+        for bad in [
+            &[][..],
+            &[Some("Bearer")],
+            &[Some("Bearer ")],
+            &[Some("Basic k1")],
+            &[Some("k1")],
+            &[Some("Bearer k3")],
+            &[None],
+            &[Some("Bearer k1"), Some("Bearer k1")],
+        ] {
+            assert_eq!(auth(&p, bad, None), Err(UNAUTHENTICATED), "{bad:?}");
+        }
+        // A key of one principal with the certificate of another.
+        assert_eq!(auth(&p, &[Some("Bearer k1")], Some(&names)), Err(UNAUTHENTICATED));
+    }
+
+    #[test]
+    fn configuration_problems_name_both_places() {
+        let config = |name: &str, key: Option<&str>, cert: Option<&str>| PrincipalConfig {
+            name: name.into(),
+            api_key_sha256: key.map(hash_key),
+            client_cert: cert.map(str::to_owned),
+            tools: vec!["*".into()],
+        };
+        let problems = Principals::from_config(
+            &[config("a", Some("k"), Some("c")), config("b", Some("k"), None), config("c", None, Some("c")), config("d", None, None)],
+            "t.yaml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            problems,
+            [
+                "t.yaml: principals[1] (b): the same API key is also the key of principals[0] (a)",
+                "t.yaml: principals[2] (c): the same certificate subject is also that of principals[0] (a)",
+                "t.yaml: principals[3] (d): a principal needs a credential: api_key_sha256 or client_cert",
+            ]
+        );
+    }
+
+    #[test]
+    fn new_keys_hash_to_what_they_print() {
+        let (key, hash) = new_key();
+        assert!(key.starts_with("tg_") && key.len() == 67, "{key}");
+        assert_eq!(hash_key(&key), hash);
+        assert_eq!(parse_sha256(&hash), Some(Sha256::digest(key.as_bytes()).into()));
+    }
+}

@@ -1,0 +1,143 @@
+//! TLS for the gRPC listener, terminated here with tokio-rustls rather than
+//! by tonic, whose TLS configuration cannot change once built: the server's
+//! certificate, key and client CA are re-read on SIGHUP ([`ServerTls::reload`])
+//! and apply to every connection accepted after, while connections already
+//! open keep theirs. Client certificates are optional (a caller may use an
+//! API key instead); when one is presented it must chain to the client CA.
+
+use std::{
+    io,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use arc_swap::ArcSwap;
+use futures::{stream::FuturesUnordered, Stream, StreamExt};
+use rustls::{
+    pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
+    server::WebPkiClientVerifier,
+    RootCertStore, ServerConfig,
+};
+use tokio_rustls::{server::TlsStream, TlsAcceptor};
+
+use super::connections::{Conn, Incoming};
+use crate::config::TlsConfig;
+
+/// The listener's TLS configuration, replaced whole on reload.
+pub struct ServerTls {
+    files: TlsConfig,
+    config: ArcSwap<ServerConfig>,
+}
+
+impl ServerTls {
+    /// Reads the certificate chain, key and client CA; the error names the
+    /// file and what is wrong with it.
+    pub fn load(files: &TlsConfig) -> Result<Self, String> {
+        let config = build(files)?;
+        Ok(Self { files: files.clone(), config: ArcSwap::from_pointee(config) })
+    }
+
+    /// Reads the files again (certificate rotation). On an error the
+    /// configuration in use stays, and the error says why.
+    pub fn reload(&self) -> Result<(), String> {
+        self.config.store(Arc::new(build(&self.files)?));
+        Ok(())
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.config.load_full())
+    }
+}
+
+fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
+    let read = |what: &str, path: &std::path::Path| {
+        crate::catalog::read_bounded(path).map_err(|why| format!("the TLS {what} {}: {why}", path.display()))
+    };
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&read("certificate", &files.cert)?)
+        .collect::<Result<_, _>>()
+        .map_err(|err| format!("the TLS certificate {}: {err}", files.cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!("the TLS certificate {}: no certificate in it", files.cert.display()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&read("key", &files.key)?)
+        .map_err(|err| format!("the TLS key {}: {err}", files.key.display()))?;
+    let builder = ServerConfig::builder();
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(&read("client CA", ca)?) {
+                let cert = cert.map_err(|err| format!("the TLS client CA {}: {err}", ca.display()))?;
+                roots.add(cert).map_err(|err| format!("the TLS client CA {}: {err}", ca.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder(Arc::new(roots))
+                .allow_unauthenticated()
+                .build()
+                .map_err(|err| format!("the TLS client CA {}: {err}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|err| format!("the TLS certificate {} and key {}: {err}", files.cert.display(), files.key.display()))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+type Handshake = Pin<Box<dyn std::future::Future<Output = Option<TlsStream<Conn>>> + Send>>;
+
+/// The accepted connections of [`Incoming`], each through its TLS handshake
+/// (bounded by the handshake timeout) before it is handed to the server.
+/// Handshakes run side by side; one slow client holds up no other.
+pub struct TlsIncoming {
+    inner: Incoming,
+    tls: Arc<ServerTls>,
+    handshake_timeout: Duration,
+    handshakes: FuturesUnordered<Handshake>,
+    inner_done: bool,
+}
+
+impl TlsIncoming {
+    pub fn new(inner: Incoming, tls: Arc<ServerTls>, handshake_timeout: Duration) -> Self {
+        Self { inner, tls, handshake_timeout, handshakes: FuturesUnordered::new(), inner_done: false }
+    }
+}
+
+impl Stream for TlsIncoming {
+    type Item = io::Result<TlsStream<Conn>>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        while !this.inner_done {
+            match Pin::new(&mut this.inner).poll_next(cx) {
+                Poll::Ready(Some(Ok(conn))) => {
+                    let accept = this.tls.acceptor().accept(conn);
+                    let limit = this.handshake_timeout;
+                    this.handshakes.push(Box::pin(async move {
+                        match tokio::time::timeout(limit, accept).await {
+                            Ok(Ok(stream)) => Some(stream),
+                            Ok(Err(err)) => {
+                                tracing::debug!("TLS handshake failed: {err}");
+                                None
+                            }
+                            Err(_) => None,
+                        }
+                    }));
+                }
+                Poll::Ready(Some(Err(err))) => return Poll::Ready(Some(Err(err))),
+                Poll::Ready(None) => this.inner_done = true,
+                Poll::Pending => break,
+            }
+        }
+        loop {
+            match this.handshakes.poll_next_unpin(cx) {
+                Poll::Ready(Some(Some(stream))) => return Poll::Ready(Some(Ok(stream))),
+                Poll::Ready(Some(None)) => continue,
+                Poll::Ready(None) if this.inner_done => return Poll::Ready(None),
+                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
