@@ -304,7 +304,12 @@ mod tests {
             tools: vec!["*".into()],
         };
         let problems = Principals::from_config(
-            &[config("a", Some("k"), Some("c")), config("b", Some("k"), None), config("c", None, Some("c")), config("d", None, None)],
+            &[
+                config("a", Some("k"), Some("c")),
+                config("b", Some("k"), None),
+                config("c", None, Some("c")),
+                config("d", None, None),
+            ],
             "t.yaml",
         )
         .unwrap_err();

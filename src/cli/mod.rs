@@ -314,7 +314,9 @@ async fn serve_with(
 /// settings ask.
 async fn serving(settings: &Settings) -> anyhow::Result<server::Serving> {
     let tls = match &settings.tls {
-        Some(files) => Some(Arc::new(server::ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
+        Some(files) => {
+            Some(Arc::new(server::ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?))
+        }
         None => None,
     };
     if let Some(tls) = &tls {

@@ -79,9 +79,9 @@ fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
             builder.with_client_cert_verifier(verifier)
         }
     };
-    let mut config = builder
-        .with_single_cert(certs, key)
-        .map_err(|err| format!("the TLS certificate {} and key {}: {err}", files.cert.display(), files.key.display()))?;
+    let mut config = builder.with_single_cert(certs, key).map_err(|err| {
+        format!("the TLS certificate {} and key {}: {err}", files.cert.display(), files.key.display())
+    })?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
 }

@@ -54,7 +54,8 @@ impl Gateway {
     /// principal.
     fn caller(&self, metadata: &MetadataMap, extensions: &tonic::Extensions) -> Result<Caller, RpcError> {
         let Some(principals) = &self.principals else { return Ok(Caller::default()) };
-        let authorization: Vec<Option<&str>> = metadata.get_all("authorization").iter().map(|v| v.to_str().ok()).collect();
+        let authorization: Vec<Option<&str>> =
+            metadata.get_all("authorization").iter().map(|v| v.to_str().ok()).collect();
         let names = client_certificate_names(extensions);
         let credentials = Credentials { authorization: &authorization, certificate: names.as_deref() };
         principals.authenticate(credentials).map_err(|message| RpcError::Unauthenticated(message.to_owned()))
@@ -71,7 +72,11 @@ impl Gateway {
 
     /// Resolves `names` in `catalog` among the tools of `visible`; large
     /// requests on the blocking pool.
-    async fn resolve(catalog: &Arc<Catalog>, names: Vec<String>, visible: AvailableSet) -> Result<Resolution, RpcError> {
+    async fn resolve(
+        catalog: &Arc<Catalog>,
+        names: Vec<String>,
+        visible: AvailableSet,
+    ) -> Result<Resolution, RpcError> {
         let run = move |catalog: &Catalog, names: &[String]| {
             resolve::resolve_within(catalog, names, usize::MAX, &|id| visible.contains(id))
         };

@@ -15,6 +15,7 @@ mod execute_backends;
 mod execute_names;
 mod hardening;
 mod health_reflection;
+mod identity;
 mod layers;
 mod list_tools;
 mod mcp;

@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod mcp;
 pub mod otlp;
+pub mod pki;
 pub mod telemetry;
 
 use std::{

@@ -1,0 +1,341 @@
+//! Identity and permissions (DESIGN-wave2 section 9), through the real
+//! binary: API keys, client certificates over real TLS, grants, the health
+//! listener, certificate rotation, and `toolgate auth`.
+
+use std::{
+    io::{BufRead, Write},
+    path::Path,
+    time::Duration,
+};
+
+use tonic::{
+    metadata::MetadataValue,
+    transport::{Certificate, Channel, ClientTlsConfig, Identity},
+    Code, Request,
+};
+use toolgate::proto::v1::{
+    tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ListToolsRequest, ResolveRequest,
+};
+
+use crate::common::{pki::Ca, stderr, stdout, toolgate, CatalogDir, Reaped, Stderr};
+
+const KEY_SUPPORT: &str = "tg_support_key_0123456789";
+const KEY_ADMIN: &str = "tg_admin_key_9876543210";
+
+/// A registry whose `delete_file` writes a marker file when it runs.
+fn catalogue(dir: &CatalogDir) {
+    dir.file("registry/delete.py", "import json, sys\njson.load(sys.stdin)\nopen('deleted', 'w').write('x')\nprint(json.dumps({'ok': True, 'result': 'deleted'}))\n");
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: track_parcel\n    description: Track a parcel.\n    backend: {builtin: echo}\n  \
+         - name: reschedule_delivery\n    description: Reschedule a delivery.\n    backend: {builtin: echo}\n  \
+         - name: delete_file\n    description: Delete a file.\n    backend: {command: {argv: [python3, delete.py]}}\n\
+         toolsets:\n  courier: [track_parcel, reschedule_delivery]\n",
+    );
+}
+
+fn principals(extra: &str) -> String {
+    format!(
+        "principals:\n  - name: support-bot\n    api_key_sha256: {}\n    tools: [courier]\n  \
+         - name: admin\n    api_key_sha256: {}\n    tools: [\"*\"]\n{extra}",
+        toolgate::auth::hash_key(KEY_SUPPORT),
+        toolgate::auth::hash_key(KEY_ADMIN)
+    )
+}
+
+/// `toolgate serve --config toolgate.yaml --catalog registry` in `dir`;
+/// its address once it listens, and the rest of its log.
+fn serve(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
+    let mut command = toolgate();
+    command.current_dir(dir).args([
+        "serve",
+        "--config",
+        "toolgate.yaml",
+        "--catalog",
+        "registry",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    command.args(args);
+    let mut child = Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            let addr = line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+            return (child, lines, addr);
+        }
+    }
+}
+
+fn with_key<T>(message: T, key: Option<&str>) -> Request<T> {
+    let mut request = Request::new(message);
+    if let Some(key) = key {
+        request.metadata_mut().insert("authorization", MetadataValue::try_from(format!("Bearer {key}")).unwrap());
+    }
+    request
+}
+
+async fn names(client: &mut ToolGatewayServiceClient<Channel>, key: &str) -> Vec<String> {
+    let response = client.list_tools(with_key(ListToolsRequest::default(), Some(key))).await.unwrap().into_inner();
+    response.tools.into_iter().map(|t| t.name).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn principals_see_and_run_only_what_they_are_granted() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    dir.file("toolgate.yaml", &principals(""));
+    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+
+    // No credential, a wrong one, or a malformed one: one answer.
+    for key in [None, Some("tg_wrong"), Some("")] {
+        let status = client.list_tools(with_key(ListToolsRequest::default(), key)).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unauthenticated, "{key:?}");
+        assert_eq!(status.message(), "missing or invalid credentials");
+    }
+    for header in [format!("Basic {KEY_SUPPORT}"), KEY_SUPPORT.to_owned(), "Bearer".to_owned()] {
+        let mut request = Request::new(ResolveRequest { names: vec!["courier".into()], strict: None });
+        request.metadata_mut().insert("authorization", MetadataValue::try_from(header.as_str()).unwrap());
+        assert_eq!(client.resolve(request).await.unwrap_err().code(), Code::Unauthenticated, "{header}");
+    }
+    let mut twice = Request::new(ResolveRequest { names: vec!["courier".into()], strict: None });
+    let value = MetadataValue::try_from(format!("Bearer {KEY_SUPPORT}")).unwrap();
+    twice.metadata_mut().append("authorization", value.clone());
+    twice.metadata_mut().append("authorization", value);
+    assert_eq!(client.resolve(twice).await.unwrap_err().code(), Code::Unauthenticated);
+
+    // The grants bound everything the caller sees.
+    assert_eq!(names(&mut client, KEY_SUPPORT).await, ["reschedule_delivery", "track_parcel"]);
+    assert_eq!(names(&mut client, KEY_ADMIN).await.len(), 3 + toolgate::catalog::BuiltinTool::ALL.len());
+    let resolve = ResolveRequest { names: vec!["delete_file".into(), "delete_fil".into()], strict: None };
+    let resolved = client.resolve(with_key(resolve, Some(KEY_SUPPORT))).await.unwrap().into_inner();
+    assert!(resolved.tools.is_empty());
+    assert_eq!(resolved.unknown.len(), 2);
+    assert!(resolved.unknown.iter().all(|u| u.suggestions.is_empty()), "{:?}", resolved.unknown);
+    assert!(!resolved.message.contains("delete_file'?"), "{}", resolved.message);
+
+    // A drifted name of a tool outside the grants never runs.
+    let call = ExecuteRequest { tool: "DeleteFile".into(), arguments_json: "{}".into(), ..Default::default() };
+    let response = client.execute(with_key(call.clone(), Some(KEY_SUPPORT))).await.unwrap().into_inner();
+    let error = response.error.unwrap();
+    assert_eq!(error.kind, ErrorKind::UnknownTool as i32);
+    assert_eq!(error.available_tools, ["reschedule_delivery", "track_parcel"]);
+    assert_eq!(error.available_tools_total, 2);
+    assert!(!error.message.contains("delete_file"), "{}", error.message);
+    let strict = ExecuteRequest { tools: vec!["delete_file".into()], strict: Some(true), ..call.clone() };
+    let status = client.execute(with_key(strict, Some(KEY_SUPPORT))).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(status.message(), "Unknown tool 'delete_file'. Run 'toolgate tools list'.");
+    assert!(!dir.registry().join("deleted").exists(), "a tool outside the grants ran");
+
+    // The same drifted name from a principal granted everything runs.
+    let response = client.execute(with_key(call, Some(KEY_ADMIN))).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.repairs[0].repaired, "delete_file");
+    assert!(dir.registry().join("deleted").exists());
+
+    // Health and reflection need no credential.
+    let channel = Channel::from_shared(format!("http://{addr}")).unwrap().connect().await.unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let check = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    assert_eq!(health.check(check).await.unwrap().into_inner().status, 1);
+    child.kill().unwrap();
+}
+
+#[test]
+fn principals_and_grants_are_checked_at_load() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let hash = toolgate::auth::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: a\n    api_key_sha256: {hash}\n    tools: [track_parcl, courier]\n  \
+             - name: b\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n  - name: c\n    tools: [courier]\n"
+        ),
+    );
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    assert!(
+        text.contains("toolgate.yaml: principals[1] (b): the same API key is also the key of principals[0] (a)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "toolgate.yaml: principals[2] (c): a principal needs a credential: api_key_sha256 or client_cert"
+        ),
+        "{text}"
+    );
+    // Fixed, an unknown grant is a catalogue error with a did-you-mean.
+    dir.file(
+        "toolgate.yaml",
+        &format!("principals:\n  - name: a\n    api_key_sha256: {hash}\n    tools: [track_parcl, courier]\n"),
+    );
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(
+            "toolgate.yaml: principals[0] (a).tools[0]: principal 'a' is granted unknown tool 'track_parcl', did you mean 'track_parcel'?"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn auth_new_key_and_hash_key() {
+    let out = toolgate().args(["auth", "new-key"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let key = text.lines().find_map(|l| l.strip_prefix("key:")).unwrap().trim().to_owned();
+    let hash = text.lines().find_map(|l| l.strip_prefix("api_key_sha256:")).unwrap().trim().to_owned();
+    let mut child = toolgate()
+        .args(["auth", "hash-key"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{key}\n").as_bytes()).unwrap();
+    let hashed = child.wait_with_output().unwrap();
+    assert_eq!(stdout(&hashed).trim(), hash);
+    let empty = toolgate().args(["auth", "hash-key"]).stdin(std::process::Stdio::null()).output().unwrap();
+    assert_eq!(empty.status.code(), Some(1));
+}
+
+/// Writes the PEM files of a server certificate for 127.0.0.1 signed by `ca`.
+fn server_files(dir: &CatalogDir, ca: &Ca) {
+    let server = ca.issue("toolgate", &["127.0.0.1", "localhost"]);
+    dir.file("certs/server.pem", &server.cert);
+    dir.file("certs/server.key", &server.key);
+}
+
+async fn tls_client(
+    addr: &str,
+    ca: &Ca,
+    identity: Option<(&str, &str)>,
+) -> Result<ToolGatewayServiceClient<Channel>, String> {
+    let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca.pem())).domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    let channel = Channel::from_shared(format!("https://{addr}"))
+        .unwrap()
+        .tls_config(tls)
+        .map_err(|e| e.to_string())?
+        .connect_timeout(Duration::from_secs(5))
+        .connect()
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(ToolGatewayServiceClient::new(channel))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_certificates_over_tls_name_principals_and_certificates_rotate_on_sighup() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (server_ca, client_ca, stranger_ca) = (Ca::new("server CA"), Ca::new("client CA"), Ca::new("another CA"));
+    server_files(&dir, &server_ca);
+    dir.file("certs/clients.pem", &client_ca.pem());
+    let billing = client_ca.issue("billing-agent", &[]);
+    let by_san = client_ca.issue("someone", &["ops.example"]);
+    let stranger = stranger_ca.issue("billing-agent", &[]);
+    let health_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    dir.file(
+        "toolgate.yaml",
+        &principals(&format!(
+            "  - name: billing-agent\n    client_cert: billing-agent\n    tools: [track_parcel]\n  \
+             - name: ops\n    client_cert: ops.example\n    tools: [reschedule_delivery]\n\
+             tls: {{cert: certs/server.pem, key: certs/server.key, client_ca: certs/clients.pem}}\n\
+             health_listen: 127.0.0.1:{health_port}\n"
+        )),
+    );
+    let (mut child, log, addr) = serve(dir.dir.path(), &[]);
+    let log = std::thread::spawn(move || log.map_while(Result::ok).collect::<Vec<String>>());
+
+    // A client certificate names its principal: by CN, or by SAN.
+    let mut billing_client = tls_client(&addr, &server_ca, Some((&billing.cert, &billing.key))).await.unwrap();
+    let listed = billing_client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    assert_eq!(listed.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["track_parcel"]);
+    let mut ops = tls_client(&addr, &server_ca, Some((&by_san.cert, &by_san.key))).await.unwrap();
+    let listed = ops.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    assert_eq!(listed.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["reschedule_delivery"]);
+    // A key works over TLS without a certificate; a certificate and a key of
+    // two principals do not.
+    let mut keyed = tls_client(&addr, &server_ca, None).await.unwrap();
+    assert_eq!(names(&mut keyed, KEY_SUPPORT).await, ["reschedule_delivery", "track_parcel"]);
+    let status = keyed.list_tools(ListToolsRequest::default()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    let status = billing_client.list_tools(with_key(ListToolsRequest::default(), Some(KEY_SUPPORT))).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    // A certificate from another CA does not get through the handshake.
+    let refused = match tls_client(&addr, &server_ca, Some((&stranger.cert, &stranger.key))).await {
+        Err(_) => true,
+        Ok(mut client) => client.list_tools(ListToolsRequest::default()).await.is_err(),
+    };
+    assert!(refused, "a client certificate of another CA was accepted");
+    // Plaintext on the TLS port fails; the health listener answers in plaintext.
+    let plain = ToolGatewayServiceClient::connect(format!("http://{addr}")).await;
+    let plain_failed = match plain {
+        Err(_) => true,
+        Ok(mut client) => client.list_tools(with_key(ListToolsRequest::default(), Some(KEY_ADMIN))).await.is_err(),
+    };
+    assert!(plain_failed);
+    let health_channel =
+        Channel::from_shared(format!("http://127.0.0.1:{health_port}")).unwrap().connect().await.unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(health_channel);
+    let check = tonic_health::pb::HealthCheckRequest { service: "toolgate.v1.ToolGatewayService".into() };
+    assert_eq!(health.check(check).await.unwrap().into_inner().status, 1);
+
+    // Rotation: a certificate from a new CA, then SIGHUP; new connections get it.
+    let new_ca = Ca::new("new server CA");
+    server_files(&dir, &new_ca);
+    assert!(std::process::Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());
+    let mut rotated = None;
+    for _ in 0..50 {
+        if let Ok(client) = tls_client(&addr, &new_ca, None).await {
+            rotated = Some(client);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut rotated = rotated.expect("a client trusting only the new CA connects after SIGHUP");
+    assert_eq!(names(&mut rotated, KEY_ADMIN).await.len(), 3 + toolgate::catalog::BuiltinTool::ALL.len());
+    assert!(tls_client(&addr, &server_ca, None).await.is_err(), "the old certificate is no longer served");
+    // The connection opened before the rotation keeps working.
+    assert!(billing_client.list_tools(ListToolsRequest::default()).await.is_ok());
+    // A broken file on SIGHUP keeps the certificate in use.
+    dir.file("certs/server.key", "not a key");
+    assert!(std::process::Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(tls_client(&addr, &new_ca, None).await.is_ok());
+    child.kill().unwrap();
+    let _ = child.wait();
+    let log = log.join().unwrap().join("\n");
+    assert!(log.contains("TLS certificate, key and client CA re-read"), "{log}");
+    assert!(log.contains("TLS files not re-read, the ones in use stay"), "{log}");
+}
+
+#[test]
+fn a_remote_listen_with_principals_needs_tls() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    dir.file("toolgate.yaml", &principals(""));
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["serve", "--config", "toolgate.yaml", "--catalog", "registry", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("without TLS: API keys would travel in clear"), "{}", stderr(&out));
+}
