@@ -87,6 +87,11 @@ impl Principals {
             let mut problem = |message: String| problems.push(format!("{origin}: {path}: {message}"));
             if name.is_empty() {
                 problem("a principal needs a name".to_owned());
+            } else if name.len() > 128 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.@:".contains(&b)) {
+                // It travels in HTTP headers, environment variables and logs.
+                problem(format!(
+                    "invalid principal name '{name}': 1 to 128 characters from A-Z, a-z, 0-9 and - _ . @ :"
+                ));
             }
             let key_sha256 = match config.api_key_sha256.as_deref().map(str::trim) {
                 None => None,
@@ -180,7 +185,7 @@ impl Principals {
             (Some(p), None) | (None, Some(p)) => p,
             (None, None) => return Err(UNAUTHENTICATED),
         };
-        Ok(Caller { principal: Some(Arc::clone(&principal.name)) })
+        Ok(Caller { principal: Some(Arc::clone(&principal.name)), user: None })
     }
 
     /// The principal whose key hashes to this key's SHA-256; every stored

@@ -79,6 +79,29 @@ pub struct Call {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Caller {
     pub principal: Option<Arc<str>>,
+    /// The end user the call acts for, from a verified token.
+    pub user: Option<Arc<User>>,
+}
+
+/// An end user: a verified token's subject, and the token itself (passed on
+/// only to tools that ask for it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Caller {
+    /// What a tool is told about who calls: `(principal, user)`.
+    pub fn identity(&self) -> (Option<&str>, Option<&str>) {
+        (self.principal.as_deref(), self.user.as_ref().map(|u| u.id.as_str()))
+    }
 }
 
 /// What each principal may use: its grants, tool, alias or toolset names, or
@@ -91,6 +114,10 @@ pub struct Grants {
 impl Grants {
     pub fn new(by_principal: Vec<(Arc<str>, Vec<String>)>) -> Self {
         Self { by_principal }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_principal.is_empty()
     }
 
     /// The tools each principal may use in `catalog`.
@@ -148,7 +175,10 @@ impl Shared {
         observer: Observer,
         grants: Grants,
     ) -> Result<Arc<Self>, reqwest::Error> {
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, grants }))
+        // With principals, every HTTP call carries identity headers, which
+        // must not follow a redirect to another origin.
+        let identified = !grants.is_empty();
+        Ok(Arc::new(Self { http: HttpClients::new(identified)?, mcp, inherited, observer, grants }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
@@ -340,6 +370,7 @@ impl Executor {
                 mcp: &self.shared.mcp,
                 inherited: &self.shared.inherited,
                 traceparent: traceparent.as_deref(),
+                caller: &call.caller,
             })
             .await
         };

@@ -28,6 +28,18 @@ use crate::{
 };
 use client::Connection;
 
+/// The `_meta` keys that tell a tool who calls.
+pub const PRINCIPAL_META: &str = "toolgate/principal";
+pub const USER_META: &str = "toolgate/user";
+
+/// What a call's `_meta` carries: the trace context, and who calls.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CallMeta<'a> {
+    pub traceparent: Option<&'a str>,
+    pub principal: Option<&'a str>,
+    pub user: Option<&'a str>,
+}
+
 /// Why a `tools/call` gave no result.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum McpError {
@@ -137,7 +149,7 @@ impl McpPool {
         server: &str,
         tool: &str,
         arguments: &Map<String, Value>,
-        traceparent: Option<&str>,
+        meta: CallMeta<'_>,
     ) -> Result<String, McpError> {
         let Some(server) = self.servers.get(server) else { return Err(McpError::Unavailable) };
         let peer = match server.peer().await {
@@ -149,10 +161,17 @@ impl McpPool {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments.clone());
-        if let Some(traceparent) = traceparent {
-            let mut meta = rmcp::model::MetaObject::new();
-            meta.set_traceparent(traceparent);
-            params.meta = Some(rmcp::model::RequestMetaObject(meta));
+        let mut object = rmcp::model::MetaObject::new();
+        if let Some(traceparent) = meta.traceparent {
+            object.set_traceparent(traceparent);
+        }
+        for (key, value) in [(PRINCIPAL_META, meta.principal), (USER_META, meta.user)] {
+            if let Some(value) = value {
+                object.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
+        }
+        if !object.is_empty() {
+            params.meta = Some(rmcp::model::RequestMetaObject(object));
         }
         match peer.call_tool(params).await {
             Ok(result) => result::answer(&result),

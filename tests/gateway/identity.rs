@@ -59,8 +59,10 @@ fn serve(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
     command.args(args);
     let mut child = Reaped::spawn(&mut command);
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
     loop {
-        let line = lines.next().expect("serve ended early").unwrap();
+        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
+        seen.push(line.clone());
         if let Some(at) = line.find("toolgate listening on ") {
             let addr = line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
             return (child, lines, addr);
@@ -338,4 +340,70 @@ fn a_remote_listen_with_principals_needs_tls() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("without TLS: API keys would travel in clear"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_backend_is_told_who_calls_and_no_one_else_can_say() {
+    let http = crate::common::backend::start().await;
+    let elsewhere = crate::common::backend::start().await;
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/env.py",
+        "import json, os, sys\njson.load(sys.stdin)\n\
+         print(json.dumps({'ok': True, 'result': {k: os.environ.get(k) for k in ['TOOLGATE_PRINCIPAL', 'TOOLGATE_USER']}}))\n",
+    );
+    let server = crate::common::mcp::stdio_server("notes", "notes_server.py", &[], "");
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: http_echo\n    description: x\n    \
+             backend: {{http: {{url: \"{}\", headers: {{X-Toolgate-Principal: forged}}}}}}\n  \
+             - name: same_origin\n    description: x\n    \
+             backend: {{http: {{url: \"{}\", follow_redirects: true}}}}\n  \
+             - name: other_origin\n    description: x\n    \
+             backend: {{http: {{url: \"{}\", follow_redirects: true, headers: {{X-Redirect-To: \"{}\"}}}}}}\n  \
+             - name: env_tool\n    description: x\n    \
+             backend: {{command: {{argv: [python3, env.py], env: {{TOOLGATE_PRINCIPAL: forged}}}}}}\n\
+             mcp_servers:\n{server}",
+            http.url("/echo"),
+            http.url("/redirect"),
+            http.url("/away"),
+            elsewhere.url("/echo"),
+        ),
+    );
+    let admin = toolgate::auth::hash_key(KEY_ADMIN);
+    dir.file(
+        "toolgate.yaml",
+        &format!("principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n"),
+    );
+    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let call = |tool: &str, arguments: &str| {
+        let mut request = with_key(
+            ExecuteRequest { tool: tool.into(), arguments_json: arguments.into(), ..Default::default() },
+            Some(KEY_ADMIN),
+        );
+        // Other metadata cannot say who calls.
+        request.metadata_mut().insert("x-toolgate-principal", MetadataValue::from_static("forged-too"));
+        request
+    };
+    let response =
+        client.execute(call("http_echo", r#"{"x-toolgate-principal": "forged"}"#)).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_header("x-toolgate-principal").as_deref(), Some("admin"));
+    assert_eq!(http.seen.last_header("x-toolgate-user"), None, "no user token was sent");
+    // A redirect is followed within the origin, with the headers; never to another.
+    let response = client.execute(call("same_origin", r#"{"a": 1}"#)).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_header("x-toolgate-principal").as_deref(), Some("admin"));
+    let response = client.execute(call("other_origin", "{}")).await.unwrap().into_inner();
+    assert!(!response.ok, "{response:?}");
+    assert_eq!(elsewhere.seen.calls(), 0, "identity headers followed a redirect to another origin");
+    let response = client.execute(call("env_tool", "{}")).await.unwrap().into_inner();
+    assert_eq!(response.result_json, r#"{"TOOLGATE_PRINCIPAL": "admin", "TOOLGATE_USER": null}"#);
+    let response = client.execute(call("whoami", "{}")).await.unwrap().into_inner();
+    let seen: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();
+    assert_eq!(seen["principal"], "admin", "{seen}");
+    assert_eq!(seen["user"], serde_json::Value::Null);
+    child.kill().unwrap();
 }

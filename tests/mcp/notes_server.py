@@ -89,7 +89,19 @@ def whoami(ctx: Context) -> dict:
             traceparent = (meta.model_extra or {}).get("traceparent")
         if traceparent is None and isinstance(meta, dict):
             traceparent = meta.get("traceparent")
-    return {"authorization": headers.get("authorization"), "traceparent": traceparent}
+    def meta_value(key):
+        if meta is None:
+            return None
+        if isinstance(meta, dict):
+            return meta.get(key)
+        return (getattr(meta, "model_extra", None) or {}).get(key)
+
+    return {
+        "authorization": headers.get("authorization"),
+        "traceparent": traceparent,
+        "principal": meta_value("toolgate/principal"),
+        "user": meta_value("toolgate/user"),
+    }
 
 
 @app.tool()

@@ -43,7 +43,11 @@ struct Reply<'a> {
 
 pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
     let tool = &request.tool.name;
-    let env = backend.env.iter().map(|(k, v)| (k.as_str(), v.expose()));
+    // Who calls comes last, so the tool's own `env` cannot set it.
+    let (principal, user) = request.caller.identity();
+    let identity = [(super::PRINCIPAL_ENV, principal), (super::USER_ENV, user)];
+    let identity = identity.into_iter().filter_map(|(k, v)| Some((k, v?)));
+    let env = backend.env.iter().map(|(k, v)| (k.as_str(), v.expose())).chain(identity);
     let mut child = match process::spawn_call(&backend.program, &backend.args, &backend.cwd, request.inherited, env) {
         Ok(child) => child,
         Err(err) => {

@@ -7,7 +7,7 @@
 use reqwest::{header, redirect, Client, StatusCode};
 use serde::Deserialize;
 
-use super::{is_json, tool_error_kind, Failure, Request};
+use super::{is_json, tool_error_kind, Failure, Request, PRINCIPAL_HEADER, USER_HEADER};
 use crate::{
     catalog::HttpBackend,
     exec::outcome::{tool_text, ErrorKind},
@@ -20,10 +20,23 @@ pub struct HttpClients {
 
 impl HttpClients {
     /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
-    pub fn new() -> Result<Self, reqwest::Error> {
+    /// When calls carry identity headers (`identified`), a redirect is
+    /// followed only within the origin: the headers never reach another.
+    pub fn new(identified: bool) -> Result<Self, reqwest::Error> {
         let build = |follow: bool, proxy: bool| {
+            let policy = match (follow, identified) {
+                (false, _) => redirect::Policy::none(),
+                (true, false) => redirect::Policy::limited(5),
+                (true, true) => redirect::Policy::custom(|attempt| {
+                    let same = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
+                    match (same, attempt.previous().len() > 5) {
+                        (true, false) => attempt.follow(),
+                        _ => attempt.stop(),
+                    }
+                }),
+            };
             let mut builder = crate::tls::client_builder()
-                .redirect(if follow { redirect::Policy::limited(5) } else { redirect::Policy::none() })
+                .redirect(policy)
                 // A followed redirect does not tell the next host where it came from.
                 .referer(false)
                 .user_agent(concat!("toolgate/", env!("CARGO_PKG_VERSION")));
@@ -67,6 +80,17 @@ pub async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<String,
     }
     for (name, value) in &backend.headers {
         call = call.header(name.as_str(), value.expose());
+    }
+    // Who calls, set last: no configured header of the same name remains.
+    let mut identity = header::HeaderMap::new();
+    let (principal, user) = request.caller.identity();
+    for (name, value) in [(PRINCIPAL_HEADER, principal), (USER_HEADER, user)] {
+        if let Some(value) = value.and_then(|v| header::HeaderValue::from_str(v).ok()) {
+            identity.insert(name, value);
+        }
+    }
+    if !identity.is_empty() {
+        call = call.headers(identity);
     }
     let mut response = match call.send().await {
         Ok(response) => response,

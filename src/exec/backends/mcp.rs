@@ -7,11 +7,13 @@ use super::{Failure, Request};
 use crate::{
     catalog::McpBackend,
     exec::outcome::{tool_text, ErrorKind},
-    mcp::McpError,
+    mcp::{CallMeta, McpError},
 };
 
 pub async fn run(backend: &McpBackend, request: &Request<'_>) -> Result<String, Failure> {
-    let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, request.traceparent).await;
+    let (principal, user) = request.caller.identity();
+    let meta = CallMeta { traceparent: request.traceparent, principal, user };
+    let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, meta).await;
     called.map_err(|err| match err {
         McpError::Refused(text) => Failure::Tool { kind: ErrorKind::Refused, message: tool_text(&text) },
         McpError::Crashed(message) => Failure::Crashed(message),

@@ -46,7 +46,16 @@ pub struct Request<'a> {
     pub inherited: &'a Inherited,
     /// The caller's W3C `traceparent`, if it sent a valid one.
     pub traceparent: Option<&'a str>,
+    /// Who calls: told to the tool (headers, environment, `_meta`).
+    pub caller: &'a super::Caller,
 }
+
+/// The HTTP headers that tell a tool who calls.
+pub const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
+pub const USER_HEADER: &str = "x-toolgate-user";
+/// The environment variables that tell a command tool who calls.
+pub const PRINCIPAL_ENV: &str = "TOOLGATE_PRINCIPAL";
+pub const USER_ENV: &str = "TOOLGATE_USER";
 
 /// Runs the call; `Ok` is the result as JSON text.
 ///

@@ -118,6 +118,15 @@ pub async fn start() -> HttpBackend {
         .route("/huge", recorded(|_| json(StatusCode::OK, &format!("[{}0]", "0,".repeat(5 * 1024 * 1024)))))
         .route("/slow", slow)
         .route("/redirect", recorded(|_| Redirect::temporary("/echo").into_response()))
+        // Redirects to wherever the request's `x-redirect-to` header says.
+        .route(
+            "/away",
+            post(|State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+                record(&seen, &headers, &body);
+                let to = headers.get("x-redirect-to").and_then(|v| v.to_str().ok()).unwrap_or("/echo").to_owned();
+                Redirect::temporary(&to).into_response()
+            }),
+        )
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
