@@ -26,6 +26,13 @@ pub fn span(observer: &Observer, call: &Call) -> Span {
         if !call.call_id.is_empty() {
             attributes.push(KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call.call_id.clone()));
         }
+        let (principal, user) = call.caller.identity();
+        if let Some(principal) = principal {
+            attributes.push(KeyValue::new(semconv::PRINCIPAL, principal.to_owned()));
+        }
+        if let Some(user) = user {
+            attributes.push(KeyValue::new(semconv::USER_ID, user.to_owned()));
+        }
         attributes
     })
 }
@@ -103,7 +110,19 @@ pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call,
         }
     };
     span.end();
-    metrics.call(tool, label, error_type, took.as_secs_f64());
+    let (principal, user) = call.caller.identity();
+    metrics.call(tool, principal, label, error_type, took.as_secs_f64());
+    // The audit line: who ran what, and how it ended; never the arguments.
+    tracing::info!(
+        target: "toolgate::audit",
+        principal = principal.unwrap_or("-"),
+        user = user.unwrap_or("-"),
+        tool = tool.unwrap_or("_unresolved"),
+        outcome = label,
+        repairs = outcome.repairs.len(),
+        duration_ms = took.as_secs_f64() * 1000.0,
+        "audit: execute"
+    );
 }
 
 fn cut(text: &str) -> &str {

@@ -84,10 +84,21 @@ impl Metrics {
     }
 
     /// One finished call: its outcome (`ok` or an error kind) and duration.
-    pub fn call(&self, tool: Option<&str>, outcome: &'static str, error_type: Option<&'static str>, seconds: f64) {
+    /// `principal` labels it when principals are configured.
+    pub fn call(
+        &self,
+        tool: Option<&str>,
+        principal: Option<&str>,
+        outcome: &'static str,
+        error_type: Option<&'static str>,
+        seconds: f64,
+    ) {
         let mut attributes = vec![self.tool(tool), KeyValue::new(semconv::OUTCOME, outcome)];
         if let Some(error_type) = error_type {
             attributes.push(KeyValue::new(semconv::ERROR_TYPE, error_type));
+        }
+        if let Some(principal) = principal {
+            attributes.push(KeyValue::new(semconv::PRINCIPAL_LABEL, principal.to_owned()));
         }
         self.calls.add(1, &attributes);
         self.duration.record(seconds, &attributes);

@@ -16,6 +16,11 @@ pub const GEN_AI_TOOL_CALL_ARGUMENTS: &str = "gen_ai.tool.call.arguments";
 pub const GEN_AI_TOOL_CALL_RESULT: &str = "gen_ai.tool.call.result";
 pub const ERROR_TYPE: &str = "error.type";
 pub const EXECUTE_TOOL: &str = "execute_tool";
+/// Who called (span attributes): the principal, and the end user's id.
+pub const PRINCIPAL: &str = "toolgate.principal";
+pub const USER_ID: &str = "user.id";
+/// The metric label of the principal (bounded: principals come from configuration).
+pub const PRINCIPAL_LABEL: &str = "principal";
 
 // Events.
 pub const REPAIR_EVENT: &str = "toolgate.repair";

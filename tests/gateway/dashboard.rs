@@ -5,6 +5,7 @@
 use std::{collections::BTreeSet, sync::Arc};
 
 use toolgate::{
+    auth::{PrincipalConfig, Principals},
     config::Policy,
     exec::{ExecLimits, Executor, Shared},
     mcp::McpPool,
@@ -38,12 +39,23 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
     );
     let catalog = dir.load(&dir.options()).unwrap().catalog;
     toolgate::tls::install_crypto_provider();
-    let executor = Executor::new(
-        Arc::new(catalog),
-        ExecLimits::default(),
-        Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap(),
-    );
-    let mut gw = TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await;
+    // A principal, so the `principal` label appears too.
+    let config = PrincipalConfig {
+        name: "bot".into(),
+        api_key_sha256: Some(toolgate::auth::hash_key("k")),
+        client_cert: None,
+        tools: vec!["*".into()],
+    };
+    let principals = Principals::from_config(&[config], "toolgate.yaml").unwrap();
+    let shared = Shared::granting(McpPool::empty(), Inherited::default(), observer, principals.grants()).unwrap();
+    let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
+    let slot = Arc::new(arc_swap::ArcSwap::from_pointee(executor));
+    let mut gw = TestGateway::serve_authenticated(slot, Policy::default(), principals).await;
+    fn keyed<T>(message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.metadata_mut().insert("authorization", "Bearer k".parse().unwrap());
+        request
+    }
     // Calls that make every metric and label appear: ok, repaired, unknown, invalid.
     for (tool, args) in [
         ("web_search", r#"{"query": "a"}"#),
@@ -52,9 +64,11 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         ("web_search", r#"{"limit": 9}"#),
     ] {
         let request = ExecuteRequest { tool: tool.into(), arguments_json: args.into(), ..Default::default() };
-        gw.client.execute(request).await.unwrap();
+        gw.client.execute(keyed(request)).await.unwrap();
     }
-    gw.client.resolve(ResolveRequest { names: vec!["web_serch".into()], strict: None }).await.unwrap();
+    let resolve = ResolveRequest { names: vec!["web_serch".into()], strict: None };
+    gw.client.resolve(tonic::Request::new(resolve.clone())).await.unwrap_err();
+    gw.client.resolve(keyed(resolve)).await.unwrap();
 
     let points = recorded.points();
     let mut metrics: BTreeSet<String> = BTreeSet::new();

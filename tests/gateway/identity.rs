@@ -88,7 +88,8 @@ async fn principals_see_and_run_only_what_they_are_granted() {
     let dir = CatalogDir::new();
     catalogue(&dir);
     dir.file("toolgate.yaml", &principals(""));
-    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let (mut child, log, addr) = serve(dir.dir.path(), &[]);
+    let log = std::thread::spawn(move || log.map_while(Result::ok).collect::<Vec<String>>());
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
 
     // No credential, a wrong one, or a malformed one: one answer.
@@ -144,6 +145,19 @@ async fn principals_see_and_run_only_what_they_are_granted() {
     let check = tonic_health::pb::HealthCheckRequest { service: String::new() };
     assert_eq!(health.check(check).await.unwrap().into_inner().status, 1);
     child.kill().unwrap();
+    let _ = child.wait();
+    // One audit line per Execute: who, what, how it ended; no arguments.
+    let log = log.join().unwrap();
+    let audit: Vec<&String> = log.iter().filter(|l| l.contains("audit: execute")).collect();
+    assert_eq!(audit.len(), 2, "{log:?}");
+    assert!(
+        audit[0].contains(r#"principal="support-bot""#) && audit[0].contains(r#"tool="_unresolved""#),
+        "{}",
+        audit[0]
+    );
+    assert!(audit[0].contains(r#"outcome="unknown_tool""#), "{}", audit[0]);
+    assert!(audit[1].contains(r#"principal="admin""#) && audit[1].contains(r#"tool="delete_file""#), "{}", audit[1]);
+    assert!(audit[1].contains(r#"outcome="ok""#) && audit[1].contains("repairs=1"), "{}", audit[1]);
 }
 
 #[test]

@@ -173,11 +173,24 @@ impl TestGateway {
         Self::serve_with(slot, policy, ConnectionSettings::default()).await
     }
 
+    /// Serves `slot` to the callers `principals` name.
+    pub async fn serve_authenticated(
+        slot: ExecutorSlot,
+        policy: Policy,
+        principals: toolgate::auth::Principals,
+    ) -> Self {
+        let gateway = Gateway::new(slot, policy).with_principals(Arc::new(principals));
+        Self::serve_gateway(gateway, ConnectionSettings::default()).await
+    }
+
     async fn serve_with(slot: ExecutorSlot, policy: Policy, connections: ConnectionSettings) -> Self {
+        Self::serve_gateway(Gateway::new(slot, policy), connections).await
+    }
+
+    async fn serve_gateway(gateway: Gateway, connections: ConnectionSettings) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
-        let gateway = Gateway::new(slot, policy);
         let shutdown = async {
             let _ = stopped.await;
         };
