@@ -13,7 +13,7 @@ use std::{
 use serde::Deserialize;
 
 use crate::{
-    auth::{PrincipalConfig, Principals},
+    auth::{PrincipalConfig, Principals, UserVerifier, UsersConfig},
     catalog::LoadOptions,
     env::Env,
     exec::{ArgumentLimits, ExecLimits},
@@ -82,6 +82,7 @@ pub struct FileConfig {
     pub health_listen: Option<String>,
     #[serde(default)]
     pub principals: Vec<PrincipalConfig>,
+    pub users: Option<UsersConfig>,
     /// The file this was read from (for messages), when it was.
     #[serde(skip)]
     pub origin: Option<String>,
@@ -141,6 +142,11 @@ impl FileConfig {
         let mut config: FileConfig = serde_yaml::from_str(&text).map_err(|err| failed(err.to_string()))?;
         config.origin = Some(path.display().to_string());
         let dir = path.parent().unwrap_or(Path::new(""));
+        if let Some(jwt) = config.users.as_mut().and_then(|u| u.jwt.as_mut()) {
+            if let Some(file) = &mut jwt.jwks_file {
+                *file = dir.join(&*file);
+            }
+        }
         if let Some(tls) = &mut config.tls {
             tls.cert = dir.join(&tls.cert);
             tls.key = dir.join(&tls.key);
@@ -184,6 +190,8 @@ pub struct Settings {
     pub health_listen: Option<SocketAddr>,
     /// Who may call; empty: everyone, as before identity existed.
     pub principals: Arc<Principals>,
+    /// Verifies the end users' tokens, when `users.jwt` is configured.
+    pub users: Option<Arc<UserVerifier>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -198,6 +206,8 @@ pub enum ConfigError {
     TlsPair,
     #[error("client certificates identify principals only over TLS with a client CA: add tls.client_ca")]
     NoClientCa,
+    #[error("{0}")]
+    Users(String),
 }
 
 impl Settings {
@@ -233,8 +243,12 @@ impl Settings {
         if principals.use_certificates() && tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
             return Err(ConfigError::NoClientCa);
         }
+        let users = match file.users.and_then(|u| u.jwt) {
+            Some(jwt) => Some(Arc::new(UserVerifier::new(jwt).map_err(ConfigError::Users)?)),
+            None => None,
+        };
         let limits = file.limits.limits();
-        Ok(Self { listen, load, policy, limits, tls, health_listen, principals: Arc::new(principals) })
+        Ok(Self { listen, load, policy, limits, tls, health_listen, principals: Arc::new(principals), users })
     }
 }
 

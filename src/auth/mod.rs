@@ -8,6 +8,7 @@
 //! before identity existed (and the gateway keeps to loopback unless told).
 
 mod cert;
+pub mod users;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use crate::{
 };
 
 pub use cert::names_of;
+pub use users::{JwtConfig, UserVerifier, UsersConfig};
 
 /// The one answer to every failed authentication: it never says whether a
 /// key or a principal exists.

@@ -301,13 +301,25 @@ async fn serve_with(
         tracing::info!("TLS on {addr} (certificate, key and client CA re-read on SIGHUP)");
     }
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-    let gateway = Gateway::new(live.current(), settings.policy).with_principals(Arc::clone(&settings.principals));
+    let gateway = Gateway::new(live.current(), settings.policy)
+        .with_principals(Arc::clone(&settings.principals))
+        .with_users(settings.users.clone());
+    let _jwks = settings.users.as_ref().and_then(|users| users.keep_keys_fresh()).map(AbortOnDrop);
     let stop = server::Stop { shutdown, drain: args.drain_timeout, now: again };
     let served = server::serve_with(listener, gateway, stop, serving).await;
     live.shutdown().await;
     served?;
     tracing::info!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A background task ended with the command.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// TLS (its files re-read on SIGHUP) and the health listener, as the

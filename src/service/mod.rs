@@ -13,7 +13,7 @@ use arc_swap::ArcSwap;
 use tonic::{metadata::MetadataMap, Request, Response, Status};
 
 use crate::{
-    auth::{self, Credentials, Principals},
+    auth::{self, Credentials, Principals, UserVerifier},
     catalog::{render, Catalog},
     config::Policy,
     exec::{AvailableSet, Caller, Executor, ExecutorSlot},
@@ -34,12 +34,14 @@ pub struct Gateway {
     observer: Observer,
     /// Who may call; `None`: every caller may use every tool.
     principals: Option<Arc<Principals>>,
+    /// Verifies end users' tokens, when configured.
+    users: Option<Arc<UserVerifier>>,
 }
 
 impl Gateway {
     pub fn new(current: ExecutorSlot, policy: Policy) -> Self {
         let observer = current.load().shared().observer().clone();
-        Self { current, policy, observer, principals: None }
+        Self { current, policy, observer, principals: None, users: None }
     }
 
     /// Every call must prove one of `principals` (unless there are none),
@@ -49,16 +51,45 @@ impl Gateway {
         self
     }
 
+    /// End users' tokens are verified (when the request carries one).
+    pub fn with_users(mut self, users: Option<Arc<UserVerifier>>) -> Self {
+        self.users = users;
+        self
+    }
+
     /// Who sent a request, from its metadata and its connection's client
     /// certificate; UNAUTHENTICATED with one message when it proves no
-    /// principal.
+    /// principal, or carries a user token that does not verify.
     fn caller(&self, metadata: &MetadataMap, extensions: &tonic::Extensions) -> Result<Caller, RpcError> {
-        let Some(principals) = &self.principals else { return Ok(Caller::default()) };
-        let authorization: Vec<Option<&str>> =
-            metadata.get_all("authorization").iter().map(|v| v.to_str().ok()).collect();
-        let names = client_certificate_names(extensions);
-        let credentials = Credentials { authorization: &authorization, certificate: names.as_deref() };
-        principals.authenticate(credentials).map_err(|message| RpcError::Unauthenticated(message.to_owned()))
+        let refused = || RpcError::Unauthenticated(auth::UNAUTHENTICATED.to_owned());
+        let mut caller = match &self.principals {
+            None => Caller::default(),
+            Some(principals) => {
+                let authorization: Vec<Option<&str>> =
+                    metadata.get_all("authorization").iter().map(|v| v.to_str().ok()).collect();
+                let names = client_certificate_names(extensions);
+                let credentials = Credentials { authorization: &authorization, certificate: names.as_deref() };
+                principals.authenticate(credentials).map_err(|_| refused())?
+            }
+        };
+        if let Some(users) = &self.users {
+            let tokens: Vec<_> = metadata.get_all(users.header()).iter().collect();
+            match tokens.as_slice() {
+                [] => {}
+                [token] => {
+                    let token = token.to_str().map_err(|_| refused())?;
+                    match users.verify(token.trim()) {
+                        Ok(user) => caller.user = Some(user),
+                        Err(why) => {
+                            tracing::info!("a user token was refused: {why}");
+                            return Err(refused());
+                        }
+                    }
+                }
+                _ => return Err(refused()),
+            }
+        }
+        Ok(caller)
     }
 
     /// A gateway whose catalogue never changes.

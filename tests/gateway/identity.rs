@@ -421,3 +421,165 @@ async fn each_backend_is_told_who_calls_and_no_one_else_can_say() {
     assert_eq!(seen["user"], serde_json::Value::Null);
     child.kill().unwrap();
 }
+
+/// A signing key of the tests' identity provider, and its public JWK.
+struct Signer {
+    key: jsonwebtoken::EncodingKey,
+    algorithm: jsonwebtoken::Algorithm,
+    kid: String,
+    public: Vec<u8>,
+}
+
+impl Signer {
+    fn new(algorithm: jsonwebtoken::Algorithm, kid: &str) -> Self {
+        let (scheme, from_der): (&rcgen::SignatureAlgorithm, fn(&[u8]) -> jsonwebtoken::EncodingKey) = match algorithm {
+            jsonwebtoken::Algorithm::ES256 => (&rcgen::PKCS_ECDSA_P256_SHA256, jsonwebtoken::EncodingKey::from_ec_der),
+            _ => (&rcgen::PKCS_ED25519, jsonwebtoken::EncodingKey::from_ed_der),
+        };
+        let pair = rcgen::KeyPair::generate_for(scheme).unwrap();
+        let public = pair.public_key_raw().to_vec();
+        Self { key: from_der(&pair.serialize_der()), algorithm, kid: kid.to_owned(), public }
+    }
+
+    fn jwk(&self) -> serde_json::Value {
+        let mut jwk = match self.algorithm {
+            // jsonwebtoken makes no OKP JWK: the raw public key is its `x`.
+            jsonwebtoken::Algorithm::EdDSA => {
+                serde_json::json!({"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "x": b64(&self.public)})
+            }
+            _ => serde_json::to_value(jsonwebtoken::jwk::Jwk::from_encoding_key(&self.key, self.algorithm).unwrap())
+                .unwrap(),
+        };
+        jwk["kid"] = self.kid.clone().into();
+        jwk
+    }
+
+    fn token(&self, claims: serde_json::Value) -> String {
+        let mut header = jsonwebtoken::Header::new(self.algorithm);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
+    }
+}
+
+fn now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}
+
+fn claims(sub: &str) -> serde_json::Value {
+    serde_json::json!({"sub": sub, "iss": "https://idp.test/", "aud": "toolgate", "exp": now() + 600})
+}
+
+fn b64(bytes: &[u8]) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_tokens_are_verified_and_reach_the_tool() {
+    let (es, ed, stranger) = (
+        Signer::new(jsonwebtoken::Algorithm::ES256, "es-1"),
+        Signer::new(jsonwebtoken::Algorithm::EdDSA, "ed-1"),
+        Signer::new(jsonwebtoken::Algorithm::ES256, "es-1"),
+    );
+    let dir = CatalogDir::new();
+    dir.file("certs/jwks.json", &serde_json::json!({"keys": [es.jwk(), ed.jwk()]}).to_string());
+    dir.file(
+        "registry/env.py",
+        "import json, os, sys\njson.load(sys.stdin)\nprint(json.dumps({'ok': True, 'result': os.environ.get('TOOLGATE_USER', '-')}))\n",
+    );
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: whoami\n    description: x\n    backend: {command: {argv: [python3, env.py]}}\n",
+    );
+    let admin = toolgate::auth::hash_key(KEY_ADMIN);
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n\
+             users:\n  jwt: {{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}}\n"
+        ),
+    );
+    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let call = |token: Option<&str>| {
+        let mut request = with_key(ExecuteRequest { tool: "whoami".into(), ..Default::default() }, Some(KEY_ADMIN));
+        if let Some(token) = token {
+            request.metadata_mut().insert("x-toolgate-user-token", MetadataValue::try_from(token).unwrap());
+        }
+        request
+    };
+    // No token: no user. A valid ES256 or EdDSA token: its subject.
+    let response = client.execute(call(None)).await.unwrap().into_inner();
+    assert_eq!(response.result_json, "\"-\"", "{response:?}");
+    let token = es.token(claims("alice"));
+    for _ in 0..2 {
+        // The second time from the cache.
+        let response = client.execute(call(Some(&token))).await.unwrap().into_inner();
+        assert_eq!(response.result_json, "\"alice\"", "{response:?}");
+    }
+    let response = client.execute(call(Some(&ed.token(claims("bob"))))).await.unwrap().into_inner();
+    assert_eq!(response.result_json, "\"bob\"");
+
+    // Every kind of bad token: UNAUTHENTICATED, and the tool never runs.
+    let mut expired = claims("carol");
+    expired["exp"] = (now() - 3600).into();
+    let mut early = claims("carol");
+    early["nbf"] = (now() + 3600).into();
+    let mut wrong_issuer = claims("carol");
+    wrong_issuer["iss"] = "https://evil.test/".into();
+    let mut wrong_audience = claims("carol");
+    wrong_audience["aud"] = "someone-else".into();
+    let payload = b64(claims("carol").to_string().as_bytes());
+    let unsigned = format!("{}.{payload}.", b64(br#"{"alg":"none","typ":"JWT"}"#));
+    let public_jwk = es.jwk().to_string();
+    let hs256 = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &claims("carol"),
+        &jsonwebtoken::EncodingKey::from_secret(public_jwk.as_bytes()),
+    )
+    .unwrap();
+    let good = es.token(claims("carol"));
+    for (what, token) in [
+        ("expired", es.token(expired)),
+        ("not yet valid", es.token(early)),
+        ("wrong issuer", es.token(wrong_issuer)),
+        ("wrong audience", es.token(wrong_audience)),
+        ("unsigned", unsigned),
+        ("HS256 with the public key", hs256),
+        ("truncated", good[..good.len() - 10].to_owned()),
+        ("signed by another key", stranger.token(claims("carol"))),
+        ("not a token", "hello".to_owned()),
+    ] {
+        let status = client.execute(call(Some(&token))).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unauthenticated, "{what}");
+        assert_eq!(status.message(), "missing or invalid credentials", "{what}");
+    }
+    child.kill().unwrap();
+}
+
+#[test]
+fn a_jwks_file_that_is_not_json_stops_the_start_and_a_jwks_url_that_is_down_does_not() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    dir.file("certs/jwks.json", "not json");
+    let admin = toolgate::auth::hash_key(KEY_ADMIN);
+    let config = |jwt: &str| {
+        format!("principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\nusers:\n  jwt: {jwt}\n")
+    };
+    dir.file("toolgate.yaml", &config("{issuer: i, audience: a, jwks_file: certs/jwks.json}"));
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("certs/jwks.json: not a JWKS (JSON Web Key Set)"), "{}", stderr(&out));
+    let down = crate::common::backend::closed_port();
+    dir.file("toolgate.yaml", &config(&format!("{{issuer: i, audience: a, jwks_url: \"http://{down}/jwks\"}}")));
+    let (mut child, log, _addr) = serve(dir.dir.path(), &[]);
+    std::thread::sleep(Duration::from_millis(1000));
+    child.kill().unwrap();
+    let _ = child.wait();
+    let log: Vec<String> = log.map_while(Result::ok).collect();
+    assert!(log.iter().any(|l| l.contains("cannot fetch the JWKS for user tokens")), "{log:?}");
+}

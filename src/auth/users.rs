@@ -1,0 +1,227 @@
+//! End users (DESIGN-wave2 section 9): the user an agent acts for, proven by
+//! a JWT the caller sends in a metadata header, verified against the keys of
+//! a JWKS (a file, or a URL fetched at start and refreshed). Only RS256,
+//! ES256 and EdDSA are accepted, each key only for its own algorithm; `iss`,
+//! `aud`, `exp` and `nbf` are checked with 60 s of leeway. A verified token
+//! is remembered by its SHA-256 until it expires, so a conversation pays for
+//! one signature check, not one per call.
+
+use std::{
+    collections::HashMap,
+    path::PathBuf,
+    sync::{Arc, Mutex},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use arc_swap::ArcSwap;
+use jsonwebtoken::{
+    jwk::{Jwk, JwkSet},
+    Algorithm, DecodingKey, Validation,
+};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::exec::User;
+
+/// The metadata header that carries the user's token, by default.
+pub const DEFAULT_USER_HEADER: &str = "x-toolgate-user-token";
+/// Clock skew allowed on `exp` and `nbf`.
+const LEEWAY_SECONDS: u64 = 60;
+/// How often a JWKS URL is fetched again; sooner after a failure.
+const REFRESH: Duration = Duration::from_secs(300);
+const RETRY: Duration = Duration::from_secs(30);
+/// Verified tokens remembered at most; past it, expired ones are dropped,
+/// then all.
+const MAX_CACHED: usize = 10_000;
+
+/// `users:` of the configuration file.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsersConfig {
+    pub jwt: Option<JwtConfig>,
+}
+
+/// `users.jwt:`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JwtConfig {
+    pub issuer: String,
+    pub audience: String,
+    /// A JWKS file (relative to the configuration file)…
+    pub jwks_file: Option<PathBuf>,
+    /// …or a URL, fetched at start and every 5 minutes.
+    pub jwks_url: Option<String>,
+    /// The metadata header carrying the token (default `x-toolgate-user-token`).
+    pub header: Option<String>,
+}
+
+/// Why a user token was refused (for the log; the caller is told only that
+/// its credentials are invalid).
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("no keys to verify user tokens with yet")]
+    NoKeys,
+    #[error("the token's algorithm is not RS256, ES256 or EdDSA")]
+    Algorithm,
+    #[error("no key of the JWKS matches the token (kid and algorithm)")]
+    NoKey,
+    #[error("{0}")]
+    Invalid(#[from] jsonwebtoken::errors::Error),
+}
+
+/// The claims read from a verified token.
+#[derive(Deserialize)]
+struct Claims {
+    sub: String,
+    exp: u64,
+}
+
+/// A key of the JWKS, with the one algorithm it verifies.
+struct Key {
+    kid: Option<String>,
+    algorithm: Algorithm,
+    key: DecodingKey,
+}
+
+/// Verifies user tokens.
+pub struct UserVerifier {
+    config: JwtConfig,
+    header: String,
+    keys: ArcSwap<Vec<Key>>,
+    verified: Mutex<HashMap<[u8; 32], (Arc<User>, u64)>>,
+}
+
+impl std::fmt::Debug for UserVerifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserVerifier").field("config", &self.config).field("keys", &self.keys.load().len()).finish()
+    }
+}
+
+impl UserVerifier {
+    /// From the configuration; a JWKS file is read now (an error names the
+    /// file). A URL is fetched by [`UserVerifier::keep_keys_fresh`].
+    pub fn new(config: JwtConfig) -> Result<Self, String> {
+        let header = config.header.clone().unwrap_or_else(|| DEFAULT_USER_HEADER.to_owned()).to_ascii_lowercase();
+        let keys = match (&config.jwks_file, &config.jwks_url) {
+            (Some(file), None) => {
+                let bytes = crate::catalog::read_bounded(file)
+                    .map_err(|why| format!("users.jwt.jwks_file {}: {why}", file.display()))?;
+                keys_of(&bytes).map_err(|why| format!("users.jwt.jwks_file {}: {why}", file.display()))?
+            }
+            (None, Some(url)) => {
+                url::Url::parse(url).map_err(|err| format!("users.jwt.jwks_url '{url}': {err}"))?;
+                Vec::new()
+            }
+            _ => return Err("users.jwt needs one of jwks_file or jwks_url".to_owned()),
+        };
+        Ok(Self { config, header, keys: ArcSwap::from_pointee(keys), verified: Mutex::default() })
+    }
+
+    /// The metadata header that carries the token (lowercase).
+    pub fn header(&self) -> &str {
+        &self.header
+    }
+
+    /// With a JWKS URL: fetches it now (a failure warns; tokens are refused
+    /// until keys arrive), then again every 5 minutes, and 30 s after a
+    /// failure; a failed refresh keeps the last keys.
+    pub fn keep_keys_fresh(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
+        let url = self.config.jwks_url.clone()?;
+        let verifier = Arc::clone(self);
+        let client = crate::tls::client_builder().timeout(Duration::from_secs(5)).build().ok()?;
+        Some(tokio::spawn(async move {
+            loop {
+                let next = match fetch(&client, &url).await {
+                    Ok(keys) => {
+                        tracing::info!(keys = keys.len(), "user token keys fetched from the JWKS URL");
+                        verifier.keys.store(Arc::new(keys));
+                        REFRESH
+                    }
+                    Err(why) => {
+                        tracing::warn!("cannot fetch the JWKS for user tokens ({why}); the last keys stay");
+                        RETRY
+                    }
+                };
+                tokio::time::sleep(next).await;
+            }
+        }))
+    }
+
+    /// The user a token proves.
+    pub fn verify(&self, token: &str) -> Result<Arc<User>, TokenError> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if let Some((user, exp)) = self.verified.lock().unwrap_or_else(|e| e.into_inner()).get(&digest) {
+            if now <= exp + LEEWAY_SECONDS {
+                return Ok(Arc::clone(user));
+            }
+        }
+        let header = jsonwebtoken::decode_header(token)?;
+        if !matches!(header.alg, Algorithm::RS256 | Algorithm::ES256 | Algorithm::EdDSA) {
+            return Err(TokenError::Algorithm);
+        }
+        let keys = self.keys.load();
+        if keys.is_empty() {
+            return Err(TokenError::NoKeys);
+        }
+        let key = keys
+            .iter()
+            .find(|k| k.algorithm == header.alg && (header.kid.is_none() || k.kid == header.kid))
+            .ok_or(TokenError::NoKey)?;
+        let mut validation = Validation::new(key.algorithm);
+        validation.set_issuer(&[&self.config.issuer]);
+        validation.set_audience(&[&self.config.audience]);
+        validation.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
+        validation.validate_nbf = true;
+        validation.leeway = LEEWAY_SECONDS;
+        let claims = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)?.claims;
+        let user = Arc::new(User { id: claims.sub, token: token.to_owned() });
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= MAX_CACHED {
+            verified.retain(|_, (_, exp)| now <= *exp + LEEWAY_SECONDS);
+            if verified.len() >= MAX_CACHED {
+                verified.clear();
+            }
+        }
+        verified.insert(digest, (Arc::clone(&user), claims.exp));
+        Ok(user)
+    }
+}
+
+async fn fetch(client: &reqwest::Client, url: &str) -> Result<Vec<Key>, String> {
+    let response = client.get(url).send().await.map_err(|err| err.without_url().to_string())?;
+    if !response.status().is_success() {
+        return Err(format!("HTTP {}", response.status().as_u16()));
+    }
+    let bytes = response.bytes().await.map_err(|err| err.without_url().to_string())?;
+    keys_of(&bytes)
+}
+
+/// The usable keys of a JWKS: each with the one algorithm it serves (its
+/// `alg`, else the one its key type implies), RS256, ES256 and EdDSA only.
+/// Keys of other kinds are skipped; a set with none usable is an error.
+fn keys_of(bytes: &[u8]) -> Result<Vec<Key>, String> {
+    let set: JwkSet = serde_json::from_slice(bytes).map_err(|err| format!("not a JWKS (JSON Web Key Set): {err}"))?;
+    let keys: Vec<Key> = set.keys.iter().filter_map(key_of).collect();
+    match keys.is_empty() {
+        true => Err("no RS256, ES256 or EdDSA key in the JWKS".to_owned()),
+        false => Ok(keys),
+    }
+}
+
+fn key_of(jwk: &Jwk) -> Option<Key> {
+    use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve};
+    let implied = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => Algorithm::RS256,
+        AlgorithmParameters::EllipticCurve(ec) if ec.curve == EllipticCurve::P256 => Algorithm::ES256,
+        AlgorithmParameters::OctetKeyPair(okp) if okp.curve == EllipticCurve::Ed25519 => Algorithm::EdDSA,
+        // Symmetric keys are never accepted: a public key must not verify HS*.
+        _ => return None,
+    };
+    let algorithm = match jwk.common.key_algorithm {
+        None => implied,
+        Some(declared) => format!("{declared:?}").parse::<Algorithm>().ok().filter(|&a| a == implied)?,
+    };
+    let key = DecodingKey::from_jwk(jwk).ok()?;
+    Some(Key { kid: jwk.common.key_id.clone(), algorithm, key })
+}
