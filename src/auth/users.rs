@@ -76,6 +76,8 @@ struct Claims {
     exp: u64,
 }
 
+type Verified = (Arc<User>, u64);
+
 /// A key of the JWKS, with the one algorithm it verifies.
 struct Key {
     kid: Option<String>,
@@ -88,7 +90,8 @@ pub struct UserVerifier {
     config: JwtConfig,
     header: String,
     keys: ArcSwap<Vec<Key>>,
-    verified: Mutex<HashMap<[u8; 32], (Arc<User>, u64)>>,
+    /// Verified tokens by their SHA-256: the user and the token's `exp`.
+    verified: Mutex<HashMap<[u8; 32], Verified>>,
 }
 
 impl std::fmt::Debug for UserVerifier {
