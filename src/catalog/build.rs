@@ -13,8 +13,8 @@ use super::{
     expand::expand,
     raw::{RawBackend, RawMcpServer, RawMcpTransport, RawTool},
     schema::SchemaCache,
-    Backend, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Secret, Source, Tool,
-    DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
+    Backend, BindSource, Binding, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Secret,
+    Source, Tool, DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
 };
 use crate::{env::Env, similar};
 
@@ -72,7 +72,23 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems
         Some(backend) => backend_of(backend, path, file, problems),
         None => None,
     };
+    let mut binding = None;
+    if !raw.bind.is_empty() && raw.parameters.is_none() {
+        problems.error(origin, format!("{path}.bind"), "binds parameters, but the tool declares no parameters");
+        ok = false;
+    }
     let parameters = match (raw.parameters, &backend) {
+        (Some(json), _) if !raw.bind.is_empty() => {
+            binding = bound(&raw.bind, &json, path, file, problems);
+            let model_facing = binding.as_ref().map(|(_, reduced)| reduced.clone()).unwrap_or(json);
+            match file.schemas.compile(model_facing) {
+                Ok(schema) => Some(schema),
+                Err(message) => {
+                    problems.error(origin, format!("{path}.parameters"), message);
+                    None
+                }
+            }
+        }
         (Some(json), _) => match file.schemas.compile(json) {
             Ok(schema) => Some(schema),
             Err(message) => {
@@ -89,11 +105,17 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems
                 .expect("the default schema is valid"),
         ),
     };
+    let binding = match binding {
+        Some((parameters_bound, _)) => Some(Arc::new(parameters_bound)),
+        None if raw.bind.is_empty() => None,
+        None => return None,
+    };
     let (Some(backend), Some(parameters), true) = (backend, parameters, ok) else { return None };
     Some(Tool {
         name: raw.name?,
         description: raw.description?.trim().to_owned(),
         parameters,
+        binding,
         aliases: raw.aliases,
         source: file.source.clone(),
         idempotent: raw.idempotent.unwrap_or(false),
@@ -102,6 +124,65 @@ pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems
         backend,
         declared_at: Place { origin: file.origin.clone(), path: raw.path },
     })
+}
+
+/// Checks `bind:` against the tool's schema (each entry names a declared
+/// parameter, bound to `user` or `principal`); the binding, its whole
+/// schema compiled, and the schema without the bound parameters: what the
+/// model sees, in every list, format and hint.
+fn bound(
+    bind: &[(String, String)],
+    json: &serde_json::Value,
+    path: &str,
+    file: &FileContext<'_>,
+    problems: &mut CatalogProblems,
+) -> Option<(Binding, serde_json::Value)> {
+    let origin: &str = file.origin;
+    let properties = json.get("properties").and_then(serde_json::Value::as_object);
+    let mut parameters = Vec::new();
+    let mut ok = true;
+    for (name, source) in bind {
+        let at = format!("{path}.bind.{name}");
+        let source = match source.as_str() {
+            "user" => BindSource::User,
+            "principal" => BindSource::Principal,
+            other => {
+                problems.error(origin, at, format!("binds to '{other}'; a parameter binds to user or principal"));
+                ok = false;
+                continue;
+            }
+        };
+        if !properties.is_some_and(|p| p.contains_key(name)) {
+            problems.error(
+                origin,
+                at,
+                format!("'{name}' is not a parameter of the tool (not in parameters.properties)"),
+            );
+            ok = false;
+            continue;
+        }
+        parameters.push((name.clone(), source));
+    }
+    if !ok {
+        return None;
+    }
+    let full = match file.schemas.compile(json.clone()) {
+        Ok(schema) => schema,
+        Err(message) => {
+            problems.error(origin, format!("{path}.parameters"), message);
+            return None;
+        }
+    };
+    let mut reduced = json.clone();
+    if let Some(properties) = reduced.get_mut("properties").and_then(serde_json::Value::as_object_mut) {
+        for (name, _) in &parameters {
+            properties.shift_remove(name);
+        }
+    }
+    if let Some(required) = reduced.get_mut("required").and_then(serde_json::Value::as_array_mut) {
+        required.retain(|r| !parameters.iter().any(|(name, _)| r == name));
+    }
+    Some((Binding { parameters, full }, reduced))
 }
 
 /// Builds an MCP server's settings, or reports why not.
@@ -266,12 +347,24 @@ fn backend_of(
                 None
             }
         },
-        RawBackend::Http { url, headers, follow_redirects, use_env_proxy } => {
+        RawBackend::Http { url, headers, follow_redirects, use_env_proxy, forward_user_token } => {
             let path = format!("{tool_path}.backend.http");
+            if forward_user_token && headers.iter().any(|(name, _)| name.eq_ignore_ascii_case("authorization")) {
+                let message = "forward_user_token sends the user's token as the Authorization header, and the tool \
+                               configures its own: keep one";
+                problems.error(origin, format!("{path}.forward_user_token"), message);
+                return None;
+            }
             let url = expanded(&url, format!("{path}.url"), file, problems);
             let headers = secrets(&headers, &format!("{path}.headers"), file, problems);
             let url = http_url(url?, &format!("{path}.url"), origin, problems);
-            Some(Backend::Http(HttpBackend { url: url?, headers: headers?, follow_redirects, use_env_proxy }))
+            Some(Backend::Http(HttpBackend {
+                url: url?,
+                headers: headers?,
+                follow_redirects,
+                use_env_proxy,
+                forward_user_token,
+            }))
         }
         RawBackend::Command { argv, cwd, env } => {
             let path = format!("{tool_path}.backend.command");

@@ -337,6 +337,7 @@ fn builtins(decls: &mut Declarations) {
             name: builtin.name().to_owned(),
             description: builtin.description().to_owned(),
             parameters: Arc::new(builtin.schema()),
+            binding: None,
             aliases: Vec::new(),
             source: Source::Builtin,
             idempotent: builtin.idempotent(),

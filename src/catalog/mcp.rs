@@ -115,6 +115,7 @@ fn declare_tools(
             name: name.clone(),
             description,
             parameters,
+            binding: None,
             aliases: Vec::new(),
             source: Source::Mcp(server.name.clone()),
             idempotent: info.idempotent,

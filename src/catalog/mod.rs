@@ -153,6 +153,8 @@ pub struct HttpBackend {
     pub headers: Vec<(String, Secret)>,
     pub follow_redirects: bool,
     pub use_env_proxy: bool,
+    /// Sends the end user's token as `Authorization: Bearer …`.
+    pub forward_user_token: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -172,7 +174,10 @@ pub struct CommandBackend {
 pub struct Tool {
     pub name: String,
     pub description: String,
+    /// The schema the model sees (bound parameters left out).
     pub parameters: Arc<Schema>,
+    /// Parameters the gateway fills from the caller's identity, if any.
+    pub binding: Option<Arc<Binding>>,
     pub aliases: Vec<String>,
     pub source: Source,
     pub idempotent: bool,
@@ -180,6 +185,38 @@ pub struct Tool {
     pub max_concurrency: u32,
     pub backend: Backend,
     pub declared_at: Place,
+}
+
+/// Where a bound parameter's value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindSource {
+    /// The verified end user's id (a token's `sub`).
+    User,
+    /// The authenticated principal's name.
+    Principal,
+}
+
+impl BindSource {
+    pub fn word(self) -> &'static str {
+        match self {
+            BindSource::User => "user",
+            BindSource::Principal => "principal",
+        }
+    }
+}
+
+/// A tool's `bind:`: parameters filled by the gateway from who calls, never
+/// by the model, and the whole schema the filled arguments must satisfy.
+#[derive(Debug)]
+pub struct Binding {
+    pub parameters: Vec<(String, BindSource)>,
+    pub full: Arc<Schema>,
+}
+
+impl Binding {
+    pub fn binds_user(&self) -> bool {
+        self.parameters.iter().any(|(_, source)| *source == BindSource::User)
+    }
 }
 
 /// Index of a tool in [`Catalog::tools`].

@@ -17,12 +17,12 @@ use crate::similar;
 
 pub const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
 pub const TOOL_KEYS: &[&str] =
-    &["name", "description", "aliases", "parameters", "idempotent", "timeout", "max_concurrency", "backend"];
+    &["name", "description", "aliases", "parameters", "idempotent", "timeout", "max_concurrency", "backend", "bind"];
 /// Keys every tool entry must have, and why, for the message.
 const REQUIRED_TOOL_KEYS: &[(&str, &str)] =
     &[("name", ""), ("description", " (it is what the model reads)"), ("backend", " (one of: http, command, builtin)")];
 pub const BACKEND_KEYS: &[&str] = &["http", "command", "builtin"];
-pub const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy"];
+pub const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy", "forward_user_token"];
 pub const COMMAND_KEYS: &[&str] = &["argv", "cwd", "env"];
 pub const MCP_SERVER_KEYS: &[&str] =
     &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout", "startup_timeout"];
@@ -49,13 +49,25 @@ pub struct RawTool {
     pub timeout: Option<Duration>,
     pub max_concurrency: Option<u32>,
     pub backend: Option<RawBackend>,
+    /// `bind: {parameter: user | principal}`.
+    pub bind: Vec<(String, String)>,
     pub broken: bool,
 }
 
 #[derive(Debug)]
 pub enum RawBackend {
-    Http { url: String, headers: Vec<(String, String)>, follow_redirects: bool, use_env_proxy: bool },
-    Command { argv: Vec<String>, cwd: Option<String>, env: Vec<(String, String)> },
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+        follow_redirects: bool,
+        use_env_proxy: bool,
+        forward_user_token: bool,
+    },
+    Command {
+        argv: Vec<String>,
+        cwd: Option<String>,
+        env: Vec<(String, String)>,
+    },
     Builtin(String),
 }
 
@@ -261,6 +273,7 @@ impl Reader<'_> {
         tool.timeout = self.duration(map, &tool.path, "timeout");
         tool.parameters = self.json(map, &tool.path, "parameters");
         tool.backend = self.backend(map.get("backend"), &join(&tool.path, "backend"));
+        tool.bind = self.string_map(map, &tool.path, "bind").unwrap_or_default();
         tool.broken = self.problems.len() != before;
         tool
     }
@@ -295,7 +308,8 @@ impl Reader<'_> {
         let headers = self.string_map(map, path, "headers");
         let follow_redirects = self.field(map, path, "follow_redirects").unwrap_or(None).unwrap_or(false);
         let use_env_proxy = self.field(map, path, "use_env_proxy").unwrap_or(None).unwrap_or(false);
-        Some(RawBackend::Http { url: url?, headers: headers?, follow_redirects, use_env_proxy })
+        let forward_user_token = self.field(map, path, "forward_user_token").unwrap_or(None).unwrap_or(false);
+        Some(RawBackend::Http { url: url?, headers: headers?, follow_redirects, use_env_proxy, forward_user_token })
     }
 
     fn command(&mut self, value: &Value, path: &str) -> Option<RawBackend> {

@@ -38,7 +38,7 @@ use lookup::{Inventory, Resolved};
 pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
 
 use crate::{
-    catalog::{Backend, Catalog, Tool, ToolId},
+    catalog::{Backend, BindSource, Catalog, Tool, ToolId},
     mcp::McpPool,
     process::Inherited,
     resolve::{self, check_names, NamesError, Resolution, INLINE_NAMES},
@@ -138,6 +138,9 @@ pub enum RequestError {
     /// Strict: names in `tools` that match nothing.
     #[error("{}", .0.message())]
     UnknownTools(Resolution),
+    /// The tool acts for a user, and the request carries no user token.
+    #[error("the tool '{0}' acts for a user, and the request carries no user token")]
+    NoUser(String),
 }
 
 /// A call that passed resolution, repair and validation.
@@ -286,6 +289,9 @@ impl Executor {
             }
         };
         let tool = self.catalog.tool(id);
+        if tool.binding.as_ref().is_some_and(|b| b.binds_user()) && call.caller.user.is_none() {
+            return Err(RequestError::NoUser(tool.name.clone()));
+        }
         let mut repairs: Vec<Repair> = name_repair.into_iter().collect();
 
         let parsed = match arguments::parse(&call.arguments_json, call.strict, self.limits.arguments) {
@@ -309,7 +315,32 @@ impl Executor {
         if !problems.is_empty() {
             return Ok(Err(failed(Some(tool), repairs, arguments_json, problems.into_error(tool))));
         }
-        let Value::Object(arguments) = value else { unreachable!("built from an object") };
+        let Value::Object(mut arguments) = value else { unreachable!("built from an object") };
+        let Some(binding) = &tool.binding else {
+            return Ok(Ok(Ready { tool: id, arguments, arguments_json, repairs }));
+        };
+        // Bound parameters are filled from who calls, after the model's
+        // arguments passed, and the whole is checked against the full schema.
+        for (name, source) in &binding.parameters {
+            let value = match source {
+                BindSource::User => call.caller.user.as_ref().map(|u| u.id.clone()),
+                BindSource::Principal => call.caller.principal.as_deref().map(str::to_owned),
+            };
+            let Some(value) = value else {
+                let message = format!("'{name}' is bound to the {}, and the call has none", source.word());
+                let error = ToolError::invalid_arguments(message);
+                return Ok(Err(failed(Some(tool), repairs, arguments_json, error)));
+            };
+            arguments.insert(name.clone(), Value::String(value));
+        }
+        let filled = Value::Object(arguments);
+        if let Some(error) = binding.full.validator().iter_errors(&filled).next() {
+            let at = error.instance_path().as_str().trim_start_matches('/').to_owned();
+            let message = format!("'{at}', filled from who calls, is not valid for the tool: {error}");
+            return Ok(Err(failed(Some(tool), repairs, arguments_json, ToolError::invalid_arguments(message))));
+        }
+        let Value::Object(arguments) = filled else { unreachable!("built from an object") };
+        let arguments_json = serde_json::to_string(&arguments).expect("JSON values serialise");
         Ok(Ok(Ready { tool: id, arguments, arguments_json, repairs }))
     }
 

@@ -122,6 +122,18 @@ pub fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
         field: pointer(&name),
         description: format!("missing a required argument: '{name}'"),
     }));
+    // Bound parameters are the gateway's: the model sending one, in any
+    // spelling, sends an unexpected argument, whatever the schema allows.
+    if let (Some(binding), Value::Object(given)) = (&tool.binding, arguments) {
+        for key in given.keys() {
+            let wanted = normalised_key(key);
+            if let Some((name, _)) = binding.parameters.iter().find(|(name, _)| normalised_key(name) == wanted) {
+                unexpected.retain(|u| u != key);
+                unexpected.push(name.clone());
+            }
+        }
+        unexpected.dedup();
+    }
     let respelt = respellings(schema, arguments, &unexpected);
     problems.names.extend(unexpected.into_iter().map(|name| Violation {
         field: pointer(&name),

@@ -42,6 +42,7 @@ impl From<RequestError> for RpcError {
         match err {
             RequestError::Names(err) => RpcError::Names(err),
             RequestError::UnknownTools(resolution) => RpcError::UnknownTools(resolution),
+            err @ RequestError::NoUser(_) => RpcError::Unauthenticated(err.to_string()),
         }
     }
 }

@@ -583,3 +583,114 @@ fn a_jwks_file_that_is_not_json_stops_the_start_and_a_jwks_url_that_is_down_does
     let log: Vec<String> = log.map_while(Result::ok).collect();
     assert!(log.iter().any(|l| l.contains("cannot fetch the JWKS for user tokens")), "{log:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bound_arguments_come_from_who_calls_and_never_from_the_model() {
+    let es = Signer::new(jsonwebtoken::Algorithm::ES256, "es-1");
+    let http = crate::common::backend::start().await;
+    let dir = CatalogDir::new();
+    dir.file("certs/jwks.json", &serde_json::json!({"keys": [es.jwk()]}).to_string());
+    dir.file(
+        "registry/orders.py",
+        "import json, sys\nargs = json.load(sys.stdin)\nopen('ran', 'a').write('x')\nprint(json.dumps({'ok': True, 'result': args}))\n",
+    );
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: list_orders\n    description: x\n    \
+             parameters: {{type: object, properties: {{customer_id: {{type: string, pattern: \"^[a-z]+$\"}}, status: {{type: string}}}}, \
+             required: [customer_id, status]}}\n    bind: {{customer_id: user}}\n    \
+             backend: {{command: {{argv: [python3, orders.py]}}}}\n  \
+             - name: profile\n    description: x\n    backend: {{http: {{url: \"{}\", forward_user_token: true}}}}\n",
+            http.url("/echo")
+        ),
+    );
+    let admin = toolgate::auth::hash_key(KEY_ADMIN);
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n\
+             users:\n  jwt: {{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}}\n"
+        ),
+    );
+    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let token = es.token(claims("alice"));
+    let call = |tool: &str, arguments: &str, user: bool| {
+        let message = ExecuteRequest { tool: tool.into(), arguments_json: arguments.into(), ..Default::default() };
+        let mut request = with_key(message, Some(KEY_ADMIN));
+        if user {
+            request.metadata_mut().insert("x-toolgate-user-token", MetadataValue::try_from(token.as_str()).unwrap());
+        }
+        request
+    };
+
+    // The model never sees the bound parameter.
+    let listed = client
+        .list_tools(with_key(
+            ListToolsRequest { tools: vec!["list_orders".into()], format: 1, ..Default::default() },
+            Some(KEY_ADMIN),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!listed.tools[0].parameters_json.contains("customer_id"), "{}", listed.tools[0].parameters_json);
+    assert!(!listed.formatted_json.contains("customer_id"), "{}", listed.formatted_json);
+    assert!(listed.tools[0].parameters_json.contains("status"));
+
+    // Filled from the verified user.
+    let response = client.execute(call("list_orders", r#"{"status": "open"}"#, true)).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    let received: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();
+    assert_eq!(received, serde_json::json!({"status": "open", "customer_id": "alice"}));
+
+    // Sent by the model, in any spelling: unexpected, and the tool does not run.
+    for key in ["customer_id", "CUSTOMER_ID", "customerId"] {
+        let arguments = format!(r#"{{"status": "open", "{key}": "bob"}}"#);
+        let response = client.execute(call("list_orders", &arguments, true)).await.unwrap().into_inner();
+        let error = response.error.expect("refused");
+        assert_eq!(error.kind, ErrorKind::InvalidArguments as i32, "{key}");
+        assert_eq!(
+            error.message,
+            "unexpected argument: 'customer_id' Expected parameters for 'list_orders' — required: ['status'], optional: [].",
+            "{key}"
+        );
+    }
+    // No user token: UNAUTHENTICATED before anything runs.
+    let status = client.execute(call("list_orders", r#"{"status": "open"}"#, false)).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    assert_eq!(status.message(), "the tool 'list_orders' acts for a user, and the request carries no user token");
+    assert_eq!(std::fs::read_to_string(dir.registry().join("ran")).unwrap(), "x", "the tool ran once, for alice");
+
+    // forward_user_token: the user's token as Authorization.
+    let response = client.execute(call("profile", "{}", true)).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_header("authorization"), Some(format!("Bearer {token}")));
+    assert_eq!(http.seen.last_header("x-toolgate-user").as_deref(), Some("alice"));
+    child.kill().unwrap();
+}
+
+#[test]
+fn a_tool_forwarding_the_user_token_cannot_set_its_own_authorization() {
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: profile\n    description: x\n    backend: {http: {url: \"http://127.0.0.1:9/x\", forward_user_token: true, headers: {Authorization: \"Bearer mine\"}}}\n  \
+         - name: orders\n    description: x\n    parameters: {type: object, properties: {status: {type: string}}}\n    bind: {customer_id: user, status: friend}\n    backend: {builtin: echo}\n",
+    );
+    let out = crate::common::run(dir.dir.path(), &["validate", "--catalog", "registry"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    assert!(
+        text.contains("tools[0] (profile).backend.http.forward_user_token: forward_user_token sends the user's token"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tools[1] (orders).bind.customer_id: 'customer_id' is not a parameter of the tool"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tools[1] (orders).bind.status: binds to 'friend'; a parameter binds to user or principal"),
+        "{text}"
+    );
+}

@@ -89,6 +89,12 @@ pub async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<String,
             identity.insert(name, value);
         }
     }
+    if let (true, Some(user)) = (backend.forward_user_token, &request.caller.user) {
+        if let Ok(mut value) = header::HeaderValue::from_str(&format!("Bearer {}", user.token)) {
+            value.set_sensitive(true);
+            identity.insert(header::AUTHORIZATION, value);
+        }
+    }
     if !identity.is_empty() {
         call = call.headers(identity);
     }
