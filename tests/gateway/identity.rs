@@ -627,10 +627,7 @@ async fn bound_arguments_come_from_who_calls_and_never_from_the_model() {
 
     // The model never sees the bound parameter.
     let listed = client
-        .list_tools(with_key(
-            ListToolsRequest { tools: vec!["list_orders".into()], format: 1, ..Default::default() },
-            Some(KEY_ADMIN),
-        ))
+        .list_tools(with_key(ListToolsRequest { tools: vec!["list_orders".into()], format: 1 }, Some(KEY_ADMIN)))
         .await
         .unwrap()
         .into_inner();
