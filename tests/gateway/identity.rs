@@ -691,3 +691,50 @@ fn a_tool_forwarding_the_user_token_cannot_set_its_own_authorization() {
         "{text}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_ascii_authorization_header_is_refused_and_the_gateway_keeps_serving() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    dir.file("toolgate.yaml", &principals(""));
+    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let mut request = Request::new(ListToolsRequest::default());
+    let value = MetadataValue::try_from("Bearer clé".as_bytes()).unwrap();
+    request.metadata_mut().insert("authorization", value);
+    assert_eq!(client.list_tools(request).await.unwrap_err().code(), Code::Unauthenticated);
+    assert_eq!(names(&mut client, KEY_SUPPORT).await.len(), 2);
+    child.kill().unwrap();
+}
+
+#[test]
+fn a_grant_of_a_tool_from_a_server_still_down_waits_for_it() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let server = crate::common::mcp::stdio_server("late", "odd_server.py", &["exit"], "    startup_timeout: 3s\n");
+    dir.file("registry/servers.yaml", &format!("mcp_servers:\n{server}"));
+    let hash = toolgate::auth::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!("principals:\n  - name: a\n    api_key_sha256: {hash}\n    tools: [courier, list_notes]\n"),
+    );
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "principal 'a': 'list_notes' may be a tool of the MCP server 'late', whose tools have not arrived"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let strict = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--strict", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(1));
+}
