@@ -102,7 +102,7 @@ struct ServeArgs {
     /// Address to listen on; port 0 picks a free port. Default: 127.0.0.1:50051
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-    /// Allow a listen address other than loopback (every caller is trusted).
+    /// Allow a listen address other than loopback without principals (every caller is trusted), or with principals but without TLS.
     #[arg(long)]
     allow_remote: bool,
     /// How long shutdown waits for calls in flight (e.g. 10s).
