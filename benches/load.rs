@@ -137,6 +137,50 @@ fn main() {
     if telemetry {
         telemetry_costs(&runtime, &gateway, seconds, rounds);
     }
+    if args.iter().any(|a| a == "--tls") {
+        tls_costs(&runtime, &gateway, seconds, rounds);
+    }
+}
+
+/// The gateway over TLS (a certificate made here) against the same gateway
+/// in plaintext, with tonic clients, side by side in one run.
+fn tls_costs(runtime: &tokio::runtime::Runtime, plaintext: &Server, seconds: u64, rounds: u64) {
+    let ca = {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap()).unwrap()
+    };
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["localhost".to_owned()]).unwrap().signed_by(&key, &ca).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("server.pem"), dir.path().join("server.key"));
+    std::fs::write(&cert_path, cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    let catalog = tempfile::tempdir().unwrap();
+    std::fs::write(catalog.path().join("tools.yaml"), "tools: []\n").unwrap();
+    let args = ["--tls-cert", cert_path.to_str().unwrap(), "--tls-key", key_path.to_str().unwrap()];
+    let (child, port) = serve::start_with(catalog.path(), &[], &args);
+    let secure = Server { child, stdin: None, stdout: None, port, _catalog: Some(catalog) };
+    let tls = tonic::transport::ClientTlsConfig::new()
+        .ca_certificate(tonic::transport::Certificate::from_pem(ca.pem()))
+        .domain_name("localhost");
+    println!();
+    println!("TLS against plaintext, the same gateway, tonic clients:");
+    Row::header();
+    for shape in SHAPES {
+        let [t, p] = interleaved(rounds, [&secure, plaintext], |server: &Server| {
+            let tls = (server.port == secure.port).then_some(&tls);
+            server.measure(|| runtime.block_on(drive_tls(server.port, shape.connections, shape.streams, seconds, tls)))
+        });
+        Row::print("tonic", shape.name, [("TLS", &t), ("plaintext", &p)]);
+        println!(
+            "{:<26} TLS / plaintext RPS {:.2}; server CPU/req TLS - plaintext {:+.1} µs",
+            format!("tonic, {}", shape.name),
+            t.rps / p.rps,
+            t.cpu_per_request_us - p.cpu_per_request_us
+        );
+    }
+    secure.stop();
 }
 
 /// Measures each server `rounds` times, interleaved, so that a slow spell of
@@ -348,9 +392,26 @@ impl Measured {
 /// `streams` concurrent callers spread over `connections` HTTP/2
 /// connections: 1 s of warm-up, then `seconds` measured.
 async fn drive(port: u16, connections: usize, streams: usize, seconds: u64) -> Measured {
+    drive_tls(port, connections, streams, seconds, None).await
+}
+
+/// [`drive`], over TLS when `tls` says how to trust the server.
+async fn drive_tls(
+    port: u16,
+    connections: usize,
+    streams: usize,
+    seconds: u64,
+    tls: Option<&tonic::transport::ClientTlsConfig>,
+) -> Measured {
     let mut channels = Vec::new();
     for _ in 0..connections {
-        channels.push(Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap().connect().await.unwrap());
+        let channel = match tls {
+            None => Channel::from_shared(format!("http://127.0.0.1:{port}")).unwrap(),
+            Some(tls) => {
+                Channel::from_shared(format!("https://127.0.0.1:{port}")).unwrap().tls_config(tls.clone()).unwrap()
+            }
+        };
+        channels.push(channel.connect().await.unwrap());
     }
     let warm_until = Instant::now() + Duration::from_secs(1);
     let stop_at = warm_until + Duration::from_secs(seconds);

@@ -11,9 +11,16 @@ use std::{
 /// it once it logs that it listens, with its port. Its log goes on being
 /// read, so that it never blocks on a full pipe.
 pub fn start(catalog: &Path, env: &[(&str, &str)]) -> (Child, u16) {
+    start_with(catalog, env, &[])
+}
+
+/// [`start`], with more arguments to `serve` (`--tls-cert`, …).
+#[allow(dead_code)] // each bench uses a part of this module
+pub fn start_with(catalog: &Path, env: &[(&str, &str)], args: &[&str]) -> (Child, u16) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
         .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
         .arg(catalog)
+        .args(args)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .envs(env.iter().copied())
         .stdin(Stdio::null())

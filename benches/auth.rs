@@ -1,0 +1,163 @@
+//! What identity costs on the Execute path, in process (the service's
+//! handler, dispatch to the built-in `echo`): no principals; an API key
+//! (the last of 10 principals); an API key and a user token already
+//! verified (cached). And the first verification of a user token (RS256,
+//! ES256, EdDSA), before it is cached.
+//!
+//! `cargo bench --bench auth`; numbers in BENCHMARKS.md.
+
+// Benchmarks report what they measured and start the processes they measure.
+#![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+
+#[path = "support/catalogue.rs"]
+mod catalogue;
+
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use tonic::Request;
+use toolgate::{
+    auth::{hash_key, JwtConfig, PrincipalConfig, Principals, UserVerifier},
+    config::Policy,
+    exec::{ExecLimits, Executor, Shared},
+    mcp::McpPool,
+    process::Inherited,
+    proto::v1::{tool_gateway_service_server::ToolGatewayService, ExecuteRequest},
+    service::Gateway,
+    telemetry::Observer,
+};
+
+const KEY: &str = "tg_bench_key_9";
+
+fn principals() -> Principals {
+    let configs: Vec<PrincipalConfig> = (0..10)
+        .map(|i| PrincipalConfig {
+            name: format!("bot-{i}"),
+            api_key_sha256: Some(hash_key(&format!("tg_bench_key_{i}"))),
+            client_cert: None,
+            tools: vec!["*".into()],
+        })
+        .collect();
+    Principals::from_config(&configs, "bench.yaml").unwrap()
+}
+
+/// A signing key, its JWKS file, and a verifier reading it.
+struct Idp {
+    key: EncodingKey,
+    algorithm: Algorithm,
+    _dir: tempfile::TempDir,
+    config: JwtConfig,
+}
+
+impl Idp {
+    fn new(algorithm: Algorithm) -> Self {
+        use base64::Engine;
+        let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+        let (key, jwk) = match algorithm {
+            Algorithm::RS256 => {
+                use rsa::pkcs1::EncodeRsaPrivateKey;
+                let private = rsa::RsaPrivateKey::new(&mut rand::rngs::OsRng, 2048).unwrap();
+                let key = EncodingKey::from_rsa_der(private.to_pkcs1_der().unwrap().as_bytes());
+                let jwk =
+                    serde_json::to_value(jsonwebtoken::jwk::Jwk::from_encoding_key(&key, algorithm).unwrap()).unwrap();
+                (key, jwk)
+            }
+            Algorithm::ES256 => {
+                let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+                let key = EncodingKey::from_ec_der(&pair.serialize_der());
+                let jwk =
+                    serde_json::to_value(jsonwebtoken::jwk::Jwk::from_encoding_key(&key, algorithm).unwrap()).unwrap();
+                (key, jwk)
+            }
+            _ => {
+                let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+                let jwk = serde_json::json!({"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "x": b64(pair.public_key_raw())});
+                (EncodingKey::from_ed_der(&pair.serialize_der()), jwk)
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("jwks.json");
+        std::fs::write(&file, serde_json::json!({"keys": [jwk]}).to_string()).unwrap();
+        let config = JwtConfig {
+            issuer: "https://idp.bench/".into(),
+            audience: "toolgate".into(),
+            jwks_file: Some(file),
+            jwks_url: None,
+            header: None,
+        };
+        Self { key, algorithm, _dir: dir, config }
+    }
+
+    fn verifier(&self) -> Arc<UserVerifier> {
+        Arc::new(UserVerifier::new(self.config.clone()).unwrap())
+    }
+
+    fn token(&self) -> String {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let claims =
+            serde_json::json!({"sub": "alice", "iss": "https://idp.bench/", "aud": "toolgate", "exp": now + 3600});
+        jsonwebtoken::encode(&Header::new(self.algorithm), &claims, &self.key).unwrap()
+    }
+}
+
+fn execute_rpc(c: &mut Criterion) {
+    let mut group = c.benchmark_group("execute_rpc_identity");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _entered = runtime.enter();
+    toolgate::tls::install_crypto_provider();
+    let idp = Idp::new(Algorithm::ES256);
+    let token = idp.token();
+    let cases: [(&str, bool, bool); 3] =
+        [("no_principals", false, false), ("api_key", true, false), ("api_key_and_cached_user_token", true, true)];
+    for (name, keyed, user) in cases {
+        let (catalog, _) = catalogue::load(0, "{type: object}");
+        let principals = principals();
+        let grants = if keyed { principals.grants() } else { Default::default() };
+        let shared = Shared::granting(McpPool::empty(), Inherited::default(), Observer::disabled(), grants).unwrap();
+        let mut gateway =
+            Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
+        if keyed {
+            gateway = gateway.with_principals(Arc::new(principals));
+        }
+        if user {
+            gateway = gateway.with_users(Some(idp.verifier()));
+        }
+        let token = token.clone();
+        let request = move || {
+            let message = ExecuteRequest {
+                tool: "echo".into(),
+                arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
+                ..Default::default()
+            };
+            let mut request = Request::new(message);
+            if keyed {
+                request.metadata_mut().insert("authorization", format!("Bearer {KEY}").parse().unwrap());
+            }
+            if user {
+                request.metadata_mut().insert("x-toolgate-user-token", token.parse().unwrap());
+            }
+            request
+        };
+        let response = runtime.block_on(gateway.execute(request())).unwrap().into_inner();
+        assert!(response.ok, "{response:?}");
+        group.bench_function(name, |b| b.iter(|| runtime.block_on(gateway.execute(request())).unwrap()));
+    }
+    group.finish();
+}
+
+fn first_verification(c: &mut Criterion) {
+    let mut group = c.benchmark_group("user_token_first_verification");
+    for algorithm in [Algorithm::RS256, Algorithm::ES256, Algorithm::EdDSA] {
+        let idp = Idp::new(algorithm);
+        let token = idp.token();
+        idp.verifier().verify(&token).unwrap();
+        group.bench_function(format!("{algorithm:?}"), |b| {
+            b.iter_batched(|| idp.verifier(), |verifier| verifier.verify(&token).unwrap(), BatchSize::SmallInput)
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, execute_rpc, first_verification);
+criterion_main!(benches);
