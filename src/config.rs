@@ -16,7 +16,9 @@ use crate::{
     auth::{PrincipalConfig, Principals, UserVerifier, UsersConfig},
     catalog::LoadOptions,
     env::Env,
+    exec::CallState,
     exec::{ArgumentLimits, ExecLimits},
+    state::{MemoryStore, RedisStore, StateConfig, Store},
 };
 
 /// The environment variable that sets the strict policy.
@@ -83,6 +85,7 @@ pub struct FileConfig {
     #[serde(default)]
     pub principals: Vec<PrincipalConfig>,
     pub users: Option<UsersConfig>,
+    pub state: Option<StateConfig>,
     /// The file this was read from (for messages), when it was.
     #[serde(skip)]
     pub origin: Option<String>,
@@ -131,6 +134,9 @@ impl LimitsConfig {
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
     pub strict: Option<bool>,
+    /// Consecutive fixable failures of one tool in one session before
+    /// RETRY_BUDGET_EXHAUSTED (default 3).
+    pub retry_budget: Option<u32>,
 }
 
 impl FileConfig {
@@ -192,6 +198,10 @@ pub struct Settings {
     pub principals: Arc<Principals>,
     /// Verifies the end users' tokens, when `users.jwt` is configured.
     pub users: Option<Arc<UserVerifier>>,
+    /// Where idempotency records and retry budgets live, and their settings.
+    pub calls: CallState,
+    /// The Redis URL, when the state is shared (for messages).
+    pub redis: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -208,6 +218,8 @@ pub enum ConfigError {
     NoClientCa,
     #[error("{0}")]
     Users(String),
+    #[error("state.redis: {0}")]
+    Redis(String),
 }
 
 impl Settings {
@@ -247,8 +259,16 @@ impl Settings {
             Some(jwt) => Some(Arc::new(UserVerifier::new(jwt).map_err(ConfigError::Users)?)),
             None => None,
         };
+        let state = file.state.unwrap_or_default();
+        let store: Arc<dyn Store> = match &state.redis {
+            Some(url) => Arc::new(RedisStore::new(url).map_err(ConfigError::Redis)?),
+            None => Arc::new(MemoryStore::default()),
+        };
+        let calls = CallState::new(store, state.idempotency_ttl, state.session_ttl, file.policy.retry_budget);
         let limits = file.limits.limits();
-        Ok(Self { listen, load, policy, limits, tls, health_listen, principals: Arc::new(principals), users })
+        let principals = Arc::new(principals);
+        let redis = state.redis;
+        Ok(Self { listen, load, policy, limits, tls, health_listen, principals, users, calls, redis })
     }
 }
 

@@ -14,7 +14,7 @@
 //! | 7 | [`exec`] | Execute: name and argument repair, validation, backends, outcomes |
 //! | 8 | [`resolve`], [`mcp`] | names -> tools or suggestions and their messages; the MCP client |
 //! | 9 | [`catalog`] | YAML files -> an immutable catalogue; no network, no processes |
-//! | 10 | [`similar`], [`process`], [`telemetry`], [`tls`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract |
+//! | 10 | [`similar`], [`process`], [`telemetry`], [`tls`], [`proto`], [`state`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract; shared call state (memory, Redis) |
 //! | 11 | [`env`](mod@env) | the process environment as a value, read nowhere else |
 
 pub mod auth;
@@ -31,5 +31,6 @@ pub mod resolve;
 pub mod server;
 pub mod service;
 pub mod similar;
+pub mod state;
 pub mod telemetry;
 pub mod tls;

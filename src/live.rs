@@ -15,7 +15,7 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
     catalog::{self, Files, LoadError, McpListing, Problem},
-    exec::{ExecLimits, Executor, ExecutorSlot, Grants, Shared},
+    exec::{CallState, ExecLimits, Executor, ExecutorSlot, Grants, Shared},
     mcp::{Event, McpPool},
     process::Inherited,
     telemetry::Observer,
@@ -53,10 +53,11 @@ impl LiveCatalog {
         limits: ExecLimits,
         inherited: Inherited,
         grants: Grants,
+        state: CallState,
         observer: Observer,
     ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
         let (pool, events) = McpPool::new(files.servers(), &inherited);
-        let shared = Shared::granting(pool.clone(), inherited, observer, grants)?;
+        let shared = Shared::granting(pool.clone(), inherited, observer, grants)?.keeping(state);
         let listings = pool.list_all().await;
         let loaded = match catalog::assemble(&files, &listings) {
             Ok(loaded) => loaded,

@@ -45,7 +45,9 @@ pub async fn start(
         }
     };
     let grants = settings.principals.grants();
-    let (started, problems) = match LiveCatalog::start(files, settings.limits, inherited, grants, observer).await {
+    let state = settings.calls.clone();
+    let (started, problems) = match LiveCatalog::start(files, settings.limits, inherited, grants, state, observer).await
+    {
         Ok((live, warnings)) => {
             let count = warnings.len();
             (Ok((live, count)), warnings)

@@ -15,6 +15,7 @@ mod builtins;
 pub mod limits;
 pub mod lookup;
 mod observe;
+pub mod once;
 pub mod outcome;
 pub mod validate;
 
@@ -35,6 +36,7 @@ use backends::{Failure, HttpClients};
 pub use limits::{byte_size, readable_duration, ArgumentLimits, ExecLimits};
 pub use lookup::AvailableSet;
 use lookup::{Inventory, Resolved};
+pub use once::CallState;
 pub use outcome::{ErrorKind, ExpectedParameters, Outcome, Repair, RepairKind, ToolError, Violation};
 
 use crate::{
@@ -71,6 +73,10 @@ pub struct Call {
     /// Who sent the call (from the transport and metadata, never from the
     /// arguments).
     pub caller: Caller,
+    /// Once-only delivery: empty for none.
+    pub idempotency_key: String,
+    /// The conversation, for retry budgets: empty for none.
+    pub session_id: String,
 }
 
 /// Who a call is for: the principal that sent it, as authenticated from the
@@ -141,6 +147,12 @@ pub enum RequestError {
     /// The tool acts for a user, and the request carries no user token.
     #[error("the tool '{0}' acts for a user, and the request carries no user token")]
     NoUser(String),
+    /// An idempotency key or session id of the wrong shape.
+    #[error("{0}")]
+    BadId(String),
+    /// An idempotency key already used for another call.
+    #[error("idempotency key '{0}' was already used for a different call")]
+    KeyReused(String),
 }
 
 /// A call that passed resolution, repair and validation.
@@ -163,6 +175,8 @@ pub struct Shared {
     inherited: Inherited,
     observer: Observer,
     grants: Grants,
+    /// Idempotency records and retry budgets.
+    state: once::CallState,
 }
 
 impl Shared {
@@ -181,11 +195,20 @@ impl Shared {
         // With principals, every HTTP call carries identity headers, which
         // must not follow a redirect to another origin.
         let identified = !grants.is_empty();
-        Ok(Arc::new(Self { http: HttpClients::new(identified)?, mcp, inherited, observer, grants }))
+        let state = once::CallState::default();
+        Ok(Arc::new(Self { http: HttpClients::new(identified)?, mcp, inherited, observer, grants, state }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
         &self.mcp
+    }
+
+    /// Keeps idempotency records and retry budgets in `state` (by default
+    /// in memory, with the default TTLs and budget).
+    pub fn keeping(self: Arc<Self>, state: once::CallState) -> Arc<Self> {
+        let mut shared = Arc::try_unwrap(self).unwrap_or_else(|_| panic!("set before the executor shares it"));
+        shared.state = state;
+        Arc::new(shared)
     }
 
     pub fn observer(&self) -> &Observer {
@@ -273,6 +296,7 @@ impl Executor {
             repairs,
             arguments_json,
             result: Err(error),
+            replayed: false,
         };
 
         let (id, name_repair) = match lookup::resolve_tool(&self.catalog, &set, &call.tool, call.strict) {
@@ -355,21 +379,154 @@ impl Executor {
     }
 
     async fn run(&self, call: &Call) -> Result<Outcome, RequestError> {
+        once::check_id("idempotency_key", &call.idempotency_key).map_err(RequestError::BadId)?;
+        once::check_id("session_id", &call.session_id).map_err(RequestError::BadId)?;
         let ready = match self.prepare_async(call).await? {
             Ok(ready) => ready,
-            Err(outcome) => return Ok(outcome),
+            Err(outcome) => return Ok(self.budgeted(call, outcome).await),
         };
         let tool = self.catalog.tool(ready.tool);
-        let result = match call.dry_run {
-            true => Ok(None),
-            false => self.dispatch(ready.tool, &ready, call).await.map(Some),
+        if call.dry_run {
+            return Ok(Outcome {
+                tool: Some(tool.name.clone()),
+                repairs: ready.repairs,
+                arguments_json: ready.arguments_json,
+                result: Ok(None),
+                replayed: false,
+            });
+        }
+        let outcome = match call.idempotency_key.is_empty() {
+            true => self.dispatched(ready, call).await,
+            false => self.once(ready, call).await?,
         };
-        Ok(Outcome {
+        Ok(self.budgeted(call, outcome).await)
+    }
+
+    /// Dispatches a ready call; its outcome.
+    async fn dispatched(&self, ready: Ready, call: &Call) -> Outcome {
+        let tool = self.catalog.tool(ready.tool);
+        let result = self.dispatch(ready.tool, &ready, call).await.map(Some);
+        Outcome {
             tool: Some(tool.name.clone()),
             repairs: ready.repairs,
             arguments_json: ready.arguments_json,
             result,
-        })
+            replayed: false,
+        }
+    }
+
+    /// A call with an idempotency key: the first claims the key and runs;
+    /// the same call again gets the first's answer, replayed; a different
+    /// call with the key is refused.
+    async fn once(&self, ready: Ready, call: &Call) -> Result<Outcome, RequestError> {
+        let state = &self.shared.state;
+        let tool = self.catalog.tool(ready.tool);
+        let key = once::idempotency_key(&call.caller, &call.idempotency_key);
+        let hash = once::call_hash(&tool.name, &ready.arguments);
+        let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
+        let running = once::Record::running(&hash, limit);
+        let in_band = |kind: ErrorKind, message: &str, retryable: bool| {
+            let mut error = ToolError::new(kind, message, false);
+            error.retryable = retryable;
+            Outcome {
+                tool: Some(tool.name.clone()),
+                repairs: ready.repairs.clone(),
+                arguments_json: ready.arguments_json.clone(),
+                result: Err(error),
+                replayed: false,
+            }
+        };
+        let existing = match state.store.claim(&key, &running, state.idempotency_ttl).await {
+            Ok(existing) => existing,
+            Err(err) => {
+                state.warn_unreachable("idempotency keys cannot be checked", &err);
+                self.shared.observer.metrics.store_error("idempotency");
+                if tool.idempotent {
+                    return Ok(self.dispatched(ready, call).await);
+                }
+                let message = "cannot guarantee once-only delivery right now; the call did not run";
+                return Ok(in_band(ErrorKind::Unavailable, message, true));
+            }
+        };
+        let Some(existing) = existing else {
+            let idempotent = tool.idempotent;
+            let outcome = self.dispatched(ready, call).await;
+            let kept = once::to_store(&outcome, idempotent);
+            let stored = match &kept {
+                Some(kept) => state
+                    .store
+                    .replace(&key, &running, &once::Record::done(&hash, kept), state.idempotency_ttl)
+                    .await
+                    .map(|_| ()),
+                None => state.store.remove(&key, &running).await,
+            };
+            if let Err(err) = stored {
+                state.warn_unreachable("an idempotency record could not be written", &err);
+                self.shared.observer.metrics.store_error("idempotency");
+            }
+            return Ok(outcome);
+        };
+        let replayed = |mut outcome: Outcome| {
+            outcome.replayed = true;
+            self.shared.observer.metrics.replayed(Some(&outcome.tool.clone().unwrap_or_default()));
+            outcome
+        };
+        match once::Record::parse(&existing) {
+            Some(record) if record.hash() != hash => Err(RequestError::KeyReused(call.idempotency_key.clone())),
+            Some(once::Record::Done { outcome, .. }) => Ok(replayed(*outcome)),
+            _ => {
+                let deadline = Instant::now() + call.deadline.unwrap_or(limit + Duration::from_secs(5));
+                match once::wait_for_first(state, &key, &hash, &tool.name, deadline).await {
+                    Ok(once::Waited::Done(outcome)) => Ok(replayed(*outcome)),
+                    Ok(once::Waited::Different) => Err(RequestError::KeyReused(call.idempotency_key.clone())),
+                    Ok(once::Waited::StillRunning) => {
+                        Ok(in_band(ErrorKind::Unavailable, "the first call with this key is still running", true))
+                    }
+                    Err(err) => {
+                        state.warn_unreachable("idempotency keys cannot be checked", &err);
+                        let message = "cannot guarantee once-only delivery right now; the call did not run";
+                        Ok(in_band(ErrorKind::Unavailable, message, true))
+                    }
+                }
+            }
+        }
+    }
+
+    /// Counts a failure the model could fix against the session's budget for
+    /// its tool (every unresolved name shares one), and past the budget
+    /// answers RETRY_BUDGET_EXHAUSTED instead; a success resets the tool's
+    /// count. Without a session, or with the store unreachable (the call
+    /// proceeds), the outcome is unchanged.
+    async fn budgeted(&self, call: &Call, mut outcome: Outcome) -> Outcome {
+        if call.session_id.is_empty() || outcome.replayed {
+            return outcome;
+        }
+        let state = &self.shared.state;
+        let bucket = outcome.tool.clone().unwrap_or_else(|| once::UNRESOLVED.to_owned());
+        let key = once::budget_key(&call.caller, &call.session_id, &bucket);
+        let counted = match &outcome.result {
+            Ok(_) => state.store.reset(&key).await.map(|()| None),
+            Err(error) if once::counts(error) => state.store.increment(&key, state.session_ttl).await.map(Some),
+            Err(_) => Ok(None),
+        };
+        match counted {
+            Ok(Some(failures)) if failures > u64::from(state.retry_budget) => {
+                let shown = match &outcome.tool {
+                    Some(tool) => format!("'{tool}'"),
+                    None => crate::resolve::message::quote_emitted(&call.tool),
+                };
+                if let Err(last) = &outcome.result {
+                    outcome.result = Err(once::exhausted(&shown, failures - 1, last));
+                }
+                self.shared.observer.metrics.budget_exhausted(outcome.tool.as_deref());
+            }
+            Ok(_) => {}
+            Err(err) => {
+                state.warn_unreachable("retry budgets are not kept (the call proceeds)", &err);
+                self.shared.observer.metrics.store_error("budget");
+            }
+        }
+        outcome
     }
 
     /// Runs a ready call under the tool's timeout (or the caller's deadline,

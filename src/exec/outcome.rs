@@ -55,7 +55,7 @@ fn without_controls(text: &str) -> String {
 }
 
 /// The kinds of DESIGN section 5.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ErrorKind {
     /// No single tool in the available set matches the emitted name.
     UnknownTool,
@@ -114,7 +114,7 @@ impl ErrorKind {
 }
 
 /// The parameter hint: a tool's parameters by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExpectedParameters {
     /// In the order of the schema's `required`.
     pub required: Vec<String>,
@@ -123,7 +123,7 @@ pub struct ExpectedParameters {
 }
 
 /// One problem with one argument.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Violation {
     /// A JSON pointer into the arguments (`/items/0/name`); empty for the whole object.
     pub field: String,
@@ -131,7 +131,7 @@ pub struct Violation {
 }
 
 /// A failed call, in words a model can act on.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolError {
     pub kind: ErrorKind,
     pub message: String,
@@ -167,7 +167,7 @@ impl ToolError {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum RepairKind {
     ToolName,
     ArgumentName,
@@ -186,7 +186,7 @@ impl RepairKind {
 }
 
 /// One repair made to a call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Repair {
     pub kind: RepairKind,
     pub original: String,
@@ -194,7 +194,7 @@ pub struct Repair {
 }
 
 /// The end of one Execute call.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     /// The canonical tool name; `None` when the name resolved to no tool.
     pub tool: Option<String>,
@@ -203,4 +203,7 @@ pub struct Outcome {
     pub arguments_json: String,
     /// The tool's result as JSON text, unchanged (`None` for a dry run), or the error.
     pub result: Result<Option<String>, ToolError>,
+    /// The stored answer of an earlier call with the same idempotency key.
+    #[serde(default)]
+    pub replayed: bool,
 }

@@ -60,10 +60,12 @@ pub fn call(
         deadline,
         traceparent,
         caller: Default::default(),
+        idempotency_key: request.idempotency_key,
+        session_id: request.session_id,
     }
 }
 
-pub fn execute_response(outcome: Outcome) -> pb::ExecuteResponse {
+pub fn execute_response(outcome: Outcome, call_id: String) -> pb::ExecuteResponse {
     let repairs = outcome
         .repairs
         .into_iter()
@@ -80,6 +82,8 @@ pub fn execute_response(outcome: Outcome) -> pb::ExecuteResponse {
         arguments_json: outcome.arguments_json,
         result_json,
         error,
+        replayed: outcome.replayed,
+        call_id,
     }
 }
 

@@ -158,7 +158,7 @@ impl Gateway {
         let mut call = convert::call(request, strict, caller_deadline(metadata), traceparent);
         call.caller = caller;
         let outcome = self.executor().execute(&call).await?;
-        Ok(convert::execute_response(outcome))
+        Ok(convert::execute_response(outcome, call.call_id))
     }
 
     async fn list_tools_rpc(

@@ -29,6 +29,9 @@ pub enum RpcError {
     /// A strict Execute whose `tools` name what does not exist (INVALID_ARGUMENT).
     #[error("{}", .0.message())]
     UnknownTools(Resolution),
+    /// A request that cannot be executed as sent (INVALID_ARGUMENT).
+    #[error("{0}")]
+    Invalid(String),
     /// No principal proven (UNAUTHENTICATED), one message for every reason.
     #[error("{0}")]
     Unauthenticated(String),
@@ -43,6 +46,7 @@ impl From<RequestError> for RpcError {
             RequestError::Names(err) => RpcError::Names(err),
             RequestError::UnknownTools(resolution) => RpcError::UnknownTools(resolution),
             err @ RequestError::NoUser(_) => RpcError::Unauthenticated(err.to_string()),
+            err @ (RequestError::BadId(_) | RequestError::KeyReused(_)) => RpcError::Invalid(err.to_string()),
         }
     }
 }
@@ -56,7 +60,9 @@ impl From<RpcError> for Status {
             RpcError::UnknownTools(resolution) => Status::invalid_argument(fitted(&resolution)),
             RpcError::Internal(_) => Status::internal(cut(err.to_string())),
             RpcError::Unauthenticated(_) => Status::unauthenticated(cut(err.to_string())),
-            RpcError::Names(_) | RpcError::Format(_) => Status::invalid_argument(cut(err.to_string())),
+            RpcError::Names(_) | RpcError::Format(_) | RpcError::Invalid(_) => {
+                Status::invalid_argument(cut(err.to_string()))
+            }
         }
     }
 }

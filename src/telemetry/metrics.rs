@@ -27,6 +27,9 @@ pub struct Metrics {
     violations: Counter<u64>,
     duration: Histogram<f64>,
     rpc_duration: Histogram<f64>,
+    replays: Counter<u64>,
+    exhaustions: Counter<u64>,
+    state_errors: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
 }
 
@@ -49,6 +52,18 @@ impl Metrics {
                 .f64_histogram(semconv::RPC_DURATION)
                 .with_unit("s")
                 .with_description("Duration of RPCs served")
+                .build(),
+            replays: meter
+                .u64_counter(semconv::REPLAYS)
+                .with_description("Answers given again for a repeated idempotency key, by tool")
+                .build(),
+            exhaustions: meter
+                .u64_counter(semconv::BUDGET_EXHAUSTIONS)
+                .with_description("Failing calls answered RETRY_BUDGET_EXHAUSTED, by tool")
+                .build(),
+            state_errors: meter
+                .u64_counter(semconv::STATE_ERRORS)
+                .with_description("Times the state store (memory or Redis) could not answer, by use")
                 .build(),
             labels: Arc::default(),
         }
@@ -114,6 +129,19 @@ impl Metrics {
 
     pub fn violations(&self, tool: Option<&str>, count: usize) {
         self.violations.add(count as u64, &[self.tool(tool)]);
+    }
+
+    pub fn replayed(&self, tool: Option<&str>) {
+        self.replays.add(1, &[self.tool(tool)]);
+    }
+
+    pub fn budget_exhausted(&self, tool: Option<&str>) {
+        self.exhaustions.add(1, &[self.tool(tool)]);
+    }
+
+    /// `what`: `idempotency` or `budget`.
+    pub fn store_error(&self, what: &'static str) {
+        self.state_errors.add(1, &[KeyValue::new(semconv::STATE_USE, what)]);
     }
 
     pub fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {

@@ -38,6 +38,11 @@ pub const HINTS: &str = "toolgate.tool.hints";
 pub const VIOLATIONS: &str = "toolgate.tool.violations";
 pub const DURATION: &str = "toolgate.tool.duration";
 pub const RPC_DURATION: &str = "rpc.server.call.duration";
+pub const REPLAYS: &str = "toolgate.idempotency.replays";
+pub const BUDGET_EXHAUSTIONS: &str = "toolgate.retry_budget.exhaustions";
+pub const STATE_ERRORS: &str = "toolgate.state.errors";
+/// What the state store was doing when it failed: `idempotency` or `budget`.
+pub const STATE_USE: &str = "toolgate.state.use";
 /// The outcome of a call: `ok` or the error kind (`unknown_tool`, …).
 pub const OUTCOME: &str = "toolgate.outcome";
 /// The tool label of calls that resolved to no tool, and of tools past the

@@ -19,7 +19,7 @@ const LAYERS: &[&[&str]] = &[
     &["exec"],
     &["resolve", "mcp"],
     &["catalog"],
-    &["similar", "process", "telemetry", "tls", "proto"],
+    &["similar", "process", "telemetry", "tls", "proto", "state"],
     &["env"],
 ];
 

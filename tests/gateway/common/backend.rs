@@ -81,7 +81,13 @@ pub async fn start() -> HttpBackend {
         tokio::time::sleep(Duration::from_secs(30)).await;
         json(StatusCode::OK, "{}")
     });
+    let pause = post(|State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+        record(&seen, &headers, &body);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        json(StatusCode::OK, &String::from_utf8_lossy(&body))
+    });
     let app = Router::new()
+        .route("/pause", pause)
         .route("/echo", recorded(|body| json(StatusCode::OK, &String::from_utf8_lossy(body))))
         .route("/result", recorded(|_| json(StatusCode::OK, "{\"b\": 2, \"a\": [1.50, 1e3], \"z\": null}")))
         .route("/not_found", recorded(|_| (StatusCode::NOT_FOUND, "no order 42 in this shop").into_response()))

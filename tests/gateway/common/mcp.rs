@@ -67,9 +67,15 @@ impl McpGateway {
         let files = catalog::read(&options, env);
         toolgate::tls::install_crypto_provider();
         let inherited = Inherited::from_env(&Env::from_process());
-        let (live, warnings) =
-            LiveCatalog::start(files, ExecLimits::default(), inherited, Default::default(), Observer::disabled())
-                .await?;
+        let (live, warnings) = LiveCatalog::start(
+            files,
+            ExecLimits::default(),
+            inherited,
+            Default::default(),
+            Default::default(),
+            Observer::disabled(),
+        )
+        .await?;
         let gw = TestGateway::serve(live.current(), policy).await;
         Ok(Self { gw, live, warnings })
     }

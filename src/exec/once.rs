@@ -1,0 +1,311 @@
+//! Once-only calls (idempotency keys) and retry budgets (DESIGN-wave2
+//! section 10), kept in a [`Store`] of opaque records that this module
+//! gives a meaning: the store is in memory, or Redis shared by replicas.
+//!
+//! Keys (documented in the README):
+//! - `toolgate:idem:<sha256 of principal, user and key>`: a record
+//!   `{"hash", "state": "running", "until"}` while the first call runs (a
+//!   lease of the tool's timeout and a margin), then `{"hash", "state":
+//!   "done", "outcome"}` for `idempotency_ttl`.
+//! - `toolgate:budget:<sha256 of principal, user and session>:<tool>`: the
+//!   count of consecutive failures the model could fix, for `session_ttl`.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::{
+    outcome::{ErrorKind, Outcome, ToolError},
+    Caller,
+};
+use crate::state::{MemoryStore, Store, StoreError};
+
+/// An idempotency key or session id is at most this long.
+pub const MAX_ID_BYTES: usize = 256;
+/// Defaults of `state:` and `policy.retry_budget`.
+pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(3600);
+pub const DEFAULT_RETRY_BUDGET: u32 = 3;
+/// A running claim lasts the tool's timeout and this much more.
+const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// How often a call waiting for the first with its key looks again.
+const POLL: Duration = Duration::from_millis(20);
+/// The bucket of every name that resolved to no tool.
+pub const UNRESOLVED: &str = "_unresolved";
+
+/// The store and its settings.
+#[derive(Clone)]
+pub struct CallState {
+    pub store: Arc<dyn Store>,
+    pub idempotency_ttl: Duration,
+    pub session_ttl: Duration,
+    pub retry_budget: u32,
+    /// When the last "store unreachable" warning was logged (ms since the
+    /// epoch): one a minute.
+    warned: Arc<AtomicU64>,
+}
+
+impl Default for CallState {
+    fn default() -> Self {
+        Self::new(Arc::new(MemoryStore::default()), None, None, None)
+    }
+}
+
+impl std::fmt::Debug for CallState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallState").field("retry_budget", &self.retry_budget).finish_non_exhaustive()
+    }
+}
+
+impl CallState {
+    pub fn new(
+        store: Arc<dyn Store>,
+        idempotency_ttl: Option<Duration>,
+        session_ttl: Option<Duration>,
+        retry_budget: Option<u32>,
+    ) -> Self {
+        Self {
+            store,
+            idempotency_ttl: idempotency_ttl.unwrap_or(DEFAULT_IDEMPOTENCY_TTL),
+            session_ttl: session_ttl.unwrap_or(DEFAULT_SESSION_TTL),
+            retry_budget: retry_budget.unwrap_or(DEFAULT_RETRY_BUDGET),
+            warned: Arc::default(),
+        }
+    }
+
+    /// Logs that the store is unreachable, at most once a minute.
+    pub fn warn_unreachable(&self, what: &str, err: &StoreError) {
+        let now = now_ms();
+        let last = self.warned.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= 60_000
+            && self.warned.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            tracing::warn!("{what}: {err}");
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Whether an id (key or session) is acceptable: at most 256 bytes, no
+/// control characters.
+pub fn check_id(field: &'static str, id: &str) -> Result<(), String> {
+    if id.len() > MAX_ID_BYTES {
+        return Err(format!("{field} is {} bytes long; at most {MAX_ID_BYTES}", id.len()));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(format!("{field} holds a control character"));
+    }
+    Ok(())
+}
+
+/// `sha256(principal \0 user \0 id)` in hex: a scope no caller can enter
+/// from another's.
+fn scoped(caller: &Caller, id: &str) -> String {
+    let (principal, user) = caller.identity();
+    let mut hash = Sha256::new();
+    for part in [principal.unwrap_or(""), user.unwrap_or(""), id] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn idempotency_key(caller: &Caller, key: &str) -> String {
+    format!("toolgate:idem:{}", scoped(caller, key))
+}
+
+pub fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
+    format!("toolgate:budget:{}:{tool}", scoped(caller, session))
+}
+
+/// The hash of a call: the canonical tool and its arguments (after repair
+/// and binding) as JSON with sorted keys.
+pub fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    let text = serde_json::to_string(&sorted(&Value::Object(arguments.clone()))).expect("JSON values serialise");
+    let mut hash = Sha256::new();
+    hash.update(tool.as_bytes());
+    hash.update([0]);
+    hash.update(text.as_bytes());
+    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// An idempotency record.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum Record {
+    Running { hash: String, until: u64 },
+    Done { hash: String, outcome: Box<Outcome> },
+}
+
+impl Record {
+    pub fn hash(&self) -> &str {
+        match self {
+            Record::Running { hash, .. } | Record::Done { hash, .. } => hash,
+        }
+    }
+
+    pub fn running(hash: &str, timeout: Duration) -> Vec<u8> {
+        let until = now_ms() + (timeout + LEASE_MARGIN).as_millis() as u64;
+        serde_json::to_vec(&Record::Running { hash: hash.to_owned(), until }).expect("records serialise")
+    }
+
+    pub fn done(hash: &str, outcome: &Outcome) -> Vec<u8> {
+        serde_json::to_vec(&Record::Done { hash: hash.to_owned(), outcome: Box::new(outcome.clone()) })
+            .expect("records serialise")
+    }
+
+    pub fn parse(bytes: &[u8]) -> Option<Record> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
+/// What to do with a claimed key once the call has an outcome: keep the
+/// outcome (`Some`, perhaps reworded for replays), or release the key.
+pub fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
+    let Err(error) = &outcome.result else { return Some(outcome.clone()) };
+    match error.kind {
+        ErrorKind::NotFound | ErrorKind::Refused | ErrorKind::ToolCrashed => Some(outcome.clone()),
+        // The tool did not act, or never got the call: the key may be used again.
+        ErrorKind::InvalidArguments | ErrorKind::UnknownTool | ErrorKind::RetryBudgetExhausted => None,
+        ErrorKind::Unavailable => None,
+        // It may have acted: an idempotent tool may run again, any other
+        // must not.
+        ErrorKind::Timeout if idempotent => None,
+        ErrorKind::Timeout => {
+            let mut kept = outcome.clone();
+            if let Err(error) = &mut kept.result {
+                error.message = format!(
+                    "{}; this is the answer of an earlier call with the same idempotency key: its effect is \
+                     unknown, and the call was not run twice",
+                    error.message
+                );
+                error.retryable = false;
+            }
+            Some(kept)
+        }
+    }
+}
+
+/// The answer when a running claim's holder vanished (its lease ran out):
+/// stored in its place, never a second run.
+pub fn vanished(tool: &str) -> Outcome {
+    let message = format!(
+        "an earlier call with this idempotency key to '{tool}' ended without an answer; its effect is unknown, \
+         and the call was not run twice"
+    );
+    Outcome {
+        tool: Some(tool.to_owned()),
+        repairs: Vec::new(),
+        arguments_json: String::new(),
+        result: Err(ToolError::new(ErrorKind::Unavailable, message, false)),
+        replayed: true,
+    }
+}
+
+/// Waits for the first call with a key to finish; its outcome, or why not.
+pub enum Waited {
+    Done(Box<Outcome>),
+    /// Our deadline came first.
+    StillRunning,
+    /// The record changed to another call's (its hash differs).
+    Different,
+}
+
+/// Polls the record of `key` until it is done, its lease runs out (then it
+/// becomes "effect unknown" for every caller), or `deadline` passes.
+pub async fn wait_for_first(
+    state: &CallState,
+    key: &str,
+    hash: &str,
+    tool: &str,
+    deadline: Instant,
+) -> Result<Waited, StoreError> {
+    loop {
+        let Some(bytes) = state.store.get(key).await? else {
+            // Released (the first call never reached its backend): treat as
+            // still running for this request; a retry claims it afresh.
+            return Ok(Waited::StillRunning);
+        };
+        match Record::parse(&bytes) {
+            Some(record) if record.hash() != hash => return Ok(Waited::Different),
+            Some(Record::Done { outcome, .. }) => return Ok(Waited::Done(outcome)),
+            Some(Record::Running { until, .. }) if until <= now_ms() => {
+                let outcome = vanished(tool);
+                let stored = Record::done(hash, &outcome);
+                if state.store.replace(key, &bytes, &stored, state.idempotency_ttl).await? {
+                    return Ok(Waited::Done(Box::new(outcome)));
+                }
+            }
+            _ => {}
+        }
+        if Instant::now() + POLL > deadline {
+            return Ok(Waited::StillRunning);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The RETRY_BUDGET_EXHAUSTED answer to a failing attempt; `tool` quoted.
+pub fn exhausted(tool: &str, failures: u64, last: &ToolError) -> ToolError {
+    let message = format!(
+        "{tool} failed {failures} times in this session; stop calling it and tell the user what went wrong. \
+         Last problem: {}",
+        last.message
+    );
+    ToolError::new(ErrorKind::RetryBudgetExhausted, message, false)
+}
+
+/// Whether a failure is one the model could fix (and so counts).
+pub fn counts(error: &ToolError) -> bool {
+    matches!(error.kind, ErrorKind::UnknownTool | ErrorKind::InvalidArguments)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_bounded_and_printable() {
+        assert!(check_id("idempotency_key", "call_0").is_ok());
+        assert!(check_id("idempotency_key", &"k".repeat(257)).is_err());
+        assert!(check_id("session_id", "a\nb").is_err());
+    }
+
+    #[test]
+    fn scopes_never_meet() {
+        let a = Caller { principal: Some("a".into()), user: None };
+        let b = Caller { principal: Some("b".into()), user: None };
+        assert_ne!(idempotency_key(&a, "call_0"), idempotency_key(&b, "call_0"));
+        assert_eq!(idempotency_key(&a, "call_0"), idempotency_key(&a, "call_0"));
+    }
+
+    #[test]
+    fn the_hash_ignores_key_order() {
+        let one: serde_json::Map<String, Value> = serde_json::from_str(r#"{"a": 1, "b": {"y": 2, "x": 1}}"#).unwrap();
+        let two: serde_json::Map<String, Value> = serde_json::from_str(r#"{"b": {"x": 1, "y": 2}, "a": 1}"#).unwrap();
+        assert_eq!(call_hash("t", &one), call_hash("t", &two));
+        assert_ne!(call_hash("t", &one), call_hash("u", &one));
+    }
+}

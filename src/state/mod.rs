@@ -1,0 +1,94 @@
+//! The state calls share across requests and replicas: idempotency records
+//! and retry budgets (DESIGN-wave2 section 10), as opaque byte records under
+//! string keys. The store knows nothing of outcomes; the executor gives the
+//! bytes their meaning. Every operation is atomic on its own (claim if
+//! absent, replace if unchanged, increment): no read-then-write.
+//!
+//! Two stores: in memory (one process, bounded) and Redis or Valkey
+//! ([`redis::RedisStore`]), which several replicas share.
+//!
+//! Keys are namespaced by the caller: `toolgate:idem:<scope>:<key>` and
+//! `toolgate:budget:<scope>:<session>:<tool>`.
+
+pub mod memory;
+pub mod redis;
+
+use std::{future::Future, pin::Pin, time::Duration};
+
+pub use memory::MemoryStore;
+pub use redis::RedisStore;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Why the store could not answer. The caller decides what that means
+/// (idempotency fails closed, budgets fail open).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("the state store is unreachable: {0}")]
+    Unavailable(String),
+}
+
+/// Opaque records with a time to live.
+pub trait Store: Send + Sync {
+    /// Sets `key` to `value` for `ttl` if it is absent: `None`, claimed;
+    /// else the record already there.
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>>;
+
+    /// Sets `key` to `value` for `ttl` if it still holds `expected`; whether
+    /// it did.
+    fn replace<'a>(
+        &'a self,
+        key: &'a str,
+        expected: &'a [u8],
+        value: &'a [u8],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>>;
+
+    /// The record of `key`, if any.
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>>;
+
+    /// Removes `key` if it still holds `expected` (so a release never
+    /// removes what another call claimed since).
+    fn remove<'a>(&'a self, key: &'a str, expected: &'a [u8]) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// Adds one to the counter `key` (0 if absent), keeps it `ttl` from
+    /// now; the new count.
+    fn increment<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, Result<u64, StoreError>>;
+
+    /// Removes the counter `key`.
+    fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// The count of `key` (0 if absent).
+    fn count<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<u64, StoreError>>;
+}
+
+/// `state:` of the configuration file.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateConfig {
+    /// `redis://HOST:6379/0` (or `rediss://`): shared by every replica.
+    pub redis: Option<String>,
+    /// How long an idempotency record is kept (default 24 h).
+    #[serde(default, with = "humantime_serde_opt")]
+    pub idempotency_ttl: Option<Duration>,
+    /// How long an idle session's budgets are kept (default 1 h).
+    #[serde(default, with = "humantime_serde_opt")]
+    pub session_ttl: Option<Duration>,
+}
+
+/// Durations written as `24h`, `90s`.
+mod humantime_serde_opt {
+    use std::time::Duration;
+
+    use serde::Deserialize;
+
+    pub fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+        let text: Option<String> = Option::deserialize(deserializer)?;
+        text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom)).transpose()
+    }
+}

@@ -1,0 +1,157 @@
+//! The state in Redis or Valkey, shared by every replica. Each operation is
+//! one atomic command or Lua script. The connection (the `redis` crate's
+//! tokio connection manager, which reconnects by itself) is made on first
+//! use and again after a failure, at most once a second: the gateway starts
+//! while Redis is down, and a call that needs it meanwhile gets
+//! [`StoreError::Unavailable`] at once instead of waiting.
+
+use std::{
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use ::redis::{aio::ConnectionManager, AsyncCommands, Client, Script};
+use tokio::sync::Mutex as AsyncMutex;
+
+use super::{BoxFuture, Store, StoreError};
+
+/// How long one command may take, and a connection attempt.
+const TIMEOUT: Duration = Duration::from_millis(500);
+/// The least time between two connection attempts.
+const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+pub struct RedisStore {
+    client: Client,
+    connection: AsyncMutex<Option<ConnectionManager>>,
+    last_attempt: Mutex<Option<Instant>>,
+    claim: Script,
+    replace: Script,
+    remove: Script,
+    increment: Script,
+}
+
+impl RedisStore {
+    /// For a `redis://` or `rediss://` URL (checked now: a malformed one is
+    /// an error); nothing is connected yet.
+    pub fn new(url: &str) -> Result<Self, String> {
+        let client = Client::open(url).map_err(|err| format!("invalid Redis URL: {err}"))?;
+        Ok(Self {
+            client,
+            connection: AsyncMutex::new(None),
+            last_attempt: Mutex::new(None),
+            // Set if absent, else return what is there.
+            claim: Script::new(
+                "if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return false end \
+                 return redis.call('GET', KEYS[1])",
+            ),
+            replace: Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then \
+                 redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 end return 0",
+            ),
+            remove: Script::new(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end return 1",
+            ),
+            increment: Script::new(
+                "local n = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return n",
+            ),
+        })
+    }
+
+    /// The connection, made now if there is none (not more than once a
+    /// second).
+    async fn connection(&self) -> Result<ConnectionManager, StoreError> {
+        let mut connection = self.connection.lock().await;
+        if let Some(connection) = connection.as_ref() {
+            return Ok(connection.clone());
+        }
+        {
+            let mut last = self.last_attempt.lock().unwrap_or_else(|e| e.into_inner());
+            if last.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
+                return Err(StoreError::Unavailable("not connected".to_owned()));
+            }
+            *last = Some(Instant::now());
+        }
+        let config = ::redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(TIMEOUT))
+            .set_response_timeout(Some(TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(RETRY_AFTER);
+        let made = ConnectionManager::new_with_config(self.client.clone(), config)
+            .await
+            .map_err(|err| StoreError::Unavailable(err.to_string()))?;
+        tracing::info!("connected to Redis");
+        *connection = Some(made.clone());
+        Ok(made)
+    }
+
+    async fn run<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> ::redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        let mut connection = self.connection().await?;
+        f(&mut connection).await.map_err(|err| {
+            // A connection that broke is made again on a later call (at most
+            // once a second), whatever the manager's own retries did.
+            if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() || err.is_timeout() {
+                if let Ok(mut cached) = self.connection.try_lock() {
+                    *cached = None;
+                }
+            }
+            StoreError::Unavailable(err.to_string())
+        })
+    }
+}
+
+fn millis(ttl: Duration) -> u64 {
+    ttl.as_millis().max(1) as u64
+}
+
+impl Store for RedisStore {
+    fn claim<'a>(
+        &'a self,
+        key: &'a str,
+        value: &'a [u8],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(self.run(async move |c| self.claim.key(key).arg(value).arg(millis(ttl)).invoke_async(c).await))
+    }
+
+    fn replace<'a>(
+        &'a self,
+        key: &'a str,
+        expected: &'a [u8],
+        value: &'a [u8],
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<bool, StoreError>> {
+        Box::pin(self.run(async move |c| {
+            let replaced: i64 = self.replace.key(key).arg(expected).arg(value).arg(millis(ttl)).invoke_async(c).await?;
+            Ok(replaced == 1)
+        }))
+    }
+
+    fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
+        Box::pin(self.run(async move |c| c.get(key).await))
+    }
+
+    fn remove<'a>(&'a self, key: &'a str, expected: &'a [u8]) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.run(async move |c| {
+            let _: i64 = self.remove.key(key).arg(expected).invoke_async(c).await?;
+            Ok(())
+        }))
+    }
+
+    fn increment<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.run(async move |c| self.increment.key(key).arg(millis(ttl)).invoke_async(c).await))
+    }
+
+    fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.run(async move |c| c.del(key).await))
+    }
+
+    fn count<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
+        Box::pin(self.run(async move |c| {
+            let count: Option<u64> = c.get(key).await?;
+            Ok(count.unwrap_or(0))
+        }))
+    }
+}

@@ -1,0 +1,273 @@
+//! Once-only calls and retry budgets (DESIGN-wave2 section 10): in memory
+//! through a real client, and on a real Redis shared by two real gateway
+//! processes.
+
+use std::{
+    io::BufRead,
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use tonic::{transport::Channel, Code};
+use toolgate::proto::v1::{
+    tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse,
+};
+
+use crate::common::{backend, redis::Redis, stderr, toolgate, CatalogDir, Reaped, TestGateway};
+
+type Client = ToolGatewayServiceClient<Channel>;
+
+fn registry(http: &backend::HttpBackend) -> String {
+    format!(
+        "tools:\n  - name: send_money\n    description: x\n    \
+         parameters: {{type: object, properties: {{to: {{type: string}}, amount: {{type: integer}}}}, required: [to, amount], additionalProperties: false}}\n    \
+         backend: {{http: {{url: \"{}\"}}}}\n  \
+         - name: slow_transfer\n    description: x\n    timeout: 300ms\n    backend: {{http: {{url: \"{}\"}}}}\n  \
+         - name: careful_transfer\n    description: x\n    backend: {{http: {{url: \"{}\"}}}}\n  \
+         - name: lookup\n    description: x\n    idempotent: true\n    timeout: 300ms\n    backend: {{http: {{url: \"{}\"}}}}\n",
+        http.url("/echo"),
+        http.url("/slow"),
+        http.url("/pause"),
+        http.url("/slow"),
+    )
+}
+
+async fn call(client: &mut Client, tool: &str, arguments: &str, key: &str, session: &str) -> ExecuteResponse {
+    let request = ExecuteRequest {
+        tool: tool.into(),
+        arguments_json: arguments.into(),
+        idempotency_key: key.into(),
+        session_id: session.into(),
+        call_id: "call_0".into(),
+        ..Default::default()
+    };
+    client.execute(request).await.unwrap().into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_runs_a_call_once_and_answers_retries_with_its_outcome() {
+    let http = backend::start().await;
+    let mut gw = TestGateway::registry(&registry(&http)).start().await;
+    let client = &mut gw.client;
+    let args = r#"{"to": "bob", "amount": 5}"#;
+    let first = call(client, "send_money", args, "k1", "").await;
+    assert!(first.ok && !first.replayed, "{first:?}");
+    let again = call(client, "SendMoney", args, "k1", "").await;
+    assert!(again.ok && again.replayed, "{again:?}");
+    assert_eq!(again.result_json, first.result_json);
+    assert_eq!(again.call_id, "call_0");
+    assert_eq!(http.seen.calls(), 1, "the tool ran once");
+
+    // The same key for another call: refused.
+    let status = client
+        .execute(ExecuteRequest {
+            tool: "send_money".into(),
+            arguments_json: r#"{"to": "eve", "amount": 500}"#.into(),
+            idempotency_key: "k1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert_eq!(status.message(), "idempotency key 'k1' was already used for a different call");
+
+    // A call that never reached the backend releases its key.
+    let invalid = call(client, "send_money", r#"{"to": "bob"}"#, "k2", "").await;
+    assert_eq!(invalid.error.unwrap().kind, ErrorKind::InvalidArguments as i32);
+    let fixed = call(client, "send_money", args, "k2", "").await;
+    assert!(fixed.ok && !fixed.replayed, "{fixed:?}");
+    assert_eq!(http.seen.calls(), 2);
+
+    // A timeout of a tool that is not idempotent: a retry does not run it again.
+    let timed_out = call(client, "slow_transfer", "{}", "k3", "").await;
+    assert_eq!(timed_out.error.as_ref().unwrap().kind, ErrorKind::Timeout as i32);
+    let before = http.seen.calls();
+    let retried = call(client, "slow_transfer", "{}", "k3", "").await;
+    assert!(retried.replayed);
+    let error = retried.error.unwrap();
+    assert!(error.message.contains("its effect is unknown, and the call was not run twice"), "{}", error.message);
+    assert!(!error.retryable);
+    assert_eq!(http.seen.calls(), before, "not run twice");
+    // …of an idempotent tool: the key is released, a retry runs again.
+    call(client, "lookup", "{}", "k4", "").await;
+    let before = http.seen.calls();
+    let again = call(client, "lookup", "{}", "k4", "").await;
+    assert!(!again.replayed);
+    assert_eq!(http.seen.calls(), before + 1);
+
+    // Keys and session ids are bounded and printable.
+    for (key, session) in [
+        ("k".repeat(1024 * 1024), String::new()),
+        ("a\u{7}b".to_owned(), String::new()),
+        (String::new(), "s".repeat(300)),
+    ] {
+        let request = ExecuteRequest {
+            tool: "send_money".into(),
+            arguments_json: args.into(),
+            idempotency_key: key,
+            session_id: session,
+            ..Default::default()
+        };
+        assert_eq!(client.execute(request).await.unwrap_err().code(), Code::InvalidArgument);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_concurrent_duplicate_waits_for_the_first_and_gets_its_answer() {
+    let http = backend::start().await;
+    let gw = TestGateway::registry(&registry(&http)).start().await;
+    let (mut a, mut b) = (gw.client.clone(), gw.client.clone());
+    let first = tokio::spawn(async move { call(&mut a, "careful_transfer", r#"{"n": 1}"#, "same", "").await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = call(&mut b, "careful_transfer", r#"{"n": 1}"#, "same", "").await;
+    let first = first.await.unwrap();
+    assert!(first.ok && !first.replayed, "{first:?}");
+    assert!(second.ok && second.replayed, "{second:?}");
+    assert_eq!(http.seen.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_budget_stops_a_model_that_keeps_failing() {
+    let http = backend::start().await;
+    let mut gw = TestGateway::registry(&registry(&http)).start().await;
+    let client = &mut gw.client;
+    let bad = r#"{"to": "bob"}"#;
+    for _ in 0..3 {
+        let response = call(client, "send_money", bad, "", "s1").await;
+        assert_eq!(response.error.unwrap().kind, ErrorKind::InvalidArguments as i32);
+    }
+    let response = call(client, "send_money", bad, "", "s1").await;
+    let error = response.error.unwrap();
+    assert_eq!(error.kind, ErrorKind::RetryBudgetExhausted as i32);
+    assert!(!error.retryable);
+    assert!(
+        error.message.starts_with(
+            "'send_money' failed 3 times in this session; stop calling it and tell the user what went wrong. \
+             Last problem: missing a required argument: 'amount'"
+        ),
+        "{}",
+        error.message
+    );
+    // Another session, or another tool, has its own budget.
+    assert_eq!(call(client, "send_money", bad, "", "s2").await.error.unwrap().kind, ErrorKind::InvalidArguments as i32);
+    // A valid call is always dispatched, and resets the tool's count.
+    let ok = call(client, "send_money", r#"{"to": "bob", "amount": 1}"#, "", "s1").await;
+    assert!(ok.ok, "{ok:?}");
+    assert_eq!(call(client, "send_money", bad, "", "s1").await.error.unwrap().kind, ErrorKind::InvalidArguments as i32);
+    // Invented names share one bucket per session.
+    for name in ["nope_a", "nope_b", "nope_c"] {
+        assert_eq!(call(client, name, "{}", "", "s3").await.error.unwrap().kind, ErrorKind::UnknownTool as i32);
+    }
+    let error = call(client, "nope_d", "{}", "", "s3").await.error.unwrap();
+    assert_eq!(error.kind, ErrorKind::RetryBudgetExhausted as i32);
+    assert!(error.message.starts_with("'nope_d' failed 3 times in this session"), "{}", error.message);
+}
+
+/// `toolgate serve` in `dir` with `toolgate.yaml`; its address.
+fn serve(dir: &Path) -> (Reaped, std::thread::JoinHandle<Vec<String>>, String) {
+    let mut command = toolgate();
+    command.current_dir(dir).args([
+        "serve",
+        "--config",
+        "toolgate.yaml",
+        "--catalog",
+        "registry",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut child = Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on ") {
+            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+        }
+    };
+    (child, std::thread::spawn(move || lines.map_while(Result::ok).collect()), addr)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gateways_on_one_redis_run_a_key_once_and_survive_redis_going_away() {
+    let mut redis = Redis::start();
+    let http = backend::start().await;
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&http));
+    dir.file("toolgate.yaml", &format!("state: {{redis: \"{}\"}}\n", redis.url()));
+    let (mut one, _log_one, addr_one) = serve(dir.dir.path());
+    let (mut two, log_two, addr_two) = serve(dir.dir.path());
+    let mut a = ToolGatewayServiceClient::connect(format!("http://{addr_one}")).await.unwrap();
+    let mut b = ToolGatewayServiceClient::connect(format!("http://{addr_two}")).await.unwrap();
+
+    // The same key to both at once: one run, two answers.
+    let (ra, rb) = tokio::join!(
+        call(&mut a, "careful_transfer", r#"{"n": 7}"#, "shared", ""),
+        call(&mut b, "careful_transfer", r#"{"n": 7}"#, "shared", "")
+    );
+    assert!(ra.ok && rb.ok, "{ra:?} {rb:?}");
+    assert!(ra.replayed != rb.replayed, "exactly one replayed: {ra:?} {rb:?}");
+    assert_eq!(http.seen.calls(), 1, "the tool ran once across two replicas");
+    // Budgets are shared too.
+    call(&mut a, "send_money", "{}", "", "shared-session").await;
+    call(&mut b, "send_money", "{}", "", "shared-session").await;
+    call(&mut a, "send_money", "{}", "", "shared-session").await;
+    let error = call(&mut b, "send_money", "{}", "", "shared-session").await.error.unwrap();
+    assert_eq!(error.kind, ErrorKind::RetryBudgetExhausted as i32);
+
+    // Redis goes away: keys on a tool that is not idempotent are refused in
+    // band (nothing runs), budgets fail open, everything else works.
+    redis.kill();
+    let before = http.seen.calls();
+    let refused = call(&mut a, "send_money", r#"{"to": "bob", "amount": 1}"#, "while-down", "").await;
+    let error = refused.error.expect("refused");
+    assert_eq!(error.kind, ErrorKind::Unavailable as i32);
+    assert!(error.retryable);
+    assert_eq!(error.message, "cannot guarantee once-only delivery right now; the call did not run");
+    assert_eq!(http.seen.calls(), before);
+    let open = call(&mut a, "send_money", r#"{"to": "bob", "amount": 1}"#, "", "budget-while-down").await;
+    assert!(open.ok, "{open:?}");
+    assert!(call(&mut b, "send_money", r#"{"to": "bob", "amount": 2}"#, "", "").await.ok);
+
+    // It comes back: keys work again without a restart of the gateways.
+    redis.restart();
+    let until = Instant::now() + Duration::from_secs(15);
+    loop {
+        let response = call(&mut a, "send_money", r#"{"to": "carol", "amount": 3}"#, "after", "").await;
+        if response.ok {
+            break;
+        }
+        assert!(Instant::now() < until, "no recovery: {response:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    loop {
+        let replay = call(&mut b, "send_money", r#"{"to": "carol", "amount": 3}"#, "after", "").await;
+        if replay.ok {
+            assert!(replay.replayed, "{replay:?}");
+            break;
+        }
+        assert!(Instant::now() < until, "no recovery: {replay:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    one.kill().unwrap();
+    two.kill().unwrap();
+    let _ = two.wait();
+    let log = log_two.join().unwrap().join("\n");
+    assert!(log.contains("the state store is unreachable"), "a warning says so: {log}");
+}
+
+#[test]
+fn a_malformed_redis_url_is_a_load_error_and_one_pointing_nowhere_is_not() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", "tools:\n  - name: t\n    description: x\n    backend: {builtin: echo}\n");
+    dir.file("toolgate.yaml", "state: {redis: \"not a url\"}\n");
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("state.redis: invalid Redis URL"), "{}", stderr(&out));
+    let nowhere = backend::closed_port();
+    dir.file("toolgate.yaml", &format!("state: {{redis: \"redis://{nowhere}/0\"}}\n"));
+    let (mut child, _log, _addr) = serve(dir.dir.path());
+    child.kill().unwrap();
+}
