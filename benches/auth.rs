@@ -159,5 +159,39 @@ fn first_verification(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, execute_rpc, first_verification);
+/// One Execute RPC of `echo` without a key, with a fresh key each time
+/// (claimed, then the outcome stored), and with a key already answered (a
+/// replay), on the memory store.
+fn once_only(c: &mut Criterion) {
+    let mut group = c.benchmark_group("execute_rpc_once");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _entered = runtime.enter();
+    toolgate::tls::install_crypto_provider();
+    let (catalog, _) = catalogue::load(0, "{type: object}");
+    let shared = Shared::new(McpPool::empty(), Inherited::default(), Observer::disabled()).unwrap();
+    let gateway = Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
+    let request = |key: String| {
+        Request::new(ExecuteRequest {
+            tool: "echo".into(),
+            arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
+            idempotency_key: key,
+            ..Default::default()
+        })
+    };
+    group.bench_function("no_key", |b| b.iter(|| runtime.block_on(gateway.execute(request(String::new()))).unwrap()));
+    let mut n = 0u64;
+    group.bench_function("fresh_key", |b| {
+        b.iter(|| {
+            n += 1;
+            runtime.block_on(gateway.execute(request(format!("call_{n}")))).unwrap()
+        })
+    });
+    runtime.block_on(gateway.execute(request("replayed".into()))).unwrap();
+    group.bench_function("replayed_key", |b| {
+        b.iter(|| runtime.block_on(gateway.execute(request("replayed".into()))).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, execute_rpc, first_verification, once_only);
 criterion_main!(benches);

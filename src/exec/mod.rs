@@ -297,6 +297,7 @@ impl Executor {
             arguments_json,
             result: Err(error),
             replayed: false,
+            budget_remaining: None,
         };
 
         let (id, name_repair) = match lookup::resolve_tool(&self.catalog, &set, &call.tool, call.strict) {
@@ -393,6 +394,7 @@ impl Executor {
                 arguments_json: ready.arguments_json,
                 result: Ok(None),
                 replayed: false,
+                budget_remaining: None,
             });
         }
         let outcome = match call.idempotency_key.is_empty() {
@@ -412,6 +414,7 @@ impl Executor {
             arguments_json: ready.arguments_json,
             result,
             replayed: false,
+            budget_remaining: None,
         }
     }
 
@@ -434,6 +437,7 @@ impl Executor {
                 arguments_json: ready.arguments_json.clone(),
                 result: Err(error),
                 replayed: false,
+                budget_remaining: None,
             }
         };
         let existing = match state.store.claim(&key, &running, state.idempotency_ttl).await {
@@ -509,8 +513,14 @@ impl Executor {
             Err(error) if once::counts(error) => state.store.increment(&key, state.session_ttl).await.map(Some),
             Err(_) => Ok(None),
         };
+        let budget = u64::from(state.retry_budget);
+        outcome.budget_remaining = match &counted {
+            Ok(Some(failures)) => Some(budget.saturating_sub(*failures)),
+            Ok(None) => Some(budget),
+            Err(_) => None,
+        };
         match counted {
-            Ok(Some(failures)) if failures > u64::from(state.retry_budget) => {
+            Ok(Some(failures)) if failures > budget => {
                 let shown = match &outcome.tool {
                     Some(tool) => format!("'{tool}'"),
                     None => crate::resolve::message::quote_emitted(&call.tool),

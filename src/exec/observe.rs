@@ -53,6 +53,12 @@ pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call,
             if matches!(kind, Some(Backend::Mcp(_))) { "extension" } else { "function" },
         );
     }
+    if outcome.replayed {
+        span.set(semconv::REPLAYED, true);
+    }
+    if let Some(remaining) = outcome.budget_remaining {
+        span.set(semconv::BUDGET_REMAINING, remaining as i64);
+    }
     if observer.record_content && span.is_recording() {
         span.set(semconv::GEN_AI_TOOL_CALL_ARGUMENTS, cut(&call.arguments_json).to_owned());
         if let Ok(Some(result)) = &outcome.result {

@@ -118,7 +118,18 @@ fn scoped(caller: &Caller, id: &str) -> String {
         hash.update(part.as_bytes());
         hash.update([0]);
     }
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&hash.finalize())
+}
+
+/// Lowercase hex, without an allocation per byte.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 pub fn idempotency_key(caller: &Caller, key: &str) -> String {
@@ -132,23 +143,51 @@ pub fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
 /// The hash of a call: the canonical tool and its arguments (after repair
 /// and binding) as JSON with sorted keys.
 pub fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
-    fn sorted(value: &Value) -> Value {
-        match value {
-            Value::Object(map) => {
-                let mut keys: Vec<&String> = map.keys().collect();
-                keys.sort();
-                Value::Object(keys.into_iter().map(|k| (k.clone(), sorted(&map[k]))).collect())
+    /// A value that serialises with every object's keys sorted.
+    struct Sorted<'a>(&'a Value);
+    impl Serialize for Sorted<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::{SerializeMap, SerializeSeq};
+            match self.0 {
+                Value::Object(map) => {
+                    let mut keys: Vec<&String> = map.keys().collect();
+                    keys.sort_unstable();
+                    let mut out = serializer.serialize_map(Some(keys.len()))?;
+                    for key in keys {
+                        out.serialize_entry(key, &Sorted(&map[key]))?;
+                    }
+                    out.end()
+                }
+                Value::Array(items) => {
+                    let mut out = serializer.serialize_seq(Some(items.len()))?;
+                    for item in items {
+                        out.serialize_element(&Sorted(item))?;
+                    }
+                    out.end()
+                }
+                other => other.serialize(serializer),
             }
-            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
-            other => other.clone(),
         }
     }
-    let text = serde_json::to_string(&sorted(&Value::Object(arguments.clone()))).expect("JSON values serialise");
+    struct SortedMap<'a>(&'a serde_json::Map<String, Value>);
+    impl Serialize for SortedMap<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut keys: Vec<&String> = self.0.keys().collect();
+            keys.sort_unstable();
+            let mut out = serializer.serialize_map(Some(keys.len()))?;
+            for key in keys {
+                out.serialize_entry(key, &Sorted(&self.0[key]))?;
+            }
+            out.end()
+        }
+    }
+    let text = serde_json::to_string(&SortedMap(arguments)).expect("JSON values serialise");
     let mut hash = Sha256::new();
     hash.update(tool.as_bytes());
     hash.update([0]);
     hash.update(text.as_bytes());
-    hash.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&hash.finalize())
 }
 
 /// An idempotency record.
@@ -221,6 +260,7 @@ pub fn vanished(tool: &str) -> Outcome {
         arguments_json: String::new(),
         result: Err(ToolError::new(ErrorKind::Unavailable, message, false)),
         replayed: true,
+        budget_remaining: None,
     }
 }
 

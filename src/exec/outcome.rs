@@ -206,4 +206,8 @@ pub struct Outcome {
     /// The stored answer of an earlier call with the same idempotency key.
     #[serde(default)]
     pub replayed: bool,
+    /// Failing attempts of this tool the session has left before
+    /// RETRY_BUDGET_EXHAUSTED, when the call has a session (for telemetry).
+    #[serde(skip)]
+    pub budget_remaining: Option<u64>,
 }

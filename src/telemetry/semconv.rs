@@ -38,6 +38,9 @@ pub const HINTS: &str = "toolgate.tool.hints";
 pub const VIOLATIONS: &str = "toolgate.tool.violations";
 pub const DURATION: &str = "toolgate.tool.duration";
 pub const RPC_DURATION: &str = "rpc.server.call.duration";
+/// Span attributes of once-only calls and budgets.
+pub const REPLAYED: &str = "toolgate.idempotency.replayed";
+pub const BUDGET_REMAINING: &str = "toolgate.retry_budget.remaining";
 pub const REPLAYS: &str = "toolgate.idempotency.replays";
 pub const BUDGET_EXHAUSTIONS: &str = "toolgate.retry_budget.exhaustions";
 pub const STATE_ERRORS: &str = "toolgate.state.errors";

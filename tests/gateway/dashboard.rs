@@ -15,6 +15,10 @@ use toolgate::{
 
 use crate::common::{repo, telemetry::Recorded, CatalogDir, TestGateway};
 
+fn backend_closed() -> std::net::SocketAddr {
+    crate::common::backend::closed_port()
+}
+
 /// Prometheus names of an OTel metric: dots to underscores, the unit as a
 /// suffix (`s` → `_seconds`), then `_total` for a counter or the three series
 /// of a histogram.
@@ -32,6 +36,7 @@ fn prometheus_names(name: &str, unit: &str, histogram: bool) -> Vec<String> {
 #[tokio::test]
 async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
     let (recorded, observer) = Recorded::start(false);
+    let recorded_observer = observer.clone();
     let dir = CatalogDir::new();
     dir.file(
         "registry/tools.yaml",
@@ -66,6 +71,29 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         let request = ExecuteRequest { tool: tool.into(), arguments_json: args.into(), ..Default::default() };
         gw.client.execute(keyed(request)).await.unwrap();
     }
+    // A key given twice (a replay), a session past its budget.
+    for _ in 0..2 {
+        let request = ExecuteRequest {
+            tool: "web_search".into(),
+            arguments_json: r#"{"query": "a"}"#.into(),
+            idempotency_key: "k".into(),
+            ..Default::default()
+        };
+        gw.client.execute(keyed(request)).await.unwrap();
+    }
+    for _ in 0..4 {
+        let request = ExecuteRequest { tool: "web_search".into(), session_id: "s".into(), ..Default::default() };
+        gw.client.execute(keyed(request)).await.unwrap();
+    }
+    // A store that cannot be reached: its errors are counted.
+    let (catalog, unreachable) = (dir.load(&dir.options()).unwrap().catalog, backend_closed());
+    let store = toolgate::state::RedisStore::new(&format!("redis://{unreachable}/0")).unwrap();
+    let state = toolgate::exec::CallState::new(Arc::new(store), None, None, None);
+    let shared = Shared::new(McpPool::empty(), Inherited::default(), recorded_observer.clone()).unwrap().keeping(state);
+    let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
+    let mut down = TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await;
+    let request = ExecuteRequest { tool: "web_search".into(), session_id: "s".into(), ..Default::default() };
+    down.client.execute(request).await.unwrap();
     let resolve = ResolveRequest { names: vec!["web_serch".into()], strict: None };
     gw.client.resolve(tonic::Request::new(resolve.clone())).await.unwrap_err();
     gw.client.resolve(keyed(resolve)).await.unwrap();
@@ -119,6 +147,9 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         "toolgate_tool_repairs_total",
         "toolgate_tool_hints_total",
         "toolgate_tool_violations_total",
+        "toolgate_idempotency_replays_total",
+        "toolgate_retry_budget_exhaustions_total",
+        "toolgate_state_errors_total",
     ] {
         assert!(queried_metrics.contains(wanted), "the dashboard shows {wanted}");
     }
