@@ -19,7 +19,8 @@
 //! the end, after those gateways have shut down (flushing what they hold),
 //! how many of the spans they made reached their sinks.
 //!
-//! `cargo bench --bench load [-- --seconds 5 --rounds 3 --telemetry]`: each
+//! `cargo bench --bench load [-- --seconds 5 --rounds 3 --telemetry --tls --state]`
+//! (`--state-only`: only the idempotency rows): each
 //! target is measured `rounds` times, interleaved with the others, and the
 //! median is shown (with the range of RPS). Prints RPS, mean, p50 and p99
 //! (h2load reports no percentiles), and each server's own CPU time per
@@ -89,6 +90,9 @@ fn main() {
     let telemetry = args.iter().any(|a| a == "--telemetry");
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let gateway = Server::toolgate(&[]);
+    if args.iter().any(|a| a == "--state-only") {
+        return state_costs(&runtime, &gateway, seconds, rounds);
+    }
     let bare = Server::start("bare", &[]);
     Row::header();
     let mut ratios = Vec::new();
@@ -140,6 +144,54 @@ fn main() {
     if args.iter().any(|a| a == "--tls") {
         tls_costs(&runtime, &gateway, seconds, rounds);
     }
+    if args.iter().any(|a| a == "--state") {
+        state_costs(&runtime, &gateway, seconds, rounds);
+    }
+}
+
+/// Calls without a key, with a key of their own each on the memory store,
+/// and on Redis on loopback (a `redis-server` started here), side by side.
+fn state_costs(runtime: &tokio::runtime::Runtime, memory: &Server, seconds: u64, rounds: u64) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let Ok(mut redis) = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+        .stdout(Stdio::null())
+        .spawn()
+    else {
+        println!("(no redis-server: apt-get install redis-server)");
+        return;
+    };
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let catalog = tempfile::tempdir().unwrap();
+    std::fs::write(catalog.path().join("tools.yaml"), "tools: []\n").unwrap();
+    // Not in the catalogue folder, where it would be read as a catalogue file.
+    let config_dir = tempfile::tempdir().unwrap();
+    let config = config_dir.path().join("toolgate.yaml");
+    std::fs::write(&config, format!("state: {{redis: \"redis://127.0.0.1:{port}/0\"}}\n")).unwrap();
+    let (child, gateway_port) = serve::start_with(catalog.path(), &[], &["--config", config.to_str().unwrap()]);
+    let shared = Server { child, stdin: None, stdout: None, port: gateway_port, _catalog: Some(catalog) };
+    println!();
+    println!("Idempotency keys, a key of its own for every call, tonic clients:");
+    Row::header();
+    for shape in [&SHAPES[0], &SHAPES[1]] {
+        let cases: [(&Server, bool); 3] = [(memory, false), (memory, true), (&shared, true)];
+        let mut runs: Vec<Vec<Measured>> = vec![Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..rounds {
+            for (at, (server, keyed)) in cases.iter().enumerate() {
+                let measured = server.measure(|| {
+                    runtime.block_on(drive_tls(server.port, shape.connections, shape.streams, seconds, None, *keyed))
+                });
+                runs[at].push(measured);
+            }
+        }
+        let [none, in_memory, on_redis] = [Typical::of(&runs[0]), Typical::of(&runs[1]), Typical::of(&runs[2])];
+        Row::print("tonic", shape.name, [("no key", &none), ("key, memory", &in_memory), ("key, Redis", &on_redis)]);
+    }
+    shared.stop();
+    let _ = redis.kill();
+    let _ = redis.wait();
 }
 
 /// The gateway over TLS (a certificate made here) against the same gateway
@@ -170,7 +222,9 @@ fn tls_costs(runtime: &tokio::runtime::Runtime, plaintext: &Server, seconds: u64
     for shape in SHAPES {
         let [t, p] = interleaved(rounds, [&secure, plaintext], |server: &Server| {
             let tls = (server.port == secure.port).then_some(&tls);
-            server.measure(|| runtime.block_on(drive_tls(server.port, shape.connections, shape.streams, seconds, tls)))
+            server.measure(|| {
+                runtime.block_on(drive_tls(server.port, shape.connections, shape.streams, seconds, tls, false))
+            })
         });
         Row::print("tonic", shape.name, [("TLS", &t), ("plaintext", &p)]);
         println!(
@@ -392,7 +446,7 @@ impl Measured {
 /// `streams` concurrent callers spread over `connections` HTTP/2
 /// connections: 1 s of warm-up, then `seconds` measured.
 async fn drive(port: u16, connections: usize, streams: usize, seconds: u64) -> Measured {
-    drive_tls(port, connections, streams, seconds, None).await
+    drive_tls(port, connections, streams, seconds, None, false).await
 }
 
 /// [`drive`], over TLS when `tls` says how to trust the server.
@@ -402,6 +456,7 @@ async fn drive_tls(
     streams: usize,
     seconds: u64,
     tls: Option<&tonic::transport::ClientTlsConfig>,
+    keyed: bool,
 ) -> Measured {
     let mut channels = Vec::new();
     for _ in 0..connections {
@@ -425,8 +480,14 @@ async fn drive_tls(
                 if started >= stop_at {
                     break;
                 }
-                let request =
-                    pb::ExecuteRequest { tool: "echo".into(), arguments_json: ARGUMENTS.into(), ..Default::default() };
+                // With `keyed`, every call has an idempotency key of its own.
+                let idempotency_key = if keyed { format!("{i}-{calls}") } else { String::new() };
+                let request = pb::ExecuteRequest {
+                    tool: "echo".into(),
+                    arguments_json: ARGUMENTS.into(),
+                    idempotency_key,
+                    ..Default::default()
+                };
                 let response = client.execute(request).await.expect("execute").into_inner();
                 assert!(response.ok, "{response:?}");
                 calls += 1;
