@@ -271,3 +271,46 @@ fn a_malformed_redis_url_is_a_load_error_and_one_pointing_nowhere_is_not() {
     let (mut child, _log, _addr) = serve(dir.dir.path());
     child.kill().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_reused_by_another_principal_is_another_key() {
+    use toolgate::{
+        auth::{hash_key, PrincipalConfig, Principals},
+        config::Policy,
+        exec::{ExecLimits, Executor, Shared},
+        mcp::McpPool,
+        process::Inherited,
+        telemetry::Observer,
+    };
+    let http = backend::start().await;
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&http));
+    let catalog = dir.load(&dir.options()).unwrap().catalog;
+    let config = |name: &str| PrincipalConfig {
+        name: name.into(),
+        api_key_sha256: Some(hash_key(&format!("key-{name}"))),
+        client_cert: None,
+        tools: vec!["*".into()],
+    };
+    let principals = Principals::from_config(&[config("a"), config("b")], "toolgate.yaml").unwrap();
+    toolgate::tls::install_crypto_provider();
+    let shared =
+        Shared::granting(McpPool::empty(), Inherited::default(), Observer::disabled(), principals.grants()).unwrap();
+    let executor = Executor::new(std::sync::Arc::new(catalog), ExecLimits::default(), shared);
+    let slot = std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(executor));
+    let gw = TestGateway::serve_authenticated(slot, Policy::default(), principals).await;
+    let mut client = gw.client.clone();
+    for (who, amount) in [("a", 1), ("b", 2), ("a", 1)] {
+        let mut request = tonic::Request::new(ExecuteRequest {
+            tool: "send_money".into(),
+            arguments_json: format!(r#"{{"to": "bob", "amount": {amount}}}"#),
+            idempotency_key: "call_0".into(),
+            ..Default::default()
+        });
+        request.metadata_mut().insert("authorization", format!("Bearer key-{who}").parse().unwrap());
+        let response = client.execute(request).await.unwrap().into_inner();
+        assert!(response.ok, "{who}: {response:?}");
+    }
+    // a's and b's `call_0` are two keys: two runs, and a's second call a replay.
+    assert_eq!(http.seen.calls(), 2);
+}
