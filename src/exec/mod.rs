@@ -12,6 +12,7 @@
 pub mod arguments;
 pub mod backends;
 mod builtins;
+pub mod coerce;
 pub mod limits;
 pub mod lookup;
 mod observe;
@@ -335,8 +336,24 @@ impl Executor {
             call.arguments_json.clone()
         };
 
-        let value = Value::Object(object);
-        let problems = validate::validate(tool, &value);
+        let mut value = Value::Object(object);
+        let mut arguments_json = arguments_json;
+        let mut problems = validate::validate(tool, &value);
+        // Values of another type than their schema's, where one reading
+        // exists: tried only when the call fails validation, so a valid
+        // call pays nothing; kept only if the call then passes, else the
+        // model hears about what it sent.
+        if !problems.is_empty() && !call.strict {
+            let mut coerced = value.as_object().cloned().unwrap_or_default();
+            let changes = coerce::coerce(&mut coerced, &tool.parameters.json());
+            let coerced = Value::Object(coerced);
+            if !changes.is_empty() && validate::validate(tool, &coerced).is_empty() {
+                value = coerced;
+                repairs.extend(changes);
+                arguments_json = serde_json::to_string(&value).expect("JSON values serialise");
+                problems = validate::ArgumentProblems::default();
+            }
+        }
         if !problems.is_empty() {
             return Ok(Err(failed(Some(tool), repairs, arguments_json, problems.into_error(tool))));
         }

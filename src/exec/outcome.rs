@@ -172,6 +172,8 @@ pub enum RepairKind {
     ToolName,
     ArgumentName,
     ArgumentsJson,
+    /// A value coerced to the one type its schema allows (`"5"` → 5).
+    ArgumentValue,
 }
 
 impl RepairKind {
@@ -181,6 +183,7 @@ impl RepairKind {
             RepairKind::ToolName => "tool_name",
             RepairKind::ArgumentName => "argument_name",
             RepairKind::ArgumentsJson => "arguments_json",
+            RepairKind::ArgumentValue => "argument_value",
         }
     }
 }

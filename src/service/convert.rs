@@ -92,6 +92,7 @@ fn repair_kind(kind: RepairKind) -> pb::RepairKind {
         RepairKind::ToolName => pb::RepairKind::ToolName,
         RepairKind::ArgumentName => pb::RepairKind::ArgumentName,
         RepairKind::ArgumentsJson => pb::RepairKind::ArgumentsJson,
+        RepairKind::ArgumentValue => pb::RepairKind::ArgumentValue,
     }
 }
 

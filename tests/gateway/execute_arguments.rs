@@ -240,3 +240,60 @@ async fn a_dry_run_validates_and_runs_nothing() {
     assert_eq!(kind(&response), ErrorKind::InvalidArguments);
     assert_eq!(http.seen.calls(), 0);
 }
+
+#[tokio::test]
+async fn values_spelt_as_another_type_are_coerced_when_one_reading_exists() {
+    let registry = r#"
+tools:
+  - name: book_room
+    description: Book a room.
+    parameters:
+      type: object
+      properties:
+        nights: {type: integer, minimum: 1}
+        breakfast: {type: boolean}
+        guests: {type: array, items: {type: string}}
+        size: {type: string, enum: [Single, Double]}
+      required: [nights]
+      additionalProperties: false
+    backend: {builtin: echo}
+"#;
+    let mut gw = TestGateway::registry(registry).start().await;
+    let response = execute(
+        &mut gw.client,
+        "book_room",
+        r#"{"nights": "3", "breakfast": "True", "guests": "ann", "size": "double"}"#,
+    )
+    .await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.arguments_json, r#"{"nights":3,"breakfast":true,"guests":["ann"],"size":"Double"}"#);
+    let kinds: Vec<i32> = response.repairs.iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, vec![RepairKind::ArgumentValue as i32; 4]);
+    assert_eq!(response.repairs[0].original, r#"nights: "3""#);
+    assert_eq!(response.repairs[0].repaired, "nights: 3");
+
+    // Lossy or ambiguous: the model hears about what it sent.
+    let response = execute(&mut gw.client, "book_room", r#"{"nights": "3.5", "breakfast": "yes"}"#).await;
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert!(response.repairs.is_empty());
+    assert!(
+        error(&response).message.contains(r#"'nights' must be an integer, got string"#),
+        "{}",
+        error(&response).message
+    );
+    // A coercion that would still leave the call invalid is not kept.
+    let response = execute(&mut gw.client, "book_room", r#"{"nights": "0"}"#).await;
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert!(error(&response).message.contains("got string"), "{}", error(&response).message);
+
+    // Strict: nothing is coerced.
+    let request = ExecuteRequest {
+        tool: "book_room".into(),
+        arguments_json: r#"{"nights": "3"}"#.into(),
+        strict: Some(true),
+        ..Default::default()
+    };
+    let response = gw.client.execute(request).await.unwrap().into_inner();
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    assert!(response.repairs.is_empty());
+}

@@ -1,0 +1,165 @@
+//! Values spelt as another type than the one their schema allows, made of
+//! that type where exactly one reading exists (non-strict only): models
+//! often send numbers and booleans as strings, and arrays or objects as the
+//! JSON text of them.
+//!
+//! The rules, each lossless:
+//! - a string that is exactly a JSON integer where the schema wants an
+//!   integer (`"5"` → 5; `"5.5"`, `"five"`, `" 5"` stay), or exactly a JSON
+//!   number where it wants a number; integers are read as integers, never
+//!   through a float;
+//! - `"true"` / `"false"`, in any case, where it wants a boolean (`"yes"`
+//!   stays);
+//! - a string holding a JSON array or object where it wants one;
+//! - a single value where it wants an array of that value's type, unless it
+//!   is a string holding `,`, `;` or a newline (a list in disguise has more
+//!   than one reading);
+//! - a string matching exactly one allowed `enum` value ignoring case.
+//!
+//! Only top-level arguments whose schema allows one type (no `anyOf`,
+//! `oneOf`, type lists), and only values that do not already fit.
+
+use serde_json::{Map, Value};
+
+use super::outcome::{Repair, RepairKind};
+
+/// Coerces the arguments of `object` that `schema` (the tool's parameters
+/// JSON) types otherwise; one repair per value changed.
+pub fn coerce(object: &mut Map<String, Value>, schema: &Value) -> Vec<Repair> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
+    let mut repairs = Vec::new();
+    for (name, value) in object.iter_mut() {
+        let Some(property) = properties.get(name) else { continue };
+        if property.get("anyOf").is_some() || property.get("oneOf").is_some() {
+            continue;
+        }
+        if let Some(coerced) = coerced(value, property) {
+            repairs.push(Repair {
+                kind: RepairKind::ArgumentValue,
+                original: format!("{name}: {value}"),
+                repaired: format!("{name}: {coerced}"),
+            });
+            *value = coerced;
+        }
+    }
+    repairs
+}
+
+/// `value` as the one type `property` wants, if it is not of it and has
+/// exactly one reading as it.
+fn coerced(value: &Value, property: &Value) -> Option<Value> {
+    if let (Some(allowed), Value::String(text)) = (property.get("enum").and_then(Value::as_array), value) {
+        if allowed.contains(value) {
+            return None;
+        }
+        let mut matching = allowed.iter().filter(|a| a.as_str().is_some_and(|a| a.eq_ignore_ascii_case(text)));
+        return match (matching.next(), matching.next()) {
+            (Some(one), None) => Some(one.clone()),
+            _ => None,
+        };
+    }
+    let wanted = property.get("type")?.as_str()?;
+    match (wanted, value) {
+        ("integer", Value::String(text)) => integer(text),
+        ("number", Value::String(text)) => integer(text).or_else(|| number(text)),
+        ("boolean", Value::String(text)) => match text.to_ascii_lowercase().as_str() {
+            "true" => Some(Value::Bool(true)),
+            "false" => Some(Value::Bool(false)),
+            _ => None,
+        },
+        ("array", Value::String(text)) if text.trim_start().starts_with('[') => {
+            serde_json::from_str::<Value>(text).ok().filter(Value::is_array)
+        }
+        ("object", Value::String(text)) if text.trim_start().starts_with('{') => {
+            serde_json::from_str::<Value>(text).ok().filter(Value::is_object)
+        }
+        ("array", single) if !single.is_array() => {
+            let items = property.get("items")?;
+            let fits = match (items.get("type").and_then(Value::as_str)?, single) {
+                ("string", Value::String(text)) => !text.contains([',', ';', '\n']),
+                ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+                ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) | ("object", Value::Object(_)) => true,
+                _ => false,
+            };
+            fits.then(|| Value::Array(vec![single.clone()]))
+        }
+        _ => None,
+    }
+}
+
+/// `"5"` → 5, exactly: optional `-`, digits, no leading zeros, within i64/u64.
+fn integer(text: &str) -> Option<Value> {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) || (digits.len() > 1 && digits.starts_with('0'))
+    {
+        return None;
+    }
+    match text.parse::<i64>() {
+        Ok(n) => Some(Value::from(n)),
+        Err(_) => text.parse::<u64>().ok().map(Value::from),
+    }
+}
+
+/// `"2.5"` → 2.5: exactly a JSON number (no spaces around it).
+fn number(text: &str) -> Option<Value> {
+    if text.trim() != text {
+        return None;
+    }
+    serde_json::from_str::<serde_json::Number>(text).ok().map(Value::Number)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(schema: Value, args: Value) -> (Value, usize) {
+        let mut object = args.as_object().unwrap().clone();
+        let repairs = coerce(&mut object, &schema);
+        (Value::Object(object), repairs.len())
+    }
+
+    #[test]
+    fn lossless_readings_are_taken() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "n": {"type": "integer"}, "x": {"type": "number"}, "b": {"type": "boolean"},
+            "tags": {"type": "array", "items": {"type": "string"}}, "ids": {"type": "array", "items": {"type": "integer"}},
+            "opts": {"type": "object"}, "mode": {"type": "string", "enum": ["Fast", "slow"]}
+        }});
+        let (out, n) = run(
+            schema.clone(),
+            serde_json::json!({"n": "5", "x": "2.5", "b": "TRUE", "tags": "urgent", "ids": "[1, 2]", "opts": "{\"a\": 1}", "mode": "fast"}),
+        );
+        assert_eq!(
+            out,
+            serde_json::json!({"n": 5, "x": 2.5, "b": true, "tags": ["urgent"], "ids": [1, 2], "opts": {"a": 1}, "mode": "Fast"})
+        );
+        assert_eq!(n, 7);
+        let (out, _) = run(schema.clone(), serde_json::json!({"n": "9007199254740993"}));
+        assert_eq!(out["n"].as_i64(), Some(9_007_199_254_740_993), "no float on the way");
+    }
+
+    #[test]
+    fn anything_lossy_or_ambiguous_stays() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "n": {"type": "integer"}, "b": {"type": "boolean"}, "tags": {"type": "array", "items": {"type": "string"}},
+            "either": {"anyOf": [{"type": "integer"}, {"type": "string"}]}, "mode": {"type": "string", "enum": ["a", "A"]}
+        }});
+        for args in [
+            serde_json::json!({"n": "5.5"}),
+            serde_json::json!({"n": "five"}),
+            serde_json::json!({"n": " 5"}),
+            serde_json::json!({"n": "05"}),
+            serde_json::json!({"b": "yes"}),
+            serde_json::json!({"tags": "a, b"}),
+            serde_json::json!({"tags": "a;b"}),
+            serde_json::json!({"either": "5"}),
+            serde_json::json!({"mode": "x"}),
+        ] {
+            let (out, n) = run(schema.clone(), args.clone());
+            assert_eq!((out, n), (args.clone(), 0), "{args}");
+        }
+        // Two enum values equal ignoring case: two readings.
+        let (_, n) = run(schema, serde_json::json!({"mode": "a"}));
+        assert_eq!(n, 0);
+    }
+}
