@@ -71,6 +71,15 @@ fn prepare(c: &mut Criterion) {
         group.bench_with_input(BenchmarkId::new("hit", n), &hit, |b, c| b.iter(|| executor.prepare(c)));
         group.bench_with_input(BenchmarkId::new("repaired_name", n), &repaired, |b, c| b.iter(|| executor.prepare(c)));
         group.bench_with_input(BenchmarkId::new("miss", n), &miss, |b, c| b.iter(|| executor.prepare(c)));
+        // Values spelt as strings: coerced after validation fails.
+        let coerced = Call {
+            tool: target.clone(),
+            arguments_json: r#"{"id": "issue-1042", "limit": "20", "include_archived": "false"}"#.into(),
+            ..Call::default()
+        };
+        let ready = executor.prepare(&coerced).unwrap().expect("the values are coerced");
+        assert_eq!(ready.repairs.len(), 2);
+        group.bench_with_input(BenchmarkId::new("coerced_values", n), &coerced, |b, c| b.iter(|| executor.prepare(c)));
     }
     group.finish();
 }

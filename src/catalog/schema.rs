@@ -17,6 +17,9 @@ use super::BuiltinTool;
 /// once at load.
 pub struct Schema {
     text: Box<RawValue>,
+    /// The parsed tree, made the first time a call needs it (a repair that
+    /// reads the schema) and kept: most tools never need it.
+    parsed: std::sync::OnceLock<Value>,
     validator: jsonschema::Validator,
     required: Vec<String>,
     optional: Vec<String>,
@@ -28,6 +31,11 @@ impl Schema {
     /// not on the path of every call.
     pub fn json(&self) -> Value {
         serde_json::from_str(self.text.get()).expect("the text of a valid schema")
+    }
+
+    /// The schema as written, parsed once on first use and kept.
+    pub fn parsed(&self) -> &Value {
+        self.parsed.get_or_init(|| self.json())
     }
 
     /// The schema as compact JSON text, key order kept.
@@ -140,7 +148,7 @@ impl Schema {
         let mut parameters: Vec<String> =
             json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
         parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
-        Ok(Schema { text, validator, required, optional, parameters })
+        Ok(Schema { text, parsed: std::sync::OnceLock::new(), validator, required, optional, parameters })
     }
 }
 

@@ -338,22 +338,22 @@ impl Executor {
 
         let mut value = Value::Object(object);
         let mut arguments_json = arguments_json;
-        let mut problems = validate::validate(tool, &value);
+        let validator = tool.parameters.validator();
         // Values of another type than their schema's, where one reading
         // exists: tried only when the call fails validation, so a valid
         // call pays nothing; kept only if the call then passes, else the
         // model hears about what it sent.
-        if !problems.is_empty() && !call.strict {
+        if !call.strict && !validator.is_valid(&value) {
             let mut coerced = value.as_object().cloned().unwrap_or_default();
-            let changes = coerce::coerce(&mut coerced, &tool.parameters.json());
+            let changes = coerce::coerce(&mut coerced, tool.parameters.parsed());
             let coerced = Value::Object(coerced);
-            if !changes.is_empty() && validate::validate(tool, &coerced).is_empty() {
+            if !changes.is_empty() && validator.is_valid(&coerced) {
                 value = coerced;
                 repairs.extend(changes);
                 arguments_json = serde_json::to_string(&value).expect("JSON values serialise");
-                problems = validate::ArgumentProblems::default();
             }
         }
+        let problems = validate::validate(tool, &value);
         if !problems.is_empty() {
             return Ok(Err(failed(Some(tool), repairs, arguments_json, problems.into_error(tool))));
         }

@@ -374,7 +374,7 @@ async fn invalid_calls_never_start_a_command() {
         "tools:\n  - name: count_tool\n    description: x\n    parameters: {type: object, properties: {n: {type: integer}}, required: [n], additionalProperties: false}\n    backend: {command: {argv: [python3, count_tool.py]}}\n",
     );
     let mut gw = TestGateway::dir(&dir).start().await;
-    for args in [r#"{}"#, r#"{"n": "1"}"#, r#"{"n": 1, "m": 2}"#, "[1]", "{", &"[".repeat(1000)] {
+    for args in [r#"{}"#, r#"{"n": "one"}"#, r#"{"n": 1, "m": 2}"#, "[1]", "{", &"[".repeat(1000)] {
         let response = execute(&mut gw.client, "count_tool", args).await;
         assert_eq!(kind(&response), ErrorKind::InvalidArguments, "{args}");
     }
