@@ -13,6 +13,7 @@ pub mod arguments;
 pub mod backends;
 mod builtins;
 pub mod coerce;
+pub mod envelope;
 pub mod limits;
 pub mod lookup;
 mod observe;
@@ -343,6 +344,21 @@ impl Executor {
         // exists: tried only when the call fails validation, so a valid
         // call pays nothing; kept only if the call then passes, else the
         // model hears about what it sent.
+        // Arguments inside an envelope, or beside call metadata: unwrapped
+        // only if the result validates.
+        if !call.strict && !validator.is_valid(&value) {
+            let object = value.as_object().expect("built from an object");
+            if let Some(inner) = envelope::unwrap(object, tool.parameters.parameters(), &tool.name) {
+                let inner = Value::Object(inner);
+                if validator.is_valid(&inner) {
+                    let repaired = serde_json::to_string(&inner).expect("JSON values serialise");
+                    let original = serde_json::to_string(&value).expect("JSON values serialise");
+                    repairs.push(Repair { kind: RepairKind::ArgumentsEnvelope, original, repaired: repaired.clone() });
+                    value = inner;
+                    arguments_json = repaired;
+                }
+            }
+        }
         if !call.strict && !validator.is_valid(&value) {
             let mut coerced = value.as_object().cloned().unwrap_or_default();
             let changes = coerce::coerce(&mut coerced, tool.parameters.parsed());

@@ -174,6 +174,8 @@ pub enum RepairKind {
     ArgumentsJson,
     /// A value coerced to the one type its schema allows (`"5"` → 5).
     ArgumentValue,
+    /// Arguments unwrapped from an envelope, or call metadata dropped.
+    ArgumentsEnvelope,
 }
 
 impl RepairKind {
@@ -184,6 +186,7 @@ impl RepairKind {
             RepairKind::ArgumentName => "argument_name",
             RepairKind::ArgumentsJson => "arguments_json",
             RepairKind::ArgumentValue => "argument_value",
+            RepairKind::ArgumentsEnvelope => "arguments_envelope",
         }
     }
 }

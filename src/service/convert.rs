@@ -93,6 +93,7 @@ fn repair_kind(kind: RepairKind) -> pb::RepairKind {
         RepairKind::ArgumentName => pb::RepairKind::ArgumentName,
         RepairKind::ArgumentsJson => pb::RepairKind::ArgumentsJson,
         RepairKind::ArgumentValue => pb::RepairKind::ArgumentValue,
+        RepairKind::ArgumentsEnvelope => pb::RepairKind::ArgumentsEnvelope,
     }
 }
 

@@ -297,3 +297,44 @@ tools:
     assert_eq!(kind(&response), ErrorKind::InvalidArguments);
     assert!(response.repairs.is_empty());
 }
+
+#[tokio::test]
+async fn arguments_in_an_envelope_or_beside_call_metadata_are_unwrapped() {
+    let registry = r#"
+tools:
+  - name: find_file
+    description: Find a file.
+    parameters: {type: object, properties: {path: {type: string}}, required: [path], additionalProperties: false}
+    backend: {builtin: echo}
+  - name: run_input
+    description: Has a real input parameter.
+    parameters: {type: object, properties: {input: {type: object}}, required: [input], additionalProperties: false}
+    backend: {builtin: echo}
+"#;
+    let mut gw = TestGateway::registry(registry).start().await;
+    for arguments in [
+        r#"{"arguments": {"path": "/tmp"}}"#,
+        r#"{"name": "find_file", "type": "function", "input": {"path": "/tmp"}}"#,
+        r#"{"path": "/tmp", "type": "tool_use", "id": "toolu_1"}"#,
+        r#"{"args.path": "/tmp"}"#,
+    ] {
+        let response = execute(&mut gw.client, "find_file", arguments).await;
+        assert!(response.ok, "{arguments}: {response:?}");
+        assert_eq!(response.arguments_json, r#"{"path":"/tmp"}"#, "{arguments}");
+        assert_eq!(response.repairs[0].kind, RepairKind::ArgumentsEnvelope as i32, "{arguments}");
+    }
+    // Two readings, or a real `input` parameter: no unwrapping.
+    let response =
+        execute(&mut gw.client, "find_file", r#"{"arguments": {"path": "/a"}, "params": {"path": "/b"}}"#).await;
+    assert_eq!(kind(&response), ErrorKind::InvalidArguments);
+    let response = execute(&mut gw.client, "run_input", r#"{"input": {"path": "/tmp"}}"#).await;
+    assert!(response.ok && response.repairs.is_empty(), "{response:?}");
+    // Strict: nothing is unwrapped.
+    let request = ExecuteRequest {
+        tool: "find_file".into(),
+        arguments_json: r#"{"arguments": {"path": "/tmp"}}"#.into(),
+        strict: Some(true),
+        ..Default::default()
+    };
+    assert_eq!(kind(&gw.client.execute(request).await.unwrap().into_inner()), ErrorKind::InvalidArguments);
+}
