@@ -2,11 +2,7 @@
 //! binary: API keys, client certificates over real TLS, grants, the health
 //! listener, certificate rotation, and `toolgate auth`.
 
-use std::{
-    io::{BufRead, Write},
-    path::Path,
-    time::Duration,
-};
+use std::{io::Write, path::Path, time::Duration};
 
 use tonic::{
     metadata::MetadataValue,
@@ -43,31 +39,9 @@ fn principals(extra: &str) -> String {
     )
 }
 
-/// `toolgate serve --config toolgate.yaml --catalog registry` in `dir`;
-/// its address once it listens, and the rest of its log.
+/// `toolgate serve --config toolgate.yaml --catalog registry` in `dir`.
 fn serve(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
-    let mut command = toolgate();
-    command.current_dir(dir).args([
-        "serve",
-        "--config",
-        "toolgate.yaml",
-        "--catalog",
-        "registry",
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    command.args(args);
-    let mut child = Reaped::spawn(&mut command);
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    loop {
-        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
-        seen.push(line.clone());
-        if let Some(at) = line.find("toolgate listening on ") {
-            let addr = line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
-            return (child, lines, addr);
-        }
-    }
+    crate::common::serve_config(dir, args)
 }
 
 fn with_key<T>(message: T, key: Option<&str>) -> Request<T> {

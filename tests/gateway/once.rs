@@ -3,7 +3,6 @@
 //! processes.
 
 use std::{
-    io::BufRead,
     path::Path,
     time::{Duration, Instant},
 };
@@ -163,26 +162,10 @@ async fn a_session_budget_stops_a_model_that_keeps_failing() {
     assert!(error.message.starts_with("'nope_d' failed 3 times in this session"), "{}", error.message);
 }
 
-/// `toolgate serve` in `dir` with `toolgate.yaml`; its address.
+/// `toolgate serve` in `dir` with `toolgate.yaml`; its address, and its
+/// log from then on, collected.
 fn serve(dir: &Path) -> (Reaped, std::thread::JoinHandle<Vec<String>>, String) {
-    let mut command = toolgate();
-    command.current_dir(dir).args([
-        "serve",
-        "--config",
-        "toolgate.yaml",
-        "--catalog",
-        "registry",
-        "--listen",
-        "127.0.0.1:0",
-    ]);
-    let mut child = Reaped::spawn(&mut command);
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("serve ended early").unwrap();
-        if let Some(at) = line.find("toolgate listening on ") {
-            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
-        }
-    };
+    let (child, lines, addr) = crate::common::serve_config(dir, &[]);
     (child, std::thread::spawn(move || lines.map_while(Result::ok).collect()), addr)
 }
 

@@ -243,20 +243,38 @@ pub type Stderr = std::io::Lines<std::io::BufReader<std::process::ChildStderr>>;
 /// `env`; once it listens, its stderr and what its listening line says after
 /// "toolgate listening on " (the address and the tool count).
 pub fn serve_registry(dir: &Path, env: &[(&str, &str)]) -> (Reaped, Stderr, String) {
+    serve_in(dir, &[], env)
+}
+
+/// `toolgate serve --config toolgate.yaml --catalog registry --listen
+/// 127.0.0.1:0` in `dir`, with `args`; its stderr and its address, once it
+/// listens (a start that fails panics with what it logged).
+pub fn serve_config(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
+    let mut all = vec!["--config", "toolgate.yaml"];
+    all.extend_from_slice(args);
+    let (child, lines, listening) = serve_in(dir, &all, &[]);
+    let addr = listening.split(' ').next().unwrap().to_owned();
+    (child, lines, addr)
+}
+
+fn serve_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Reaped, Stderr, String) {
     use std::io::BufRead;
     let mut command = toolgate();
     command
         .current_dir(dir)
         .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
+        .args(args)
         .envs(env.iter().copied());
     let mut child = Reaped::spawn(&mut command);
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
     loop {
-        let line = lines.next().expect("serve ended early").unwrap();
+        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
         if let Some(at) = line.find("toolgate listening on ") {
             let listening = line[at + "toolgate listening on ".len()..].to_owned();
             return (child, lines, listening);
         }
+        seen.push(line);
     }
 }
 
