@@ -340,13 +340,13 @@ impl Executor {
         let mut value = Value::Object(object);
         let mut arguments_json = arguments_json;
         let validator = tool.parameters.validator();
-        // Values of another type than their schema's, where one reading
-        // exists: tried only when the call fails validation, so a valid
-        // call pays nothing; kept only if the call then passes, else the
-        // model hears about what it sent.
-        // Arguments inside an envelope, or beside call metadata: unwrapped
-        // only if the result validates.
-        if !call.strict && !validator.is_valid(&value) {
+        // Arguments inside an envelope, or beside call metadata, then
+        // values of another type than their schema's: tried only when the
+        // call fails validation (a valid call pays one `is_valid`), each
+        // kept only if the call then passes, else the model hears about
+        // what it sent.
+        let mut valid = call.strict || validator.is_valid(&value);
+        if !valid {
             let object = value.as_object().expect("built from an object");
             if let Some(inner) = envelope::unwrap(object, tool.parameters.parameters(), &tool.name) {
                 let inner = Value::Object(inner);
@@ -356,10 +356,11 @@ impl Executor {
                     repairs.push(Repair { kind: RepairKind::ArgumentsEnvelope, original, repaired: repaired.clone() });
                     value = inner;
                     arguments_json = repaired;
+                    valid = true;
                 }
             }
         }
-        if !call.strict && !validator.is_valid(&value) {
+        if !valid {
             let mut coerced = value.as_object().cloned().unwrap_or_default();
             let changes = coerce::coerce(&mut coerced, tool.parameters.parsed());
             let coerced = Value::Object(coerced);
