@@ -502,25 +502,7 @@ fn a_second_signal_ends_the_drain_at_once() {
         "registry/tools.yaml",
         "tools:\n  - name: slow\n    description: x\n    timeout: 60s\n    backend: {command: {argv: [python3, slow.py]}}\n",
     );
-    let mut command = toolgate();
-    command.current_dir(dir.dir.path()).args([
-        "serve",
-        "--catalog",
-        "registry",
-        "--listen",
-        "127.0.0.1:0",
-        "--drain-timeout",
-        "60s",
-    ]);
-    let mut child = crate::common::Reaped::spawn(&mut command);
-    use std::io::BufRead;
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let addr = loop {
-        let line = lines.next().expect("serve ended early").unwrap();
-        if let Some(at) = line.find("toolgate listening on ") {
-            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
-        }
-    };
+    let (mut child, _lines, addr) = crate::common::serve_args(dir.dir.path(), &["--drain-timeout", "60s"]);
     let mut call = toolgate()
         .args(["call", "slow", "{}", "--addr", &format!("http://{addr}")])
         .stdout(std::process::Stdio::null())

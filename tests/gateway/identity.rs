@@ -30,6 +30,17 @@ fn catalogue(dir: &CatalogDir) {
     );
 }
 
+/// A configuration with one principal, `admin`, granted everything, and
+/// `users.jwt` when given.
+fn admin_config(jwt: Option<&str>) -> String {
+    let admin = toolgate::auth::hash_key(KEY_ADMIN);
+    let mut config = format!("principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n");
+    if let Some(jwt) = jwt {
+        config.push_str(&format!("users:\n  jwt: {jwt}\n"));
+    }
+    config
+}
+
 fn principals(extra: &str) -> String {
     format!(
         "principals:\n  - name: support-bot\n    api_key_sha256: {}\n    tools: [courier]\n  \
@@ -146,11 +157,7 @@ fn principals_and_grants_are_checked_at_load() {
              - name: b\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n  - name: c\n    tools: [courier]\n"
         ),
     );
-    let out = toolgate()
-        .current_dir(dir.dir.path())
-        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
-        .output()
-        .unwrap();
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
     assert_eq!(out.status.code(), Some(1));
     let text = stderr(&out);
     assert!(
@@ -168,11 +175,7 @@ fn principals_and_grants_are_checked_at_load() {
         "toolgate.yaml",
         &format!("principals:\n  - name: a\n    api_key_sha256: {hash}\n    tools: [track_parcl, courier]\n"),
     );
-    let out = toolgate()
-        .current_dir(dir.dir.path())
-        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
-        .output()
-        .unwrap();
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains(
@@ -359,11 +362,7 @@ async fn each_backend_is_told_who_calls_and_no_one_else_can_say() {
             elsewhere.url("/echo"),
         ),
     );
-    let admin = toolgate::auth::hash_key(KEY_ADMIN);
-    dir.file(
-        "toolgate.yaml",
-        &format!("principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n"),
-    );
+    dir.file("toolgate.yaml", &admin_config(None));
     let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
     let call = |tool: &str, arguments: &str| {
@@ -465,13 +464,9 @@ async fn user_tokens_are_verified_and_reach_the_tool() {
         "registry/tools.yaml",
         "tools:\n  - name: whoami\n    description: x\n    backend: {command: {argv: [python3, env.py]}}\n",
     );
-    let admin = toolgate::auth::hash_key(KEY_ADMIN);
     dir.file(
         "toolgate.yaml",
-        &format!(
-            "principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n\
-             users:\n  jwt: {{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}}\n"
-        ),
+        &admin_config(Some("{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}")),
     );
     let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
@@ -536,16 +531,9 @@ fn a_jwks_file_that_is_not_json_stops_the_start_and_a_jwks_url_that_is_down_does
     let dir = CatalogDir::new();
     catalogue(&dir);
     dir.file("certs/jwks.json", "not json");
-    let admin = toolgate::auth::hash_key(KEY_ADMIN);
-    let config = |jwt: &str| {
-        format!("principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\nusers:\n  jwt: {jwt}\n")
-    };
+    let config = |jwt: &str| admin_config(Some(jwt));
     dir.file("toolgate.yaml", &config("{issuer: i, audience: a, jwks_file: certs/jwks.json}"));
-    let out = toolgate()
-        .current_dir(dir.dir.path())
-        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
-        .output()
-        .unwrap();
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("certs/jwks.json: not a JWKS (JSON Web Key Set)"), "{}", stderr(&out));
     let down = crate::common::backend::closed_port();
@@ -579,13 +567,9 @@ async fn bound_arguments_come_from_who_calls_and_never_from_the_model() {
             http.url("/echo")
         ),
     );
-    let admin = toolgate::auth::hash_key(KEY_ADMIN);
     dir.file(
         "toolgate.yaml",
-        &format!(
-            "principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n\
-             users:\n  jwt: {{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}}\n"
-        ),
+        &admin_config(Some("{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}")),
     );
     let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
@@ -692,11 +676,7 @@ fn a_grant_of_a_tool_from_a_server_still_down_waits_for_it() {
         "toolgate.yaml",
         &format!("principals:\n  - name: a\n    api_key_sha256: {hash}\n    tools: [courier, list_notes]\n"),
     );
-    let out = toolgate()
-        .current_dir(dir.dir.path())
-        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
-        .output()
-        .unwrap();
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(
         stderr(&out).contains(

@@ -12,7 +12,7 @@ use toolgate::proto::v1::{
     tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse,
 };
 
-use crate::common::{backend, redis::Redis, stderr, toolgate, CatalogDir, Reaped, TestGateway};
+use crate::common::{backend, redis::Redis, stderr, CatalogDir, Reaped, TestGateway};
 
 type Client = ToolGatewayServiceClient<Channel>;
 
@@ -242,11 +242,7 @@ fn a_malformed_redis_url_is_a_load_error_and_one_pointing_nowhere_is_not() {
     let dir = CatalogDir::new();
     dir.file("registry/tools.yaml", "tools:\n  - name: t\n    description: x\n    backend: {builtin: echo}\n");
     dir.file("toolgate.yaml", "state: {redis: \"not a url\"}\n");
-    let out = toolgate()
-        .current_dir(dir.dir.path())
-        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
-        .output()
-        .unwrap();
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("state.redis: invalid Redis URL"), "{}", stderr(&out));
     let nowhere = backend::closed_port();

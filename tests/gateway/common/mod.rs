@@ -252,7 +252,13 @@ pub fn serve_registry(dir: &Path, env: &[(&str, &str)]) -> (Reaped, Stderr, Stri
 pub fn serve_config(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
     let mut all = vec!["--config", "toolgate.yaml"];
     all.extend_from_slice(args);
-    let (child, lines, listening) = serve_in(dir, &all, &[]);
+    serve_args(dir, &all)
+}
+
+/// `toolgate serve --catalog registry --listen 127.0.0.1:0` in `dir` with
+/// more `args`; its stderr and its address, once it listens.
+pub fn serve_args(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
+    let (child, lines, listening) = serve_in(dir, args, &[]);
     let addr = listening.split(' ').next().unwrap().to_owned();
     (child, lines, addr)
 }
