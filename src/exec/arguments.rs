@@ -2,12 +2,25 @@
 //! strict JSON first, then (non-strict) the repair of common slips, and the
 //! renaming of drifted argument names.
 //!
-//! What is repaired is deliberately narrow: Markdown code fences, trailing
-//! commas, single-quoted strings, Python's `True` / `False` / `None`, and a
-//! JSON object sent as a JSON string. Each is a slip with one possible
-//! meaning. General "JSON repair" libraries also close truncated input and
-//! invent missing values; a gateway that did so would run calls the model
-//! never made, so what is not in this list answers INVALID_ARGUMENTS.
+//! What is repaired is deliberately narrow, each a slip with one possible
+//! meaning:
+//! - Markdown code fences, trailing commas, single-quoted strings, Python's
+//!   `True` / `False` / `None`;
+//! - typographic quotes (`“…”`, `‘…’`) used as JSON quotes (inside a JSON
+//!   string they are text and stay);
+//! - unquoted keys (`{query: "x"}`) and braces doubled by a format-string
+//!   template (`{{"a": 1}}`, only when every brace is doubled);
+//! - characters after one complete JSON object (extra closing braces,
+//!   prose), unless they start another object or array: two values are two
+//!   readings;
+//! - a JSON object sent as a JSON string, once or several times;
+//! - a one-element array holding the object (an array is never arguments,
+//!   so the object is the only reading);
+//! - `null`, `""` or `[]` for a tool whose parameters are all optional.
+//!
+//! General "JSON repair" libraries also close truncated input and invent
+//! missing values; a gateway that did so would run calls the model never
+//! made, so what is not in this list answers INVALID_ARGUMENTS.
 
 use serde_json::{Map, Value};
 
@@ -18,17 +31,22 @@ use super::{
 };
 use crate::{catalog::Schema, similar::normalised_key};
 
-/// Parsed arguments and the JSON repair that made them parse, if any.
+/// At most this many layers of a JSON object encoded as a JSON string are
+/// peeled (each layer at least doubles the escapes, so real ones are few).
+const MAX_STRING_LAYERS: usize = 8;
+
+/// Parsed arguments and the repairs that made them an object, if any.
 #[derive(Debug)]
 pub struct Parsed {
     pub object: Map<String, Value>,
-    pub repair: Option<Repair>,
+    pub repairs: Vec<Repair>,
 }
 
 /// Parses `text` (empty means `{}`) into an object. Non-strict, common slips
-/// are repaired and the repair is recorded.
+/// are repaired and each repair is recorded; `all_optional` (the tool
+/// requires no parameter) lets `null`, `""` and `[]` mean `{}`.
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
-pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed, ToolError> {
+pub fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_optional: bool) -> Result<Parsed, ToolError> {
     if text.len() > limits.max_bytes {
         return Err(ToolError::invalid_arguments(format!(
             "arguments are {} bytes long; the limit is {}",
@@ -37,13 +55,13 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
         )));
     }
     if text.trim().is_empty() {
-        return Ok(Parsed { object: Map::new(), repair: None });
+        return Ok(Parsed { object: Map::new(), repairs: Vec::new() });
     }
-    let (value, repaired) = match parse_json(text, limits) {
+    let (mut value, mut repaired) = match parse_json(text, limits) {
         Ok(value) => (value, None),
         Err(JsonError::Syntax(err)) => {
-            let fixed = (!strict).then(|| lenient(text)).flatten();
-            match fixed.and_then(|f| parse_json(&f, limits).ok().map(|v| (v, f))) {
+            let fixed = (!strict).then(|| lenient(text, limits)).flatten();
+            match fixed {
                 Some((value, fixed)) => (value, Some(fixed)),
                 None => {
                     return Err(ToolError::invalid_arguments(format!(
@@ -55,26 +73,65 @@ pub fn parse(text: &str, strict: bool, limits: ArgumentLimits) -> Result<Parsed,
         }
         Err(other) => return Err(other.into_error(limits)),
     };
-    // A JSON object sent inside a JSON string: parsed under the same limits.
-    let (value, repaired) = match value {
-        Value::String(inner) if !strict => match parse_json(&inner, limits) {
-            Ok(object @ Value::Object(_)) => (object, Some(inner)),
-            Err(err @ (JsonError::Duplicate(_) | JsonError::TooDeep)) if inner.trim_start().starts_with('{') => {
-                return Err(err.into_error(limits))
+    let mut repairs = Vec::new();
+    if !strict {
+        // A JSON object sent inside a JSON string, perhaps several times:
+        // parsed under the same limits.
+        for _ in 0..MAX_STRING_LAYERS {
+            let Value::String(inner) = &value else { break };
+            match parse_json(inner, limits) {
+                Ok(found @ (Value::Object(_) | Value::String(_))) => {
+                    repaired = Some(inner.clone());
+                    value = found;
+                }
+                Err(err @ (JsonError::Duplicate(_) | JsonError::TooDeep)) if inner.trim_start().starts_with('{') => {
+                    return Err(err.into_error(limits))
+                }
+                _ => break,
             }
-            _ => (Value::String(inner), repaired),
-        },
-        value => (value, repaired),
-    };
+        }
+        if let Some(fixed) = repaired.take() {
+            repairs.push(Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired: fixed });
+        }
+        value = match value {
+            Value::Array(mut items) if items.len() == 1 && items[0].is_object() => {
+                let object = items.pop().expect("one item");
+                let repaired = serde_json::to_string(&object).expect("JSON values serialise");
+                repairs.push(Repair { kind: RepairKind::ArgumentsEnvelope, original: text.to_owned(), repaired });
+                object
+            }
+            empty if all_optional && is_empty(&empty) => {
+                let repaired = "{}".to_owned();
+                repairs.push(Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired });
+                Value::Object(Map::new())
+            }
+            other => other,
+        };
+    }
     let Value::Object(object) = value else {
         return Err(ToolError::invalid_arguments(format!(
             "arguments must be a JSON object, got {}",
             type_with_article(json_type(&value))
         )));
     };
-    let repair =
-        repaired.map(|fixed| Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired: fixed });
-    Ok(Parsed { object, repair })
+    Ok(Parsed { object, repairs })
+}
+
+/// `null`, `""` (blank) or `[]`: no arguments, said another way.
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(text) => text.trim().is_empty(),
+        Value::Array(items) => items.is_empty(),
+        _ => false,
+    }
+}
+
+/// The JSON value `text` holds, or the Python literal (single quotes,
+/// `True` / `False` / `None`), under the same limits as arguments; for
+/// values sent as the text of an array or object.
+pub fn literal(text: &str, limits: ArgumentLimits) -> Option<Value> {
+    parse_json(text, limits).ok().or_else(|| parse_json(&fix_tokens(text), limits).ok())
 }
 
 /// Why a text did not parse to a JSON value.
@@ -295,41 +352,115 @@ fn exceeds_depth(text: &[u8], max: usize) -> bool {
     false
 }
 
-/// The repairs of the module comment, or `None` when none applies.
-fn lenient(text: &str) -> Option<String> {
+/// The repairs of the module comment: the value and the text it was read
+/// from, or `None` when no repair makes one JSON value of the text.
+fn lenient(text: &str, limits: ArgumentLimits) -> Option<(Value, String)> {
     let unfenced = strip_fence(text.trim());
-    let mut out = String::with_capacity(unfenced.len() + 8);
-    let chars: Vec<char> = unfenced.chars().collect();
+    let halved = halve_braces(unfenced);
+    let fixed = fix_tokens(halved.as_deref().unwrap_or(unfenced));
+    match parse_json(&fixed, limits) {
+        Ok(value) => return Some((value, fixed)),
+        Err(JsonError::Syntax(_)) => {}
+        Err(_) => return None,
+    }
+    // One complete object, then characters that do not start another value.
+    let end = first_value_end(&fixed)?;
+    if fixed[end..].trim_start().starts_with(['{', '[']) {
+        return None;
+    }
+    let head = &fixed[..end];
+    let value = parse_json(head, limits).ok().filter(Value::is_object)?;
+    Some((value, head.to_owned()))
+}
+
+/// Where the first complete JSON value of `text` ends, if it has one.
+fn first_value_end(text: &str) -> Option<usize> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+    match values.next() {
+        Some(Ok(_)) => Some(values.byte_offset()),
+        _ => None,
+    }
+}
+
+/// `text` with its braces halved, when every brace outside strings comes
+/// doubled (`{{"a": {{"b": 1}}}}`): what a format-string template leaves
+/// when it escapes a JSON example. One single brace means no repair.
+fn halve_braces(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let (mut quote, mut escaped, mut any) = (None::<char>, false, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if let Some(q) = quote {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+            continue;
+        }
+        match c {
+            '"' | '\'' => quote = Some(c),
+            '{' | '}' => {
+                chars.next_if_eq(&c)?;
+                any = true;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    any.then_some(out)
+}
+
+/// Quotes that open a string in [`fix_tokens`], and what closes each.
+fn closers(open: char) -> Option<&'static [char]> {
+    match open {
+        '\'' => Some(&['\'']),
+        '\u{201c}' | '\u{201d}' => Some(&['\u{201d}', '\u{201c}']),
+        '\u{2018}' | '\u{2019}' => Some(&['\u{2019}', '\u{2018}']),
+        _ => None,
+    }
+}
+
+/// The token-level repairs: single and typographic quotes, trailing
+/// commas, Python literals, unquoted keys. JSON strings are copied as they
+/// are.
+fn fix_tokens(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let chars: Vec<char> = text.chars().collect();
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        match c {
-            '"' => i = copy_string(&chars, i, &mut out),
-            '\'' => {
-                // A single-quoted string becomes a double-quoted one.
-                out.push('"');
-                i += 1;
-                while i < chars.len() && chars[i] != '\'' {
-                    match chars[i] {
-                        '\\' if chars.get(i + 1) == Some(&'\'') => {
-                            out.push('\'');
+        if let Some(close) = closers(c) {
+            // A string in other quotes becomes a double-quoted one.
+            out.push('"');
+            i += 1;
+            while i < chars.len() && !close.contains(&chars[i]) {
+                match chars[i] {
+                    '\\' if chars.get(i + 1) == Some(&'\'') => {
+                        out.push('\'');
+                        i += 1;
+                    }
+                    '\\' => {
+                        out.push('\\');
+                        if let Some(&next) = chars.get(i + 1) {
+                            out.push(next);
                             i += 1;
                         }
-                        '\\' => {
-                            out.push('\\');
-                            if let Some(&next) = chars.get(i + 1) {
-                                out.push(next);
-                                i += 1;
-                            }
-                        }
-                        '"' => out.push_str("\\\""),
-                        other => out.push(other),
                     }
-                    i += 1;
+                    '"' => out.push_str("\\\""),
+                    other => out.push(other),
                 }
-                out.push('"');
                 i += 1;
             }
+            out.push('"');
+            i += 1;
+            continue;
+        }
+        match c {
+            '"' => i = copy_string(&chars, i, &mut out),
             ',' => {
                 let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
                 if !matches!(next, Some('}') | Some(']')) {
@@ -337,12 +468,21 @@ fn lenient(text: &str) -> Option<String> {
                 }
                 i += 1;
             }
-            c if c.is_ascii_alphabetic() || c == '_' => {
+            c if c.is_ascii_alphabetic() || c == '_' || c == '$' => {
                 let start = i;
-                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || matches!(chars[i], '_' | '-' | '$')) {
                     i += 1;
                 }
                 let word: String = chars[start..i].iter().collect();
+                let key_place = matches!(out.trim_end().chars().last(), Some('{' | ','));
+                let colon_next = chars[i..].iter().find(|c| !c.is_whitespace()) == Some(&':');
+                if key_place && colon_next {
+                    // An unquoted key.
+                    out.push('"');
+                    out.push_str(&word);
+                    out.push('"');
+                    continue;
+                }
                 out.push_str(match word.as_str() {
                     "True" => "true",
                     "False" => "false",
@@ -356,7 +496,7 @@ fn lenient(text: &str) -> Option<String> {
             }
         }
     }
-    (out != text).then_some(out)
+    out
 }
 
 /// Copies the double-quoted string starting at `start`; returns the index after it.
@@ -399,17 +539,17 @@ mod tests {
     use super::*;
 
     fn ok(text: &str, strict: bool) -> Parsed {
-        parse(text, strict, ArgumentLimits::default()).unwrap_or_else(|e| panic!("{text}: {}", e.message))
+        parse(text, strict, ArgumentLimits::default(), false).unwrap_or_else(|e| panic!("{text}: {}", e.message))
     }
 
     fn err(text: &str, strict: bool) -> String {
-        parse(text, strict, ArgumentLimits::default()).unwrap_err().message
+        parse(text, strict, ArgumentLimits::default(), false).unwrap_err().message
     }
 
     #[test]
     fn valid_json_is_not_repaired_and_keeps_key_order() {
         let parsed = ok(r#"{"b": 1, "a": [true, null]}"#, false);
-        assert!(parsed.repair.is_none());
+        assert!(parsed.repairs.is_empty());
         assert_eq!(parsed.object.keys().collect::<Vec<_>>(), ["b", "a"]);
         assert!(ok("", true).object.is_empty());
         assert!(ok("  \n", true).object.is_empty());
@@ -425,13 +565,62 @@ mod tests {
             ("```\n{\"a\": 1}\n```", r#"{"a":1}"#),
             ("\"{\\\"a\\\": 1}\"", r#"{"a":1}"#),
             ("{\"text\": \"True, None, 'x',}\",}", r#"{"text":"True, None, 'x',}"}"#),
+            // Typographic quotes as JSON quotes; inside a string they stay.
+            ("{\u{201c}city\u{201d}: \u{201c}Oslo\u{201d}}", r#"{"city":"Oslo"}"#),
+            ("{\u{2018}city\u{2019}: \"the \u{201c}old\u{201d} town\"}", "{\"city\":\"the \u{201c}old\u{201d} town\"}"),
+            // Unquoted keys, with Python literals as values.
+            (
+                "{city: \"Oslo\", max-results: 5, archived: False}",
+                r#"{"city":"Oslo","max-results":5,"archived":false}"#,
+            ),
+            // Braces doubled by a format-string template.
+            ("{{\"a\": {{\"b\": 1}}}}", r#"{"a":{"b":1}}"#),
+            // Characters after one complete object.
+            ("{\"a\": 1}}", r#"{"a":1}"#),
+            ("{\"a\": 1}\n\nLet me know if you need anything else!", r#"{"a":1}"#),
+            ("```json\n{\"a\": 1}\n```\nDone.", r#"{"a":1}"#),
+            // An object encoded as a JSON string twice.
+            (r#""\"{\\\"a\\\": 1}\"""#, r#"{"a":1}"#),
         ];
         for (text, expected) in cases {
             let parsed = ok(text, false);
             assert_eq!(serde_json::to_string(&parsed.object).unwrap(), expected, "{text}");
-            let repair = parsed.repair.expect("a repair is recorded");
+            let [repair] = parsed.repairs.as_slice() else { panic!("one repair for {text}: {:?}", parsed.repairs) };
             assert_eq!(repair.kind, RepairKind::ArgumentsJson);
             assert_eq!(repair.original, text);
+        }
+    }
+
+    #[test]
+    fn slips_with_two_readings_stay_errors() {
+        // Two concatenated objects, an object then an array, a single brace
+        // among doubled ones, truncation.
+        assert!(err(r#"{"a": 1}{"b": 2}"#, false).starts_with("arguments are not valid JSON: trailing characters"));
+        assert!(err(r#"{"a": 1} [2]"#, false).starts_with("arguments are not valid JSON"));
+        assert!(err(r#"{{"a": {"b": 1}}}"#, false).starts_with("arguments are not valid JSON"));
+        assert!(err(r#"{"a": {"b": 1}"#, false).starts_with("arguments are not valid JSON: EOF while parsing"));
+        // Prose before the object is not trailing.
+        assert!(err(r#"Sure: {"a": 1}"#, false).starts_with("arguments are not valid JSON"));
+    }
+
+    #[test]
+    fn one_object_in_an_array_is_unwrapped() {
+        let parsed = ok(r#"[{"a": 1}]"#, false);
+        assert_eq!(serde_json::to_string(&parsed.object).unwrap(), r#"{"a":1}"#);
+        assert_eq!(parsed.repairs[0].kind, RepairKind::ArgumentsEnvelope);
+        assert_eq!(err(r#"[{"a": 1}, {"a": 2}]"#, false), "arguments must be a JSON object, got an array");
+        assert_eq!(err(r#"[{"a": 1}]"#, true), "arguments must be a JSON object, got an array");
+    }
+
+    #[test]
+    fn no_arguments_said_another_way_when_nothing_is_required() {
+        for text in ["null", "\"\"", "[]", "None"] {
+            let parsed = parse(text, false, ArgumentLimits::default(), true).unwrap();
+            assert!(parsed.object.is_empty(), "{text}");
+            assert_eq!(parsed.repairs.last().map(|r| r.repaired.as_str()), Some("{}"), "{text}");
+            // A tool with a required parameter gets the error.
+            assert!(parse(text, false, ArgumentLimits::default(), false).is_err(), "{text}");
+            assert!(parse(text, true, ArgumentLimits::default(), true).is_err(), "{text}");
         }
     }
 
@@ -465,15 +654,18 @@ mod tests {
         let limits = ArgumentLimits::default();
         let big = format!("{{\"a\": \"{}\"}}", "x".repeat(3 * 1024 * 1024));
         assert_eq!(
-            parse(&big, false, limits).unwrap_err().message,
+            parse(&big, false, limits, false).unwrap_err().message,
             "arguments are 3145737 bytes long; the limit is 1 MiB"
         );
         let deep = "[".repeat(200_000);
-        assert_eq!(parse(&deep, false, limits).unwrap_err().message, "arguments are nested deeper than 64 levels");
+        assert_eq!(
+            parse(&deep, false, limits, false).unwrap_err().message,
+            "arguments are nested deeper than 64 levels"
+        );
         let nested_ok = format!("{}{}", "{\"a\":".repeat(63), "1".to_owned() + &"}".repeat(63));
-        assert!(parse(&nested_ok, false, limits).is_ok());
+        assert!(parse(&nested_ok, false, limits, false).is_ok());
         let brackets_in_strings = format!("{{\"a\": \"{}\"}}", "[".repeat(1000));
-        assert!(parse(&brackets_in_strings, false, limits).is_ok());
+        assert!(parse(&brackets_in_strings, false, limits, false).is_ok());
     }
 
     fn schema() -> Schema {

@@ -10,44 +10,93 @@
 //!   through a float;
 //! - `"true"` / `"false"`, in any case, where it wants a boolean (`"yes"`
 //!   stays);
-//! - a string holding a JSON array or object where it wants one;
+//! - a string holding a JSON (or Python-literal) array or object where it
+//!   wants one;
 //! - a single value where it wants an array of that value's type, unless it
 //!   is a string holding `,`, `;` or a newline (a list in disguise has more
 //!   than one reading);
 //! - a string matching exactly one allowed `enum` value ignoring case.
 //!
-//! Only top-level arguments whose schema allows one type (no `anyOf`,
-//! `oneOf`, type lists), and only values that do not already fit.
+//! Only values whose schema allows one type (no `anyOf`, `oneOf`, type
+//! lists), and only values that do not already fit. Nested values are
+//! reached through `properties` and `items` (at most [`MAX_DEPTH`] deep) and
+//! named by their path (`items/0/qty`).
 
 use serde_json::{Map, Value};
 
-use super::outcome::{Repair, RepairKind};
+use super::{
+    arguments::literal,
+    limits::ArgumentLimits,
+    outcome::{Repair, RepairKind},
+};
+
+/// How deep into objects and arrays values are coerced.
+pub const MAX_DEPTH: usize = 16;
 
 /// Coerces the arguments of `object` that `schema` (the tool's parameters
 /// JSON) types otherwise; one repair per value changed.
-pub fn coerce(object: &mut Map<String, Value>, schema: &Value) -> Vec<Repair> {
-    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
+pub fn coerce(object: &mut Map<String, Value>, schema: &Value, limits: ArgumentLimits) -> Vec<Repair> {
     let mut repairs = Vec::new();
+    in_object(object, schema, "", 0, limits, &mut repairs);
+    repairs
+}
+
+fn in_object(
+    object: &mut Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    depth: usize,
+    limits: ArgumentLimits,
+    repairs: &mut Vec<Repair>,
+) {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
     for (name, value) in object.iter_mut() {
         let Some(property) = properties.get(name) else { continue };
-        if property.get("anyOf").is_some() || property.get("oneOf").is_some() {
-            continue;
-        }
-        if let Some(coerced) = coerced(value, property) {
-            repairs.push(Repair {
-                kind: RepairKind::ArgumentValue,
-                original: format!("{name}: {value}"),
-                repaired: format!("{name}: {coerced}"),
-            });
-            *value = coerced;
-        }
+        let field = match path {
+            "" => name.clone(),
+            _ => format!("{path}/{name}"),
+        };
+        in_value(value, property, &field, depth, limits, repairs);
     }
-    repairs
+}
+
+fn in_value(
+    value: &mut Value,
+    property: &Value,
+    field: &str,
+    depth: usize,
+    limits: ArgumentLimits,
+    repairs: &mut Vec<Repair>,
+) {
+    if property.get("anyOf").is_some() || property.get("oneOf").is_some() {
+        return;
+    }
+    if let Some(coerced) = coerced(value, property, limits) {
+        repairs.push(Repair {
+            kind: RepairKind::ArgumentValue,
+            original: format!("{field}: {value}"),
+            repaired: format!("{field}: {coerced}"),
+        });
+        *value = coerced;
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    match value {
+        Value::Object(inner) => in_object(inner, property, field, depth + 1, limits, repairs),
+        Value::Array(items) => {
+            let Some(schema) = property.get("items").filter(|s| s.is_object()) else { return };
+            for (i, item) in items.iter_mut().enumerate() {
+                in_value(item, schema, &format!("{field}/{i}"), depth + 1, limits, repairs);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// `value` as the one type `property` wants, if it is not of it and has
 /// exactly one reading as it.
-fn coerced(value: &Value, property: &Value) -> Option<Value> {
+fn coerced(value: &Value, property: &Value, limits: ArgumentLimits) -> Option<Value> {
     if let (Some(allowed), Value::String(text)) = (property.get("enum").and_then(Value::as_array), value) {
         if allowed.contains(value) {
             return None;
@@ -68,10 +117,10 @@ fn coerced(value: &Value, property: &Value) -> Option<Value> {
             _ => None,
         },
         ("array", Value::String(text)) if text.trim_start().starts_with('[') => {
-            serde_json::from_str::<Value>(text).ok().filter(Value::is_array)
+            literal(text, limits).filter(Value::is_array)
         }
         ("object", Value::String(text)) if text.trim_start().starts_with('{') => {
-            serde_json::from_str::<Value>(text).ok().filter(Value::is_object)
+            literal(text, limits).filter(Value::is_object)
         }
         ("array", single) if !single.is_array() => {
             let items = property.get("items")?;
@@ -114,7 +163,7 @@ mod tests {
 
     fn run(schema: Value, args: Value) -> (Value, usize) {
         let mut object = args.as_object().unwrap().clone();
-        let repairs = coerce(&mut object, &schema);
+        let repairs = coerce(&mut object, &schema, ArgumentLimits::default());
         (Value::Object(object), repairs.len())
     }
 
@@ -136,6 +185,8 @@ mod tests {
         assert_eq!(n, 7);
         let (out, _) = run(schema.clone(), serde_json::json!({"n": "9007199254740993"}));
         assert_eq!(out["n"].as_i64(), Some(9_007_199_254_740_993), "no float on the way");
+        let (out, _) = run(schema.clone(), serde_json::json!({"tags": "['a', 'b']", "opts": "{'deep': True}"}));
+        assert_eq!(out, serde_json::json!({"tags": ["a", "b"], "opts": {"deep": true}}), "Python literals");
     }
 
     #[test]
@@ -161,5 +212,28 @@ mod tests {
         // Two enum values equal ignoring case: two readings.
         let (_, n) = run(schema, serde_json::json!({"mode": "a"}));
         assert_eq!(n, 0);
+    }
+
+    #[test]
+    fn nested_values_are_coerced_and_named_by_path() {
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "items": {"type": "array", "items": {"type": "object", "properties": {"qty": {"type": "integer"}}}},
+            "filter": {"type": "object", "properties": {"archived": {"type": "boolean"}}}
+        }});
+        let mut object =
+            serde_json::json!({"items": [{"qty": "2"}, {"qty": 3}], "filter": "{\"archived\": \"false\"}"})
+                .as_object()
+                .unwrap()
+                .clone();
+        let repairs = coerce(&mut object, &schema, ArgumentLimits::default());
+        assert_eq!(
+            Value::Object(object),
+            serde_json::json!({"items": [{"qty": 2}, {"qty": 3}], "filter": {"archived": false}})
+        );
+        let originals: Vec<&str> = repairs.iter().map(|r| r.original.as_str()).collect();
+        assert_eq!(
+            originals,
+            ["items/0/qty: \"2\"", "filter: \"{\\\"archived\\\": \\\"false\\\"}\"", "filter/archived: \"false\""]
+        );
     }
 }

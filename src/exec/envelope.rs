@@ -60,6 +60,36 @@ pub fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &str) -> O
     }
 }
 
+/// A whole call sent where only its arguments belong, the tool's name left
+/// empty: `{"name": "get_weather", "arguments": {...}}`. The name, and the
+/// arguments under the one other key (an object, or the JSON text of one;
+/// none at all is `{}`), beside which only call metadata (`type`, `id`) may
+/// lie. The name is then resolved like any emitted name, inside the
+/// caller's available set.
+pub fn named_call(object: &Map<String, Value>) -> Option<(String, Map<String, Value>)> {
+    let name = object.get("name")?.as_str()?;
+    let mut arguments = None;
+    for (key, value) in object {
+        match key.as_str() {
+            "name" => {}
+            "type" if value.as_str().is_some_and(|t| CALL_TYPES.contains(&t)) => {}
+            "id" if value.is_string() => {}
+            _ if arguments.is_none() => arguments = Some(value),
+            _ => return None,
+        }
+    }
+    let inner = match arguments {
+        None => Map::new(),
+        Some(Value::Object(inner)) => inner.clone(),
+        Some(Value::String(text)) => match serde_json::from_str::<Value>(text).ok()? {
+            Value::Object(inner) => inner,
+            _ => return None,
+        },
+        Some(_) => return None,
+    };
+    Some((name.to_owned(), inner))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -95,5 +125,24 @@ mod tests {
         // Dotted keys under two prefixes, or over undeclared names.
         assert_eq!(run(serde_json::json!({"a.query": "x", "b.limit": 1}), &["query", "limit"]), None);
         assert_eq!(run(serde_json::json!({"args.other": "x"}), &["query"]), None);
+    }
+
+    fn call(args: Value) -> Option<(String, Value)> {
+        named_call(args.as_object().unwrap()).map(|(name, inner)| (name, Value::Object(inner)))
+    }
+
+    #[test]
+    fn a_whole_call_in_the_arguments() {
+        let expected = Some(("get_weather".to_owned(), serde_json::json!({"city": "Oslo"})));
+        assert_eq!(call(serde_json::json!({"name": "get_weather", "arguments": {"city": "Oslo"}})), expected);
+        assert_eq!(
+            call(serde_json::json!({"type": "function", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"})),
+            expected
+        );
+        assert_eq!(call(serde_json::json!({"name": "now"})), Some(("now".to_owned(), serde_json::json!({}))));
+        // Two candidates for the arguments, no name, arguments not an object.
+        assert_eq!(call(serde_json::json!({"name": "x", "arguments": {}, "input": {}})), None);
+        assert_eq!(call(serde_json::json!({"arguments": {"city": "Oslo"}})), None);
+        assert_eq!(call(serde_json::json!({"name": "x", "arguments": [1]})), None);
     }
 }

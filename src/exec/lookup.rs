@@ -9,9 +9,9 @@ use crate::{
     catalog::{Catalog, Name, Target, ToolId},
     resolve::{
         self,
-        message::{or_list, python_list, quote_emitted, MAX_REPORTED_UNKNOWN},
+        message::{is_bidi_control, is_invisible, or_list, python_list, quote_emitted, MAX_REPORTED_UNKNOWN},
     },
-    similar::normalised_key,
+    similar::{normalised_key, residue},
 };
 
 /// Execute suggests the single nearest name at least this similar (difflib's
@@ -72,28 +72,131 @@ pub enum Resolved {
 }
 
 /// Resolves `emitted` inside `set`: exact name, declared alias, then
-/// (non-strict) the single tool with the same normalised key.
+/// (non-strict) the single tool with the same normalised key, then the
+/// single tool named among the words of a name wrapped in template residue
+/// ([`residue`]).
 pub fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str, strict: bool) -> Resolved {
     if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(emitted) {
         if set.contains(id) {
             return Resolved::Tool(id, None);
         }
     }
-    let mut candidates: Vec<ToolId> =
-        catalog.by_key(&normalised_key(emitted)).iter().copied().filter(|&id| set.contains(id)).collect();
-    if !strict && candidates.len() == 1 {
-        let canonical = catalog.tool(candidates[0]).name.clone();
-        let repair = Repair { kind: RepairKind::ToolName, original: emitted.to_owned(), repaired: canonical };
-        return Resolved::Tool(candidates[0], Some(repair));
-    }
-    candidates.sort_by(|a, b| catalog.tool(*a).name.cmp(&catalog.tool(*b).name));
-    let suggestions: Vec<String> = if candidates.is_empty() {
-        let accept = |t: Target| matches!(t, Target::Tool(id) if set.contains(id));
-        catalog.suggest(emitted, EXECUTE_CUTOFF, 1, accept).into_iter().map(str::to_owned).collect()
-    } else {
-        candidates.iter().map(|&id| catalog.tool(id).name.clone()).collect()
+    let repaired = |id: ToolId| {
+        let canonical = catalog.tool(id).name.clone();
+        Resolved::Tool(
+            id,
+            Some(Repair { kind: RepairKind::ToolName, original: emitted.to_owned(), repaired: canonical }),
+        )
     };
+    let mut suggestions = match meaning(catalog, set, emitted) {
+        Meaning::Tool(id) if !strict => return repaired(id),
+        Meaning::Tool(id) => return Resolved::Missing { suggestions: names(catalog, vec![id]) },
+        Meaning::Several(candidates) => return Resolved::Missing { suggestions: names(catalog, candidates) },
+        Meaning::Nothing if strict => return Resolved::Missing { suggestions: suggest(catalog, set, emitted) },
+        Meaning::Nothing => Vec::new(),
+    };
+    // A name hiding characters that show nothing or reorder the text is not
+    // template residue but a name made to look like another: never split.
+    let hidden = |c: char| (c.is_control() && !c.is_whitespace()) || is_bidi_control(c) || is_invisible(c);
+    if emitted.contains(hidden) {
+        return Resolved::Missing { suggestions: suggest(catalog, set, emitted) };
+    }
+    let words = residue::words(emitted);
+    match in_residue(catalog, set, &words) {
+        Meaning::Tool(id) => return repaired(id),
+        Meaning::Several(candidates) => suggestions = names(catalog, candidates),
+        Meaning::Nothing => {}
+    }
+    if suggestions.is_empty() {
+        // The did-you-mean of a name wrapped in residue is the one of the
+        // word the model most likely meant.
+        suggestions = suggest(catalog, set, residue::cleaned(&words).unwrap_or(emitted));
+    }
     Resolved::Missing { suggestions }
+}
+
+/// What one name means in `set`.
+enum Meaning {
+    Tool(ToolId),
+    /// Several tools: no repair, each is suggested.
+    Several(Vec<ToolId>),
+    Nothing,
+}
+
+/// Exact name or alias, else the tools whose normalised key matches.
+fn meaning(catalog: &Catalog, set: &AvailableSet, name: &str) -> Meaning {
+    if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(name) {
+        if set.contains(id) {
+            return Meaning::Tool(id);
+        }
+    }
+    let candidates: Vec<ToolId> =
+        catalog.by_key(&normalised_key(name)).iter().copied().filter(|&id| set.contains(id)).collect();
+    match candidates.len() {
+        0 => Meaning::Nothing,
+        1 => Meaning::Tool(candidates[0]),
+        _ => Meaning::Several(candidates),
+    }
+}
+
+/// The one tool the words of a name wrapped in residue name, when every
+/// other word is residue ([`residue`]); several tools named, or one word
+/// naming several, is no repair. A word may carry an MCP client's
+/// `server__` in front of the tool's name, for any server.
+fn in_residue(catalog: &Catalog, set: &AvailableSet, words: &[residue::Word<'_>]) -> Meaning {
+    let mut named: Vec<(ToolId, usize)> = Vec::new();
+    let mut several: Vec<ToolId> = Vec::new();
+    let mut unresolved: Vec<&residue::Word<'_>> = Vec::new();
+    for word in words {
+        let found = match meaning(catalog, set, word.text) {
+            Meaning::Nothing => {
+                let mut inside: Vec<ToolId> = residue::after_double_underscores(word.text)
+                    .filter_map(|rest| match meaning(catalog, set, rest) {
+                        Meaning::Tool(id) => Some(id),
+                        _ => None,
+                    })
+                    .collect();
+                inside.sort_unstable_by_key(|id| id.0);
+                inside.dedup();
+                match inside.len() {
+                    0 => Meaning::Nothing,
+                    1 => Meaning::Tool(inside[0]),
+                    _ => Meaning::Several(inside),
+                }
+            }
+            other => other,
+        };
+        match found {
+            Meaning::Tool(id) if !named.iter().any(|(n, _)| *n == id) => named.push((id, word.region)),
+            Meaning::Tool(_) => {}
+            Meaning::Several(ids) => several.extend(ids),
+            Meaning::Nothing => unresolved.push(word),
+        }
+    }
+    if !several.is_empty() || named.len() > 1 {
+        several.extend(named.iter().map(|(id, _)| *id));
+        several.sort_unstable_by_key(|id| id.0);
+        several.dedup();
+        return Meaning::Several(several);
+    }
+    let Some(&(id, region)) = named.first() else { return Meaning::Nothing };
+    let residue = |w: &&residue::Word<'_>| w.markup || w.namespace || w.region != region;
+    match unresolved.iter().all(residue) {
+        true => Meaning::Tool(id),
+        false => Meaning::Nothing,
+    }
+}
+
+/// The names of `ids`, in name order.
+fn names(catalog: &Catalog, mut ids: Vec<ToolId>) -> Vec<String> {
+    ids.sort_by(|a, b| catalog.tool(*a).name.cmp(&catalog.tool(*b).name));
+    ids.into_iter().map(|id| catalog.tool(id).name.clone()).collect()
+}
+
+/// The single nearest tool name to `name` in `set`, if one is near enough.
+fn suggest(catalog: &Catalog, set: &AvailableSet, name: &str) -> Vec<String> {
+    let accept = |t: Target| matches!(t, Target::Tool(id) if set.contains(id));
+    catalog.suggest(name, EXECUTE_CUTOFF, 1, accept).into_iter().map(str::to_owned).collect()
 }
 
 /// The "available tools" of a set: the first names in code point order, how

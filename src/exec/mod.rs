@@ -302,14 +302,29 @@ impl Executor {
             budget_remaining: None,
         };
 
-        let (id, name_repair) = match lookup::resolve_tool(&self.catalog, &set, &call.tool, call.strict) {
+        // A whole call in the arguments, its name left empty (or only
+        // residue): the name and the arguments it carries.
+        let mut emitted = call.tool.as_str();
+        let mut arguments_text = call.arguments_json.as_str();
+        let named = match call.strict || self.catalog.lookup(&call.tool).is_some() {
+            true => None,
+            false => self.named_call(call),
+        };
+        let mut repairs: Vec<Repair> = Vec::new();
+        if let Some((name, inner, repair)) = &named {
+            emitted = name;
+            arguments_text = inner;
+            repairs.push(repair.clone());
+        }
+
+        let (id, name_repair) = match lookup::resolve_tool(&self.catalog, &set, emitted, call.strict) {
             Resolved::Tool(id, repair) => (id, repair),
             Resolved::Missing { suggestions } => {
                 let error = match &set {
-                    AvailableSet::All => lookup::unknown_tool_error(&call.tool, suggestions, &self.everything),
+                    AvailableSet::All => lookup::unknown_tool_error(emitted, suggestions, &self.everything),
                     AvailableSet::Only(_) => {
                         let inventory = Inventory::of(&self.catalog, &set, self.limits.inventory_cap);
-                        lookup::unknown_tool_error(&call.tool, suggestions, &inventory)
+                        lookup::unknown_tool_error(emitted, suggestions, &inventory)
                     }
                 };
                 return Ok(Err(failed(None, Vec::new(), String::new(), error)));
@@ -319,22 +334,29 @@ impl Executor {
         if tool.binding.as_ref().is_some_and(|b| b.binds_user()) && call.caller.user.is_none() {
             return Err(RequestError::NoUser(tool.name.clone()));
         }
-        let mut repairs: Vec<Repair> = name_repair.into_iter().collect();
+        let name_repair = match named {
+            Some(_) => {
+                Some(Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: tool.name.clone() })
+            }
+            None => name_repair,
+        };
+        repairs.splice(0..0, name_repair);
 
-        let parsed = match arguments::parse(&call.arguments_json, call.strict, self.limits.arguments) {
+        let all_optional = tool.parameters.required().is_empty();
+        let parsed = match arguments::parse(arguments_text, call.strict, self.limits.arguments, all_optional) {
             Ok(parsed) => parsed,
             Err(error) => return Ok(Err(failed(Some(tool), repairs, String::new(), error))),
         };
-        repairs.extend(parsed.repair);
+        repairs.extend(parsed.repairs);
         let mut object = parsed.object;
         if !call.strict {
             repairs.extend(arguments::repair_names(&mut object, &tool.parameters));
         }
         let arguments_changed = repairs.iter().any(|r| r.kind != RepairKind::ToolName);
-        let arguments_json = if arguments_changed || call.arguments_json.trim().is_empty() {
+        let arguments_json = if arguments_changed || arguments_text.trim().is_empty() {
             serde_json::to_string(&object).expect("JSON values serialise")
         } else {
-            call.arguments_json.clone()
+            arguments_text.to_owned()
         };
 
         let mut value = Value::Object(object);
@@ -362,7 +384,7 @@ impl Executor {
         }
         if !valid {
             let mut coerced = value.as_object().cloned().unwrap_or_default();
-            let changes = coerce::coerce(&mut coerced, tool.parameters.parsed());
+            let changes = coerce::coerce(&mut coerced, tool.parameters.parsed(), self.limits.arguments);
             let coerced = Value::Object(coerced);
             if !changes.is_empty() && validator.is_valid(&coerced) {
                 value = coerced;
@@ -401,6 +423,20 @@ impl Executor {
         let Value::Object(arguments) = filled else { unreachable!("built from an object") };
         let arguments_json = serde_json::to_string(&arguments).expect("JSON values serialise");
         Ok(Ok(Ready { tool: id, arguments, arguments_json, repairs }))
+    }
+
+    /// The tool name and arguments of a call sent whole in the arguments,
+    /// its own name empty or only residue ([`envelope::named_call`]), and
+    /// the repair that unwraps it.
+    fn named_call(&self, call: &Call) -> Option<(String, String, Repair)> {
+        if !crate::similar::residue::words(&call.tool).iter().all(|w| w.markup) {
+            return None;
+        }
+        let parsed = arguments::parse(&call.arguments_json, false, self.limits.arguments, false).ok()?;
+        let (name, inner) = envelope::named_call(&parsed.object)?;
+        let inner = serde_json::to_string(&inner).expect("JSON values serialise");
+        let original = call.arguments_json.clone();
+        Some((name, inner.clone(), Repair { kind: RepairKind::ArgumentsEnvelope, original, repaired: inner }))
     }
 
     /// Prepares the call and, unless it is a dry run, runs it, under an

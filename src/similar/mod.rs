@@ -1,12 +1,14 @@
 //! Pure string functions for names: normalisation (the key a drifted name is
 //! compared by), similarity on difflib's scale, the suggestion index built at
-//! load, and the one "did you mean" sentence of operator-facing messages.
+//! load, the words of a name wrapped in template residue, and the one "did
+//! you mean" sentence of operator-facing messages.
 //!
 //! A leaf: it knows nothing of the catalogue, requests or the network; the
 //! catalogue, resolution and the executor all use it.
 
 mod index;
 mod normalise;
+pub mod residue;
 
 pub use index::{similarity, SuggestIndex, Suggestion};
 pub use normalise::{folded, normalised_key, strip_namespace, INVENTED_NAMESPACES};

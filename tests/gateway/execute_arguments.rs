@@ -338,3 +338,61 @@ tools:
     };
     assert_eq!(kind(&gw.client.execute(request).await.unwrap().into_inner()), ErrorKind::InvalidArguments);
 }
+
+#[tokio::test]
+async fn argument_syntax_with_one_reading_is_repaired() {
+    let registry = r#"
+tools:
+  - name: find_file
+    description: Find a file.
+    parameters:
+      type: object
+      properties: {path: {type: string}, depth: {type: integer}}
+      required: [path]
+      additionalProperties: false
+    backend: {builtin: echo}
+  - name: list_rooms
+    description: Everything optional.
+    parameters: {type: object, properties: {floor: {type: integer}}, additionalProperties: false}
+    backend: {builtin: echo}
+"#;
+    let mut gw = TestGateway::registry(registry).start().await;
+    let json = RepairKind::ArgumentsJson as i32;
+    for (tool, emitted, expected, kinds) in [
+        ("find_file", "{\"path\": \"/tmp\"}}", r#"{"path":"/tmp"}"#, vec![json]),
+        ("find_file", "{\"path\": \"/tmp\"}\nI will now search.", r#"{"path":"/tmp"}"#, vec![json]),
+        ("find_file", "{\u{201c}path\u{201d}: \u{201c}/tmp\u{201d}}", r#"{"path":"/tmp"}"#, vec![json]),
+        ("find_file", "{{\"path\": \"/tmp\"}}", r#"{"path":"/tmp"}"#, vec![json]),
+        ("find_file", "{path: \"/tmp\", depth: 2}", r#"{"path":"/tmp","depth":2}"#, vec![json]),
+        ("find_file", r#""\"{\\\"path\\\": \\\"/tmp\\\"}\"""#, r#"{"path":"/tmp"}"#, vec![json]),
+        ("find_file", r#"[{"path": "/tmp"}]"#, r#"{"path":"/tmp"}"#, vec![RepairKind::ArgumentsEnvelope as i32]),
+        ("list_rooms", "null", "{}", vec![json]),
+        ("list_rooms", "\"\"", "{}", vec![json]),
+    ] {
+        let response = execute(&mut gw.client, tool, emitted).await;
+        assert!(response.ok, "{emitted}: {response:?}");
+        assert_eq!(response.result_json, expected, "{emitted}");
+        assert_eq!(response.repairs.iter().map(|r| r.kind).collect::<Vec<_>>(), kinds, "{emitted}");
+        assert_eq!(response.repairs[0].original, emitted);
+    }
+    // More than one reading, or a required parameter: errors.
+    for (tool, emitted, message) in [
+        ("find_file", r#"{"path": "/a"}{"path": "/b"}"#, "arguments are not valid JSON: trailing characters"),
+        ("find_file", r#"{"path": "/a"#, "arguments are not valid JSON: EOF while parsing"),
+        ("find_file", "null", "arguments must be a JSON object, got null"),
+        ("find_file", r#"[{"path": "/a"}, {"path": "/b"}]"#, "arguments must be a JSON object, got an array"),
+    ] {
+        let response = execute(&mut gw.client, tool, emitted).await;
+        assert!(error_of(&response).starts_with(message), "{emitted}: {}", error_of(&response));
+        assert!(response.repairs.is_empty());
+    }
+    // Strict: none of them is repaired.
+    let request = ExecuteRequest {
+        tool: "find_file".into(),
+        arguments_json: "{\"path\": \"/tmp\"}}".into(),
+        strict: Some(true),
+        ..Default::default()
+    };
+    let response = gw.client.execute(request).await.unwrap().into_inner();
+    assert_eq!(error_of(&response), "arguments are not valid JSON: trailing characters at line 1 column 17");
+}

@@ -237,3 +237,113 @@ async fn hostile_tool_names_are_answered_in_band_and_quoted_safely() {
     assert_eq!(kind(&response), ErrorKind::UnknownTool);
     assert!(execute(&mut gw.client, "web_search", r#"{"query": "still serving"}"#).await.ok);
 }
+
+/// Names as chat templates and output parsers leave them.
+const WRAPPED: &[&str] = &[
+    "web_search<|channel|>commentary",
+    "<|start|>assistant<|channel|>commentary to=functions.web_search <|constrain|>json",
+    "web_search <|constrain|>json",
+    "[TOOL_CALLS]web_search",
+    "<function=web_search>",
+    "<tool_call>web_search</tool_call>",
+    "web_search:0",
+    "functions.WebSearch:1",
+    "  .:web_search\n",
+    "\"web_search\"",
+    "`web_search()`",
+    "brave:web_search",
+    "brave.web_search",
+    "brave__web_search",
+    "BraveSearch__WebSearch",
+];
+
+#[tokio::test]
+async fn names_wrapped_in_template_residue_are_repaired() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http, false).await;
+    for emitted in WRAPPED {
+        let response = execute(&mut gw.client, emitted, r#"{"query": "rust"}"#).await;
+        assert!(response.ok, "{emitted:?}: {response:?}");
+        assert_eq!(
+            response.repairs,
+            [Repair {
+                kind: RepairKind::ToolName as i32,
+                original: emitted.to_string(),
+                repaired: "web_search".into()
+            }],
+            "{emitted:?}"
+        );
+    }
+    // Strict: none of them is repaired.
+    let mut strict = gateway(&http, true).await;
+    for emitted in WRAPPED {
+        let response = execute(&mut strict.client, emitted, r#"{"query": "rust"}"#).await;
+        assert_eq!(kind(&response), ErrorKind::UnknownTool, "{emitted:?}");
+        assert!(response.repairs.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn residue_with_two_meanings_or_unknown_words_is_never_dispatched() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http, false).await;
+    let suggested = |response: &toolgate::proto::v1::ExecuteResponse| error(response).suggestions.clone();
+    // Two tools named; one word naming two tools.
+    let response = execute(&mut gw.client, "web_search<|channel|>read_file", "{}").await;
+    assert_eq!(kind(&response), ErrorKind::UnknownTool);
+    assert_eq!(suggested(&response), ["read_file", "web_search"]);
+    let response = execute(&mut gw.client, "<function=get-order>", "{}").await;
+    assert_eq!(suggested(&response), ["GetOrder", "get_order"]);
+    // A word that is not residue beside the name; a name glued to residue.
+    for emitted in ["please web_search now", "web_search:force", "web_search.all"] {
+        let response = execute(&mut gw.client, emitted, r#"{"query": "x"}"#).await;
+        assert_eq!(kind(&response), ErrorKind::UnknownTool, "{emitted}");
+    }
+    let response = execute(&mut gw.client, "web_searchjson", r#"{"query": "x"}"#).await;
+    assert_eq!(kind(&response), ErrorKind::UnknownTool);
+    assert_eq!(suggested(&response), ["web_search"]);
+    // The did-you-mean works on the word inside the residue.
+    let response = execute(&mut gw.client, "<|channel|>web_serch json", "{}").await;
+    assert_eq!(
+        error_message(&response),
+        format!("Tool '<|channel|>web_serch json' not found. Did you mean 'web_search'? Available tools: {ALL}")
+    );
+    // Residue never reaches outside the available set.
+    let outside = request("<function=delete_file>", "{}", &["readonly"], None);
+    let response = gw.client.execute(outside).await.unwrap().into_inner();
+    assert_eq!(kind(&response), ErrorKind::UnknownTool);
+    assert!(!suggested(&response).contains(&"delete_file".to_owned()), "{response:?}");
+    assert_eq!(error(&response).available_tools, ["read_file", "web_search"]);
+    assert_eq!(http.seen.calls(), 0, "delete_file never ran");
+}
+
+#[tokio::test]
+async fn a_whole_call_in_the_arguments_names_the_tool() {
+    let http = backend::start().await;
+    let mut gw = gateway(&http, false).await;
+    let whole = r#"{"name": "WebSearch", "arguments": {"query": "rust"}}"#;
+    for emitted in ["", "<|tool_call|>"] {
+        let response = execute(&mut gw.client, emitted, whole).await;
+        assert!(response.ok, "{response:?}");
+        let repairs: Vec<(i32, &str, &str)> =
+            response.repairs.iter().map(|r| (r.kind, r.original.as_str(), r.repaired.as_str())).collect();
+        assert_eq!(
+            repairs,
+            [
+                (RepairKind::ToolName as i32, emitted, "web_search"),
+                (RepairKind::ArgumentsEnvelope as i32, whole, r#"{"query":"rust"}"#),
+            ]
+        );
+        assert_eq!(response.result_json, r#"{"query":"rust"}"#);
+    }
+    // The arguments as the JSON text of an object, as OpenAI sends them.
+    let text = r#"{"type": "function", "name": "web_search", "arguments": "{\"query\": \"rust\"}"}"#;
+    assert!(execute(&mut gw.client, "", text).await.ok);
+    // Only inside the available set; strict unwraps nothing.
+    let outside = request("", r#"{"name": "delete_file", "arguments": {}}"#, &["readonly"], None);
+    let response = gw.client.execute(outside).await.unwrap().into_inner();
+    assert_eq!(kind(&response), ErrorKind::UnknownTool);
+    assert_eq!(http.seen.calls(), 0);
+    let strict = gw.client.execute(request("", whole, &[], Some(true))).await.unwrap().into_inner();
+    assert!(error_message(&strict).starts_with("Tool '' not found."));
+}

@@ -1,0 +1,167 @@
+//! The words of an emitted tool name that chat templates and output parsers
+//! left residue around (DESIGN section 3, extended): `<|start|>assistant
+//! <|channel|>commentary to=functions.get_weather <|constrain|>json`,
+//! `[TOOL_CALLS]get_weather`, `<function=get_weather>`, `get_weather:0`,
+//! `` `get_weather()` ``.
+//!
+//! The rule: a tool name is made of `[A-Za-z0-9_-]` only, so the emitted name
+//! is split at every other character into words, and each word is marked by
+//! its place. The executor resolves every word inside the caller's available
+//! set and dispatches only when exactly one tool is named and every other
+//! word is recognisable residue: markup (a `<|…|>` special token, a
+//! bracketed marker, a tag name, an attribute key, a call index, a format or
+//! channel word), a namespace in front of another word, or a word that a
+//! special token separates from the tool's (what a template appends after
+//! its tokens). A word glued to residue with no separator (`get_weatherjson`)
+//! is one word and never split. Pure: knows nothing of the catalogue.
+
+/// Words that templates and constrained decoders put beside a tool name:
+/// format markers (`<|constrain|>json`), channel names (`<|channel|>
+/// commentary`) and the speaker of a turn. Compared ignoring ASCII case.
+pub const RESIDUE_WORDS: &[&str] = &["json", "commentary", "analysis", "final", "assistant"];
+
+/// One word of an emitted name and what its place says about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Word<'a> {
+    pub text: &'a str,
+    /// Its place marks it as markup, never a name by itself: inside `[…]`
+    /// (`[TOOL_CALLS]`), a tag name (`<tool_call>`, `</function>`), an
+    /// attribute key (`to=`, `function=`), only digits (a call index,
+    /// `name:0`), or one of [`RESIDUE_WORDS`].
+    pub markup: bool,
+    /// Followed directly by `.`, `:` or `::` and another word, not a call
+    /// index (`functions.x`, `ns:x`; not `x:0`): a namespace, unless it
+    /// names a tool itself.
+    pub namespace: bool,
+    /// How many special tokens (`<|…|>`) come before it. Words of another
+    /// region than the tool's are what a template put around the name.
+    pub region: usize,
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '-'
+}
+
+/// The words of `emitted`, in order, with their places; special tokens
+/// (`<|…|>`) are dropped whole.
+pub fn words(emitted: &str) -> Vec<Word<'_>> {
+    let mut words = Vec::new();
+    let mut region = 0;
+    let mut at = 0;
+    while at < emitted.len() {
+        let rest = &emitted[at..];
+        if let Some(end) = rest.strip_prefix("<|").and_then(|inner| inner.find("|>")) {
+            at += 2 + end + 2;
+            region += 1;
+            continue;
+        }
+        let c = rest.chars().next().expect("not at the end");
+        if !is_name_char(c) {
+            at += c.len_utf8();
+            continue;
+        }
+        let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        let text = &rest[..len];
+        let before = &emitted[..at];
+        let after = &rest[len..];
+        let tag = before.ends_with('<') || before.ends_with("</");
+        let bracketed = (before.ends_with('[') || before.ends_with("[/")) && after.starts_with(']');
+        let key = after.starts_with('=');
+        let index = text.bytes().all(|b| b.is_ascii_digit());
+        let vocabulary = RESIDUE_WORDS.iter().any(|w| w.eq_ignore_ascii_case(text));
+        let namespace = ["::", ":", "."].iter().any(|sep| after.strip_prefix(sep).is_some_and(starts_with_word));
+        words.push(Word { text, markup: tag || bracketed || key || index || vocabulary, namespace, region });
+        at += len;
+    }
+    words
+}
+
+/// Whether `text` starts with a word that is not a call index.
+fn starts_with_word(text: &str) -> bool {
+    let len = text.find(|c: char| !is_name_char(c)).unwrap_or(text.len());
+    len > 0 && !text[..len].bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The name the model most likely meant once residue is set aside: the one
+/// word that is neither markup nor a namespace, if there is exactly one
+/// (`<|channel|>get_wether json` → `get_wether`). For suggestions when no
+/// tool is named.
+pub fn cleaned<'a>(words: &[Word<'a>]) -> Option<&'a str> {
+    let mut plain = words.iter().filter(|w| !w.markup && !w.namespace);
+    match (plain.next(), plain.next()) {
+        (Some(one), None) => Some(one.text),
+        _ => None,
+    }
+}
+
+/// The tool parts of a word in the MCP-client shape `server__tool`: what
+/// follows each `__` (not at the start or end), longest first.
+pub fn after_double_underscores(word: &str) -> impl Iterator<Item = &str> {
+    word.match_indices("__").filter_map(move |(at, _)| {
+        let rest = word[at + 2..].trim_start_matches('_');
+        (at > 0 && !rest.is_empty()).then_some(rest)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plain(emitted: &str) -> Vec<&str> {
+        words(emitted).into_iter().filter(|w| !w.markup && !w.namespace).map(|w| w.text).collect()
+    }
+
+    #[test]
+    fn template_tokens_and_what_follows_them_are_set_apart() {
+        let found = words("get_weather<|channel|>commentary");
+        assert_eq!(found.len(), 2);
+        assert_eq!((found[0].text, found[0].region), ("get_weather", 0));
+        assert_eq!((found[1].text, found[1].markup, found[1].region), ("commentary", true, 1));
+        let harmony = "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json";
+        assert_eq!(plain(harmony), ["get_weather"]);
+        assert_eq!(words(harmony).iter().find(|w| w.text == "functions").map(|w| w.namespace), Some(true));
+    }
+
+    #[test]
+    fn markers_tags_indexes_and_punctuation() {
+        assert_eq!(plain("[TOOL_CALLS]get_weather"), ["get_weather"]);
+        assert_eq!(plain("<function=get_weather>"), ["get_weather"]);
+        assert_eq!(plain("<tool_call>get_weather</tool_call>"), ["get_weather"]);
+        assert_eq!(plain("get_weather:0"), ["get_weather"]);
+        assert_eq!(plain("  .:get_weather\n"), ["get_weather"]);
+        assert_eq!(plain("\"get_weather\""), ["get_weather"]);
+        assert_eq!(plain("`get_weather()`"), ["get_weather"]);
+        assert_eq!(plain("github:create_issue"), ["create_issue"]);
+        assert_eq!(plain("github::create_issue"), ["create_issue"]);
+    }
+
+    #[test]
+    fn glued_residue_is_not_split() {
+        assert_eq!(plain("get_weatherjson"), ["get_weatherjson"]);
+        assert_eq!(plain("get_weather json"), ["get_weather"]);
+    }
+
+    #[test]
+    fn an_unclosed_token_is_punctuation() {
+        assert_eq!(plain("<|get_weather"), ["get_weather"]);
+        assert!(words("<|x|><|y|>").is_empty());
+    }
+
+    #[test]
+    fn cleaned_is_the_one_plain_word() {
+        assert_eq!(cleaned(&words("<|channel|>get_wether json")), Some("get_wether"));
+        assert_eq!(cleaned(&words("get weather")), None);
+        assert_eq!(cleaned(&words("<|call|>")), None);
+    }
+
+    #[test]
+    fn mcp_client_prefixes() {
+        assert_eq!(after_double_underscores("brave__web_search").collect::<Vec<_>>(), ["web_search"]);
+        assert_eq!(
+            after_double_underscores("mcp__brave__web_search").collect::<Vec<_>>(),
+            ["brave__web_search", "web_search"]
+        );
+        assert_eq!(after_double_underscores("__x").count(), 0);
+        assert_eq!(after_double_underscores("x__").count(), 0);
+    }
+}
