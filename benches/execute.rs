@@ -1,6 +1,8 @@
 //! The Execute core without dispatch (resolve the name, parse and repair the
 //! arguments, validate them: `Executor::prepare`) against catalogues of 100,
-//! 1,000 and 10,000 tools: an exact hit, a drifted name repaired, and a miss.
+//! 1,000 and 10,000 tools: an exact hit, a drifted name repaired, a miss,
+//! values coerced, a name in template residue, arguments in an envelope and
+//! argument syntax repaired.
 //!
 //! And what telemetry adds to one whole Execute RPC handled in process (the
 //! service's handler, dispatch to the built-in `echo`): nothing recorded,
@@ -80,6 +82,30 @@ fn prepare(c: &mut Criterion) {
         let ready = executor.prepare(&coerced).unwrap().expect("the values are coerced");
         assert_eq!(ready.repairs.len(), 2);
         group.bench_with_input(BenchmarkId::new("coerced_values", n), &coerced, |b, c| b.iter(|| executor.prepare(c)));
+        // A name in chat-template residue, as a harmony-style template
+        // leaves it: the whole-name lookups miss, then the words are tried.
+        let residue = call(format!("<|channel|>commentary to=functions.{target} <|constrain|>json"));
+        let ready = executor.prepare(&residue).unwrap().expect("the name is found in the residue");
+        assert_eq!(ready.repairs.len(), 1);
+        group.bench_with_input(BenchmarkId::new("residue_name", n), &residue, |b, c| b.iter(|| executor.prepare(c)));
+        // Arguments in an envelope beside call metadata.
+        let envelope = Call {
+            tool: target.clone(),
+            arguments_json: format!(r#"{{"name": "{target}", "type": "function", "arguments": {arguments}}}"#),
+            ..Call::default()
+        };
+        let ready = executor.prepare(&envelope).unwrap().expect("the envelope is unwrapped");
+        assert_eq!(ready.repairs.len(), 1);
+        group.bench_with_input(BenchmarkId::new("envelope", n), &envelope, |b, c| b.iter(|| executor.prepare(c)));
+        // Argument syntax: typographic quotes, an unquoted key, prose after.
+        let syntax = Call {
+            tool: target.clone(),
+            arguments_json: "{\u{201c}id\u{201d}: \u{201c}issue-1042\u{201d}, limit: 20}\nLet me know!".into(),
+            ..Call::default()
+        };
+        let ready = executor.prepare(&syntax).unwrap().expect("the syntax is repaired");
+        assert_eq!(ready.repairs.len(), 1);
+        group.bench_with_input(BenchmarkId::new("repaired_syntax", n), &syntax, |b, c| b.iter(|| executor.prepare(c)));
     }
     group.finish();
 }
