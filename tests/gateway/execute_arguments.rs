@@ -353,10 +353,17 @@ tools:
     backend: {builtin: echo}
   - name: list_rooms
     description: Everything optional.
-    parameters: {type: object, properties: {floor: {type: integer}}, additionalProperties: false}
+    parameters:
+      type: object
+      properties: {floor: {type: integer}, near: {type: array, items: {type: object, properties: {floor: {type: integer}}}}}
+      additionalProperties: false
     backend: {builtin: echo}
 "#;
     let mut gw = TestGateway::registry(registry).start().await;
+    // Values are coerced at depth, named by their path.
+    let response = execute(&mut gw.client, "list_rooms", r#"{"near": [{"floor": "2"}]}"#).await;
+    assert_eq!(response.result_json, r#"{"near":[{"floor":2}]}"#, "{response:?}");
+    assert_eq!(response.repairs[0].original, r#"near/0/floor: "2""#);
     let json = RepairKind::ArgumentsJson as i32;
     for (tool, emitted, expected, kinds) in [
         ("find_file", "{\"path\": \"/tmp\"}}", r#"{"path":"/tmp"}"#, vec![json]),

@@ -19,6 +19,7 @@ mod identity;
 mod layers;
 mod list_tools;
 mod mcp;
+mod model_output;
 mod once;
 mod otlp;
 mod resolve_rpc;
