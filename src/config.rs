@@ -202,6 +202,41 @@ pub struct Settings {
     pub calls: CallState,
     /// The Redis URL, when the state is shared (for messages).
     pub redis: Option<String>,
+    /// What a reload cannot change: compared with the running one's.
+    pub fixed: Fixed,
+}
+
+/// The settings a reload cannot change (they are bound to sockets, or to
+/// state that outlives a snapshot); a reload that changes them says they
+/// need a restart. TLS files are re-read on every reload; their paths are
+/// fixed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fixed {
+    listen: SocketAddr,
+    tls: Option<TlsConfig>,
+    health_listen: Option<SocketAddr>,
+    users: Option<UsersConfig>,
+    state: StateConfig,
+    retry_budget: Option<u32>,
+}
+
+impl Fixed {
+    /// The configuration keys whose values differ in `next`.
+    pub fn changed(&self, next: &Fixed) -> Vec<&'static str> {
+        let mut changed = Vec::new();
+        let mut check = |differs: bool, key: &'static str| {
+            if differs {
+                changed.push(key);
+            }
+        };
+        check(self.listen != next.listen, "listen");
+        check(self.tls != next.tls, "tls");
+        check(self.health_listen != next.health_listen, "health_listen");
+        check(self.users != next.users, "users");
+        check(self.state != next.state, "state");
+        check(self.retry_budget != next.retry_budget, "policy.retry_budget");
+        changed
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -255,11 +290,20 @@ impl Settings {
         if principals.use_certificates() && tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
             return Err(ConfigError::NoClientCa);
         }
+        let users_config = file.users.clone();
         let users = match file.users.and_then(|u| u.jwt) {
             Some(jwt) => Some(Arc::new(UserVerifier::new(jwt).map_err(ConfigError::Users)?)),
             None => None,
         };
         let state = file.state.unwrap_or_default();
+        let fixed = Fixed {
+            listen,
+            tls: tls.clone(),
+            health_listen,
+            users: users_config,
+            state: state.clone(),
+            retry_budget: file.policy.retry_budget,
+        };
         let store: Arc<dyn Store> = match &state.redis {
             Some(url) => Arc::new(RedisStore::new(url).map_err(ConfigError::Redis)?),
             None => Arc::new(MemoryStore::default()),
@@ -268,7 +312,7 @@ impl Settings {
         let limits = file.limits.limits();
         let principals = Arc::new(principals);
         let redis = state.redis;
-        Ok(Self { listen, load, policy, limits, tls, health_listen, principals, users, calls, redis })
+        Ok(Self { listen, load, policy, limits, tls, health_listen, principals, users, calls, redis, fixed })
     }
 }
 

@@ -1,7 +1,8 @@
-//! Keeps the catalogue current while the gateway runs: connects the MCP
+//! Keeps the gateway's snapshot current while it runs: connects the MCP
 //! servers the files name, assembles the catalogue with their tools, and
 //! swaps in a new snapshot whenever a server's tools change (a server that
-//! was down comes up, `notifications/tools/list_changed`, a restart).
+//! was down comes up, `notifications/tools/list_changed`, a restart) or the
+//! files and configuration are reloaded (DESIGN-wave2 section 11).
 //!
 //! Every new snapshot is assembled and checked before it is swapped in; if
 //! it is invalid the old one stays. Calls in flight finish on the snapshot
@@ -14,15 +15,21 @@ use arc_swap::ArcSwap;
 use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
+    auth::Principals,
     catalog::{self, Files, LoadError, McpListing, Problem},
-    exec::{CallState, ExecLimits, Executor, ExecutorSlot, Grants, Shared},
-    mcp::{Event, McpPool},
+    config::Policy,
+    exec::{CallState, ExecLimits, Executor, Grants, Shared},
+    mcp::{Event, McpPool, Retired},
     process::Inherited,
     telemetry::Observer,
 };
 
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LAST_RETRY: Duration = Duration::from_secs(60);
+
+/// How long servers a reload removed stay connected at most, for calls in
+/// flight on them to finish.
+const RETIRE_AFTER: Duration = Duration::from_secs(300);
 
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -32,34 +39,86 @@ pub enum StartError {
     Http(#[from] reqwest::Error),
 }
 
-/// The live catalogue: the files, the MCP servers' latest listings, and the
-/// slot holding the executor of the current snapshot.
-pub struct LiveCatalog {
-    files: Files,
-    limits: ExecLimits,
-    shared: Arc<Shared>,
-    current: ExecutorSlot,
+/// What every request works on: the executor of one catalogue snapshot, and
+/// the policy and principals of the configuration it was loaded with. Swapped
+/// whole, so a request never sees one configuration's principals with
+/// another's grants.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub executor: Arc<Executor>,
+    pub policy: Policy,
+    /// Who may call; `None`: every caller may use every tool.
+    pub principals: Option<Arc<Principals>>,
+}
+
+/// The current snapshot, swapped atomically; each request holds the one it
+/// loaded until it ends.
+pub type SnapshotSlot = Arc<ArcSwap<Snapshot>>;
+
+impl Snapshot {
+    /// A slot holding this executor with no principals.
+    pub fn slot(executor: Executor, policy: Policy) -> SnapshotSlot {
+        Arc::new(ArcSwap::from_pointee(Snapshot { executor: Arc::new(executor), policy, principals: None }))
+    }
+}
+
+/// What a snapshot is built from, and what a reload replaces.
+pub struct Sources {
+    pub files: Files,
+    pub limits: ExecLimits,
+    pub grants: Grants,
+    pub policy: Policy,
+    pub principals: Arc<Principals>,
+}
+
+impl Sources {
+    fn principals(&self) -> Option<Arc<Principals>> {
+        (!self.principals.is_empty()).then(|| Arc::clone(&self.principals))
+    }
+}
+
+/// A reload that was swapped in.
+#[derive(Debug)]
+pub struct Reloaded {
+    pub version: String,
+    pub tools: usize,
+    pub warnings: Vec<Problem>,
+    /// MCP servers connected for it, and those ended (removed or changed).
+    pub connected: Vec<String>,
+    pub ended: Vec<String>,
+}
+
+struct Current {
+    sources: Sources,
     /// The latest listing of each server; a new snapshot is built from these.
-    listings: Mutex<HashMap<String, McpListing>>,
+    listings: HashMap<String, McpListing>,
+}
+
+/// The live catalogue: its sources, the MCP servers' latest listings, and
+/// the slot holding the current snapshot.
+pub struct LiveCatalog {
+    shared: Arc<Shared>,
+    slot: SnapshotSlot,
+    /// Held while a snapshot is assembled, so that reloads and MCP updates
+    /// take turns.
+    current: Mutex<Current>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl LiveCatalog {
-    /// Connects every MCP server of `files`, assembles the catalogue and
+    /// Connects every MCP server of the files, assembles the catalogue and
     /// starts keeping it current. Under strict validation a server that
     /// cannot be reached fails the start, like any catalogue problem.
     pub async fn start(
-        files: Files,
-        limits: ExecLimits,
+        sources: Sources,
         inherited: Inherited,
-        grants: Grants,
         state: CallState,
         observer: Observer,
     ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
-        let (pool, events) = McpPool::new(files.servers(), &inherited);
-        let shared = Shared::granting(pool.clone(), inherited, observer, grants)?.keeping(state);
+        let (pool, events) = McpPool::new(sources.files.servers(), &inherited);
+        let shared = Shared::granting(pool.clone(), inherited, observer, sources.grants.clone())?.keeping(state);
         let listings = pool.list_all().await;
-        let loaded = match catalog::assemble(&files, &listings) {
+        let loaded = match catalog::assemble(&sources.files, &listings) {
             Ok(loaded) => loaded,
             Err(err) => {
                 pool.shutdown().await;
@@ -67,24 +126,37 @@ impl LiveCatalog {
             }
         };
         let failed: Vec<String> = listings.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
-        let executor = Executor::new(Arc::new(loaded.catalog), limits, shared.clone());
+        let snapshot = snapshot(&sources, loaded.catalog, &shared);
         let live = Arc::new(Self {
-            files,
-            limits,
             shared,
-            current: Arc::new(ArcSwap::from_pointee(executor)),
-            listings: Mutex::new(listings.into_iter().map(|l| (l.server.clone(), l)).collect()),
+            slot: Arc::new(ArcSwap::from_pointee(snapshot)),
+            current: Mutex::new(Current {
+                sources,
+                listings: listings.into_iter().map(|l| (l.server.clone(), l)).collect(),
+            }),
             tasks: std::sync::Mutex::new(Vec::new()),
         });
-        let mut tasks = vec![tokio::spawn(Arc::clone(&live).follow(events))];
-        tasks.extend(failed.into_iter().map(|server| tokio::spawn(Arc::clone(&live).retry(server))));
-        live.tasks.lock().expect("not poisoned").extend(tasks);
+        live.spawn(Arc::clone(&live).follow(events));
+        for server in failed {
+            live.spawn(Arc::clone(&live).retry(server));
+        }
         Ok((live, loaded.warnings))
     }
 
-    /// The slot the service reads the current executor from.
-    pub fn current(&self) -> ExecutorSlot {
-        Arc::clone(&self.current)
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = self.tasks.lock().expect("not poisoned");
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(tokio::spawn(task));
+    }
+
+    /// What records the gateway's telemetry.
+    pub fn observer(&self) -> &Observer {
+        self.shared.observer()
+    }
+
+    /// The slot the service reads the current snapshot from.
+    pub fn current(&self) -> SnapshotSlot {
+        Arc::clone(&self.slot)
     }
 
     /// Stops the background work and ends every MCP connection (child
@@ -96,9 +168,64 @@ impl LiveCatalog {
         self.shared.mcp().shutdown().await;
     }
 
+    /// Replaces the sources (files re-read, configuration re-read): the MCP
+    /// servers that did not change keep their connections and listings, new
+    /// or changed ones are connected and listed, then the whole is assembled
+    /// and checked (strict rules included) before it is swapped in. A
+    /// rejected reload changes nothing: the problems are returned and the new
+    /// servers' connections ended. Servers the reload removed are ended once
+    /// no call in flight can use them (the old snapshot is dropped, or after
+    /// five minutes).
+    pub async fn reload(self: &Arc<Self>, sources: Sources) -> Result<Reloaded, Vec<Problem>> {
+        let mut current = self.current.lock().await;
+        let pool = self.shared.mcp();
+        let plan = pool.plan(sources.files.servers());
+        let mut listings: HashMap<String, McpListing> = plan
+            .kept()
+            .iter()
+            .filter_map(|name| current.listings.get(name).map(|l| (name.clone(), l.clone())))
+            .collect();
+        let fresh = plan.list_fresh().await;
+        let connected: Vec<String> = fresh.iter().map(|l| l.server.clone()).collect();
+        let failed: Vec<String> = fresh.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
+        listings.extend(fresh.into_iter().map(|l| (l.server.clone(), l)));
+        let all: Vec<McpListing> = listings.values().cloned().collect();
+        let loaded = match catalog::assemble(&sources.files, &all) {
+            Ok(loaded) => loaded,
+            Err(err) => {
+                plan.abandon().await;
+                self.shared.observer().metrics.reload("rejected");
+                return Err(err.problems);
+            }
+        };
+        let retired = pool.apply(plan);
+        let next = snapshot(&sources, loaded.catalog, &self.shared);
+        let reloaded = Reloaded {
+            version: next.executor.catalog().version().to_owned(),
+            tools: next.executor.catalog().tools().len(),
+            warnings: loaded.warnings,
+            connected,
+            ended: retired.names(),
+        };
+        let old = self.slot.swap(Arc::new(next));
+        *current = Current { sources, listings };
+        drop(current);
+        self.shared.observer().metrics.reload("ok");
+        if !retired.is_empty() {
+            self.spawn(retire(old, retired));
+        }
+        for server in failed {
+            self.spawn(Arc::clone(self).retry(server));
+        }
+        Ok(reloaded)
+    }
+
     /// Re-lists a server whose tools changed and swaps in the new snapshot.
     async fn follow(self: Arc<Self>, mut events: tokio::sync::mpsc::UnboundedReceiver<Event>) {
         while let Some(Event::ToolsChanged(server)) = events.recv().await {
+            if !self.shared.mcp().has(&server) {
+                continue;
+            }
             let tools = self.shared.mcp().list(&server).await;
             if let Err(why) = &tools {
                 tracing::warn!(server = %server, "MCP server's tools could not be listed again: {why}");
@@ -107,11 +234,15 @@ impl LiveCatalog {
         }
     }
 
-    /// Tries a server that was down until it answers, then adds its tools.
+    /// Tries a server that was down until it answers, then adds its tools;
+    /// gives up when a reload removed it.
     async fn retry(self: Arc<Self>, server: String) {
         let mut wait = FIRST_RETRY;
         loop {
             tokio::time::sleep(wait).await;
+            if !self.shared.mcp().has(&server) {
+                return;
+            }
             match self.shared.mcp().list(&server).await {
                 Ok(tools) => {
                     tracing::info!(server = %server, tools = tools.len(), "MCP server is up");
@@ -129,16 +260,18 @@ impl LiveCatalog {
 
     /// Records a listing; assembles and, if valid, swaps in the new snapshot.
     async fn update(&self, listing: McpListing) {
-        let mut listings = self.listings.lock().await;
-        listings.insert(listing.server.clone(), listing);
-        let all: Vec<McpListing> = listings.values().cloned().collect();
-        match catalog::assemble(&self.files, &all) {
+        let mut current = self.current.lock().await;
+        if !current.sources.files.servers().iter().any(|s| s.name == listing.server) {
+            return;
+        }
+        current.listings.insert(listing.server.clone(), listing);
+        let all: Vec<McpListing> = current.listings.values().cloned().collect();
+        match catalog::assemble(&current.sources.files, &all) {
             Ok(loaded) => {
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();
-                let executor = Executor::new(Arc::new(loaded.catalog), self.limits, Arc::clone(&self.shared));
-                self.current.store(Arc::new(executor));
-                tracing::info!(version, tools, "catalogue updated");
+                self.slot.store(Arc::new(snapshot(&current.sources, loaded.catalog, &self.shared)));
+                tracing::info!(catalog_version = version, tools, "catalogue updated");
             }
             Err(err) => {
                 for problem in &err.problems {
@@ -148,4 +281,21 @@ impl LiveCatalog {
             }
         }
     }
+}
+
+fn snapshot(sources: &Sources, catalog: catalog::Catalog, shared: &Arc<Shared>) -> Snapshot {
+    let executor = Executor::granting(Arc::new(catalog), sources.limits, Arc::clone(shared), &sources.grants);
+    Snapshot { executor: Arc::new(executor), policy: sources.policy, principals: sources.principals() }
+}
+
+/// Ends the servers a reload took out of the pool once the snapshot that
+/// could call them is no longer held by any request (or after
+/// [`RETIRE_AFTER`]).
+async fn retire(old: Arc<Snapshot>, retired: Retired) {
+    let deadline = tokio::time::Instant::now() + RETIRE_AFTER;
+    while Arc::strong_count(&old) > 1 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(old);
+    retired.end().await;
 }

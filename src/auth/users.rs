@@ -35,14 +35,14 @@ const RETRY: Duration = Duration::from_secs(30);
 const MAX_CACHED: usize = 10_000;
 
 /// `users:` of the configuration file.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct UsersConfig {
     pub jwt: Option<JwtConfig>,
 }
 
 /// `users.jwt:`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JwtConfig {
     pub issuer: String,

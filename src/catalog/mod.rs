@@ -127,7 +127,7 @@ pub struct McpServer {
     pub declared_at: Place,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum McpTransport {
     /// A child process speaking MCP on stdin and stdout.
     Stdio { program: PathBuf, args: Vec<String>, cwd: PathBuf, env: Vec<(String, Secret)> },

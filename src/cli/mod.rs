@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // the CLI speaks to a person
 
 mod output;
+mod reload;
 mod start;
 
 use std::{future::Future, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
@@ -257,14 +258,20 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Starts the catalogue, serves until a signal, ends the MCP servers.
+/// Starts the catalogue, serves until a signal, reloads on SIGHUP and file
+/// changes, ends the MCP servers.
 async fn serve_with(
     args: &ServeArgs,
     settings: &Settings,
     env: &Env,
     observer: crate::telemetry::Observer,
 ) -> anyhow::Result<ExitCode> {
+    // Every handler first: SIGHUP's default action would end the process.
     let (shutdown, again) = shutdown_signals()?;
+    let hangup = {
+        use tokio::signal::unix::{signal, SignalKind};
+        signal(SignalKind::hangup()).context("cannot handle SIGHUP")?
+    };
     let mut shutdown = Box::pin(shutdown);
     let (live, _) = tokio::select! {
         started = start(settings, env, Report::Log, observer) => started?,
@@ -288,7 +295,7 @@ async fn serve_with(
         }
     };
     let addr: SocketAddr = listener.local_addr()?;
-    let catalog = live.current().load().catalog().clone();
+    let catalog = live.current().load().executor.catalog().clone();
     match settings.principals.len() {
         0 => tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool"),
         n => tracing::info!("{n} principals configured: every call needs a credential"),
@@ -296,14 +303,23 @@ async fn serve_with(
     if let Some(health) = &serving.health {
         tracing::info!("health (grpc.health.v1 only, plaintext) on {}", health.local_addr()?);
     }
-    tracing::info!(strict = settings.policy.strict, version = catalog.version(), "catalogue loaded");
+    tracing::info!(strict = settings.policy.strict, catalog_version = catalog.version(), "catalogue loaded");
     if serving.tls.is_some() {
-        tracing::info!("TLS on {addr} (certificate, key and client CA re-read on SIGHUP)");
+        tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
     }
+    let folders = reload::watched_folders(settings, args.catalog.config.as_deref());
+    let (_watcher, changes) = reload::watch(&folders);
+    let reloader = reload::Reloader {
+        live: Arc::clone(&live),
+        tls: serving.tls.clone(),
+        rebuild: rebuild(args, env),
+        env: env.clone(),
+        fixed: settings.fixed.clone(),
+    };
+    let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
+    tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-    let gateway = Gateway::new(live.current(), settings.policy)
-        .with_principals(Arc::clone(&settings.principals))
-        .with_users(settings.users.clone());
+    let gateway = Gateway::new(live.current()).with_users(settings.users.clone());
     let _jwks = settings.users.as_ref().and_then(|users| users.keep_keys_fresh()).map(AbortOnDrop);
     let stop = server::Stop { shutdown, drain: args.drain_timeout, now: again };
     let served = server::serve_with(listener, gateway, stop, serving).await;
@@ -311,6 +327,15 @@ async fn serve_with(
     served?;
     tracing::info!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the settings again as `serve` read them at start.
+fn rebuild(args: &ServeArgs, env: &Env) -> reload::Rebuild {
+    let catalog = args.catalog.clone();
+    let listen = args.listen.clone();
+    let tls = (args.tls_cert.clone(), args.tls_key.clone());
+    let env = env.clone();
+    Arc::new(move || settings_with_tls(&catalog, listen.clone(), tls.clone(), &env))
 }
 
 /// A background task ended with the command.
@@ -322,7 +347,7 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// TLS (its files re-read on SIGHUP) and the health listener, as the
+/// TLS (its files re-read on every reload) and the health listener, as the
 /// settings ask.
 async fn serving(settings: &Settings) -> anyhow::Result<server::Serving> {
     let tls = match &settings.tls {
@@ -331,19 +356,6 @@ async fn serving(settings: &Settings) -> anyhow::Result<server::Serving> {
         }
         None => None,
     };
-    if let Some(tls) = &tls {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-        let tls = Arc::clone(tls);
-        tokio::spawn(async move {
-            while hangup.recv().await.is_some() {
-                match tls.reload() {
-                    Ok(()) => tracing::info!("TLS certificate, key and client CA re-read"),
-                    Err(why) => tracing::error!("TLS files not re-read, the ones in use stay: {why}"),
-                }
-            }
-        });
-    }
     let health = match settings.health_listen {
         Some(addr) => {
             Some(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (health_listen)"))?)

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 
 use crate::{
-    catalog::{self, Catalog, Severity},
+    catalog::{self, Catalog, Problem, Severity},
     config::Settings,
     env::Env,
-    live::{LiveCatalog, StartError},
+    live::{LiveCatalog, Sources, StartError},
     process::Inherited,
     telemetry::Observer,
 };
@@ -24,6 +24,20 @@ pub enum Report {
     Plain,
 }
 
+/// What a snapshot is built from: the files read (with the principals'
+/// grants to check), and the configuration's limits, policy and principals.
+pub fn sources(settings: &Settings, env: &Env) -> Sources {
+    let mut files = catalog::read(&settings.load, env);
+    files.add_grants(settings.principals.grant_decls());
+    Sources {
+        files,
+        limits: settings.limits,
+        grants: settings.principals.grants(),
+        policy: settings.policy,
+        principals: Arc::clone(&settings.principals),
+    }
+}
+
 /// Reads the files, connects the MCP servers they name and assembles the
 /// catalogue (the same path for every command); reports every problem, one
 /// line each.
@@ -33,8 +47,7 @@ pub async fn start(
     report: Report,
     observer: Observer,
 ) -> anyhow::Result<(Arc<LiveCatalog>, usize)> {
-    let mut files = catalog::read(&settings.load, env);
-    files.add_grants(settings.principals.grant_decls());
+    let sources = sources(settings, env);
     // Command tools run under this same binary's `supervise` (when it can be
     // found), so that nothing they start outlives their call.
     let inherited = match std::env::current_exe() {
@@ -44,10 +57,8 @@ pub async fn start(
             Inherited::from_env(env)
         }
     };
-    let grants = settings.principals.grants();
     let state = settings.calls.clone();
-    let (started, problems) = match LiveCatalog::start(files, settings.limits, inherited, grants, state, observer).await
-    {
+    let (started, problems) = match LiveCatalog::start(sources, inherited, state, observer).await {
         Ok((live, warnings)) => {
             let count = warnings.len();
             (Ok((live, count)), warnings)
@@ -58,14 +69,17 @@ pub async fn start(
         }
         Err(other) => return Err(other.into()),
     };
-    for problem in &problems {
-        // Under strict validation a warning fails the load: say so.
-        let fatal = problem.severity == Severity::Error || settings.load.strict;
-        let suffix = if problem.severity == Severity::Warning && settings.load.strict {
-            " (an error under strict validation)"
-        } else {
-            ""
-        };
+    report_problems(&problems, settings.load.strict, report);
+    started
+}
+
+/// Every problem, one line each; under strict validation a warning is said
+/// to be an error.
+pub fn report_problems(problems: &[Problem], strict: bool, report: Report) {
+    for problem in problems {
+        let fatal = problem.severity == Severity::Error || strict;
+        let suffix =
+            if problem.severity == Severity::Warning && strict { " (an error under strict validation)" } else { "" };
         match (report, fatal) {
             (Report::Log, true) => tracing::error!("{problem}{suffix}"),
             (Report::Log, false) => tracing::warn!("{problem}"),
@@ -73,7 +87,6 @@ pub async fn start(
             (Report::Plain, _) => eprintln!("warning: {problem}{suffix}"),
         }
     }
-    started
 }
 
 /// Loads the catalogue for a command that only reads it: MCP servers are
@@ -83,7 +96,7 @@ pub fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, 
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async {
         let (live, warnings) = start(settings, env, Report::Plain, Observer::disabled()).await?;
-        let catalog = live.current().load().catalog().clone();
+        let catalog = live.current().load().executor.catalog().clone();
         live.shutdown().await;
         Ok((catalog, warnings))
     })

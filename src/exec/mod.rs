@@ -30,7 +30,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use arc_swap::ArcSwap;
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
@@ -48,10 +47,6 @@ use crate::{
     resolve::{self, check_names, NamesError, Resolution, INLINE_NAMES},
     telemetry::{self, Observer},
 };
-
-/// The executor of the current catalogue snapshot, swapped atomically when
-/// the catalogue changes; each call works on the one it loaded.
-pub type ExecutorSlot = Arc<ArcSwap<Executor>>;
 
 /// One call, as the agent sent it.
 #[derive(Clone, Debug, Default)]
@@ -194,11 +189,11 @@ impl Shared {
         observer: Observer,
         grants: Grants,
     ) -> Result<Arc<Self>, reqwest::Error> {
-        // With principals, every HTTP call carries identity headers, which
-        // must not follow a redirect to another origin.
-        let identified = !grants.is_empty();
+        // Calls may carry identity headers (principals can be configured by
+        // a reload too), which must never follow a redirect to another
+        // origin: redirects are followed within the origin only.
         let state = once::CallState::default();
-        Ok(Arc::new(Self { http: HttpClients::new(identified)?, mcp, inherited, observer, grants, state }))
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, grants, state }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
@@ -232,11 +227,18 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor for `catalog`, running calls with `shared`.
+    /// An executor for `catalog`, running calls with `shared` (and its
+    /// principals' grants).
     pub fn new(catalog: Arc<Catalog>, limits: ExecLimits, shared: Arc<Shared>) -> Self {
+        let grants = shared.grants.clone();
+        Self::granting(catalog, limits, shared, &grants)
+    }
+
+    /// [`Executor::new`] with these grants (a reloaded configuration's).
+    pub fn granting(catalog: Arc<Catalog>, limits: ExecLimits, shared: Arc<Shared>, grants: &Grants) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
         let everything = Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
-        let granted = shared.grants.resolve(&catalog);
+        let granted = grants.resolve(&catalog);
         Self { catalog, limits, shared, permits, everything, granted }
     }
 

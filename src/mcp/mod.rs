@@ -4,7 +4,10 @@
 //! a child process speaking MCP on stdio (in its own process group, so that
 //! ending it ends everything it started) or a streamable HTTP session. It
 //! lists tools (following pagination), calls them, reconnects on the next use
-//! after a server died, and reports `notifications/tools/list_changed`.
+//! after a server died, and reports `notifications/tools/list_changed`. On a
+//! reload ([`McpPool::plan`]) servers whose connection settings did not
+//! change keep their connections; new or changed ones are connected and
+//! listed before the new catalogue is accepted.
 //! Turning listings into catalogue tools is the catalogue's job; keeping the
 //! catalogue current is the `live` module's; wording a failure for a model is
 //! the executor's.
@@ -65,15 +68,67 @@ pub enum Event {
 
 /// The connections to every MCP server of a catalogue.
 pub struct McpPool {
-    servers: HashMap<String, Server>,
+    servers: std::sync::RwLock<HashMap<String, Arc<Server>>>,
+    events: mpsc::UnboundedSender<Event>,
+    /// What a stdio server inherits from the gateway's environment.
+    inherited: Inherited,
 }
 
 struct Server {
     spec: McpServer,
     connection: Mutex<Option<Connection>>,
     events: mpsc::UnboundedSender<Event>,
-    /// What a stdio server inherits from the gateway's environment.
     inherited: Inherited,
+}
+
+/// The servers of a new catalogue against the pool's: which keep their
+/// connections, which are new (or changed) and connected but not yet in the
+/// pool, which go. Applied with [`McpPool::apply`] or dropped with
+/// [`Plan::abandon`].
+pub struct Plan {
+    kept: Vec<String>,
+    fresh: HashMap<String, Arc<Server>>,
+}
+
+impl Plan {
+    /// The servers that keep their connections (their listings stay).
+    pub fn kept(&self) -> &[String] {
+        &self.kept
+    }
+
+    /// Connects every new or changed server and lists its tools, all at
+    /// once, each within its startup timeout.
+    pub async fn list_fresh(&self) -> Vec<McpListing> {
+        let listings = self
+            .fresh
+            .iter()
+            .map(|(name, server)| async move { McpListing { server: name.clone(), tools: server.list().await } });
+        join_all(listings).await
+    }
+
+    /// Ends the connections of a plan that is not applied.
+    pub async fn abandon(self) {
+        join_all(self.fresh.values().map(|server| server.disconnect())).await;
+    }
+}
+
+/// Servers taken out of the pool, to end once nothing uses them.
+pub struct Retired(Vec<Arc<Server>>);
+
+impl Retired {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The names of the servers, for the log.
+    pub fn names(&self) -> Vec<String> {
+        self.0.iter().map(|s| s.spec.name.clone()).collect()
+    }
+
+    /// Ends their connections, as on exit.
+    pub async fn end(self) {
+        join_all(self.0.iter().map(|server| server.disconnect())).await;
+    }
 }
 
 impl McpPool {
@@ -81,19 +136,19 @@ impl McpPool {
     /// the receiver. Stdio servers get `inherited` and their own `env`.
     pub fn new(servers: &[McpServer], inherited: &Inherited) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
         let (events, receiver) = mpsc::unbounded_channel();
-        let servers = servers
-            .iter()
-            .map(|spec| {
-                let server = Server {
-                    spec: spec.clone(),
-                    connection: Mutex::new(None),
-                    events: events.clone(),
-                    inherited: inherited.clone(),
-                };
-                (spec.name.clone(), server)
-            })
-            .collect();
-        (Arc::new(Self { servers }), receiver)
+        let pool = Self { servers: Default::default(), events, inherited: inherited.clone() };
+        let servers = servers.iter().map(|spec| (spec.name.clone(), pool.server(spec))).collect();
+        *pool.servers.write().expect("not poisoned") = servers;
+        (Arc::new(pool), receiver)
+    }
+
+    fn server(&self, spec: &McpServer) -> Arc<Server> {
+        Arc::new(Server {
+            spec: spec.clone(),
+            connection: Mutex::new(None),
+            events: self.events.clone(),
+            inherited: self.inherited.clone(),
+        })
     }
 
     /// A pool with no servers.
@@ -102,44 +157,71 @@ impl McpPool {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.servers.is_empty()
+        self.servers.read().expect("not poisoned").is_empty()
+    }
+
+    /// Whether the pool has a server of this name.
+    pub fn has(&self, name: &str) -> bool {
+        self.servers.read().expect("not poisoned").contains_key(name)
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<Server>> {
+        self.servers.read().expect("not poisoned").get(name).cloned()
     }
 
     /// Connects to every server and lists its tools, all at once, each within
     /// its startup timeout.
     pub async fn list_all(&self) -> Vec<McpListing> {
-        let listings = self
-            .servers
-            .keys()
-            .map(|name| async move { McpListing { server: name.clone(), tools: self.list(name).await } });
+        let servers: Vec<(String, Arc<Server>)> =
+            self.servers.read().expect("not poisoned").iter().map(|(n, s)| (n.clone(), Arc::clone(s))).collect();
+        let listings = servers
+            .into_iter()
+            .map(|(name, server)| async move { McpListing { server: name, tools: server.list().await } });
         join_all(listings).await
     }
 
     /// Connects (if needed) and lists one server's tools, within its startup
     /// timeout. The error says why, for the operator's log.
     pub async fn list(&self, name: &str) -> Result<Vec<McpToolInfo>, String> {
-        let server = self.servers.get(name).ok_or_else(|| format!("no MCP server named '{name}'"))?;
-        let limit = server.spec.startup_timeout;
-        let listed = tokio::time::timeout(limit, async {
-            let peer = server.peer().await?;
-            let tools = peer.list_all_tools().await;
-            match tools {
-                Ok(tools) => Ok(tools.iter().map(client::tool_info).collect()),
-                Err(err) => {
-                    server.disconnect_if_closed().await;
-                    Err(format!("tools/list failed: {err}"))
+        let server = self.get(name).ok_or_else(|| format!("no MCP server named '{name}'"))?;
+        server.list().await
+    }
+
+    /// What moving to `specs` means: a server whose transport and startup
+    /// timeout are unchanged keeps its connection; a new or changed one gets
+    /// a fresh, unconnected server outside the pool.
+    pub fn plan(&self, specs: &[McpServer]) -> Plan {
+        let current = self.servers.read().expect("not poisoned");
+        let mut plan = Plan { kept: Vec::new(), fresh: HashMap::new() };
+        for spec in specs {
+            match current.get(&spec.name) {
+                Some(old)
+                    if old.spec.transport == spec.transport && old.spec.startup_timeout == spec.startup_timeout =>
+                {
+                    plan.kept.push(spec.name.clone())
+                }
+                _ => {
+                    plan.fresh.insert(spec.name.clone(), self.server(spec));
                 }
             }
-        })
-        .await;
-        match listed {
-            Ok(result) => result,
-            Err(_) => {
-                // A server that hangs is ended, not left half-connected.
-                server.disconnect().await;
-                Err(format!("no answer within {}", humantime::format_duration(limit)))
+        }
+        plan
+    }
+
+    /// Makes the plan's servers the pool's; the servers that left it
+    /// (removed, or replaced by a changed one) are returned, still connected,
+    /// for calls in flight on them to finish.
+    pub fn apply(&self, plan: Plan) -> Retired {
+        let mut servers = self.servers.write().expect("not poisoned");
+        let mut next: HashMap<String, Arc<Server>> = HashMap::new();
+        for name in plan.kept {
+            if let Some(server) = servers.remove(&name) {
+                next.insert(name, server);
             }
         }
+        next.extend(plan.fresh);
+        let retired = std::mem::replace(&mut *servers, next).into_values().collect();
+        Retired(retired)
     }
 
     /// Calls `tool` on `server` with validated arguments. The result is JSON
@@ -151,7 +233,7 @@ impl McpPool {
         arguments: &Map<String, Value>,
         meta: CallMeta<'_>,
     ) -> Result<String, McpError> {
-        let Some(server) = self.servers.get(server) else { return Err(McpError::Unavailable) };
+        let Some(server) = self.get(server) else { return Err(McpError::Unavailable) };
         let peer = match server.peer().await {
             Ok(peer) => peer,
             Err(why) => {
@@ -192,12 +274,37 @@ impl McpPool {
 
     /// Ends every connection; child processes are asked to exit, then killed.
     pub async fn shutdown(&self) {
-        let ends = self.servers.values().map(|server| server.disconnect());
-        join_all(ends).await;
+        let servers: Vec<Arc<Server>> = self.servers.read().expect("not poisoned").values().cloned().collect();
+        join_all(servers.iter().map(|server| server.disconnect())).await;
     }
 }
 
 impl Server {
+    /// Connects (if needed) and lists the tools, within the startup timeout.
+    async fn list(&self) -> Result<Vec<McpToolInfo>, String> {
+        let limit = self.spec.startup_timeout;
+        let listed = tokio::time::timeout(limit, async {
+            let peer = self.peer().await?;
+            let tools = peer.list_all_tools().await;
+            match tools {
+                Ok(tools) => Ok(tools.iter().map(client::tool_info).collect()),
+                Err(err) => {
+                    self.disconnect_if_closed().await;
+                    Err(format!("tools/list failed: {err}"))
+                }
+            }
+        })
+        .await;
+        match listed {
+            Ok(result) => result,
+            Err(_) => {
+                // A server that hangs is ended, not left half-connected.
+                self.disconnect().await;
+                Err(format!("no answer within {}", humantime::format_duration(limit)))
+            }
+        }
+    }
+
     /// The live connection's peer, connecting first if there is none (a
     /// server that died is restarted here, on its next use).
     async fn peer(&self) -> Result<rmcp::Peer<rmcp::RoleClient>, String> {

@@ -9,45 +9,50 @@ pub mod status;
 
 use std::{sync::Arc, time::Duration};
 
-use arc_swap::ArcSwap;
 use tonic::{metadata::MetadataMap, Request, Response, Status};
 
 use crate::{
     auth::{self, Credentials, Principals, UserVerifier},
     catalog::{render, Catalog},
     config::Policy,
-    exec::{AvailableSet, Caller, Executor, ExecutorSlot},
+    exec::{AvailableSet, Caller, Executor},
+    live::{Snapshot, SnapshotSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     resolve::{self, check_names, Resolution, INLINE_NAMES},
     telemetry::{propagation, Observer},
 };
 use status::RpcError;
 
-/// The gateway's shared state: the current executor (with its catalogue
-/// snapshot, swapped when the catalogue changes) and the policy. Each request
-/// works on the snapshot current when it started.
+/// The gateway's shared state: the current snapshot (executor, policy and
+/// principals, swapped when the catalogue or configuration changes). Each
+/// request works on the snapshot current when it started.
 #[derive(Clone)]
 pub struct Gateway {
-    current: ExecutorSlot,
-    policy: Policy,
+    current: SnapshotSlot,
     /// The same for every snapshot (they share it).
     observer: Observer,
-    /// Who may call; `None`: every caller may use every tool.
-    principals: Option<Arc<Principals>>,
     /// Verifies end users' tokens, when configured.
     users: Option<Arc<UserVerifier>>,
 }
 
 impl Gateway {
-    pub fn new(current: ExecutorSlot, policy: Policy) -> Self {
-        let observer = current.load().shared().observer().clone();
-        Self { current, policy, observer, principals: None, users: None }
+    pub fn new(current: SnapshotSlot) -> Self {
+        let observer = current.load().executor.shared().observer().clone();
+        Self { current, observer, users: None }
+    }
+
+    /// A gateway whose snapshot never changes.
+    pub fn fixed(executor: Executor, policy: Policy) -> Self {
+        Self::new(Snapshot::slot(executor, policy))
     }
 
     /// Every call must prove one of `principals` (unless there are none),
-    /// and sees only what its grants allow.
+    /// and sees only what its grants allow. Replaces the snapshot's
+    /// principals (for a gateway whose snapshot never changes).
     pub fn with_principals(mut self, principals: Arc<Principals>) -> Self {
-        self.principals = (!principals.is_empty()).then_some(principals);
+        let mut snapshot = Snapshot::clone(&self.current.load());
+        snapshot.principals = (!principals.is_empty()).then_some(principals);
+        self.current = Arc::new(arc_swap::ArcSwap::from_pointee(snapshot));
         self
     }
 
@@ -57,12 +62,22 @@ impl Gateway {
         self
     }
 
+    /// The snapshot a request works on, held until it ends.
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+
     /// Who sent a request, from its metadata and its connection's client
     /// certificate; UNAUTHENTICATED with one message when it proves no
     /// principal, or carries a user token that does not verify.
-    fn caller(&self, metadata: &MetadataMap, extensions: &tonic::Extensions) -> Result<Caller, RpcError> {
+    fn caller(
+        &self,
+        snapshot: &Snapshot,
+        metadata: &MetadataMap,
+        extensions: &tonic::Extensions,
+    ) -> Result<Caller, RpcError> {
         let refused = || RpcError::Unauthenticated(auth::UNAUTHENTICATED.to_owned());
-        let mut caller = match &self.principals {
+        let mut caller = match &snapshot.principals {
             None => Caller::default(),
             Some(principals) => {
                 let authorization: Vec<Option<&str>> =
@@ -90,15 +105,6 @@ impl Gateway {
             }
         }
         Ok(caller)
-    }
-
-    /// A gateway whose catalogue never changes.
-    pub fn fixed(executor: Executor, policy: Policy) -> Self {
-        Self::new(Arc::new(ArcSwap::from_pointee(executor)), policy)
-    }
-
-    fn executor(&self) -> Arc<Executor> {
-        self.current.load_full()
     }
 
     /// Resolves `names` in `catalog` among the tools of `visible`; large
@@ -130,10 +136,15 @@ fn client_certificate_names(extensions: &tonic::Extensions) -> Option<Vec<String
 }
 
 impl Gateway {
-    async fn resolve_rpc(&self, caller: Caller, request: pb::ResolveRequest) -> Result<pb::ResolveResponse, RpcError> {
+    async fn resolve_rpc(
+        &self,
+        snapshot: &Snapshot,
+        caller: Caller,
+        request: pb::ResolveRequest,
+    ) -> Result<pb::ResolveResponse, RpcError> {
         check_names("names", &request.names)?;
-        let strict = self.policy.strict_for(request.strict);
-        let executor = self.executor();
+        let strict = snapshot.policy.strict_for(request.strict);
+        let executor = &snapshot.executor;
         let catalog = executor.catalog().clone();
         let resolution = Self::resolve(&catalog, request.names, executor.visible(&caller)).await?;
         observe::resolve_hints(&self.observer.metrics, &resolution);
@@ -149,26 +160,28 @@ impl Gateway {
 
     async fn execute_rpc(
         &self,
+        snapshot: &Snapshot,
         caller: Caller,
         metadata: &MetadataMap,
         request: pb::ExecuteRequest,
     ) -> Result<pb::ExecuteResponse, RpcError> {
-        let strict = self.policy.strict_for(request.strict);
+        let strict = snapshot.policy.strict_for(request.strict);
         let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
         let mut call = convert::call(request, strict, caller_deadline(metadata), traceparent);
         call.caller = caller;
-        let outcome = self.executor().execute(&call).await?;
+        let outcome = snapshot.executor.execute(&call).await?;
         Ok(convert::execute_response(outcome, call.call_id))
     }
 
     async fn list_tools_rpc(
         &self,
+        snapshot: &Snapshot,
         caller: Caller,
         request: pb::ListToolsRequest,
     ) -> Result<pb::ListToolsResponse, RpcError> {
         check_names("tools", &request.tools)?;
         let format = pb::ToolFormat::try_from(request.format).map_err(|_| RpcError::Format(request.format))?;
-        let executor = self.executor();
+        let executor = &snapshot.executor;
         let catalog = executor.catalog().clone();
         let visible = executor.visible(&caller);
         let tools: Vec<_> = if request.tools.is_empty() {
@@ -194,8 +207,9 @@ impl ToolGatewayService for Gateway {
     async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
         let work = async {
-            let caller = self.caller(&metadata, &extensions)?;
-            self.resolve_rpc(caller, request).await
+            let snapshot = self.snapshot();
+            let caller = self.caller(&snapshot, &metadata, &extensions)?;
+            self.resolve_rpc(&snapshot, caller, request).await
         };
         observe::rpc(&self.observer, observe::RESOLVE, &metadata, work).await.map(Response::new)
     }
@@ -203,8 +217,9 @@ impl ToolGatewayService for Gateway {
     async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
         let work = async {
-            let caller = self.caller(&metadata, &extensions)?;
-            self.execute_rpc(caller, &metadata, request).await
+            let snapshot = self.snapshot();
+            let caller = self.caller(&snapshot, &metadata, &extensions)?;
+            self.execute_rpc(&snapshot, caller, &metadata, request).await
         };
         observe::rpc(&self.observer, observe::EXECUTE, &metadata, work).await.map(Response::new)
     }
@@ -215,8 +230,9 @@ impl ToolGatewayService for Gateway {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
         let work = async {
-            let caller = self.caller(&metadata, &extensions)?;
-            self.list_tools_rpc(caller, request).await
+            let snapshot = self.snapshot();
+            let caller = self.caller(&snapshot, &metadata, &extensions)?;
+            self.list_tools_rpc(&snapshot, caller, request).await
         };
         observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, work).await.map(Response::new)
     }

@@ -68,7 +68,7 @@ pub trait Store: Send + Sync {
 }
 
 /// `state:` of the configuration file.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StateConfig {
     /// `redis://HOST:6379/0` (or `rediss://`): shared by every replica.

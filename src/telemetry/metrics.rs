@@ -30,6 +30,7 @@ pub struct Metrics {
     replays: Counter<u64>,
     exhaustions: Counter<u64>,
     state_errors: Counter<u64>,
+    reloads: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
 }
 
@@ -64,6 +65,10 @@ impl Metrics {
             state_errors: meter
                 .u64_counter(semconv::STATE_ERRORS)
                 .with_description("Times the state store (memory or Redis) could not answer, by use")
+                .build(),
+            reloads: meter
+                .u64_counter(semconv::RELOADS)
+                .with_description("Catalogue and configuration reloads, by result (ok, rejected)")
                 .build(),
             labels: Arc::default(),
         }
@@ -142,6 +147,11 @@ impl Metrics {
     /// `what`: `idempotency` or `budget`.
     pub fn store_error(&self, what: &'static str) {
         self.state_errors.add(1, &[KeyValue::new(semconv::STATE_USE, what)]);
+    }
+
+    /// `result`: `ok` or `rejected`.
+    pub fn reload(&self, result: &'static str) {
+        self.reloads.add(1, &[KeyValue::new(semconv::RELOAD_RESULT, result)]);
     }
 
     pub fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {

@@ -44,6 +44,9 @@ pub const BUDGET_REMAINING: &str = "toolgate.retry_budget.remaining";
 pub const REPLAYS: &str = "toolgate.idempotency.replays";
 pub const BUDGET_EXHAUSTIONS: &str = "toolgate.retry_budget.exhaustions";
 pub const STATE_ERRORS: &str = "toolgate.state.errors";
+/// Catalogue reloads, by `result` (`ok` | `rejected`).
+pub const RELOADS: &str = "toolgate.catalog.reloads";
+pub const RELOAD_RESULT: &str = "result";
 /// What the state store was doing when it failed: `idempotency` or `budget`.
 pub const STATE_USE: &str = "toolgate.state.use";
 /// The outcome of a call: `ok` or the error kind (`unknown_tool`, …).

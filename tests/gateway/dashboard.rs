@@ -8,6 +8,7 @@ use toolgate::{
     auth::{PrincipalConfig, Principals},
     config::Policy,
     exec::{ExecLimits, Executor, Shared},
+    live::Snapshot,
     mcp::McpPool,
     process::Inherited,
     proto::v1::{ExecuteRequest, ResolveRequest},
@@ -54,8 +55,8 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
     let principals = Principals::from_config(&[config], "toolgate.yaml").unwrap();
     let shared = Shared::granting(McpPool::empty(), Inherited::default(), observer, principals.grants()).unwrap();
     let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
-    let slot = Arc::new(arc_swap::ArcSwap::from_pointee(executor));
-    let mut gw = TestGateway::serve_authenticated(slot, Policy::default(), principals).await;
+    let slot = Snapshot::slot(executor, Policy::default());
+    let mut gw = TestGateway::serve_authenticated(slot, principals).await;
     fn keyed<T>(message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         request.metadata_mut().insert("authorization", "Bearer k".parse().unwrap());
@@ -91,7 +92,7 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
     let state = toolgate::exec::CallState::new(Arc::new(store), None, None, None);
     let shared = Shared::new(McpPool::empty(), Inherited::default(), recorded_observer.clone()).unwrap().keeping(state);
     let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
-    let mut down = TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await;
+    let mut down = TestGateway::serve(Snapshot::slot(executor, Policy::default())).await;
     let request = ExecuteRequest { tool: "web_search".into(), session_id: "s".into(), ..Default::default() };
     down.client.execute(request).await.unwrap();
     let resolve = ResolveRequest { names: vec!["web_serch".into()], strict: None };

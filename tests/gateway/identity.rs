@@ -310,7 +310,8 @@ async fn client_certificates_over_tls_name_principals_and_certificates_rotate_on
     // A broken file on SIGHUP keeps the certificate in use.
     dir.file("certs/server.key", "not a key");
     assert!(std::process::Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap().success());
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Reloads start once triggers have stopped for half a second.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(tls_client(&addr, &new_ca, None).await.is_ok());
     child.kill().unwrap();
     let _ = child.wait();

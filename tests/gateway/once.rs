@@ -276,8 +276,8 @@ async fn a_key_reused_by_another_principal_is_another_key() {
     let shared =
         Shared::granting(McpPool::empty(), Inherited::default(), Observer::disabled(), principals.grants()).unwrap();
     let executor = Executor::new(std::sync::Arc::new(catalog), ExecLimits::default(), shared);
-    let slot = std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(executor));
-    let gw = TestGateway::serve_authenticated(slot, Policy::default(), principals).await;
+    let slot = toolgate::live::Snapshot::slot(executor, Policy::default());
+    let gw = TestGateway::serve_authenticated(slot, principals).await;
     let mut client = gw.client.clone();
     for (who, amount) in [("a", 1), ("b", 2), ("a", 1)] {
         let mut request = tonic::Request::new(ExecuteRequest {

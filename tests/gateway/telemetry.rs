@@ -53,7 +53,7 @@ async fn gateway(http: &HttpBackend, observer: Observer) -> TestGateway {
     toolgate::tls::install_crypto_provider();
     let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
     let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
-    TestGateway::serve(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), Policy::default()).await
+    TestGateway::serve(toolgate::live::Snapshot::slot(executor, Policy::default())).await
 }
 
 async fn call(client: &mut Client, tool: &str, arguments: &str, traceparent: &str) {

@@ -20,14 +20,14 @@ pub struct HttpClients {
 
 impl HttpClients {
     /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
-    /// When calls carry identity headers (`identified`), a redirect is
-    /// followed only within the origin: the headers never reach another.
-    pub fn new(identified: bool) -> Result<Self, reqwest::Error> {
+    /// A redirect (for tools that follow them) is followed only within the
+    /// origin, at most 5 times: calls may carry identity headers, which must
+    /// never reach another origin.
+    pub fn new() -> Result<Self, reqwest::Error> {
         let build = |follow: bool, proxy: bool| {
-            let policy = match (follow, identified) {
-                (false, _) => redirect::Policy::none(),
-                (true, false) => redirect::Policy::limited(5),
-                (true, true) => redirect::Policy::custom(|attempt| {
+            let policy = match follow {
+                false => redirect::Policy::none(),
+                true => redirect::Policy::custom(|attempt| {
                     let same = attempt.previous().first().is_some_and(|first| first.origin() == attempt.url().origin());
                     match (same, attempt.previous().len() > 5) {
                         (true, false) => attempt.follow(),

@@ -12,7 +12,7 @@ use toolgate::{
     config::Policy,
     env::Env,
     exec::ExecLimits,
-    live::{LiveCatalog, StartError},
+    live::{LiveCatalog, Sources, StartError},
     process::Inherited,
     telemetry::Observer,
 };
@@ -67,16 +67,15 @@ impl McpGateway {
         let files = catalog::read(&options, env);
         toolgate::tls::install_crypto_provider();
         let inherited = Inherited::from_env(&Env::from_process());
-        let (live, warnings) = LiveCatalog::start(
+        let sources = Sources {
             files,
-            ExecLimits::default(),
-            inherited,
-            Default::default(),
-            Default::default(),
-            Observer::disabled(),
-        )
-        .await?;
-        let gw = TestGateway::serve(live.current(), policy).await;
+            limits: ExecLimits::default(),
+            grants: Default::default(),
+            policy,
+            principals: Default::default(),
+        };
+        let (live, warnings) = LiveCatalog::start(sources, inherited, Default::default(), Observer::disabled()).await?;
+        let gw = TestGateway::serve(live.current()).await;
         Ok(Self { gw, live, warnings })
     }
 

@@ -23,7 +23,8 @@ use toolgate::{
     catalog::{self, Catalog, LoadError, LoadOptions, Loaded},
     config::Policy,
     env::Env,
-    exec::{ExecLimits, Executor, ExecutorSlot},
+    exec::{ExecLimits, Executor},
+    live::{Snapshot, SnapshotSlot},
     process::Inherited,
     proto::v1::{
         tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse, ToolError,
@@ -148,8 +149,7 @@ impl<'a> GatewayBuilder<'a> {
         let supervisor = std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
         let inherited = Inherited::from_env(&self.env).supervised_by(supervisor);
         let executor = Executor::standalone(Arc::new(catalog), self.limits, inherited).expect("executor");
-        TestGateway::serve_with(Arc::new(arc_swap::ArcSwap::from_pointee(executor)), self.policy, self.connections)
-            .await
+        TestGateway::serve_with(Snapshot::slot(executor, self.policy), self.connections).await
     }
 }
 
@@ -169,23 +169,19 @@ impl TestGateway {
         GatewayBuilder::new(Source::Catalog(Box::new(catalog)))
     }
 
-    /// Serves whatever executor `slot` holds (it may be swapped).
-    pub async fn serve(slot: ExecutorSlot, policy: Policy) -> Self {
-        Self::serve_with(slot, policy, ConnectionSettings::default()).await
+    /// Serves whatever snapshot `slot` holds (it may be swapped).
+    pub async fn serve(slot: SnapshotSlot) -> Self {
+        Self::serve_with(slot, ConnectionSettings::default()).await
     }
 
     /// Serves `slot` to the callers `principals` name.
-    pub async fn serve_authenticated(
-        slot: ExecutorSlot,
-        policy: Policy,
-        principals: toolgate::auth::Principals,
-    ) -> Self {
-        let gateway = Gateway::new(slot, policy).with_principals(Arc::new(principals));
+    pub async fn serve_authenticated(slot: SnapshotSlot, principals: toolgate::auth::Principals) -> Self {
+        let gateway = Gateway::new(slot).with_principals(Arc::new(principals));
         Self::serve_gateway(gateway, ConnectionSettings::default()).await
     }
 
-    async fn serve_with(slot: ExecutorSlot, policy: Policy, connections: ConnectionSettings) -> Self {
-        Self::serve_gateway(Gateway::new(slot, policy), connections).await
+    async fn serve_with(slot: SnapshotSlot, connections: ConnectionSettings) -> Self {
+        Self::serve_gateway(Gateway::new(slot), connections).await
     }
 
     async fn serve_gateway(gateway: Gateway, connections: ConnectionSettings) -> Self {

@@ -1,0 +1,209 @@
+//! Reload without restart (DESIGN-wave2 section 11): SIGHUP, or a change in
+//! a folder holding a catalogue file, a pack, the configuration file or a TLS
+//! file, re-reads everything and swaps in the new snapshot when the whole of
+//! it is valid.
+//!
+//! Folders are watched, not files: an editor that saves by renaming a new
+//! file over the old one, and a Kubernetes ConfigMap volume (which swaps a
+//! `..data` symlink to a new folder of files), both replace the file a watch
+//! on it would follow. Events are not filtered by name, for the same reason;
+//! only reads (open, read, close after reading) are ignored, since a reload
+//! reads the files itself. Triggers are debounced on the trailing edge: a
+//! reload starts once [`QUIET`] has passed without another, so a burst of
+//! writes or signals makes one reload (another follows if a trigger comes
+//! while it runs).
+
+use std::{
+    collections::BTreeSet,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use notify::{
+    event::{AccessKind, AccessMode},
+    EventKind, RecommendedWatcher, RecursiveMode, Watcher,
+};
+use tokio::{signal::unix::Signal, sync::mpsc};
+
+use super::start::{report_problems, sources, Report};
+use crate::{
+    config::{Fixed, Settings},
+    env::Env,
+    live::LiveCatalog,
+    server::ServerTls,
+};
+
+/// How long triggers must stop before a reload starts.
+pub const QUIET: Duration = Duration::from_millis(500);
+
+/// Re-reads the settings (flags, environment, configuration file).
+pub type Rebuild = Arc<dyn Fn() -> anyhow::Result<Settings> + Send + Sync>;
+
+/// What a reload works with.
+pub struct Reloader {
+    pub live: Arc<LiveCatalog>,
+    pub tls: Option<Arc<ServerTls>>,
+    pub rebuild: Rebuild,
+    pub env: Env,
+    /// The running process's fixed settings (a change says: restart).
+    pub fixed: Fixed,
+}
+
+/// The folders to watch for `settings` (and the configuration file, when
+/// there is one): each registry folder, the folder of each registry file, the
+/// packs folder, and the folders of the configuration and TLS files. A file
+/// reached through a symlink has the folder of its target watched too.
+/// Folders that do not exist are left out.
+pub fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTreeSet<PathBuf> {
+    let mut folders = BTreeSet::new();
+    let mut folder = |dir: &Path| {
+        if let Ok(dir) = dir.canonicalize() {
+            folders.insert(dir);
+        }
+    };
+    let mut files: Vec<&Path> = Vec::new();
+    for entry in &settings.load.registry {
+        match entry.is_dir() {
+            true => folder(entry),
+            false => files.push(entry),
+        }
+    }
+    folder(&settings.load.packs_dir);
+    files.extend(config);
+    if let Some(tls) = &settings.tls {
+        files.extend([tls.cert.as_path(), tls.key.as_path()]);
+        files.extend(tls.client_ca.as_deref());
+    }
+    for file in files {
+        let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        folder(parent);
+        if let Some(target) = file.canonicalize().ok().as_deref().and_then(Path::parent) {
+            folder(target);
+        }
+    }
+    folders
+}
+
+/// Watches `folders`; a change in one sends on the receiver. `None` (with a
+/// warning) when the system offers no watcher: SIGHUP still reloads.
+pub fn watch(folders: &BTreeSet<PathBuf>) -> (Option<RecommendedWatcher>, mpsc::UnboundedReceiver<()>) {
+    let (changes, receiver) = mpsc::unbounded_channel();
+    let handler = move |event: notify::Result<notify::Event>| match event {
+        Ok(event) if changes_something(&event.kind) => {
+            let _ = changes.send(());
+        }
+        Ok(_) => {}
+        Err(err) => tracing::warn!("watching the catalogue and configuration files: {err}"),
+    };
+    let mut watcher = match notify::recommended_watcher(handler) {
+        Ok(watcher) => watcher,
+        Err(err) => {
+            tracing::warn!("files are not watched ({err}); SIGHUP reloads");
+            return (None, receiver);
+        }
+    };
+    for folder in folders {
+        match watcher.watch(folder, RecursiveMode::NonRecursive) {
+            Ok(()) => tracing::debug!(folder = %folder.display(), "watching for changes"),
+            Err(err) => tracing::warn!("cannot watch {} ({err}); SIGHUP reloads it", folder.display()),
+        }
+    }
+    (Some(watcher), receiver)
+}
+
+/// Everything but reading: a reload reads the files, and must not trigger
+/// another.
+fn changes_something(kind: &EventKind) -> bool {
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
+}
+
+impl Reloader {
+    /// Reloads on every SIGHUP or watched change, debounced, until the
+    /// task is dropped.
+    pub async fn run(self, mut hangup: Signal, mut changes: mpsc::UnboundedReceiver<()>) {
+        loop {
+            tokio::select! {
+                Some(()) = hangup.recv() => tracing::info!("SIGHUP: reloading"),
+                Some(()) = changes.recv() => tracing::info!("a watched file changed: reloading"),
+                else => return,
+            }
+            // Trailing edge: wait for the triggers to stop.
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep(QUIET) => break,
+                    Some(()) = hangup.recv() => {}
+                    Some(()) = changes.recv() => {}
+                }
+            }
+            self.reload().await;
+        }
+    }
+
+    /// One reload: settings, files, TLS files, then the new snapshot,
+    /// swapped in only if valid. Every problem is logged as at start.
+    pub async fn reload(&self) {
+        let rebuild = Arc::clone(&self.rebuild);
+        let env = self.env.clone();
+        let read = tokio::task::spawn_blocking(move || {
+            let settings = rebuild()?;
+            let sources = sources(&settings, &env);
+            anyhow::Ok((settings, sources))
+        });
+        let (settings, sources) = match read.await {
+            Ok(Ok(read)) => read,
+            Ok(Err(err)) => {
+                tracing::error!("reload rejected: {err:#}; the current catalogue and configuration keep serving");
+                self.live.observer().metrics.reload("rejected");
+                return;
+            }
+            Err(err) => {
+                tracing::error!("reload failed: {err}");
+                return;
+            }
+        };
+        if let Some(tls) = &self.tls {
+            match tls.reload() {
+                Ok(()) => tracing::info!("TLS certificate, key and client CA re-read"),
+                Err(why) => tracing::error!("TLS files not re-read, the ones in use stay: {why}"),
+            }
+        }
+        let restart = self.fixed.changed(&settings.fixed);
+        if !restart.is_empty() {
+            tracing::warn!(
+                "the configuration changes {}, which take effect only after a restart; the running values stay",
+                restart.join(", ")
+            );
+        }
+        let strict = settings.load.strict;
+        match self.live.reload(sources).await {
+            Ok(reloaded) => {
+                report_problems(&reloaded.warnings, strict, Report::Log);
+                for server in &reloaded.connected {
+                    tracing::info!(server = %server, "MCP server connected for the reload");
+                }
+                for server in &reloaded.ended {
+                    tracing::info!(server = %server, "MCP server removed by the reload: ended once its calls finish");
+                }
+                tracing::info!(
+                    catalog_version = reloaded.version,
+                    tools = reloaded.tools,
+                    strict,
+                    principals = settings.principals.len(),
+                    "catalogue and configuration reloaded"
+                );
+            }
+            Err(problems) => {
+                report_problems(&problems, strict, Report::Log);
+                tracing::error!(
+                    problems = problems.len(),
+                    "reload rejected: the current catalogue and configuration keep serving"
+                );
+            }
+        }
+    }
+}
