@@ -22,6 +22,7 @@ mod mcp;
 mod model_output;
 mod once;
 mod otlp;
+mod reload;
 mod resolve_rpc;
 mod shipped_catalog;
 mod suggestion_quality;

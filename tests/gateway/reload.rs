@@ -1,0 +1,364 @@
+//! Reload without restart: the real binary, files edited on disk (as an
+//! editor and as a Kubernetes ConfigMap volume change them), real signals,
+//! calls in flight across a swap, and every kind of bad reload rejected
+//! with the old snapshot serving on. In process: MCP servers kept, added and
+//! ended, and the reload metric.
+
+use std::{
+    path::Path,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use toolgate::{
+    catalog,
+    config::Policy,
+    env::Env,
+    exec::ExecLimits,
+    live::{LiveCatalog, Sources},
+    process::Inherited,
+    proto::v1::{ErrorKind, ExecuteRequest, ListToolsRequest},
+};
+
+use crate::common::{
+    execute, kind,
+    mcp::{stdio_server, McpGateway},
+    serve_args, serve_config,
+    telemetry::Recorded,
+    CatalogDir, Client, Stderr,
+};
+
+/// The lines a gateway logs, collected as they come.
+#[derive(Clone)]
+struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    fn follow(stderr: Stderr) -> Self {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in stderr.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self(lines)
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
+    }
+
+    fn text(&self) -> String {
+        self.0.lock().unwrap().join("\n")
+    }
+
+    /// Waits until `needle` has been logged `times` times.
+    async fn wait_for(&self, needle: &str, times: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count(needle) < times {
+            assert!(Instant::now() < deadline, "'{needle}' not logged {times} times:\n{}", self.text());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+fn tool(name: &str) -> String {
+    format!("  - name: {name}\n    description: The {name} tool.\n    backend: {{builtin: echo}}\n")
+}
+
+fn registry(names: &[&str]) -> String {
+    format!("tools:\n{}", names.iter().map(|n| tool(n)).collect::<String>())
+}
+
+/// Replaces `path` as an editor does: a new file renamed over the old one.
+fn replace(path: &Path, text: &str) {
+    let temporary = path.with_extension("swp");
+    std::fs::write(&temporary, text).unwrap();
+    std::fs::rename(&temporary, path).unwrap();
+}
+
+async fn connect(addr: &str) -> Client {
+    Client::connect(format!("http://{addr}")).await.unwrap()
+}
+
+/// The tool names and the catalogue version the gateway serves.
+async fn listing(client: &mut Client) -> (Vec<String>, String) {
+    let response = client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    (response.tools.into_iter().map(|t| t.name).collect(), response.catalog_version)
+}
+
+/// Waits until the gateway serves `name`.
+async fn wait_for_tool(client: &mut Client, name: &str, log: &Log) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (names, version) = listing(client).await;
+        if names.iter().any(|n| n == name) {
+            return version;
+        }
+        assert!(Instant::now() < deadline, "'{name}' never served:\n{}", log.text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const RELOADED: &str = "catalogue and configuration reloaded";
+const REJECTED: &str = "reload rejected";
+
+#[tokio::test]
+async fn an_edited_catalogue_is_swapped_in_and_a_bad_one_rejected_whole() {
+    let dir = CatalogDir::new();
+    let file = dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let (_child, stderr, addr) = serve_args(dir.dir.path(), &[]);
+    let log = Log::follow(stderr);
+    let mut client = connect(&addr).await;
+    let (_, first) = listing(&mut client).await;
+
+    replace(&file, &registry(&["alpha", "beta"]));
+    let second = wait_for_tool(&mut client, "beta", &log).await;
+    assert_ne!(first, second, "the version changes with the catalogue");
+    log.wait_for(RELOADED, 1).await;
+    assert!(log.text().contains(&format!("catalog_version=\"{second}\"")), "{}", log.text());
+
+    // Each of these is rejected whole; the last good snapshot serves on.
+    let bad = [
+        "tools:\n  - name: [unclosed\n".to_owned(),
+        format!("{}  - name: gamma\n    descripton: typo\n    backend: {{builtin: echo}}\n", registry(&["alpha"])),
+        format!(
+            "{}  - name: gamma\n    description: x\n    backend: {{http: {{url: \"${{RELOAD_TEST_UNSET}}\"}}}}\n",
+            registry(&["alpha"])
+        ),
+        registry(&["alpha", "alpha"]),
+    ];
+    for (i, text) in bad.iter().enumerate() {
+        replace(&file, text);
+        log.wait_for(REJECTED, i + 1).await;
+        let (names, version) = listing(&mut client).await;
+        assert_eq!(version, second);
+        assert!(names.contains(&"beta".to_owned()) && !names.contains(&"gamma".to_owned()), "{names:?}");
+    }
+    let text = log.text();
+    for problem in ["invalid YAML", "unknown field 'descripton'", "RELOAD_TEST_UNSET", "duplicate"] {
+        assert!(text.contains(problem), "every problem is logged ({problem}):\n{text}");
+    }
+    // A file deleted (an empty registry folder is a warning, as at start)
+    // and created again is still watched.
+    std::fs::remove_file(&file).unwrap();
+    log.wait_for(RELOADED, 2).await;
+    assert!(log.text().contains("the folder holds no *.yaml files"));
+    std::fs::write(&file, registry(&["alpha", "delta"])).unwrap();
+    wait_for_tool(&mut client, "delta", &log).await;
+    assert!(execute(&mut client, "delta", "{}").await.ok);
+}
+
+#[tokio::test]
+async fn a_configmap_volume_swapping_its_data_symlink_is_followed() {
+    // The layout the kubelet writes: files are symlinks through `..data`,
+    // itself a symlink to a timestamped folder, swapped atomically.
+    let dir = CatalogDir::new();
+    let volume = dir.dir.path().join("catalog");
+    std::fs::create_dir(&volume).unwrap();
+    let write_version = |stamp: &str, text: &str| {
+        let folder = volume.join(stamp);
+        std::fs::create_dir(&folder).unwrap();
+        std::fs::write(folder.join("registry.yaml"), text).unwrap();
+    };
+    write_version("..2026_12_01_10_00_00.1", &registry(&["alpha"]));
+    std::os::unix::fs::symlink("..2026_12_01_10_00_00.1", volume.join("..data")).unwrap();
+    std::os::unix::fs::symlink("..data/registry.yaml", volume.join("registry.yaml")).unwrap();
+    let (_child, stderr, addr) = serve_args(dir.dir.path(), &["--catalog", "catalog"]);
+    let log = Log::follow(stderr);
+    let mut client = connect(&addr).await;
+    assert_eq!(listing(&mut client).await.0.iter().filter(|n| *n == "alpha").count(), 1);
+
+    write_version("..2026_12_01_10_05_00.2", &registry(&["alpha", "beta"]));
+    std::os::unix::fs::symlink("..2026_12_01_10_05_00.2", volume.join("..data_tmp")).unwrap();
+    std::fs::rename(volume.join("..data_tmp"), volume.join("..data")).unwrap();
+    std::fs::remove_dir_all(volume.join("..2026_12_01_10_00_00.1")).unwrap();
+    wait_for_tool(&mut client, "beta", &log).await;
+}
+
+#[tokio::test]
+async fn sighup_reloads_and_calls_in_flight_finish_on_their_snapshot() {
+    let dir = CatalogDir::new();
+    let slow = "  - name: slow\n    description: Takes a second.\n    timeout: 10s\n    backend: {command: {argv: \
+                [sh, -c, \"sleep 1; echo '{\\\"ok\\\": true, \\\"result\\\": \\\"done\\\"}'\"]}}\n";
+    let file = dir.file("registry/tools.yaml", &format!("{}{slow}", registry(&["alpha"])));
+    let (child, stderr, addr) = serve_args(dir.dir.path(), &[]);
+    let log = Log::follow(stderr);
+    let mut client = connect(&addr).await;
+
+    let mut in_flight = client.clone();
+    let call = tokio::spawn(async move { execute(&mut in_flight, "slow", "{}").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    replace(&file, &registry(&["alpha", "beta"]));
+    wait_for_tool(&mut client, "beta", &log).await;
+    let finished = call.await.unwrap();
+    assert!(finished.ok, "the call in flight finished on its snapshot: {finished:?}");
+    assert_eq!(finished.result_json, "\"done\"");
+    assert_eq!(kind(&execute(&mut client, "slow", "{}").await), ErrorKind::UnknownTool);
+
+    // SIGHUP alone reloads; a hundred in a second make a few reloads.
+    let reloads = log.count(RELOADED);
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+    log.wait_for("SIGHUP: reloading", 1).await;
+    log.wait_for(RELOADED, reloads + 1).await;
+    let before = log.count(RELOADED);
+    for _ in 0..100 {
+        assert!(std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap().success());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let made = log.count(RELOADED) - before;
+    assert!((1..=3).contains(&made), "{made} reloads for 100 SIGHUPs:\n{}", log.text());
+    assert!(execute(&mut client, "beta", "{}").await.ok, "still serving");
+}
+
+#[tokio::test]
+async fn principals_and_policy_reload_and_restart_settings_are_named() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let config = |key: &str, extra: &str| {
+        format!(
+            "principals:\n  - name: bot\n    api_key_sha256: {}\n    tools: ['*']\n{extra}",
+            toolgate::auth::hash_key(key)
+        )
+    };
+    let config_file = dir.file("toolgate.yaml", &config("old-key", ""));
+    let (_child, stderr, addr) = serve_config(dir.dir.path(), &[]);
+    let log = Log::follow(stderr);
+    let mut client = connect(&addr).await;
+    let call = |key: &'static str| {
+        let mut request = tonic::Request::new(ExecuteRequest {
+            tool: "Alpha".into(),
+            arguments_json: "{}".into(),
+            ..Default::default()
+        });
+        request.metadata_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
+        request
+    };
+    assert!(client.execute(call("old-key")).await.unwrap().into_inner().ok);
+
+    // The key is rotated and the policy made strict: the old key is refused,
+    // the drifted name no longer repaired.
+    replace(&config_file, &config("new-key", "policy: {strict: true}\n"));
+    log.wait_for(RELOADED, 1).await;
+    let refused = client.execute(call("old-key")).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated);
+    let strict = client.execute(call("new-key")).await.unwrap().into_inner();
+    assert_eq!(kind(&strict), ErrorKind::UnknownTool);
+
+    // What needs a restart is named, and the rest still reloads.
+    replace(&config_file, &config("new-key", "health_listen: 127.0.0.1:0\npacks: []\n"));
+    log.wait_for(RELOADED, 2).await;
+    assert!(log.text().contains("the configuration changes health_listen, which take effect only after a restart"));
+    assert!(client.execute(call("new-key")).await.unwrap().into_inner().ok, "strict is off again");
+
+    // A pack that does not exist, or a broken configuration file: rejected.
+    replace(&config_file, &config("other-key", "packs_dir: packs\npacks: [nope]\n"));
+    log.wait_for(REJECTED, 1).await;
+    replace(&config_file, "principals: [\n");
+    log.wait_for(REJECTED, 2).await;
+    assert!(client.execute(call("new-key")).await.unwrap().into_inner().ok, "the last good configuration serves");
+    assert!(log.text().contains("pack 'nope'"), "{}", log.text());
+}
+
+fn pid_of(path: &Path) -> Option<u32> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+}
+
+#[tokio::test]
+async fn mcp_servers_are_kept_added_and_ended_by_a_reload() {
+    let dir = CatalogDir::new();
+    let pids = tempfile::tempdir().unwrap();
+    let kept_pid = pids.path().join("kept.pid");
+    let gone_pid = pids.path().join("gone.pid");
+    let server = |name: &str, prefix: &str, pid: &Path| {
+        let extra = format!("    prefix: {prefix}\n    include: [list_notes, nap]\n");
+        stdio_server(name, "notes_server.py", &["--pid-file", &pid.display().to_string()], &extra)
+    };
+    let write = |servers: &[String]| dir.file("registry/tools.yaml", &format!("mcp_servers:\n{}", servers.concat()));
+    write(&[server("kept", "kept_", &kept_pid), server("gone", "gone_", &gone_pid)]);
+    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let live = Arc::clone(&mcp.live);
+    let (kept, gone) = (pid_of(&kept_pid).unwrap(), pid_of(&gone_pid).unwrap());
+
+    // A call in flight on the server the reload removes finishes.
+    let mut in_flight = mcp.gw.client.clone();
+    let call = tokio::spawn(async move { execute(&mut in_flight, "gone_nap", r#"{"seconds": 1}"#).await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let added_pid = pids.path().join("added.pid");
+    write(&[server("kept", "kept_", &kept_pid), server("added", "added_", &added_pid)]);
+    let reloaded = live.reload(sources(&dir, Policy::default())).await.expect("a valid reload");
+    assert_eq!(reloaded.connected, ["added"]);
+    assert_eq!(reloaded.ended, ["gone"]);
+    let (names, _) = listing(&mut mcp.gw.client).await;
+    assert!(names.contains(&"added_list_notes".to_owned()) && !names.contains(&"gone_list_notes".to_owned()));
+    assert!(call.await.unwrap().ok, "the call in flight on the removed server finished");
+    assert_eq!(pid_of(&kept_pid), Some(kept), "the unchanged server kept its process");
+    assert!(alive(kept));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while alive(gone) {
+        assert!(Instant::now() < deadline, "the removed server's process ended");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(execute(&mut mcp.gw.client, "kept_list_notes", "{}").await.ok);
+
+    // Strict: a new server that does not answer rejects the reload; the
+    // snapshot and the servers stay.
+    let silent = "  silent:\n    command: [sleep, \"30\"]\n    startup_timeout: 1s\n".to_owned();
+    write(&[server("kept", "kept_", &kept_pid), server("added", "added_", &added_pid), silent.clone()]);
+    let problems = live.reload(sources(&dir, Policy { strict: true })).await.expect_err("rejected under strict");
+    assert!(problems.iter().any(|p| p.to_string().contains("silent")), "{problems:?}");
+    assert!(execute(&mut mcp.gw.client, "added_list_notes", "{}").await.ok);
+    // Non-strict: accepted with the server left out (retried later).
+    let reloaded = live.reload(sources(&dir, Policy::default())).await.expect("accepted when not strict");
+    assert!(reloaded.warnings.iter().any(|p| p.to_string().contains("silent")), "{:?}", reloaded.warnings);
+    mcp.shutdown().await;
+}
+
+#[tokio::test]
+async fn reloads_are_counted_by_result() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let (recorded, observer) = Recorded::start(false);
+    toolgate::tls::install_crypto_provider();
+    let (live, _) =
+        LiveCatalog::start(sources(&dir, Policy::default()), Inherited::default(), Default::default(), observer)
+            .await
+            .unwrap();
+    dir.file("registry/tools.yaml", &registry(&["alpha", "beta"]));
+    live.reload(sources(&dir, Policy::default())).await.unwrap();
+    dir.file("registry/tools.yaml", &registry(&["alpha", "alpha"]));
+    live.reload(sources(&dir, Policy::default())).await.unwrap_err();
+    assert_eq!(live.current().load().executor.catalog().tools().len(), 2 + toolgate::catalog::BuiltinTool::ALL.len());
+    let points = recorded.points();
+    let count = |result: &str| {
+        points
+            .iter()
+            .filter(|p| {
+                p.name == "toolgate.catalog.reloads" && p.attributes.get("result").map(String::as_str) == Some(result)
+            })
+            .map(|p| p.value)
+            .sum::<f64>()
+    };
+    assert_eq!((count("ok"), count("rejected")), (1.0, 1.0), "{points:?}");
+    live.shutdown().await;
+}
+
+/// What `serve` would read from `dir` with `policy`.
+fn sources(dir: &CatalogDir, policy: Policy) -> Sources {
+    let mut options = dir.options();
+    options.strict = policy.strict;
+    Sources {
+        files: catalog::read(&options, &Env::default()),
+        limits: ExecLimits::default(),
+        grants: Default::default(),
+        policy,
+        principals: Default::default(),
+    }
+}
