@@ -49,10 +49,27 @@ enum Command {
     /// Make and hash API keys for principals.
     #[command(subcommand)]
     Auth(AuthCommand),
+    /// Ask a running gateway's grpc.health.v1 service; exit 0 only when it
+    /// is SERVING (the probe for compose and for anyone without grpcurl).
+    Health(HealthArgs),
     /// Run a command tool, and end everything it started when it ends (the
     /// gateway runs each command tool this way).
     #[command(hide = true)]
     Supervise(SuperviseArgs),
+}
+
+#[derive(Args, Debug)]
+struct HealthArgs {
+    /// The gateway's address (plaintext: the serving port without TLS, or
+    /// the health_listen port).
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:50051")]
+    addr: String,
+    /// The service to ask about; empty: the server as a whole.
+    #[arg(long, value_name = "NAME", default_value = "")]
+    service: String,
+    /// How long to wait for the answer.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "5s")]
+    timeout: Duration,
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +201,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call(args),
+        Command::Health(args) => health(&args),
         Command::Auth(AuthCommand::NewKey) => {
             let (key, hash) = crate::auth::new_key();
             emit(&format!("key:            {key}\napi_key_sha256: {hash}"))?;
@@ -435,6 +453,49 @@ fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
         eprintln!("warning: {message}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate health`: SERVING exits 0; anything else, or no answer, says
+/// what it got on stderr and exits 1.
+fn health(args: &HealthArgs) -> anyhow::Result<ExitCode> {
+    use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
+
+    let addr = match args.addr.contains("://") {
+        true => args.addr.clone(),
+        false => format!("http://{}", args.addr),
+    };
+    if addr.starts_with("https://") {
+        bail!("toolgate health speaks plaintext: give the health_listen port (http://HOST:PORT)");
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let asked = runtime.block_on(async {
+        let endpoint = tonic::transport::Endpoint::from_shared(addr.clone())
+            .with_context(|| format!("not an address: {addr}"))?
+            .connect_timeout(args.timeout)
+            .timeout(args.timeout);
+        let channel = endpoint.connect().await.with_context(|| format!("cannot reach {addr}"))?;
+        let request = HealthCheckRequest { service: args.service.clone() };
+        let response = HealthClient::new(channel)
+            .check(request)
+            .await
+            .map_err(|status| anyhow!("{addr} answered {:?}: {}", status.code(), status.message()))?;
+        anyhow::Ok(response.into_inner().status)
+    });
+    let status = match asked {
+        Ok(status) => status,
+        Err(err) => {
+            eprintln!("not serving: {err:#}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let name = ServingStatus::try_from(status).map(|s| s.as_str_name()).unwrap_or("an unknown status");
+    if status == ServingStatus::Serving as i32 {
+        emit(name)?;
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("not serving: {addr} is {name}");
+        Ok(ExitCode::FAILURE)
+    }
 }
 
 fn call(args: CallArgs) -> anyhow::Result<ExitCode> {

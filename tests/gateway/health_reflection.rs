@@ -96,3 +96,28 @@ async fn reflection_v1_and_v1alpha_list_and_describe_the_service() {
     };
     assert!(list.service.iter().any(|s| s.name == SERVICE_NAME));
 }
+
+/// `toolgate health`, the probe any image can run: exit 0 only when the
+/// gateway answers SERVING.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_command_exits_zero_only_when_serving() {
+    let gw = TestGateway::registry(SEARCH_REGISTRY).start().await;
+    let addr = gw.addr.to_string();
+    let health = |args: &[&str]| {
+        let mut all = vec!["health"];
+        all.extend_from_slice(args);
+        crate::common::toolgate().args(&all).output().unwrap()
+    };
+    let serving = health(&["--addr", &addr]);
+    assert!(serving.status.success(), "{}", crate::common::stderr(&serving));
+    assert_eq!(crate::common::stdout(&serving).trim(), "SERVING");
+    let named = health(&["--addr", &format!("http://{addr}"), "--service", SERVICE_NAME]);
+    assert!(named.status.success());
+    let unknown = health(&["--addr", &addr, "--service", "no.such.Service"]);
+    assert_eq!(unknown.status.code(), Some(1));
+    assert!(crate::common::stderr(&unknown).contains("NotFound"), "{}", crate::common::stderr(&unknown));
+    gw.shutdown().await;
+    let down = health(&["--addr", &addr, "--timeout", "2s"]);
+    assert_eq!(down.status.code(), Some(1));
+    assert!(crate::common::stderr(&down).starts_with(&format!("not serving: cannot reach http://{addr}")));
+}
