@@ -10,6 +10,7 @@ mod common;
 mod catalog_problems;
 mod cli;
 mod dashboard;
+mod deploy;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;

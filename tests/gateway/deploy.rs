@@ -1,0 +1,183 @@
+//! The Kubernetes manifests as shipped: `kubectl kustomize` renders the base
+//! and the Redis overlay; the probes name the real health port and service;
+//! the Service reaches the port the gateway listens on; every catalogue file
+//! of the ConfigMap loads with `toolgate validate` (with the Secret's
+//! values); and the container's arguments start the real binary.
+
+use std::{
+    collections::BTreeMap,
+    io::BufRead,
+    path::{Path, PathBuf},
+};
+
+use base64::Engine;
+use serde_yaml::Value;
+
+use crate::common::{repo, toolgate, Reaped};
+
+/// `kubectl kustomize deploy/k8s/<which>`, one value per object.
+fn render(which: &str) -> Vec<Value> {
+    let out = std::process::Command::new("kubectl")
+        .args(["kustomize", &repo().join("deploy/k8s").join(which).display().to_string()])
+        .output()
+        .expect("kubectl renders the manifests (it is on the machine the tests run on)");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "kubectl kustomize {which}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_yaml::Deserializer::from_str(&text).map(|doc| Value::deserialize(doc).unwrap()).collect()
+}
+
+use serde::Deserialize;
+
+fn object<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"].as_str() == Some(kind) && o["metadata"]["name"].as_str() == Some(name))
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+fn text(value: &Value) -> &str {
+    value.as_str().unwrap_or_else(|| panic!("not a string: {value:?}"))
+}
+
+fn port_of(address: &str) -> u64 {
+    address.rsplit(':').next().unwrap().parse().unwrap()
+}
+
+/// The value after `flag` in `args`.
+fn flag<'a>(args: &'a [String], flag: &str) -> &'a str {
+    let at = args.iter().position(|a| a == flag).unwrap_or_else(|| panic!("no {flag} in {args:?}"));
+    &args[at + 1]
+}
+
+/// What one rendering holds, checked against itself and the binary.
+fn check(which: &str) -> (Vec<Value>, tempfile::TempDir) {
+    let objects = render(which);
+    let deployment = object(&objects, "Deployment", "toolgate");
+    let pod = &deployment["spec"]["template"];
+    let container = &pod["spec"]["containers"][0];
+    let ports: BTreeMap<&str, u64> = container["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|p| (text(&p["name"]), p["containerPort"].as_u64().unwrap()))
+        .collect();
+    let args: Vec<String> = container["args"].as_sequence().unwrap().iter().map(|a| text(a).to_owned()).collect();
+
+    // The ConfigMap's files, as the pod sees them.
+    let files = tempfile::tempdir().unwrap();
+    let config_map = object(&objects, "ConfigMap", "toolgate-catalog");
+    for (name, content) in config_map["data"].as_mapping().unwrap() {
+        std::fs::write(files.path().join(text(name)), text(content)).unwrap();
+    }
+    let mount = container["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "config")
+        .map(|m| PathBuf::from(text(&m["mountPath"])))
+        .unwrap();
+    let config_arg = Path::new(flag(&args, "--config"));
+    assert_eq!(config_arg.parent(), Some(mount.as_path()), "--config names a file of the mounted ConfigMap");
+    let config_name = config_arg.file_name().unwrap().to_str().unwrap();
+    let config: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(files.path().join(config_name)).unwrap()).unwrap();
+
+    // Probes: native gRPC on the plaintext health port the configuration opens.
+    let health_port = port_of(text(&config["health_listen"]));
+    assert_eq!(ports["health"], health_port);
+    for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+        let grpc = &container[probe]["grpc"];
+        assert_eq!(grpc["port"].as_u64(), Some(health_port), "{which} {probe}");
+        if let Some(service) = grpc["service"].as_str() {
+            assert_eq!(service, toolgate::proto::SERVICE_NAME, "{which} {probe}");
+        }
+    }
+    // The Service reaches the port `serve` listens on.
+    assert_eq!(ports["grpc"], port_of(flag(&args, "--listen")));
+    let service = object(&objects, "Service", "toolgate");
+    let target = &service["spec"]["ports"][0]["targetPort"];
+    assert!(target.as_str() == Some("grpc") || target.as_u64() == Some(ports["grpc"]), "{target:?}");
+    let labels = &pod["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"].as_mapping().unwrap() {
+        assert_eq!(&labels[key], value, "the Service selects the pods");
+    }
+    // Shutdown: the grace period covers preStop and the drain.
+    let drain = humantime::parse_duration(flag(&args, "--drain-timeout")).unwrap().as_secs();
+    let pre_stop: u64 = container["lifecycle"]["preStop"]["exec"]["command"][1].as_str().unwrap().parse().unwrap();
+    assert!(pod["spec"]["terminationGracePeriodSeconds"].as_u64().unwrap() > drain + pre_stop);
+    // Non-root, read-only root filesystem, resources set.
+    assert_eq!(pod["spec"]["securityContext"]["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"].as_bool(), Some(true));
+    assert!(
+        container["resources"]["requests"]["memory"].is_string()
+            && container["resources"]["limits"]["memory"].is_string()
+    );
+    for kind in ["PodDisruptionBudget", "HorizontalPodAutoscaler", "NetworkPolicy"] {
+        object(&objects, kind, "toolgate");
+    }
+    assert_eq!(object(&objects, "HorizontalPodAutoscaler", "toolgate")["spec"]["scaleTargetRef"]["name"], "toolgate");
+
+    // The Secret's values are the environment the catalogue's ${VAR} read.
+    let secret = object(&objects, "Secret", "toolgate-secrets");
+    let env: Vec<(String, String)> = secret["data"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let value = base64::engine::general_purpose::STANDARD.decode(text(v)).unwrap();
+            (text(k).to_owned(), String::from_utf8(value).unwrap())
+        })
+        .collect();
+    let validated = toolgate()
+        .current_dir(files.path())
+        .args(["validate", "--config", config_name])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap();
+    assert!(validated.status.success(), "{which}: {}", String::from_utf8_lossy(&validated.stderr));
+
+    // The container's arguments start the real binary: the same arguments,
+    // the configuration read from the files above, loopback ports.
+    let local = std::fs::read_to_string(files.path().join(config_name))
+        .unwrap()
+        .replace(text(&config["health_listen"]), "127.0.0.1:0");
+    std::fs::write(files.path().join("local.yaml"), local).unwrap();
+    let mut local_args = args.clone();
+    let at = local_args.iter().position(|a| a == "--config").unwrap() + 1;
+    local_args[at] = "local.yaml".into();
+    let at = local_args.iter().position(|a| a == "--listen").unwrap() + 1;
+    local_args[at] = "127.0.0.1:0".into();
+    let mut child = Reaped::spawn(toolgate().current_dir(files.path()).args(&local_args).envs(env));
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let marker = "health (grpc.health.v1 only, plaintext) on ";
+    let health = loop {
+        let Some(Ok(line)) = lines.next() else { panic!("{which}: serve did not start with {local_args:?}") };
+        if let Some(at) = line.find(marker) {
+            break line[at + marker.len()..].trim().to_owned();
+        }
+    };
+    let probed =
+        toolgate().args(["health", "--addr", &health, "--service", toolgate::proto::SERVICE_NAME]).output().unwrap();
+    assert!(probed.status.success(), "{which}: {}", String::from_utf8_lossy(&probed.stderr));
+    (objects, files)
+}
+
+#[test]
+fn the_base_renders_and_matches_the_binary() {
+    check("base");
+}
+
+#[test]
+fn the_redis_overlay_adds_redis_and_the_state_setting() {
+    let (objects, files) = check("overlays/redis");
+    let config: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(files.path().join("toolgate.yaml")).unwrap()).unwrap();
+    let url = url::Url::parse(text(&config["state"]["redis"])).unwrap();
+    let service = object(&objects, "Service", url.host_str().unwrap());
+    assert_eq!(service["spec"]["ports"][0]["port"].as_u64(), url.port().map(u64::from));
+    let redis = object(&objects, "Deployment", url.host_str().unwrap());
+    let labels = &redis["spec"]["template"]["metadata"]["labels"];
+    for (key, value) in service["spec"]["selector"].as_mapping().unwrap() {
+        assert_eq!(&labels[key], value, "the Redis Service selects the Redis pod");
+    }
+}
