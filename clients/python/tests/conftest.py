@@ -13,6 +13,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
+CATALOG = REPO / "clients" / "testdata" / "catalog.yaml"
 API_KEY = "test-key-for-the-python-client"
 
 
@@ -58,7 +59,7 @@ class Served:
 
 @pytest.fixture(scope="session")
 def served() -> Iterator[Served]:
-    gateway = Served(["--catalog", str(HERE / "catalog.yaml")], HERE)
+    gateway = Served(["--catalog", str(CATALOG)], HERE)
     yield gateway
     gateway.stop()
 
@@ -76,6 +77,6 @@ def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     (folder / "toolgate.yaml").write_text(
         f"principals:\n  - name: agent\n    api_key_sha256: {digest}\n    tools: ['*']\n"
     )
-    gateway = Served(["--config", "toolgate.yaml", "--catalog", str(HERE / "catalog.yaml")], folder)
+    gateway = Served(["--config", "toolgate.yaml", "--catalog", str(CATALOG)], folder)
     yield gateway
     gateway.stop()

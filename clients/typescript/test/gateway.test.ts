@@ -1,0 +1,182 @@
+/** The client against the real gateway: every method, the errors a user meets, credentials, deadlines, cancellation. */
+
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { after, before, describe, test } from "node:test";
+
+import {
+  AuthenticationError,
+  Cancelled,
+  DeadlineExceeded,
+  Gateway,
+  GatewayUnavailable,
+  RequestError,
+  ToolResolutionError,
+  decodeMessage,
+  outcomeOf,
+  proto,
+} from "../src/index.js";
+import { API_KEY, CATALOG, type Served, serve, serveKeyed } from "./serve.js";
+
+let served: Served;
+let gw: Gateway;
+before(async () => {
+  served = await serve(["--catalog", CATALOG]);
+  gw = new Gateway(served.addr);
+});
+after(async () => {
+  gw.close();
+  await served.stop();
+});
+
+describe("Gateway", () => {
+  test("addresses with and without a scheme", async () => {
+    const plain = new Gateway(`http://${served.addr}`);
+    assert.ok((await plain.execute("echo", { a: 1 })).ok);
+    plain.close();
+    assert.throws(() => new Gateway(`grpc://${served.addr}`), /expected host:port/);
+  });
+
+  test("resolve drops unknown names with suggestions", async () => {
+    const found = await gw.resolve(["support", "web_serch", "zzz"]);
+    assert.deepEqual(found.tools.map((t) => t.name), ["track_parcel", "web_search"]);
+    assert.deepEqual(found.unknown, ["web_serch", "zzz"]);
+    assert.deepEqual(found.suggestions, { web_serch: ["web_search"], zzz: [] });
+    assert.match(found.message, /Did you mean 'web_search'\?/);
+  });
+
+  test("strict resolve throws the unknown names in order, the message decoded", async () => {
+    await assert.rejects(gw.resolve(["web_serch", "track_parcel", "trak_parcel"], { strict: true }), (err: unknown) => {
+      assert.ok(err instanceof ToolResolutionError);
+      assert.deepEqual(err.unknown, ["web_serch", "trak_parcel"]);
+      assert.deepEqual(err.suggestions, { web_serch: ["web_search"], trak_parcel: ["track_parcel"] });
+      assert.equal(err.reason, "TOOL_NOT_FOUND");
+      assert.match(err.message, /Did you mean 'web_search'\?/);
+      assert.doesNotMatch(err.message, /%3F/);
+      return true;
+    });
+    assert.equal(decodeMessage("Did you mean 'x'%3F 100%"), "Did you mean 'x'%3F 100%", "an invalid sequence is left as is");
+    assert.equal(decodeMessage("Did you mean 'x'%3F"), "Did you mean 'x'?");
+  });
+
+  test("listTools as tools and in each provider's format", async () => {
+    const tools = await gw.listTools();
+    const search = tools.find((t) => t.name === "web_search")!;
+    assert.deepEqual(search.parameters.required, ["query"]);
+    const openai = (await gw.listTools({ names: ["support"], format: "openai" })) as { type: string; function: { name: string } }[];
+    assert.deepEqual(openai.map((t) => t.function.name), ["track_parcel", "web_search"]);
+    assert.equal(openai[0].type, "function");
+    const anthropic = (await gw.listTools({ names: ["web_search"], format: "anthropic" })) as { input_schema: { type: string } }[];
+    assert.equal(anthropic[0].input_schema.type, "object");
+    const mcp = (await gw.listTools({ names: ["web_search"], format: "mcp" })) as { tools: { inputSchema: unknown }[] };
+    assert.ok(mcp.tools[0].inputSchema);
+    await assert.rejects(gw.listTools({ format: "xml" as "mcp" }), /unknown format 'xml'/);
+    await assert.rejects(gw.listTools({ names: ["no_such_tool"] }), RequestError);
+  });
+
+  test("execute repairs and answers in band", async () => {
+    const outcome = await gw.execute("WebSearch", "```json\n{'query': 'rust',}\n```", { callId: "call_1" });
+    assert.ok(outcome.ok);
+    assert.equal(outcome.tool, "web_search");
+    assert.equal(outcome.callId, "call_1");
+    assert.deepEqual(outcome.repairs.map((r) => r.kind), ["TOOL_NAME", "ARGUMENTS_JSON"]);
+    assert.deepEqual(outcome.result, { query: "rust" });
+    const wrong = await gw.execute("track_parcel", { code: "XX-1" });
+    assert.equal(wrong.error?.kind, "INVALID_ARGUMENTS");
+    assert.equal(wrong.content, wrong.error?.message);
+    assert.equal(wrong.error?.violations[0].field, "/code");
+    const unknown = await gw.execute("launch_rocket", "{}", { tools: ["support"] });
+    assert.deepEqual(unknown.error?.availableTools, ["track_parcel", "web_search"]);
+    const dry = await gw.execute("web_search", { query: "x" }, { dryRun: true });
+    assert.ok(dry.ok && dry.resultJson === "" && dry.result === undefined);
+  });
+
+  test("arguments that are not JSON fail before any call", async () => {
+    await assert.rejects(gw.execute("web_search", { limit: 10n }), /not JSON-serialisable: a BigInt/);
+    await assert.rejects(gw.execute("web_search", { limit: Number.NaN }), /not JSON-serialisable: NaN/);
+  });
+
+  test("executeAll runs at once and answers in order", async () => {
+    const started = Date.now();
+    const outcomes = await gw.executeAll([
+      { tool: "nap", arguments: "{}", callId: "a" },
+      { tool: "web_search", arguments: { query: "q" }, callId: "b" },
+      { tool: "nap", callId: "c" },
+    ]);
+    assert.ok(Date.now() - started < 1900, "the naps ran together");
+    assert.deepEqual(outcomes.map((o) => o.callId), ["a", "b", "c"]);
+    assert.deepEqual(outcomes.map((o) => o.result), ["rested", { query: "q" }, "rested"]);
+  });
+
+  test("a gateway that is down is named", async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, "127.0.0.1", () => {
+        const { port } = probe.address() as { port: number };
+        probe.close(() => resolve(port));
+      });
+    });
+    const down = new Gateway(`127.0.0.1:${port}`, { timeout: 2000 });
+    await assert.rejects(down.execute("echo", "{}"), (err: unknown) => {
+      assert.ok(err instanceof GatewayUnavailable);
+      assert.match(err.message, new RegExp(`cannot reach the gateway at 127.0.0.1:${port}`));
+      return true;
+    });
+    down.close();
+  });
+
+  test("deadlines: the gateway answers in band; a silent peer is the client's", async () => {
+    const late = await gw.execute("nap", "{}", { timeout: 500 });
+    assert.equal(late.error?.kind, "TIMEOUT");
+    const sockets: import("node:net").Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket)).listen(0, "127.0.0.1");
+    await new Promise((r) => silent.once("listening", r));
+    const { port } = silent.address() as { port: number };
+    const stuck = new Gateway(`127.0.0.1:${port}`);
+    await assert.rejects(stuck.execute("echo", "{}", { timeout: 500 }), DeadlineExceeded);
+    stuck.close();
+    sockets.forEach((s) => s.destroy());
+    silent.close();
+  });
+
+  test("an aborted call is cancelled and the gateway serves on", async () => {
+    const controller = new AbortController();
+    const running = gw.execute("nap", "{}", { signal: controller.signal });
+    setTimeout(() => controller.abort(), 200);
+    await assert.rejects(running, Cancelled);
+    assert.ok((await gw.execute("echo", "{}")).ok);
+  });
+
+  test("credentials travel as metadata", async () => {
+    const keyed = await serveKeyed();
+    try {
+      const allowed = new Gateway(keyed.addr, { apiKey: API_KEY });
+      assert.ok((await allowed.execute("echo", { a: 1 })).ok);
+      const refused = new Gateway(keyed.addr, { apiKey: "wrong" });
+      await assert.rejects(refused.execute("echo", "{}"), AuthenticationError);
+      allowed.close();
+      refused.close();
+    } finally {
+      await keyed.stop();
+    }
+  });
+
+  test("values from a newer gateway are kept", () => {
+    const outcome = outcomeOf(
+      proto.ExecuteResponse.decode(
+        proto.ExecuteResponse.encode({
+          ok: false,
+          tool: "",
+          repairs: [{ kind: 17 as proto.RepairKind, original: "a", repaired: "b" }],
+          argumentsJson: "",
+          resultJson: "",
+          error: { kind: 42 as proto.ErrorKind, message: "new", retryable: false, suggestions: [], availableTools: [], availableToolsTotal: 0, violations: [] },
+          replayed: false,
+          callId: "",
+        }).finish(),
+      ),
+    );
+    assert.equal(outcome.error?.kind, "ERROR_KIND_42");
+    assert.equal(outcome.repairs[0].kind, "REPAIR_KIND_17");
+    assert.equal(outcome.content, "new");
+  });
+});
