@@ -69,13 +69,41 @@ def addr(served: Served) -> str:
     return served.addr
 
 
+ISSUER = "https://idp.test"
+
+
 @pytest.fixture(scope="session")
-def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """A gateway that needs an API key (principal `agent`, every tool)."""
+def signing_key():
+    """The identity provider's key: end users' tokens are signed with it."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def user_token(key, subject: str) -> str:
+    import time
+
+    import jwt
+
+    claims = {"sub": subject, "iss": ISSUER, "aud": "toolgate", "exp": int(time.time()) + 300}
+    return jwt.encode(claims, key, algorithm="ES256", headers={"kid": "test-key"})
+
+
+@pytest.fixture(scope="session")
+def keyed(tmp_path_factory: pytest.TempPathFactory, signing_key) -> Iterator[Served]:
+    """A gateway that needs an API key (principal `agent`, every tool), and
+    verifies end users' tokens against the test identity provider's key."""
+    import json
+
+    from jwt.algorithms import ECAlgorithm
+
     folder = tmp_path_factory.mktemp("keyed")
     digest = hashlib.sha256(API_KEY.encode()).hexdigest()
+    jwk = json.loads(ECAlgorithm.to_jwk(signing_key.public_key()))
+    (folder / "jwks.json").write_text(json.dumps({"keys": [{**jwk, "kid": "test-key", "alg": "ES256", "use": "sig"}]}))
     (folder / "toolgate.yaml").write_text(
         f"principals:\n  - name: agent\n    api_key_sha256: {digest}\n    tools: ['*']\n"
+        f"users:\n  jwt: {{issuer: '{ISSUER}', audience: toolgate, jwks_file: jwks.json}}\n"
     )
     gateway = Served(["--config", "toolgate.yaml", "--catalog", str(CATALOG)], folder)
     yield gateway

@@ -7,8 +7,9 @@ import socket
 import time
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import ec
 
-from conftest import API_KEY
+from conftest import API_KEY, user_token
 from toolgate import (
     AuthenticationError,
     Call,
@@ -137,9 +138,18 @@ def test_a_deadline_ends_the_call(gw: Gateway) -> None:
                 stuck.execute("echo", "{}", timeout=0.5)
 
 
-def test_credentials_travel_as_metadata(keyed) -> None:
+def test_credentials_travel_as_metadata(keyed, signing_key) -> None:
     with Gateway(keyed.addr, api_key=API_KEY) as allowed:
         assert allowed.execute("echo", {"a": 1}).ok
+        assert allowed.execute("whoami").result == ""
+    token = user_token(signing_key, "user-42")
+    with Gateway(keyed.addr, api_key=API_KEY, user_token=token) as for_user:
+        assert for_user.execute("whoami").result == "user-42", "the tool learns who the call is for"
+    # A token signed by another key is refused.
+    forged = user_token(ec.generate_private_key(ec.SECP256R1()), "admin")
+    with Gateway(keyed.addr, api_key=API_KEY, user_token=forged) as forger:
+        with pytest.raises(AuthenticationError):
+            forger.execute("whoami")
     with Gateway(keyed.addr, api_key="wrong") as refused:
         with pytest.raises(AuthenticationError):
             refused.execute("echo", "{}")

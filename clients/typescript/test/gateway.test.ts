@@ -16,7 +16,9 @@ import {
   outcomeOf,
   proto,
 } from "../src/index.js";
-import { API_KEY, CATALOG, type Served, serve, serveKeyed } from "./serve.js";
+import { generateKeyPairSync } from "node:crypto";
+
+import { API_KEY, CATALOG, type Served, serve, serveKeyed, signingKey, userToken } from "./serve.js";
 
 let served: Served;
 let gw: Gateway;
@@ -151,10 +153,15 @@ describe("Gateway", () => {
     try {
       const allowed = new Gateway(keyed.addr, { apiKey: API_KEY });
       assert.ok((await allowed.execute("echo", { a: 1 })).ok);
+      assert.equal((await allowed.execute("whoami")).result, "");
       const refused = new Gateway(keyed.addr, { apiKey: "wrong" });
       await assert.rejects(refused.execute("echo", "{}"), AuthenticationError);
-      allowed.close();
-      refused.close();
+      const forUser = new Gateway(keyed.addr, { apiKey: API_KEY, userToken: userToken(signingKey.privateKey, "user-7") });
+      assert.equal((await forUser.execute("whoami")).result, "user-7", "the tool learns who the call is for");
+      const forged = userToken(generateKeyPairSync("ec", { namedCurve: "P-256" }).privateKey, "admin");
+      const forger = new Gateway(keyed.addr, { apiKey: API_KEY, userToken: forged });
+      await assert.rejects(forger.execute("whoami"), AuthenticationError);
+      for (const g of [allowed, refused, forUser, forger]) g.close();
     } finally {
       await keyed.stop();
     }

@@ -1,7 +1,7 @@
 /** The real `toolgate` binary on a free port, for the client's tests. */
 
 import { type ChildProcess, spawn } from "node:child_process";
-import { createHash } from "node:crypto";
+import { type KeyObject, createHash, generateKeyPairSync, sign } from "node:crypto";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -47,10 +47,30 @@ export function serve(args: string[], cwd = REPO): Promise<Served> {
   });
 }
 
-/** A gateway that needs an API key (principal `agent`, every tool). */
+const ISSUER = "https://idp.test";
+
+/** The identity provider's key: end users' tokens are signed with it. */
+export const signingKey = generateKeyPairSync("ec", { namedCurve: "P-256" });
+
+/** An ES256 token for `subject`, signed with `key`. */
+export function userToken(key: KeyObject, subject: string): string {
+  const part = (value: object) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  const claims = { sub: subject, iss: ISSUER, aud: "toolgate", exp: Math.floor(Date.now() / 1000) + 300 };
+  const signed = `${part({ alg: "ES256", typ: "JWT", kid: "test-key" })}.${part(claims)}`;
+  const signature = sign("sha256", Buffer.from(signed), { key, dsaEncoding: "ieee-p1363" });
+  return `${signed}.${signature.toString("base64url")}`;
+}
+
+/** A gateway that needs an API key (principal `agent`, every tool) and verifies end users' tokens. */
 export function serveKeyed(): Promise<Served> {
   const folder = mkdtempSync(join(tmpdir(), "toolgate-ts-"));
   const digest = createHash("sha256").update(API_KEY).digest("hex");
-  writeFileSync(join(folder, "toolgate.yaml"), `principals:\n  - name: agent\n    api_key_sha256: ${digest}\n    tools: ['*']\n`);
+  const jwk = { ...signingKey.publicKey.export({ format: "jwk" }), kid: "test-key", alg: "ES256", use: "sig" };
+  writeFileSync(join(folder, "jwks.json"), JSON.stringify({ keys: [jwk] }));
+  writeFileSync(
+    join(folder, "toolgate.yaml"),
+    `principals:\n  - name: agent\n    api_key_sha256: ${digest}\n    tools: ['*']\n` +
+      `users:\n  jwt: {issuer: '${ISSUER}', audience: toolgate, jwks_file: jwks.json}\n`,
+  );
   return serve(["--config", "toolgate.yaml", "--catalog", CATALOG], folder);
 }
