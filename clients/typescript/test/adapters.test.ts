@@ -1,24 +1,15 @@
 /** Providers' tool-call shapes in, tool-result messages out, as the providers document them. */
 
 import assert from "node:assert/strict";
-import { after, before, test } from "node:test";
+import { test } from "node:test";
 
-import { Gateway, fromAnthropic, fromOpenAI, fromResponses } from "../src/index.js";
-import { CATALOG, type Served, serve } from "./serve.js";
+import { fromAnthropic, fromOpenAI, fromResponses } from "../src/index.js";
+import { gatewayForTests } from "./serve.js";
 
-let served: Served;
-let gw: Gateway;
-before(async () => {
-  served = await serve(["--catalog", CATALOG]);
-  gw = new Gateway(served.addr);
-});
-after(async () => {
-  gw.close();
-  await served.stop();
-});
+const shared = gatewayForTests();
 
 test("OpenAI Chat Completions", async () => {
-  const messages = await gw.executeOpenAI([
+  const messages = await shared.gw.executeOpenAI([
     { id: "call_a", type: "function", function: { name: "WebSearch", arguments: '{"query": "rust"}' } },
     { id: "call_b", type: "function", function: { name: "track_parcel", arguments: '{"code": "nope"}' } },
   ]);
@@ -33,11 +24,11 @@ test("OpenAI Responses API", async () => {
     { type: "function_call", id: "fc_1", call_id: "call_r", name: "web_search", arguments: '{"query": "x"}' },
     { type: "message", id: "msg_1", role: "assistant", content: [] },
   ];
-  assert.deepEqual(await gw.executeResponses(output), [{ type: "function_call_output", call_id: "call_r", output: '{"query":"x"}' }]);
+  assert.deepEqual(await shared.gw.executeResponses(output), [{ type: "function_call_output", call_id: "call_r", output: '{"query":"x"}' }]);
 });
 
 test("Anthropic Messages", async () => {
-  const message = await gw.executeAnthropic([
+  const message = await shared.gw.executeAnthropic([
     { type: "text", text: "Let me look." },
     { type: "tool_use", id: "toolu_1", name: "web_search", input: { query: "rust" } },
     { type: "tool_use", id: "toolu_2", name: "launch_rocket", input: {} },

@@ -2,7 +2,8 @@
 
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
-import { after, before, describe, test } from "node:test";
+import { generateKeyPairSync } from "node:crypto";
+import { describe, test } from "node:test";
 
 import {
   AuthenticationError,
@@ -16,31 +17,20 @@ import {
   outcomeOf,
   proto,
 } from "../src/index.js";
-import { generateKeyPairSync } from "node:crypto";
+import { API_KEY, gatewayForTests, serveKeyed, signingKey, userToken } from "./serve.js";
 
-import { API_KEY, CATALOG, type Served, serve, serveKeyed, signingKey, userToken } from "./serve.js";
-
-let served: Served;
-let gw: Gateway;
-before(async () => {
-  served = await serve(["--catalog", CATALOG]);
-  gw = new Gateway(served.addr);
-});
-after(async () => {
-  gw.close();
-  await served.stop();
-});
+const shared = gatewayForTests();
 
 describe("Gateway", () => {
   test("addresses with and without a scheme", async () => {
-    const plain = new Gateway(`http://${served.addr}`);
+    const plain = new Gateway(`http://${shared.served.addr}`);
     assert.ok((await plain.execute("echo", { a: 1 })).ok);
     plain.close();
-    assert.throws(() => new Gateway(`grpc://${served.addr}`), /expected host:port/);
+    assert.throws(() => new Gateway(`grpc://${shared.served.addr}`), /expected host:port/);
   });
 
   test("resolve drops unknown names with suggestions", async () => {
-    const found = await gw.resolve(["support", "web_serch", "zzz"]);
+    const found = await shared.gw.resolve(["support", "web_serch", "zzz"]);
     assert.deepEqual(found.tools.map((t) => t.name), ["track_parcel", "web_search"]);
     assert.deepEqual(found.unknown, ["web_serch", "zzz"]);
     assert.deepEqual(found.suggestions, { web_serch: ["web_search"], zzz: [] });
@@ -48,7 +38,7 @@ describe("Gateway", () => {
   });
 
   test("strict resolve throws the unknown names in order, the message decoded", async () => {
-    await assert.rejects(gw.resolve(["web_serch", "track_parcel", "trak_parcel"], { strict: true }), (err: unknown) => {
+    await assert.rejects(shared.gw.resolve(["web_serch", "track_parcel", "trak_parcel"], { strict: true }), (err: unknown) => {
       assert.ok(err instanceof ToolResolutionError);
       assert.deepEqual(err.unknown, ["web_serch", "trak_parcel"]);
       assert.deepEqual(err.suggestions, { web_serch: ["web_search"], trak_parcel: ["track_parcel"] });
@@ -62,45 +52,45 @@ describe("Gateway", () => {
   });
 
   test("listTools as tools and in each provider's format", async () => {
-    const tools = await gw.listTools();
+    const tools = await shared.gw.listTools();
     const search = tools.find((t) => t.name === "web_search")!;
     assert.deepEqual(search.parameters.required, ["query"]);
-    const openai = (await gw.listTools({ names: ["support"], format: "openai" })) as { type: string; function: { name: string } }[];
+    const openai = (await shared.gw.listTools({ names: ["support"], format: "openai" })) as { type: string; function: { name: string } }[];
     assert.deepEqual(openai.map((t) => t.function.name), ["track_parcel", "web_search"]);
     assert.equal(openai[0].type, "function");
-    const anthropic = (await gw.listTools({ names: ["web_search"], format: "anthropic" })) as { input_schema: { type: string } }[];
+    const anthropic = (await shared.gw.listTools({ names: ["web_search"], format: "anthropic" })) as { input_schema: { type: string } }[];
     assert.equal(anthropic[0].input_schema.type, "object");
-    const mcp = (await gw.listTools({ names: ["web_search"], format: "mcp" })) as { tools: { inputSchema: unknown }[] };
+    const mcp = (await shared.gw.listTools({ names: ["web_search"], format: "mcp" })) as { tools: { inputSchema: unknown }[] };
     assert.ok(mcp.tools[0].inputSchema);
-    await assert.rejects(gw.listTools({ format: "xml" as "mcp" }), /unknown format 'xml'/);
-    await assert.rejects(gw.listTools({ names: ["no_such_tool"] }), RequestError);
+    await assert.rejects(shared.gw.listTools({ format: "xml" as "mcp" }), /unknown format 'xml'/);
+    await assert.rejects(shared.gw.listTools({ names: ["no_such_tool"] }), RequestError);
   });
 
   test("execute repairs and answers in band", async () => {
-    const outcome = await gw.execute("WebSearch", "```json\n{'query': 'rust',}\n```", { callId: "call_1" });
+    const outcome = await shared.gw.execute("WebSearch", "```json\n{'query': 'rust',}\n```", { callId: "call_1" });
     assert.ok(outcome.ok);
     assert.equal(outcome.tool, "web_search");
     assert.equal(outcome.callId, "call_1");
     assert.deepEqual(outcome.repairs.map((r) => r.kind), ["TOOL_NAME", "ARGUMENTS_JSON"]);
     assert.deepEqual(outcome.result, { query: "rust" });
-    const wrong = await gw.execute("track_parcel", { code: "XX-1" });
+    const wrong = await shared.gw.execute("track_parcel", { code: "XX-1" });
     assert.equal(wrong.error?.kind, "INVALID_ARGUMENTS");
     assert.equal(wrong.content, wrong.error?.message);
     assert.equal(wrong.error?.violations[0].field, "/code");
-    const unknown = await gw.execute("launch_rocket", "{}", { tools: ["support"] });
+    const unknown = await shared.gw.execute("launch_rocket", "{}", { tools: ["support"] });
     assert.deepEqual(unknown.error?.availableTools, ["track_parcel", "web_search"]);
-    const dry = await gw.execute("web_search", { query: "x" }, { dryRun: true });
+    const dry = await shared.gw.execute("web_search", { query: "x" }, { dryRun: true });
     assert.ok(dry.ok && dry.resultJson === "" && dry.result === undefined);
   });
 
   test("arguments that are not JSON fail before any call", async () => {
-    await assert.rejects(gw.execute("web_search", { limit: 10n }), /not JSON-serialisable: a BigInt/);
-    await assert.rejects(gw.execute("web_search", { limit: Number.NaN }), /not JSON-serialisable: NaN/);
+    await assert.rejects(shared.gw.execute("web_search", { limit: 10n }), /not JSON-serialisable: a BigInt/);
+    await assert.rejects(shared.gw.execute("web_search", { limit: Number.NaN }), /not JSON-serialisable: NaN/);
   });
 
   test("executeAll runs at once and answers in order", async () => {
     const started = Date.now();
-    const outcomes = await gw.executeAll([
+    const outcomes = await shared.gw.executeAll([
       { tool: "nap", arguments: "{}", callId: "a" },
       { tool: "web_search", arguments: { query: "q" }, callId: "b" },
       { tool: "nap", callId: "c" },
@@ -127,7 +117,7 @@ describe("Gateway", () => {
   });
 
   test("deadlines: the gateway answers in band; a silent peer is the client's", async () => {
-    const late = await gw.execute("nap", "{}", { timeout: 500 });
+    const late = await shared.gw.execute("nap", "{}", { timeout: 500 });
     assert.equal(late.error?.kind, "TIMEOUT");
     const sockets: import("node:net").Socket[] = [];
     const silent = createServer((socket) => sockets.push(socket)).listen(0, "127.0.0.1");
@@ -142,10 +132,10 @@ describe("Gateway", () => {
 
   test("an aborted call is cancelled and the gateway serves on", async () => {
     const controller = new AbortController();
-    const running = gw.execute("nap", "{}", { signal: controller.signal });
+    const running = shared.gw.execute("nap", "{}", { signal: controller.signal });
     setTimeout(() => controller.abort(), 200);
     await assert.rejects(running, Cancelled);
-    assert.ok((await gw.execute("echo", "{}")).ok);
+    assert.ok((await shared.gw.execute("echo", "{}")).ok);
   });
 
   test("credentials travel as metadata", async () => {

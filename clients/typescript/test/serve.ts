@@ -1,12 +1,15 @@
 /** The real `toolgate` binary on a free port, for the client's tests. */
 
 import { type ChildProcess, spawn } from "node:child_process";
+import { after, before } from "node:test";
 import { type KeyObject, createHash, generateKeyPairSync, sign } from "node:crypto";
 import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
+
+import { Gateway } from "../src/index.js";
 
 export const REPO = fileURLToPath(new URL("../../../../", import.meta.url));
 export const CATALOG = join(REPO, "clients/testdata/catalog.yaml");
@@ -73,4 +76,18 @@ export function serveKeyed(): Promise<Served> {
       `users:\n  jwt: {issuer: '${ISSUER}', audience: toolgate, jwks_file: jwks.json}\n`,
   );
   return serve(["--config", "toolgate.yaml", "--catalog", CATALOG], folder);
+}
+
+/** For one test file: the gateway on the test catalogue, started before its tests and stopped after; the fields are set once `before` ran. */
+export function gatewayForTests(): { served: Served; gw: Gateway } {
+  const shared = {} as { served: Served; gw: Gateway };
+  before(async () => {
+    shared.served = await serve(["--catalog", CATALOG]);
+    shared.gw = new Gateway(shared.served.addr);
+  });
+  after(async () => {
+    shared.gw.close();
+    await shared.served.stop();
+  });
+  return shared;
 }
