@@ -114,9 +114,9 @@ fn execute_rpc(c: &mut Criterion) {
         let (catalog, _) = catalogue::load(0, "{type: object}");
         let principals = principals();
         let grants = if keyed { principals.grants() } else { Default::default() };
-        let shared = Shared::granting(McpPool::empty(), Inherited::default(), Observer::disabled(), grants).unwrap();
-        let mut gateway =
-            Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
+        let shared = Shared::new(McpPool::empty(), Inherited::default(), Observer::disabled()).unwrap();
+        let executor = Executor::granting(Arc::new(catalog), ExecLimits::default(), shared, &grants);
+        let mut gateway = Gateway::fixed(executor, Policy::default());
         if keyed {
             gateway = gateway.with_principals(Arc::new(principals));
         }

@@ -116,7 +116,7 @@ impl LiveCatalog {
         observer: Observer,
     ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
         let (pool, events) = McpPool::new(sources.files.servers(), &inherited);
-        let shared = Shared::granting(pool.clone(), inherited, observer, sources.grants.clone())?.keeping(state);
+        let shared = Shared::new(pool.clone(), inherited, observer)?.keeping(state);
         let listings = pool.list_all().await;
         let loaded = match catalog::assemble(&sources.files, &listings) {
             Ok(loaded) => loaded,

@@ -171,29 +171,17 @@ pub struct Shared {
     mcp: Arc<McpPool>,
     inherited: Inherited,
     observer: Observer,
-    grants: Grants,
     /// Idempotency records and retry budgets.
     state: once::CallState,
 }
 
 impl Shared {
     /// Needs the process-wide crypto provider ([`crate::tls::install_crypto_provider`]).
+    /// Calls may carry identity headers (principals can come with a
+    /// reload), so HTTP redirects are followed within the origin only.
     pub fn new(mcp: Arc<McpPool>, inherited: Inherited, observer: Observer) -> Result<Arc<Self>, reqwest::Error> {
-        Self::granting(mcp, inherited, observer, Grants::default())
-    }
-
-    /// [`Shared::new`], for principals with these grants.
-    pub fn granting(
-        mcp: Arc<McpPool>,
-        inherited: Inherited,
-        observer: Observer,
-        grants: Grants,
-    ) -> Result<Arc<Self>, reqwest::Error> {
-        // Calls may carry identity headers (principals can be configured by
-        // a reload too), which must never follow a redirect to another
-        // origin: redirects are followed within the origin only.
         let state = once::CallState::default();
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, grants, state }))
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, state }))
     }
 
     pub fn mcp(&self) -> &Arc<McpPool> {
@@ -227,14 +215,14 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor for `catalog`, running calls with `shared` (and its
-    /// principals' grants).
+    /// An executor for `catalog`, running calls with `shared`, for callers
+    /// without principals.
     pub fn new(catalog: Arc<Catalog>, limits: ExecLimits, shared: Arc<Shared>) -> Self {
-        let grants = shared.grants.clone();
-        Self::granting(catalog, limits, shared, &grants)
+        Self::granting(catalog, limits, shared, &Grants::default())
     }
 
-    /// [`Executor::new`] with these grants (a reloaded configuration's).
+    /// [`Executor::new`], for principals with these grants (each snapshot
+    /// resolves its configuration's grants against its catalogue).
     pub fn granting(catalog: Arc<Catalog>, limits: ExecLimits, shared: Arc<Shared>, grants: &Grants) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
         let everything = Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);

@@ -53,8 +53,8 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         tools: vec!["*".into()],
     };
     let principals = Principals::from_config(&[config], "toolgate.yaml").unwrap();
-    let shared = Shared::granting(McpPool::empty(), Inherited::default(), observer, principals.grants()).unwrap();
-    let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
+    let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
+    let executor = Executor::granting(Arc::new(catalog), ExecLimits::default(), shared, &principals.grants());
     let slot = Snapshot::slot(executor, Policy::default());
     let mut gw = TestGateway::serve_authenticated(slot, principals).await;
     fn keyed<T>(message: T) -> tonic::Request<T> {

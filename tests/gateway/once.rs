@@ -273,9 +273,9 @@ async fn a_key_reused_by_another_principal_is_another_key() {
     };
     let principals = Principals::from_config(&[config("a"), config("b")], "toolgate.yaml").unwrap();
     toolgate::tls::install_crypto_provider();
-    let shared =
-        Shared::granting(McpPool::empty(), Inherited::default(), Observer::disabled(), principals.grants()).unwrap();
-    let executor = Executor::new(std::sync::Arc::new(catalog), ExecLimits::default(), shared);
+    let shared = Shared::new(McpPool::empty(), Inherited::default(), Observer::disabled()).unwrap();
+    let executor =
+        Executor::granting(std::sync::Arc::new(catalog), ExecLimits::default(), shared, &principals.grants());
     let slot = toolgate::live::Snapshot::slot(executor, Policy::default());
     let gw = TestGateway::serve_authenticated(slot, principals).await;
     let mut client = gw.client.clone();
