@@ -62,11 +62,12 @@ pub fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &str) -> O
 
 /// A whole call sent where only its arguments belong, the tool's name left
 /// empty: `{"name": "get_weather", "arguments": {...}}`. The name, and the
-/// arguments under the one other key (an object, or the JSON text of one;
-/// none at all is `{}`), beside which only call metadata (`type`, `id`) may
-/// lie. The name is then resolved like any emitted name, inside the
-/// caller's available set.
-pub fn named_call(object: &Map<String, Value>) -> Option<(String, Map<String, Value>)> {
+/// text of the arguments under the one other key (an object serialised, or
+/// the JSON text of one as sent, which the caller parses like any arguments,
+/// under the same limits; none at all is `{}`), beside which only call
+/// metadata (`type`, `id`) may lie. The name is then resolved like any
+/// emitted name, inside the caller's available set.
+pub fn named_call(object: &Map<String, Value>) -> Option<(String, String)> {
     let name = object.get("name")?.as_str()?;
     let mut arguments = None;
     for (key, value) in object {
@@ -78,16 +79,13 @@ pub fn named_call(object: &Map<String, Value>) -> Option<(String, Map<String, Va
             _ => return None,
         }
     }
-    let inner = match arguments {
-        None => Map::new(),
-        Some(Value::Object(inner)) => inner.clone(),
-        Some(Value::String(text)) => match serde_json::from_str::<Value>(text).ok()? {
-            Value::Object(inner) => inner,
-            _ => return None,
-        },
+    let text = match arguments {
+        None => "{}".to_owned(),
+        Some(inner @ Value::Object(_)) => serde_json::to_string(inner).expect("JSON values serialise"),
+        Some(Value::String(text)) if text.trim_start().starts_with('{') => text.clone(),
         Some(_) => return None,
     };
-    Some((name.to_owned(), inner))
+    Some((name.to_owned(), text))
 }
 
 #[cfg(test)]
@@ -127,22 +125,24 @@ mod tests {
         assert_eq!(run(serde_json::json!({"args.other": "x"}), &["query"]), None);
     }
 
-    fn call(args: Value) -> Option<(String, Value)> {
-        named_call(args.as_object().unwrap()).map(|(name, inner)| (name, Value::Object(inner)))
+    fn call(args: Value) -> Option<(String, String)> {
+        named_call(args.as_object().unwrap())
     }
 
     #[test]
     fn a_whole_call_in_the_arguments() {
-        let expected = Some(("get_weather".to_owned(), serde_json::json!({"city": "Oslo"})));
+        let expected = Some(("get_weather".to_owned(), r#"{"city":"Oslo"}"#.to_owned()));
         assert_eq!(call(serde_json::json!({"name": "get_weather", "arguments": {"city": "Oslo"}})), expected);
+        // The JSON text of the arguments is kept as sent, for the parser.
         assert_eq!(
             call(serde_json::json!({"type": "function", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"})),
-            expected
+            Some(("get_weather".to_owned(), r#"{"city": "Oslo"}"#.to_owned()))
         );
-        assert_eq!(call(serde_json::json!({"name": "now"})), Some(("now".to_owned(), serde_json::json!({}))));
+        assert_eq!(call(serde_json::json!({"name": "now"})), Some(("now".to_owned(), "{}".to_owned())));
         // Two candidates for the arguments, no name, arguments not an object.
         assert_eq!(call(serde_json::json!({"name": "x", "arguments": {}, "input": {}})), None);
         assert_eq!(call(serde_json::json!({"arguments": {"city": "Oslo"}})), None);
         assert_eq!(call(serde_json::json!({"name": "x", "arguments": [1]})), None);
+        assert_eq!(call(serde_json::json!({"name": "x", "arguments": "hello"})), None);
     }
 }

@@ -294,18 +294,14 @@ impl Executor {
 
         // A whole call in the arguments, its name left empty (or only
         // residue): the name and the arguments it carries.
-        let mut emitted = call.tool.as_str();
-        let mut arguments_text = call.arguments_json.as_str();
         let named = match call.strict || self.catalog.lookup(&call.tool).is_some() {
             true => None,
             false => self.named_call(call),
         };
-        let mut repairs: Vec<Repair> = Vec::new();
-        if let Some((name, inner, repair)) = &named {
-            emitted = name;
-            arguments_text = inner;
-            repairs.push(repair.clone());
-        }
+        let (emitted, arguments_text) = match &named {
+            Some((name, inner)) => (name.as_str(), inner.as_str()),
+            None => (call.tool.as_str(), call.arguments_json.as_str()),
+        };
 
         let (id, name_repair) = match lookup::resolve_tool(&self.catalog, &set, emitted, call.strict) {
             Resolved::Tool(id, repair) => (id, repair),
@@ -324,13 +320,17 @@ impl Executor {
         if tool.binding.as_ref().is_some_and(|b| b.binds_user()) && call.caller.user.is_none() {
             return Err(RequestError::NoUser(tool.name.clone()));
         }
-        let name_repair = match named {
-            Some(_) => {
-                Some(Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: tool.name.clone() })
-            }
-            None => name_repair,
+        let mut repairs: Vec<Repair> = match &named {
+            Some((_, inner)) => vec![
+                Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: tool.name.clone() },
+                Repair {
+                    kind: RepairKind::ArgumentsEnvelope,
+                    original: call.arguments_json.clone(),
+                    repaired: inner.clone(),
+                },
+            ],
+            None => name_repair.into_iter().collect(),
         };
-        repairs.splice(0..0, name_repair);
 
         let all_optional = tool.parameters.required().is_empty();
         let parsed = match arguments::parse(arguments_text, call.strict, self.limits.arguments, all_optional) {
@@ -415,18 +415,15 @@ impl Executor {
         Ok(Ok(Ready { tool: id, arguments, arguments_json, repairs }))
     }
 
-    /// The tool name and arguments of a call sent whole in the arguments,
-    /// its own name empty or only residue ([`envelope::named_call`]), and
-    /// the repair that unwraps it.
-    fn named_call(&self, call: &Call) -> Option<(String, String, Repair)> {
+    /// The tool name and the arguments' text of a call sent whole in the
+    /// arguments, its own name empty or only residue
+    /// ([`envelope::named_call`]).
+    fn named_call(&self, call: &Call) -> Option<(String, String)> {
         if !crate::similar::residue::words(&call.tool).iter().all(|w| w.markup) {
             return None;
         }
         let parsed = arguments::parse(&call.arguments_json, false, self.limits.arguments, false).ok()?;
-        let (name, inner) = envelope::named_call(&parsed.object)?;
-        let inner = serde_json::to_string(&inner).expect("JSON values serialise");
-        let original = call.arguments_json.clone();
-        Some((name, inner.clone(), Repair { kind: RepairKind::ArgumentsEnvelope, original, repaired: inner }))
+        envelope::named_call(&parsed.object)
     }
 
     /// Prepares the call and, unless it is a dry run, runs it, under an

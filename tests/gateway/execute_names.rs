@@ -339,6 +339,9 @@ async fn a_whole_call_in_the_arguments_names_the_tool() {
     // The arguments as the JSON text of an object, as OpenAI sends them.
     let text = r#"{"type": "function", "name": "web_search", "arguments": "{\"query\": \"rust\"}"}"#;
     assert!(execute(&mut gw.client, "", text).await.ok);
+    // That text is parsed like any arguments: a key given twice is refused.
+    let twice = r#"{"name": "web_search", "arguments": "{\"query\": \"a\", \"query\": \"b\"}"}"#;
+    assert_eq!(error_message(&execute(&mut gw.client, "", twice).await), "duplicate argument 'query'");
     // Only inside the available set; strict unwraps nothing.
     let outside = request("", r#"{"name": "delete_file", "arguments": {}}"#, &["readonly"], None);
     let response = gw.client.execute(outside).await.unwrap().into_inner();
