@@ -102,7 +102,7 @@ pub fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str, strict
         return Resolved::Missing { suggestions: suggest(catalog, set, emitted) };
     }
     let words = residue::words(emitted);
-    match in_residue(catalog, set, &words) {
+    match in_residue(catalog, set, emitted, &words) {
         Meaning::Tool(id) => return repaired(id),
         Meaning::Several(candidates) => suggestions = names(catalog, candidates),
         Meaning::Nothing => {}
@@ -139,16 +139,21 @@ fn meaning(catalog: &Catalog, set: &AvailableSet, name: &str) -> Meaning {
     }
 }
 
-/// The one tool the words of a name wrapped in residue name, when every
-/// other word is residue ([`residue`]); several tools named, or one word
-/// naming several, is no repair. A word may carry an MCP client's
-/// `server__` in front of the tool's name, for any server.
-fn in_residue(catalog: &Catalog, set: &AvailableSet, words: &[residue::Word<'_>]) -> Meaning {
+/// The one tool the words of `emitted`, a name wrapped in residue, name,
+/// when every other word is residue ([`residue`]); several tools named, or
+/// one word naming several, is no repair. A word may carry an MCP client's
+/// `server__` in front of the tool's name, for any server. A word that is
+/// the whole name is known to mean nothing by itself (the caller looked).
+fn in_residue(catalog: &Catalog, set: &AvailableSet, emitted: &str, words: &[residue::Word<'_>]) -> Meaning {
     let mut named: Vec<(ToolId, usize)> = Vec::new();
     let mut several: Vec<ToolId> = Vec::new();
     let mut unresolved: Vec<&residue::Word<'_>> = Vec::new();
     for word in words {
-        let found = match meaning(catalog, set, word.text) {
+        let direct = match word.text == emitted {
+            true => Meaning::Nothing,
+            false => meaning(catalog, set, word.text),
+        };
+        let found = match direct {
             Meaning::Nothing => {
                 let mut inside: Vec<ToolId> = residue::after_double_underscores(word.text)
                     .filter_map(|rest| match meaning(catalog, set, rest) {
