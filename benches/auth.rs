@@ -18,28 +18,24 @@ use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use tonic::Request;
 use toolgate::{
-    auth::{hash_key, JwtConfig, PrincipalConfig, Principals, UserVerifier},
-    config::Policy,
-    exec::{ExecLimits, Executor, Shared},
-    mcp::McpPool,
-    process::Inherited,
+    identity::{hash_key, JwtConfig, UserVerifier},
     proto::v1::{tool_gateway_service_server::ToolGatewayService, ExecuteRequest},
-    service::Gateway,
     telemetry::Observer,
 };
 
 const KEY: &str = "tg_bench_key_9";
 
-fn principals() -> Principals {
-    let configs: Vec<PrincipalConfig> = (0..10)
-        .map(|i| PrincipalConfig {
-            name: format!("bot-{i}"),
-            api_key_sha256: Some(hash_key(&format!("tg_bench_key_{i}"))),
-            client_cert: None,
-            tools: vec!["*".into()],
+/// `principals:` of 10 principals (the bench's key is the last one's).
+fn principals() -> String {
+    let entries: Vec<String> = (0..10)
+        .map(|i| {
+            format!(
+                "  - {{name: bot-{i}, api_key_sha256: {}, tools: [\"*\"]}}\n",
+                hash_key(&format!("tg_bench_key_{i}"))
+            )
         })
         .collect();
-    Principals::from_config(&configs, "bench.yaml").unwrap()
+    format!("principals:\n{}", entries.concat())
 }
 
 /// A signing key, its JWKS file, and a verifier reading it.
@@ -105,24 +101,23 @@ fn execute_rpc(c: &mut Criterion) {
     let mut group = c.benchmark_group("execute_rpc_identity");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let _entered = runtime.enter();
-    toolgate::tls::install_crypto_provider();
     let idp = Idp::new(Algorithm::ES256);
     let token = idp.token();
     let cases: [(&str, bool, bool); 3] =
         [("no_principals", false, false), ("api_key", true, false), ("api_key_and_cached_user_token", true, true)];
     for (name, keyed, user) in cases {
-        let (catalog, _) = catalogue::load(0, "{type: object}");
-        let principals = principals();
-        let grants = if keyed { principals.grants() } else { Default::default() };
-        let shared = Shared::new(McpPool::empty(), Inherited::default(), Observer::disabled()).unwrap();
-        let executor = Executor::granting(Arc::new(catalog), ExecLimits::default(), shared, &grants);
-        let mut gateway = Gateway::fixed(executor, Policy::default());
+        let mut config = String::new();
         if keyed {
-            gateway = gateway.with_principals(Arc::new(principals));
+            config.push_str(&principals());
         }
         if user {
-            gateway = gateway.with_users(Some(idp.verifier()));
+            let jwks = idp.config.jwks_file.as_ref().unwrap().display();
+            config.push_str(&format!(
+                "users: {{jwt: {{issuer: \"https://idp.bench/\", audience: toolgate, jwks_file: \"{jwks}\"}}}}\n"
+            ));
         }
+        let (app, _) = catalogue::start(&runtime, 0, "{type: object}", &config, Observer::disabled());
+        let gateway = app.grpc();
         let token = token.clone();
         let request = move || {
             let message = ExecuteRequest {
@@ -166,10 +161,8 @@ fn once_only(c: &mut Criterion) {
     let mut group = c.benchmark_group("execute_rpc_once");
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let _entered = runtime.enter();
-    toolgate::tls::install_crypto_provider();
-    let (catalog, _) = catalogue::load(0, "{type: object}");
-    let shared = Shared::new(McpPool::empty(), Inherited::default(), Observer::disabled()).unwrap();
-    let gateway = Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
+    let (app, _) = catalogue::start(&runtime, 0, "{type: object}", "", Observer::disabled());
+    let gateway = app.grpc();
     let request = |key: String| {
         Request::new(ExecuteRequest {
             tool: "echo".into(),

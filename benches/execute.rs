@@ -1,5 +1,6 @@
 //! The Execute core without dispatch (resolve the name, parse and repair the
-//! arguments, validate them: `Executor::prepare`) against catalogues of 100,
+//! arguments, validate them: `Executor::prepare`, the stages of
+//! `src/exec/prepare/`) on gateways started as `serve` starts them, with catalogues of 100,
 //! 1,000 and 10,000 tools: an exact hit, a drifted name repaired, a miss,
 //! values coerced, a name in template residue, arguments in an envelope and
 //! argument syntax repaired.
@@ -18,8 +19,6 @@
 #[path = "support/catalogue.rs"]
 mod catalogue;
 
-use std::sync::Arc;
-
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use opentelemetry::{metrics::MeterProvider, trace::TracerProvider};
 use opentelemetry_sdk::{
@@ -29,12 +28,8 @@ use opentelemetry_sdk::{
 };
 use tonic::Request;
 use toolgate::{
-    config::Policy,
-    exec::{Call, ExecLimits, Executor, Shared},
-    mcp::McpPool,
-    process::Inherited,
+    exec::Call,
     proto::v1::{tool_gateway_service_server::ToolGatewayService, ExecuteRequest},
-    service::Gateway,
     telemetry::{Metrics, Observer},
 };
 
@@ -43,12 +38,6 @@ const PARAMETERS: &str = "{type: object, properties: {id: {type: string, pattern
     limit: {type: integer, minimum: 1, maximum: 100}, include_archived: {type: boolean}}, \
     required: [id], additionalProperties: false}";
 
-fn executor(n: usize) -> (Executor, Vec<String>) {
-    let (catalog, names) = catalogue::load(n, PARAMETERS);
-    toolgate::tls::install_crypto_provider();
-    (Executor::standalone(Arc::new(catalog), ExecLimits::default(), Inherited::default()).unwrap(), names)
-}
-
 /// `github_list_issue` → `GithubListIssue`.
 fn camel(name: &str) -> String {
     name.split('_').map(|w| w[..1].to_uppercase() + &w[1..]).collect()
@@ -56,9 +45,12 @@ fn camel(name: &str) -> String {
 
 fn prepare(c: &mut Criterion) {
     let mut group = c.benchmark_group("prepare");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let arguments = r#"{"id": "issue-1042", "limit": 20, "include_archived": false}"#;
     for n in [100, 1_000, 10_000] {
-        let (executor, names) = executor(n);
+        let (app, names) = catalogue::start(&runtime, n, PARAMETERS, "", Observer::disabled());
+        let snapshot = app.snapshot();
+        let executor = snapshot.executor();
         let target = &names[n / 2];
         let call = |tool: String| Call { tool, arguments_json: arguments.into(), ..Call::default() };
         let hit = call(target.clone());
@@ -133,11 +125,8 @@ fn telemetry(c: &mut Criterion) {
         ("metrics_and_spans", Observer { metrics, tracer: Some(tracers.tracer("toolgate")), record_content: false }),
     ];
     for (name, observer) in observers {
-        let (catalog, _) = catalogue::load(0, PARAMETERS);
-        toolgate::tls::install_crypto_provider();
-        let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
-        let gateway =
-            Gateway::fixed(Executor::new(Arc::new(catalog), ExecLimits::default(), shared), Policy::default());
+        let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, "", observer);
+        let gateway = app.grpc();
         let request = ExecuteRequest {
             tool: "echo".into(),
             arguments_json: r#"{"message": "hello", "n": 42}"#.into(),

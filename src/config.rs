@@ -1,4 +1,9 @@
-//! Runtime settings: listen address, catalogue locations, packs and policy.
+//! Settings as plain data (docs/configuration.md): read from flags, the
+//! environment and the configuration file, merged and validated. Nothing
+//! here builds a client, reads a key set or connects anything: the
+//! composition root ([`crate::app`]) builds what the settings describe, so
+//! `validate`, `tools list` and a reload's first pass build nothing they
+//! throw away.
 //!
 //! Precedence: command-line flags, then environment, then the optional
 //! configuration file (`--config FILE`), then defaults. The environment is a
@@ -12,44 +17,30 @@ use std::{
 
 use serde::Deserialize;
 
+pub use crate::exec::Policy;
 use crate::{
-    auth::{PrincipalConfig, Principals, UserVerifier, UsersConfig},
     catalog::LoadOptions,
     env::Env,
-    exec::CallState,
     exec::{ArgumentLimits, ExecLimits},
-    state::{MemoryStore, RedisStore, StateConfig, Store},
+    identity::{JwtConfig, PrincipalConfig, Principals, UsersConfig},
+    state::StateConfig,
 };
 
 /// The environment variable that sets the strict policy.
 pub const STRICT_ENV: &str = "TOOLGATE_STRICT_TOOLS";
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 
-/// Strict or non-strict, per request (DESIGN section 2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Policy {
-    /// The policy of a request that does not set `strict` itself.
-    pub strict: bool,
+/// The policy of requests that do not choose: the first that is set of the
+/// `--strict` flag, `TOOLGATE_STRICT_TOOLS` (`1`, `true`, `yes` after
+/// trimming, any case, mean strict; any other value, empty included, means
+/// non-strict), the configuration's `policy.strict`; else non-strict.
+fn policy_from_sources(flag: bool, env: &Env, configured: Option<bool>) -> Policy {
+    let strict = if flag { true } else { env_strict(env).or(configured).unwrap_or(false) };
+    Policy { strict }
 }
 
-impl Policy {
-    /// The first that is set of: the `--strict` flag, `TOOLGATE_STRICT_TOOLS`
-    /// (`1`, `true`, `yes` after trimming, any case, mean strict; any other
-    /// value, empty included, means non-strict), the configuration's
-    /// `policy.strict`; else non-strict.
-    pub fn from_sources(flag: bool, env: &Env, configured: Option<bool>) -> Self {
-        let strict = if flag { true } else { env_strict(env).or(configured).unwrap_or(false) };
-        Self { strict }
-    }
-
-    /// The policy for one request: its own `strict` field when set.
-    pub fn strict_for(&self, requested: Option<bool>) -> bool {
-        requested.unwrap_or(self.strict)
-    }
-}
-
-/// `TOOLGATE_STRICT_TOOLS` read as DESIGN section 2 says; `None` when unset.
-pub fn env_strict(env: &Env) -> Option<bool> {
+/// `TOOLGATE_STRICT_TOOLS` read as the policy reads it; `None` when unset.
+fn env_strict(env: &Env) -> Option<bool> {
     env.flag(STRICT_ENV)
 }
 
@@ -183,39 +174,41 @@ pub struct Flags {
     pub tls_key: Option<PathBuf>,
 }
 
-/// Settings after every source is merged.
+/// Settings after every source is merged and checked.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub listen: SocketAddr,
-    pub load: LoadOptions,
-    pub policy: Policy,
-    pub limits: ExecLimits,
+    pub(crate) listen: SocketAddr,
+    pub(crate) load: LoadOptions,
+    pub(crate) policy: Policy,
+    pub(crate) limits: ExecLimits,
     /// The server's certificate and key (and client CA), when it speaks TLS.
-    pub tls: Option<TlsConfig>,
+    pub(crate) tls: Option<TlsConfig>,
     /// A plaintext listener serving only `grpc.health.v1`.
-    pub health_listen: Option<SocketAddr>,
+    pub(crate) health_listen: Option<SocketAddr>,
     /// Who may call; empty: everyone, as before identity existed.
-    pub principals: Arc<Principals>,
-    /// Verifies the end users' tokens, when `users.jwt` is configured.
-    pub users: Option<Arc<UserVerifier>>,
-    /// Where idempotency records and retry budgets live, and their settings.
-    pub calls: CallState,
-    /// The Redis URL, when the state is shared (for messages).
-    pub redis: Option<String>,
+    pub(crate) principals: Arc<Principals>,
+    /// How end users' tokens are verified, when `users.jwt` is configured
+    /// (the shape checked; the key set is read by the app).
+    pub(crate) users: Option<JwtConfig>,
+    /// Where idempotency records and retry budgets live (the Redis URL
+    /// checked; nothing connected), and how long they are kept.
+    pub(crate) state: StateConfig,
+    /// Consecutive fixable failures before RETRY_BUDGET_EXHAUSTED.
+    pub(crate) retry_budget: Option<u32>,
     /// What a reload cannot change: compared with the running one's.
-    pub fixed: Fixed,
+    pub(crate) fixed: Fixed,
 }
 
 /// The settings a reload cannot change (they are bound to sockets, or to
 /// state that outlives a snapshot); a reload that changes them says they
 /// need a restart. TLS files are re-read on every reload; their paths are
-/// fixed.
+/// fixed. Principals, users (and their key set), policy, limits and the
+/// catalogue all reload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fixed {
     listen: SocketAddr,
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
-    users: Option<UsersConfig>,
     state: StateConfig,
     retry_budget: Option<u32>,
 }
@@ -232,7 +225,6 @@ impl Fixed {
         check(self.listen != next.listen, "listen");
         check(self.tls != next.tls, "tls");
         check(self.health_listen != next.health_listen, "health_listen");
-        check(self.users != next.users, "users");
         check(self.state != next.state, "state");
         check(self.retry_budget != next.retry_budget, "policy.retry_budget");
         changed
@@ -255,13 +247,23 @@ pub enum ConfigError {
     Users(String),
     #[error("state.redis: {0}")]
     Redis(String),
+    #[error(
+        "refusing to listen on {0}: not a loopback address, and no principals are configured; \
+         configure principals (and tls), or pass --allow-remote to accept every caller on the network"
+    )]
+    Unauthenticated(SocketAddr),
+    #[error(
+        "refusing to listen on {0} without TLS: API keys would travel in clear; configure tls, \
+         or pass --allow-remote"
+    )]
+    Cleartext(SocketAddr),
 }
 
 impl Settings {
     pub fn build(flags: Flags, file: FileConfig, env: &Env) -> Result<Self, ConfigError> {
         let listen_text = flags.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
         let listen = listen_text.parse().map_err(|_| ConfigError::Listen(listen_text.clone()))?;
-        let policy = Policy::from_sources(flags.strict, env, file.policy.strict);
+        let policy = policy_from_sources(flags.strict, env, file.policy.strict);
         let defaults = LoadOptions::default();
         let registry = match (flags.catalog.is_empty(), file.catalog) {
             (false, _) => flags.catalog,
@@ -290,29 +292,38 @@ impl Settings {
         if principals.use_certificates() && tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
             return Err(ConfigError::NoClientCa);
         }
-        let users_config = file.users.clone();
-        let users = match file.users.and_then(|u| u.jwt) {
-            Some(jwt) => Some(Arc::new(UserVerifier::new(jwt).map_err(ConfigError::Users)?)),
-            None => None,
-        };
+        let users = file.users.and_then(|u: UsersConfig| u.jwt);
+        if let Some(jwt) = &users {
+            jwt.check().map_err(ConfigError::Users)?;
+        }
         let state = file.state.unwrap_or_default();
-        let fixed = Fixed {
-            listen,
-            tls: tls.clone(),
-            health_listen,
-            users: users_config,
-            state: state.clone(),
-            retry_budget: file.policy.retry_budget,
-        };
-        let store: Arc<dyn Store> = match &state.redis {
-            Some(url) => Arc::new(RedisStore::new(url).map_err(ConfigError::Redis)?),
-            None => Arc::new(MemoryStore::default()),
-        };
-        let calls = CallState::new(store, state.idempotency_ttl, state.session_ttl, file.policy.retry_budget);
+        if let Some(url) = &state.redis {
+            crate::state::check_url(url).map_err(ConfigError::Redis)?;
+        }
+        let retry_budget = file.policy.retry_budget;
+        let fixed = Fixed { listen, tls: tls.clone(), health_listen, state: state.clone(), retry_budget };
         let limits = file.limits.limits();
         let principals = Arc::new(principals);
-        let redis = state.redis;
-        Ok(Self { listen, load, policy, limits, tls, health_listen, principals, users, calls, redis, fixed })
+        Ok(Self { listen, load, policy, limits, tls, health_listen, principals, users, state, retry_budget, fixed })
+    }
+}
+
+impl Settings {
+    /// Refuses settings that would expose the gateway, unless
+    /// `allow_remote`: a listen address other than loopback with no
+    /// principals (every caller on the network trusted), or with principals
+    /// but without TLS (API keys in clear).
+    pub fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
+        if self.listen.ip().is_loopback() || allow_remote {
+            return Ok(());
+        }
+        if self.principals.is_empty() {
+            return Err(ConfigError::Unauthenticated(self.listen));
+        }
+        if self.tls.is_none() {
+            return Err(ConfigError::Cleartext(self.listen));
+        }
+        Ok(())
     }
 }
 
@@ -338,13 +349,13 @@ mod tests {
     #[test]
     fn precedence_request_then_flag_then_env_then_config() {
         let none = Env::default();
-        assert!(!Policy::from_sources(false, &none, None).strict);
-        assert!(Policy::from_sources(false, &none, Some(true)).strict);
+        assert!(!policy_from_sources(false, &none, None).strict);
+        assert!(policy_from_sources(false, &none, Some(true)).strict);
         // The environment, when set, wins over the configuration, either way.
-        assert!(!Policy::from_sources(false, &env("0"), Some(true)).strict);
-        assert!(!Policy::from_sources(false, &env(""), Some(true)).strict);
-        assert!(Policy::from_sources(false, &env("yes"), Some(false)).strict);
-        assert!(Policy::from_sources(true, &env("0"), Some(false)).strict);
+        assert!(!policy_from_sources(false, &env("0"), Some(true)).strict);
+        assert!(!policy_from_sources(false, &env(""), Some(true)).strict);
+        assert!(policy_from_sources(false, &env("yes"), Some(false)).strict);
+        assert!(policy_from_sources(true, &env("0"), Some(false)).strict);
         // The request's own field wins over everything.
         let strict = Policy { strict: true };
         assert!(!strict.strict_for(Some(false)));

@@ -1,36 +1,42 @@
-//! toolgate: a gRPC tool gateway for LLM agent backends.
+//! toolgate: a tool gateway for LLM agent backends, reached over gRPC.
 //!
-//! Layers, highest first; a module uses only modules of lower rows (the
-//! `layers` integration test reads `src/` and holds every import to this):
+//! One core, thin front doors (docs/architecture.md). Layers, highest
+//! first; a module uses only modules of lower rows (the `layers`
+//! integration test reads `src/` and holds every import to this):
 //!
 //! | layer | modules | what they own |
 //! |---|---|---|
-//! | 1 | [`cli`] | the `toolgate` commands, start-up reporting, what a person reads |
-//! | 2 | [`server`] | the tonic server (gateway, health, reflection), graceful shutdown |
-//! | 3 | [`service`] | gRPC handlers: protobuf <-> domain; the one map of errors to statuses |
-//! | 4 | [`live`] | keeps the catalogue current (MCP changes): validate, then swap |
-//! | 5 | [`config`] | settings from flags, environment and file; the strict policy |
-//! | 6 | [`auth`] | principals (API keys, client certificates) and their grants |
-//! | 7 | [`exec`] | Execute: name and argument repair, validation, backends, outcomes |
-//! | 8 | [`resolve`], [`mcp`] | names -> tools or suggestions and their messages; the MCP client |
-//! | 9 | [`catalog`] | YAML files -> an immutable catalogue; no network, no processes |
-//! | 10 | [`similar`], [`process`], [`telemetry`], [`tls`], [`proto`], [`state`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract; shared call state (memory, Redis) |
-//! | 11 | [`env`](mod@env) | the process environment as a value, read nowhere else |
+//! | 1 | [`cli`] | the `toolgate` commands: flags, signals, what a person reads |
+//! | 2 | [`app`] | the composition root: settings → stores, identity, catalogue, executor, front doors; reload |
+//! | 3 | `front` | the front doors: gRPC (proto ↔ core, errors → statuses) |
+//! | 4 | [`server`] | listeners and accepted connections: caps, deadlines, TLS; how a server stops |
+//! | 5 | `live` | keeps the snapshot (executor and identity) current: validate, then swap |
+//! | 6 | [`config`] | plain settings from flags, environment and file; builds nothing |
+//! | 7 | [`exec`] | the core: prepare (named stages), dispatch, once-only, budgets, outcomes; resolve and list |
+//! | 8 | [`identity`] | who calls (principals, keys, certificates, user tokens) and what each may run |
+//! | 9 | [`resolve`], `mcp`, `state` | names → tools and their messages; the MCP client; the state stores |
+//! | 10 | [`catalog`] | YAML files → an immutable catalogue; no network, no processes |
+//! | 11 | [`similar`], `process`, [`telemetry`], `tls`, [`proto`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract |
+//! | 12 | [`env`](mod@env) | the process environment as a value, read nowhere else |
+//!
+//! The public modules are what the binary, the integration tests and the
+//! benchmarks use; everything else is `pub(crate)`.
 
-pub mod auth;
+pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod env;
 pub mod exec;
-pub mod live;
-pub mod mcp;
+pub(crate) mod front;
+pub mod identity;
+pub(crate) mod live;
+pub(crate) mod mcp;
 pub mod process;
 pub mod proto;
 pub mod resolve;
 pub mod server;
-pub mod service;
 pub mod similar;
-pub mod state;
+pub(crate) mod state;
 pub mod telemetry;
-pub mod tls;
+pub(crate) mod tls;

@@ -2,7 +2,8 @@
 //! servers the files name, assembles the catalogue with their tools, and
 //! swaps in a new snapshot whenever a server's tools change (a server that
 //! was down comes up, `notifications/tools/list_changed`, a restart) or the
-//! files and configuration are reloaded (DESIGN-wave2 section 11).
+//! files and configuration are reloaded (docs/architecture.md, "The path of
+//! one reload").
 //!
 //! Every new snapshot is assembled and checked before it is swapped in; if
 //! it is invalid the old one stays. Calls in flight finish on the snapshot
@@ -15,12 +16,10 @@ use arc_swap::ArcSwap;
 use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
-    auth::Principals,
-    catalog::{self, Files, LoadError, McpListing, Problem},
-    config::Policy,
-    exec::{CallState, ExecLimits, Executor, Grants, Shared},
-    mcp::{Event, McpPool, Retired},
-    process::Inherited,
+    catalog::{self, Files, McpListing, Problem},
+    exec::{ExecLimits, Executor, Policy, Shared},
+    identity::{Granted, Identity},
+    mcp::{Event, Retired},
     telemetry::Observer,
 };
 
@@ -31,50 +30,32 @@ const LAST_RETRY: Duration = Duration::from_secs(60);
 /// flight on them to finish.
 const RETIRE_AFTER: Duration = Duration::from_secs(300);
 
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Catalogue(#[from] LoadError),
-    #[error("cannot build the HTTP client: {0}")]
-    Http(#[from] reqwest::Error),
+/// What every request works on: who may call (identity), and the executor
+/// of one catalogue snapshot under the policy and grants of the
+/// configuration it was loaded with. Swapped whole, so a request never sees
+/// one configuration's principals with another's grants.
+pub struct Snapshot {
+    pub(crate) identity: Arc<Identity>,
+    pub(crate) executor: Executor,
 }
 
-/// What every request works on: the executor of one catalogue snapshot, and
-/// the policy and principals of the configuration it was loaded with. Swapped
-/// whole, so a request never sees one configuration's principals with
-/// another's grants.
-#[derive(Clone)]
-pub struct Snapshot {
-    pub executor: Arc<Executor>,
-    pub policy: Policy,
-    /// Who may call; `None`: every caller may use every tool.
-    pub principals: Option<Arc<Principals>>,
+impl Snapshot {
+    /// The core of this snapshot: what a front door calls.
+    pub fn executor(&self) -> &Executor {
+        &self.executor
+    }
 }
 
 /// The current snapshot, swapped atomically; each request holds the one it
 /// loaded until it ends.
-pub type SnapshotSlot = Arc<ArcSwap<Snapshot>>;
-
-impl Snapshot {
-    /// A slot holding this executor with no principals.
-    pub fn slot(executor: Executor, policy: Policy) -> SnapshotSlot {
-        Arc::new(ArcSwap::from_pointee(Snapshot { executor: Arc::new(executor), policy, principals: None }))
-    }
-}
+pub(crate) type SnapshotSlot = Arc<ArcSwap<Snapshot>>;
 
 /// What a snapshot is built from, and what a reload replaces.
-pub struct Sources {
-    pub files: Files,
-    pub limits: ExecLimits,
-    pub grants: Grants,
-    pub policy: Policy,
-    pub principals: Arc<Principals>,
-}
-
-impl Sources {
-    fn principals(&self) -> Option<Arc<Principals>> {
-        (!self.principals.is_empty()).then(|| Arc::clone(&self.principals))
-    }
+pub(crate) struct Sources {
+    pub(crate) files: Files,
+    pub(crate) limits: ExecLimits,
+    pub(crate) policy: Policy,
+    pub(crate) identity: Arc<Identity>,
 }
 
 /// A reload that was swapped in.
@@ -96,7 +77,7 @@ struct Current {
 
 /// The live catalogue: its sources, the MCP servers' latest listings, and
 /// the slot holding the current snapshot.
-pub struct LiveCatalog {
+pub(crate) struct LiveCatalog {
     shared: Arc<Shared>,
     slot: SnapshotSlot,
     /// Held while a snapshot is assembled, so that reloads and MCP updates
@@ -106,23 +87,23 @@ pub struct LiveCatalog {
 }
 
 impl LiveCatalog {
-    /// Connects every MCP server of the files, assembles the catalogue and
-    /// starts keeping it current. Under strict validation a server that
-    /// cannot be reached fails the start, like any catalogue problem.
-    pub async fn start(
+    /// Lists every MCP server of `shared`'s pool (the servers the files
+    /// name), assembles the catalogue and starts keeping it current, following
+    /// the pool's `events`. Under strict validation a server that cannot be
+    /// reached fails the start, like any catalogue problem; a failed start
+    /// ends the servers.
+    pub(crate) async fn start(
         sources: Sources,
-        inherited: Inherited,
-        state: CallState,
-        observer: Observer,
-    ) -> Result<(Arc<Self>, Vec<Problem>), StartError> {
-        let (pool, events) = McpPool::new(sources.files.servers(), &inherited);
-        let shared = Shared::new(pool.clone(), inherited, observer)?.keeping(state);
+        shared: Arc<Shared>,
+        events: tokio::sync::mpsc::UnboundedReceiver<Event>,
+    ) -> Result<(Arc<Self>, Vec<Problem>), catalog::LoadError> {
+        let pool = Arc::clone(shared.mcp());
         let listings = pool.list_all().await;
         let loaded = match catalog::assemble(&sources.files, &listings) {
             Ok(loaded) => loaded,
             Err(err) => {
                 pool.shutdown().await;
-                return Err(err.into());
+                return Err(err);
             }
         };
         let failed: Vec<String> = listings.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
@@ -283,9 +264,12 @@ impl LiveCatalog {
     }
 }
 
+/// The snapshot of `catalog` under `sources`' configuration: its grants
+/// resolved in this catalogue, once.
 fn snapshot(sources: &Sources, catalog: catalog::Catalog, shared: &Arc<Shared>) -> Snapshot {
-    let executor = Executor::granting(Arc::new(catalog), sources.limits, Arc::clone(shared), &sources.grants);
-    Snapshot { executor: Arc::new(executor), policy: sources.policy, principals: sources.principals() }
+    let granted = Granted::resolve(sources.identity.principals(), &catalog);
+    let executor = Executor::new(Arc::new(catalog), sources.limits, sources.policy, Arc::clone(shared), granted);
+    Snapshot { identity: Arc::clone(&sources.identity), executor }
 }
 
 /// Ends the servers a reload took out of the pool once the snapshot that

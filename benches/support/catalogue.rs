@@ -2,11 +2,14 @@
 //! `<service>_<verb>_<noun>`, spread over the whole space by a fixed
 //! permutation so that the first 100 are as varied as the first 10,000
 //! (`benches/difflib_baseline.py` builds the same list), loaded as a real
-//! YAML registry.
+//! YAML registry, or served by a gateway started as `serve` starts one.
 
 use toolgate::{
+    app::{App, Host},
     catalog::{self, Catalog, LoadOptions},
+    config::{FileConfig, Flags, Settings},
     env::Env,
+    telemetry::Observer,
 };
 
 const SERVICES: [&str; 20] = [
@@ -141,4 +144,35 @@ pub fn load(n: usize, parameters: &str) -> (Catalog, Vec<String>) {
     let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
     let catalog = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems)).catalog;
     (catalog, names)
+}
+
+/// A gateway on the first `n` names (each tool taking `parameters`) with a
+/// configuration file of `config` (YAML; empty: none), started as `serve`
+/// starts one ([`App::start`]) on `runtime`. Its files stay for the
+/// bench's life.
+#[allow(dead_code)] // each bench uses a part of this module
+pub fn start(
+    runtime: &tokio::runtime::Runtime,
+    n: usize,
+    parameters: &str,
+    config: &str,
+    observer: Observer,
+) -> (App, Vec<String>) {
+    let names = tool_names(n);
+    let dir = tempfile::tempdir().unwrap().keep();
+    let registry_file = dir.join("registry.yaml");
+    std::fs::write(&registry_file, registry(&names, |_| parameters.to_owned())).unwrap();
+    let file = match config.is_empty() {
+        true => FileConfig::default(),
+        false => {
+            let path = dir.join("toolgate.yaml");
+            std::fs::write(&path, config).unwrap();
+            FileConfig::read(&path).unwrap()
+        }
+    };
+    let flags = Flags { catalog: vec![registry_file], ..Flags::default() };
+    let settings = Settings::build(flags, file, &Env::default()).unwrap();
+    let host = Host { env: Env::default(), observer, supervisor: None };
+    let (app, _) = runtime.block_on(App::start(&settings, host)).unwrap_or_else(|e| panic!("{e}"));
+    (app, names)
 }

@@ -83,15 +83,16 @@ pub struct Declarations {
     pub grants: Vec<GrantDecl>,
 }
 
-/// Names a principal may use (tool, alias or toolset names, or `"*"`),
-/// declared outside the catalogue: each must name something in it, as a
-/// toolset member must (a name a server still to come may list is a
-/// warning until it does).
+/// Names a principal may use (tool, alias or toolset names), declared
+/// outside the catalogue: each must name something in it, as a toolset
+/// member must (a name a server still to come may list is a warning until
+/// it does). Grants that are not names (`"*"`) are left out by their owner.
 #[derive(Clone, Debug)]
 pub struct GrantDecl {
     /// Who is granted, for messages: `principal 'support-bot'`.
     pub owner: String,
-    pub names: Vec<String>,
+    /// Each name with its index in the list it came from.
+    pub names: Vec<(usize, String)>,
     /// Where the list is: the configuration file, `principals[0] (support-bot).tools`.
     pub place: Place,
 }
@@ -302,13 +303,13 @@ impl Claims<'_> {
         }
     }
 
-    /// Phase 4b: every granted name names a tool, alias or toolset (or is
-    /// `"*"`); an unknown one is an error with a did-you-mean, or a warning
+    /// Phase 4b: every granted name names a tool, alias or toolset; an
+    /// unknown one is an error with a did-you-mean, or a warning
     /// while a server still to come may list it.
     fn check_grants(&mut self, grants: &[GrantDecl], names: &HashMap<String, Name>) {
         for grant in grants {
-            for (i, name) in grant.names.iter().enumerate() {
-                if name == "*" || names.contains_key(name) {
+            for (i, name) in &grant.names {
+                if names.contains_key(name) {
                     continue;
                 }
                 let path = format!("{}[{i}]", grant.place.path);

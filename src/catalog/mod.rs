@@ -1,5 +1,5 @@
 //! The catalogue: YAML files, tool packs and built-ins merged into one
-//! immutable [`Catalog`] snapshot (DESIGN section 1).
+//! immutable [`Catalog`] snapshot (docs/architecture.md, "The catalogue").
 //!
 //! Owns loading, every catalogue rule and the name tables that resolution
 //! reads (exact names, aliases, toolsets, normalised keys, the suggestion

@@ -1,12 +1,13 @@
-//! The `toolgate` command line (DESIGN section 8): arguments and dispatch.
-//! `start` loads the catalogue and reports its problems; `output` renders
-//! what a person reads. The only module that uses anyhow (every error here
-//! ends as a message to a person) and the only one that prints.
+//! The `toolgate` command line (docs/configuration.md has every flag):
+//! arguments and dispatch. `serve` starts the gateway through the
+//! composition root ([`crate::app`]) and adds what a process has: signals,
+//! file watching, the listeners. `start` reports catalogue problems to a
+//! person; `output` renders what a person reads. The only module that
+//! prints.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // the CLI speaks to a person
 
 mod output;
-mod reload;
 mod start;
 
 use std::{future::Future, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
@@ -16,15 +17,16 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use tokio::net::TcpListener;
 
 use crate::{
+    app::{self, reload, Host},
     catalog::{render, Catalog, Tool, ToolFormat},
     config::{FileConfig, Flags, Settings},
     env::Env,
-    resolve, server,
-    service::Gateway,
+    resolve,
+    server::{self, ConnectionSettings},
     telemetry::Telemetry,
 };
 use output::{describe_outcome, emit, table};
-use start::{inspect, start, Report};
+use start::{inspect, start, supervisor, Report};
 
 #[derive(Parser, Debug)]
 #[command(name = "toolgate", version, about = "A gRPC tool gateway for LLM agent backends")]
@@ -203,7 +205,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Call(args) => call(args),
         Command::Health(args) => health(&args),
         Command::Auth(AuthCommand::NewKey) => {
-            let (key, hash) = crate::auth::new_key();
+            let (key, hash) = crate::identity::new_key();
             emit(&format!("key:            {key}\napi_key_sha256: {hash}"))?;
             Ok(ExitCode::SUCCESS)
         }
@@ -213,7 +215,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
             if key.trim().is_empty() {
                 bail!("no key on stdin: echo -n \"$KEY\" | toolgate auth hash-key");
             }
-            emit(&crate::auth::hash_key(&key))?;
+            emit(&crate::identity::hash_key(&key))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => unreachable!("handled first"),
@@ -249,22 +251,7 @@ fn settings_with_tls(
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let tls = (args.tls_cert.clone(), args.tls_key.clone());
     let settings = settings_with_tls(&args.catalog, args.listen.clone(), tls, env)?;
-    if !settings.listen.ip().is_loopback() && !args.allow_remote {
-        if settings.principals.is_empty() {
-            bail!(
-                "refusing to listen on {}: not a loopback address, and no principals are configured; \
-                 configure principals (and tls), or pass --allow-remote to accept every caller on the network",
-                settings.listen
-            );
-        }
-        if settings.tls.is_none() {
-            bail!(
-                "refusing to listen on {} without TLS: API keys would travel in clear; configure tls, \
-                 or pass --allow-remote",
-                settings.listen
-            );
-        }
-    }
+    settings.check_exposure(args.allow_remote)?;
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async move {
@@ -291,8 +278,9 @@ async fn serve_with(
         signal(SignalKind::hangup()).context("cannot handle SIGHUP")?
     };
     let mut shutdown = Box::pin(shutdown);
-    let (live, _) = tokio::select! {
-        started = start(settings, env, Report::Log, observer) => started?,
+    let host = Host { env: env.clone(), observer, supervisor: supervisor() };
+    let (app, _) = tokio::select! {
+        started = start(settings, host, Report::Log) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before the catalogue was ready");
             return Ok(ExitCode::FAILURE);
@@ -301,19 +289,19 @@ async fn serve_with(
     let listener = match TcpListener::bind(settings.listen).await {
         Ok(listener) => listener,
         Err(err) => {
-            live.shutdown().await;
+            app.shutdown().await;
             return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
         }
     };
-    let serving = match serving(settings).await {
+    let serving = match app::serving(settings, ConnectionSettings::default()).await {
         Ok(serving) => serving,
         Err(err) => {
-            live.shutdown().await;
+            app.shutdown().await;
             return Err(err);
         }
     };
     let addr: SocketAddr = listener.local_addr()?;
-    let catalog = live.current().load().executor.catalog().clone();
+    let catalog = app.catalog();
     match settings.principals.len() {
         0 => tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool"),
         n => tracing::info!("{n} principals configured: every call needs a credential"),
@@ -328,20 +316,17 @@ async fn serve_with(
     let folders = reload::watched_folders(settings, args.catalog.config.as_deref());
     let (_watcher, changes) = reload::watch(&folders);
     let reloader = reload::Reloader {
-        live: Arc::clone(&live),
+        app: app.clone(),
         tls: serving.tls.clone(),
         rebuild: rebuild(args, env),
-        env: env.clone(),
         fixed: settings.fixed.clone(),
     };
     let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
     tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-    let gateway = Gateway::new(live.current()).with_users(settings.users.clone());
-    let _jwks = settings.users.as_ref().and_then(|users| users.keep_keys_fresh()).map(AbortOnDrop);
     let stop = server::Stop { shutdown, drain: args.drain_timeout, now: again };
-    let served = server::serve_with(listener, gateway, stop, serving).await;
-    live.shutdown().await;
+    let served = app.serve_grpc(listener, stop, serving).await;
+    app.shutdown().await;
     served?;
     tracing::info!("toolgate stopped");
     Ok(ExitCode::SUCCESS)
@@ -363,24 +348,6 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
-}
-
-/// TLS (its files re-read on every reload) and the health listener, as the
-/// settings ask.
-async fn serving(settings: &Settings) -> anyhow::Result<server::Serving> {
-    let tls = match &settings.tls {
-        Some(files) => {
-            Some(Arc::new(server::ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?))
-        }
-        None => None,
-    };
-    let health = match settings.health_listen {
-        Some(addr) => {
-            Some(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (health_listen)"))?)
-        }
-        None => None,
-    };
-    Ok(server::Serving { connections: server::ConnectionSettings::default(), tls, health })
 }
 
 /// Two futures: the first completes on Ctrl-C or SIGTERM, the second on the

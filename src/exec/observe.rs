@@ -128,6 +128,7 @@ pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call,
     tracing::info!(
         target: "toolgate::audit",
         principal = principal.unwrap_or("-"),
+        auth = call.caller.proof.label(),
         user = user.unwrap_or("-"),
         tool = tool.unwrap_or("_unresolved"),
         outcome = label,

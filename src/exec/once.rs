@@ -1,228 +1,129 @@
-//! Once-only calls (idempotency keys) and retry budgets (DESIGN-wave2
-//! section 10), kept in a [`Store`] of opaque records that this module
-//! gives a meaning: the store is in memory, or Redis shared by replicas.
-//!
-//! Keys (documented in the README):
-//! - `toolgate:idem:<sha256 of principal, user and key>`: a record
-//!   `{"hash", "state": "running", "until"}` while the first call runs (a
-//!   lease of the tool's timeout and a margin), then `{"hash", "state":
-//!   "done", "outcome"}` for `idempotency_ttl`.
-//! - `toolgate:budget:<sha256 of principal, user and session>:<tool>`: the
-//!   count of consecutive failures the model could fix, for `session_ttl`.
+//! Once-only calls (docs/once-only.md): the first call with an idempotency
+//! key claims it and runs; the same call again gets the first's answer,
+//! replayed; a different call with the key is refused. With the store down,
+//! an idempotent tool runs anyway and any other is refused in-band: once-only
+//! fails closed.
 
-use std::{
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
-    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
-};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::{
-    outcome::{ErrorKind, Outcome, ToolError},
-    Caller,
+    call_state::{self, now_ms, CallState},
+    Call, ErrorKind, Executor, Outcome, Ready, RequestError, ToolError,
 };
-use crate::state::{MemoryStore, Store, StoreError};
+use crate::state::StoreError;
 
-/// An idempotency key or session id is at most this long.
-pub const MAX_ID_BYTES: usize = 256;
-/// Defaults of `state:` and `policy.retry_budget`.
-pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
-pub const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(3600);
-pub const DEFAULT_RETRY_BUDGET: u32 = 3;
 /// A running claim lasts the tool's timeout and this much more.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
 /// How often a call waiting for the first with its key looks again.
 const POLL: Duration = Duration::from_millis(20);
-/// The bucket of every name that resolved to no tool.
-pub const UNRESOLVED: &str = "_unresolved";
+/// What a call is told when once-only delivery cannot be checked.
+const CANNOT_GUARANTEE: &str = "cannot guarantee once-only delivery right now; the call did not run";
 
-/// The store and its settings.
-#[derive(Clone)]
-pub struct CallState {
-    pub store: Arc<dyn Store>,
-    pub idempotency_ttl: Duration,
-    pub session_ttl: Duration,
-    pub retry_budget: u32,
-    /// When the last "store unreachable" warning was logged (ms since the
-    /// epoch): one a minute.
-    warned: Arc<AtomicU64>,
-}
-
-impl Default for CallState {
-    fn default() -> Self {
-        Self::new(Arc::new(MemoryStore::default()), None, None, None)
-    }
-}
-
-impl std::fmt::Debug for CallState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallState").field("retry_budget", &self.retry_budget).finish_non_exhaustive()
-    }
-}
-
-impl CallState {
-    pub fn new(
-        store: Arc<dyn Store>,
-        idempotency_ttl: Option<Duration>,
-        session_ttl: Option<Duration>,
-        retry_budget: Option<u32>,
-    ) -> Self {
-        Self {
-            store,
-            idempotency_ttl: idempotency_ttl.unwrap_or(DEFAULT_IDEMPOTENCY_TTL),
-            session_ttl: session_ttl.unwrap_or(DEFAULT_SESSION_TTL),
-            retry_budget: retry_budget.unwrap_or(DEFAULT_RETRY_BUDGET),
-            warned: Arc::default(),
-        }
-    }
-
-    /// Logs that the store is unreachable, at most once a minute.
-    pub fn warn_unreachable(&self, what: &str, err: &StoreError) {
-        let now = now_ms();
-        let last = self.warned.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 60_000
-            && self.warned.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
-        {
-            tracing::warn!("{what}: {err}");
-        }
-    }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-/// Whether an id (key or session) is acceptable: at most 256 bytes, no
-/// control characters.
-pub fn check_id(field: &'static str, id: &str) -> Result<(), String> {
-    if id.len() > MAX_ID_BYTES {
-        return Err(format!("{field} is {} bytes long; at most {MAX_ID_BYTES}", id.len()));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(format!("{field} holds a control character"));
-    }
-    Ok(())
-}
-
-/// `sha256(principal \0 user \0 id)` in hex: a scope no caller can enter
-/// from another's.
-fn scoped(caller: &Caller, id: &str) -> String {
-    let (principal, user) = caller.identity();
-    let mut hash = Sha256::new();
-    for part in [principal.unwrap_or(""), user.unwrap_or(""), id] {
-        hash.update(part.as_bytes());
-        hash.update([0]);
-    }
-    hex(&hash.finalize())
-}
-
-/// Lowercase hex, without an allocation per byte.
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
-}
-
-pub fn idempotency_key(caller: &Caller, key: &str) -> String {
-    format!("toolgate:idem:{}", scoped(caller, key))
-}
-
-pub fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
-    format!("toolgate:budget:{}:{tool}", scoped(caller, session))
-}
-
-/// The hash of a call: the canonical tool and its arguments (after repair
-/// and binding) as JSON with sorted keys.
-pub fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
-    /// A value that serialises with every object's keys sorted.
-    struct Sorted<'a>(&'a Value);
-    impl Serialize for Sorted<'_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            use serde::ser::{SerializeMap, SerializeSeq};
-            match self.0 {
-                Value::Object(map) => {
-                    let mut keys: Vec<&String> = map.keys().collect();
-                    keys.sort_unstable();
-                    let mut out = serializer.serialize_map(Some(keys.len()))?;
-                    for key in keys {
-                        out.serialize_entry(key, &Sorted(&map[key]))?;
-                    }
-                    out.end()
+impl Executor {
+    /// A call with an idempotency key: the first claims the key and runs;
+    /// the same call again gets the first's answer, replayed; a different
+    /// call with the key is refused.
+    pub(super) async fn once(&self, ready: Ready, call: &Call) -> Result<Outcome, RequestError> {
+        let state = &self.shared.state;
+        let metrics = &self.shared.observer.metrics;
+        let tool = self.catalog.tool(ready.tool);
+        let key = call_state::idempotency_key(&call.caller, &call.idempotency_key);
+        let hash = call_state::call_hash(&tool.name, &ready.arguments);
+        let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
+        let running = Record::running(&hash, limit);
+        let in_band = |ready: Ready, message: &str, retryable: bool| {
+            let mut error = ToolError::new(ErrorKind::Unavailable, message, false);
+            error.retryable = retryable;
+            Outcome::of(tool, ready, Err(error))
+        };
+        let existing = match state.store.claim(&key, &running, state.idempotency_ttl).await {
+            Ok(existing) => existing,
+            Err(err) => {
+                state.warn_unreachable("idempotency keys cannot be checked", &err);
+                metrics.store_error("idempotency");
+                if tool.idempotent {
+                    return Ok(self.dispatched(ready, call).await);
                 }
-                Value::Array(items) => {
-                    let mut out = serializer.serialize_seq(Some(items.len()))?;
-                    for item in items {
-                        out.serialize_element(&Sorted(item))?;
-                    }
-                    out.end()
+                return Ok(in_band(ready, CANNOT_GUARANTEE, true));
+            }
+        };
+        let Some(existing) = existing else {
+            let outcome = self.dispatched(ready, call).await;
+            let stored = match to_store(&outcome, tool.idempotent) {
+                Some(kept) => {
+                    let done = Record::done(&hash, &kept);
+                    state.store.replace(&key, &running, &done, state.idempotency_ttl).await.map(|_| ())
                 }
-                other => other.serialize(serializer),
+                None => state.store.remove(&key, &running).await,
+            };
+            if let Err(err) = stored {
+                state.warn_unreachable("an idempotency record could not be written", &err);
+                metrics.store_error("idempotency");
+            }
+            return Ok(outcome);
+        };
+        let replayed = |mut outcome: Outcome| {
+            outcome.replayed = true;
+            metrics.replayed(Some(&tool.name));
+            outcome
+        };
+        let reused = || RequestError::KeyReused(call.idempotency_key.clone());
+        match Record::parse(&existing) {
+            Some(record) if record.hash() != hash => Err(reused()),
+            Some(Record::Done { outcome, .. }) => Ok(replayed(*outcome)),
+            _ => {
+                let deadline = Instant::now() + call.deadline.unwrap_or(limit + LEASE_MARGIN);
+                match wait_for_first(state, &key, &hash, &tool.name, deadline).await {
+                    Ok(Waited::Done(outcome)) => Ok(replayed(*outcome)),
+                    Ok(Waited::Different) => Err(reused()),
+                    Ok(Waited::StillRunning) => {
+                        Ok(in_band(ready, "the first call with this key is still running", true))
+                    }
+                    Err(err) => {
+                        state.warn_unreachable("idempotency keys cannot be checked", &err);
+                        Ok(in_band(ready, CANNOT_GUARANTEE, true))
+                    }
+                }
             }
         }
     }
-    struct SortedMap<'a>(&'a serde_json::Map<String, Value>);
-    impl Serialize for SortedMap<'_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            use serde::ser::SerializeMap;
-            let mut keys: Vec<&String> = self.0.keys().collect();
-            keys.sort_unstable();
-            let mut out = serializer.serialize_map(Some(keys.len()))?;
-            for key in keys {
-                out.serialize_entry(key, &Sorted(&self.0[key]))?;
-            }
-            out.end()
-        }
-    }
-    let text = serde_json::to_string(&SortedMap(arguments)).expect("JSON values serialise");
-    let mut hash = Sha256::new();
-    hash.update(tool.as_bytes());
-    hash.update([0]);
-    hash.update(text.as_bytes());
-    hex(&hash.finalize())
 }
 
 /// An idempotency record.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
-pub enum Record {
+enum Record {
     Running { hash: String, until: u64 },
     Done { hash: String, outcome: Box<Outcome> },
 }
 
 impl Record {
-    pub fn hash(&self) -> &str {
+    fn hash(&self) -> &str {
         match self {
             Record::Running { hash, .. } | Record::Done { hash, .. } => hash,
         }
     }
 
-    pub fn running(hash: &str, timeout: Duration) -> Vec<u8> {
+    fn running(hash: &str, timeout: Duration) -> Vec<u8> {
         let until = now_ms() + (timeout + LEASE_MARGIN).as_millis() as u64;
         serde_json::to_vec(&Record::Running { hash: hash.to_owned(), until }).expect("records serialise")
     }
 
-    pub fn done(hash: &str, outcome: &Outcome) -> Vec<u8> {
+    fn done(hash: &str, outcome: &Outcome) -> Vec<u8> {
         serde_json::to_vec(&Record::Done { hash: hash.to_owned(), outcome: Box::new(outcome.clone()) })
             .expect("records serialise")
     }
 
-    pub fn parse(bytes: &[u8]) -> Option<Record> {
+    fn parse(bytes: &[u8]) -> Option<Record> {
         serde_json::from_slice(bytes).ok()
     }
 }
 
 /// What to do with a claimed key once the call has an outcome: keep the
 /// outcome (`Some`, perhaps reworded for replays), or release the key.
-pub fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
+fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
     let Err(error) = &outcome.result else { return Some(outcome.clone()) };
     match error.kind {
         ErrorKind::NotFound | ErrorKind::Refused | ErrorKind::ToolCrashed => Some(outcome.clone()),
@@ -249,7 +150,7 @@ pub fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
 
 /// The answer when a running claim's holder vanished (its lease ran out):
 /// stored in its place, never a second run.
-pub fn vanished(tool: &str) -> Outcome {
+fn vanished(tool: &str) -> Outcome {
     let message = format!(
         "an earlier call with this idempotency key to '{tool}' ended without an answer; its effect is unknown, \
          and the call was not run twice"
@@ -265,7 +166,7 @@ pub fn vanished(tool: &str) -> Outcome {
 }
 
 /// Waits for the first call with a key to finish; its outcome, or why not.
-pub enum Waited {
+enum Waited {
     Done(Box<Outcome>),
     /// Our deadline came first.
     StillRunning,
@@ -275,7 +176,7 @@ pub enum Waited {
 
 /// Polls the record of `key` until it is done, its lease runs out (then it
 /// becomes "effect unknown" for every caller), or `deadline` passes.
-pub async fn wait_for_first(
+async fn wait_for_first(
     state: &CallState,
     key: &str,
     hash: &str,
@@ -304,48 +205,5 @@ pub async fn wait_for_first(
             return Ok(Waited::StillRunning);
         }
         tokio::time::sleep(POLL).await;
-    }
-}
-
-/// The RETRY_BUDGET_EXHAUSTED answer to a failing attempt; `tool` quoted.
-pub fn exhausted(tool: &str, failures: u64, last: &ToolError) -> ToolError {
-    let message = format!(
-        "{tool} failed {failures} times in this session; stop calling it and tell the user what went wrong. \
-         Last problem: {}",
-        last.message
-    );
-    ToolError::new(ErrorKind::RetryBudgetExhausted, message, false)
-}
-
-/// Whether a failure is one the model could fix (and so counts).
-pub fn counts(error: &ToolError) -> bool {
-    matches!(error.kind, ErrorKind::UnknownTool | ErrorKind::InvalidArguments)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ids_are_bounded_and_printable() {
-        assert!(check_id("idempotency_key", "call_0").is_ok());
-        assert!(check_id("idempotency_key", &"k".repeat(257)).is_err());
-        assert!(check_id("session_id", "a\nb").is_err());
-    }
-
-    #[test]
-    fn scopes_never_meet() {
-        let a = Caller { principal: Some("a".into()), user: None };
-        let b = Caller { principal: Some("b".into()), user: None };
-        assert_ne!(idempotency_key(&a, "call_0"), idempotency_key(&b, "call_0"));
-        assert_eq!(idempotency_key(&a, "call_0"), idempotency_key(&a, "call_0"));
-    }
-
-    #[test]
-    fn the_hash_ignores_key_order() {
-        let one: serde_json::Map<String, Value> = serde_json::from_str(r#"{"a": 1, "b": {"y": 2, "x": 1}}"#).unwrap();
-        let two: serde_json::Map<String, Value> = serde_json::from_str(r#"{"b": {"x": 1, "y": 2}, "a": 1}"#).unwrap();
-        assert_eq!(call_hash("t", &one), call_hash("t", &two));
-        assert_ne!(call_hash("t", &one), call_hash("u", &one));
     }
 }

@@ -1,7 +1,10 @@
 //! What an Execute call ends with: the tool's result, or a [`ToolError`] of
 //! one [`ErrorKind`] written for the model, and every repair made on the way.
 
-use crate::resolve::message::{is_bidi_control, is_invisible};
+use crate::{
+    catalog::Tool,
+    resolve::message::{is_bidi_control, is_invisible},
+};
 
 /// A tool's own error text reaches the model cut to this many characters.
 pub const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
@@ -54,7 +57,7 @@ fn without_controls(text: &str) -> String {
     out
 }
 
-/// The kinds of DESIGN section 5.
+/// What went wrong, as the proto's `ErrorKind` names it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum ErrorKind {
     /// No single tool in the available set matches the emitted name.
@@ -71,7 +74,7 @@ pub enum ErrorKind {
     Timeout,
     /// The backend cannot be reached (or is saturated).
     Unavailable,
-    /// The session used its retries for this call (not produced yet).
+    /// The session used its retries for this tool.
     RetryBudgetExhausted,
 }
 
@@ -90,7 +93,7 @@ impl ErrorKind {
         }
     }
 
-    /// `error.type` of a failed call (DESIGN section 7).
+    /// `error.type` of a failed call (docs/telemetry.md).
     pub fn error_type(self) -> &'static str {
         match self {
             ErrorKind::UnknownTool => "tool_not_found",
@@ -216,4 +219,31 @@ pub struct Outcome {
     /// RETRY_BUDGET_EXHAUSTED, when the call has a session (for telemetry).
     #[serde(skip)]
     pub budget_remaining: Option<u64>,
+}
+
+impl Outcome {
+    /// The answer of a call that passed preparation: its `result`.
+    pub(crate) fn of(tool: &Tool, ready: super::Ready, result: Result<Option<String>, ToolError>) -> Self {
+        Self {
+            tool: Some(tool.name.clone()),
+            repairs: ready.repairs,
+            arguments_json: ready.arguments_json,
+            result,
+            replayed: false,
+            budget_remaining: None,
+        }
+    }
+
+    /// A call that ended with `error`: of `tool` when the name resolved to
+    /// one, with the repairs made and the arguments as far as they got.
+    pub fn failed(tool: Option<&Tool>, repairs: Vec<Repair>, arguments_json: String, error: ToolError) -> Self {
+        Self {
+            tool: tool.map(|t| t.name.clone()),
+            repairs,
+            arguments_json,
+            result: Err(error),
+            replayed: false,
+            budget_remaining: None,
+        }
+    }
 }

@@ -151,15 +151,6 @@ impl McpPool {
         })
     }
 
-    /// A pool with no servers.
-    pub fn empty() -> Arc<Self> {
-        Self::new(&[], &Inherited::default()).0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.servers.read().expect("not poisoned").is_empty()
-    }
-
     /// Whether the pool has a server of this name.
     pub fn has(&self, name: &str) -> bool {
         self.servers.read().expect("not poisoned").contains_key(name)

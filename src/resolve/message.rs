@@ -1,4 +1,4 @@
-//! Model-facing text (DESIGN section 4): how names are quoted and how the
+//! Model-facing text (docs/architecture.md, "Names and messages"): how names are quoted and how the
 //! Resolve warning reads. Exact formats are part of the contract.
 
 use std::fmt::Write;

@@ -7,10 +7,13 @@
 //! touches the network or the clock.
 
 pub mod message;
+mod set;
 
 use std::collections::HashSet;
 
 use crate::catalog::{Catalog, Name, Target, ToolId};
+
+pub use set::AvailableSet;
 
 /// Resolve suggests up to this many names per unknown name…
 pub const RESOLVE_SUGGESTIONS: usize = 3;

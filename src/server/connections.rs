@@ -93,10 +93,6 @@ impl Registry {
     pub fn len(&self) -> usize {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// The calls of one connection: how many are in flight, and since when
@@ -283,6 +279,7 @@ pub struct Conn {
 
 impl Conn {
     /// Whether `TCP_NODELAY` is set on the socket.
+    #[cfg(test)]
     pub fn nodelay(&self) -> io::Result<bool> {
         self.io.nodelay()
     }

@@ -1,5 +1,5 @@
 //! Normalised keys: the form in which a drifted tool name is compared with the
-//! catalogue (DESIGN section 3).
+//! catalogue (docs/architecture.md, "Names and messages").
 //!
 //! Pure string functions; they know nothing of the catalogue.
 

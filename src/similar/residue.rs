@@ -1,5 +1,5 @@
 //! The words of an emitted tool name that chat templates and output parsers
-//! left residue around (DESIGN section 3, extended): `<|start|>assistant
+//! left residue around (docs/architecture.md, "Names and messages"): `<|start|>assistant
 //! <|channel|>commentary to=functions.get_weather <|constrain|>json`,
 //! `[TOOL_CALLS]get_weather`, `<function=get_weather>`, `get_weather:0`,
 //! `` `get_weather()` ``.

@@ -1,5 +1,5 @@
 //! The state calls share across requests and replicas: idempotency records
-//! and retry budgets (DESIGN-wave2 section 10), as opaque byte records under
+//! and retry budgets (docs/architecture.md, "Once-only calls and budgets"), as opaque byte records under
 //! string keys. The store knows nothing of outcomes; the executor gives the
 //! bytes their meaning. Every operation is atomic on its own (claim if
 //! absent, replace if unchanged, increment): no read-then-write.
@@ -16,7 +16,7 @@ pub mod redis;
 use std::{future::Future, pin::Pin, time::Duration};
 
 pub use memory::MemoryStore;
-pub use redis::RedisStore;
+pub use redis::{check_url, RedisStore};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -62,9 +62,6 @@ pub trait Store: Send + Sync {
 
     /// Removes the counter `key`.
     fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
-
-    /// The count of `key` (0 if absent).
-    fn count<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<u64, StoreError>>;
 }
 
 /// `state:` of the configuration file.

@@ -30,6 +30,14 @@ pub struct RedisStore {
     increment: Script,
 }
 
+/// Whether `url` is a Redis URL this store can use (`redis://`, `rediss://`,
+/// `unix://`): checked without connecting or building anything.
+pub fn check_url(url: &str) -> Result<(), String> {
+    ::redis::IntoConnectionInfo::into_connection_info(url)
+        .map(|_| ())
+        .map_err(|err| format!("invalid Redis URL: {err}"))
+}
+
 impl RedisStore {
     /// For a `redis://` or `rediss://` URL (checked now: a malformed one is
     /// an error); nothing is connected yet.
@@ -146,12 +154,5 @@ impl Store for RedisStore {
 
     fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.run(async move |c| c.del(key).await))
-    }
-
-    fn count<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<u64, StoreError>> {
-        Box::pin(self.run(async move |c| {
-            let count: Option<u64> = c.get(key).await?;
-            Ok(count.unwrap_or(0))
-        }))
     }
 }

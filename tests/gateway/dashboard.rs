@@ -2,17 +2,9 @@
 //! gateway really emits, under the names the OpenTelemetry Collector's
 //! Prometheus exporter gives them, so the dashboard cannot silently rot.
 
-use std::{collections::BTreeSet, sync::Arc};
+use std::collections::BTreeSet;
 
-use toolgate::{
-    auth::{PrincipalConfig, Principals},
-    config::Policy,
-    exec::{ExecLimits, Executor, Shared},
-    live::Snapshot,
-    mcp::McpPool,
-    process::Inherited,
-    proto::v1::{ExecuteRequest, ResolveRequest},
-};
+use toolgate::proto::v1::{ExecuteRequest, ResolveRequest};
 
 use crate::common::{repo, telemetry::Recorded, CatalogDir, TestGateway};
 
@@ -43,20 +35,10 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         "registry/tools.yaml",
         "tools:\n  - name: web_search\n    description: x\n    parameters: {type: object, properties: {query: {type: string}, limit: {type: integer, maximum: 5}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n",
     );
-    let catalog = dir.load(&dir.options()).unwrap().catalog;
-    toolgate::tls::install_crypto_provider();
     // A principal, so the `principal` label appears too.
-    let config = PrincipalConfig {
-        name: "bot".into(),
-        api_key_sha256: Some(toolgate::auth::hash_key("k")),
-        client_cert: None,
-        tools: vec!["*".into()],
-    };
-    let principals = Principals::from_config(&[config], "toolgate.yaml").unwrap();
-    let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
-    let executor = Executor::granting(Arc::new(catalog), ExecLimits::default(), shared, &principals.grants());
-    let slot = Snapshot::slot(executor, Policy::default());
-    let mut gw = TestGateway::serve_authenticated(slot, principals).await;
+    let principal =
+        format!("principals: [{{name: bot, api_key_sha256: {}, tools: [\"*\"]}}]", toolgate::identity::hash_key("k"));
+    let mut gw = TestGateway::dir(&dir).config(&principal).observer(observer).start().await;
     fn keyed<T>(message: T) -> tonic::Request<T> {
         let mut request = tonic::Request::new(message);
         request.metadata_mut().insert("authorization", "Bearer k".parse().unwrap());
@@ -87,12 +69,12 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         gw.client.execute(keyed(request)).await.unwrap();
     }
     // A store that cannot be reached: its errors are counted.
-    let (catalog, unreachable) = (dir.load(&dir.options()).unwrap().catalog, backend_closed());
-    let store = toolgate::state::RedisStore::new(&format!("redis://{unreachable}/0")).unwrap();
-    let state = toolgate::exec::CallState::new(Arc::new(store), None, None, None);
-    let shared = Shared::new(McpPool::empty(), Inherited::default(), recorded_observer.clone()).unwrap().keeping(state);
-    let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
-    let mut down = TestGateway::serve(Snapshot::slot(executor, Policy::default())).await;
+    let unreachable = backend_closed();
+    let mut down = TestGateway::dir(&dir)
+        .config(&format!("state: {{redis: \"redis://{unreachable}/0\"}}"))
+        .observer(recorded_observer.clone())
+        .start()
+        .await;
     let request = ExecuteRequest { tool: "web_search".into(), session_id: "s".into(), ..Default::default() };
     down.client.execute(request).await.unwrap();
     let resolve = ResolveRequest { names: vec!["web_serch".into()], strict: None };

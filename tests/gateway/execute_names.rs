@@ -3,11 +3,7 @@
 //! the inventory, and a drifted name that can never reach a denied tool.
 
 use tonic::Code;
-use toolgate::{
-    config::Policy,
-    exec::ExecLimits,
-    proto::v1::{ErrorKind, ExecuteRequest, Repair, RepairKind},
-};
+use toolgate::proto::v1::{ErrorKind, ExecuteRequest, Repair, RepairKind};
 
 use crate::common::{
     backend::{self, HttpBackend},
@@ -49,9 +45,19 @@ toolsets:
 const ALL: &str =
     "['GetOrder', 'calculator', 'current_time', 'delete_file', 'echo', 'get_order', 'read_file', 'web_search']";
 
+/// A gateway on [`registry`]; a strict one on the registry without
+/// `get_order`, whose key collides with `GetOrder` (a warning, which strict
+/// validation refuses to load).
 async fn gateway(http: &HttpBackend, strict: bool) -> TestGateway {
-    TestGateway::registry(&registry(http)).policy(Policy { strict }).start().await
+    let registry = match strict {
+        true => registry(http).replace(V2, ""),
+        false => registry(http),
+    };
+    TestGateway::registry(&registry).strict(strict).start().await
 }
+
+/// `get_order`'s entry in [`registry`].
+const V2: &str = "  - name: get_order\n    description: Get an order (v2).\n    backend: {builtin: echo}\n";
 
 fn request(tool: &str, arguments: &str, tools: &[&str], strict: Option<bool>) -> ExecuteRequest {
     ExecuteRequest {
@@ -152,7 +158,8 @@ async fn strict_dispatches_exact_names_and_aliases_only_but_still_hints() {
     assert!(response.ok && response.tool == "web_search");
     let response = execute(&mut gw.client, "WebSearch", r#"{"query": "x"}"#).await;
     let err = error(&response);
-    assert_eq!(err.message, format!("Tool 'WebSearch' not found. Did you mean 'web_search'? Available tools: {ALL}"));
+    let all = ALL.replace(" 'get_order',", "");
+    assert_eq!(err.message, format!("Tool 'WebSearch' not found. Did you mean 'web_search'? Available tools: {all}"));
     assert!(response.repairs.is_empty());
     // The request's own field relaxes the server's policy.
     let relaxed = gw.client.execute(request("WebSearch", r#"{"query": "x"}"#, &[], Some(false))).await.unwrap();
@@ -208,8 +215,7 @@ async fn unknown_names_in_the_tool_set() {
 #[tokio::test]
 async fn the_inventory_is_capped_and_counted() {
     let http = backend::start().await;
-    let limits = ExecLimits { inventory_cap: 3, ..ExecLimits::default() };
-    let mut gw = TestGateway::registry(&registry(&http)).limits(limits).start().await;
+    let mut gw = TestGateway::registry(&registry(&http)).config("limits: {inventory_cap: 3}").start().await;
     let response = execute(&mut gw.client, "zzz", "{}").await;
     let err = error(&response);
     assert_eq!(

@@ -284,7 +284,7 @@ fn only_regular_files_are_read() {
 /// handshakes that accept it and answers `{}`; its address.
 async fn self_signed_https_server() -> std::net::SocketAddr {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    toolgate::tls::install_crypto_provider();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
     let config = rustls::ServerConfig::builder()

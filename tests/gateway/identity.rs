@@ -1,4 +1,4 @@
-//! Identity and permissions (DESIGN-wave2 section 9), through the real
+//! Identity and permissions (README, "Identity and permissions"), through the real
 //! binary: API keys, client certificates over real TLS, grants, the health
 //! listener, certificate rotation, and `toolgate auth`.
 
@@ -33,7 +33,7 @@ fn catalogue(dir: &CatalogDir) {
 /// A configuration with one principal, `admin`, granted everything, and
 /// `users.jwt` when given.
 fn admin_config(jwt: Option<&str>) -> String {
-    let admin = toolgate::auth::hash_key(KEY_ADMIN);
+    let admin = toolgate::identity::hash_key(KEY_ADMIN);
     let mut config = format!("principals:\n  - name: admin\n    api_key_sha256: {admin}\n    tools: [\"*\"]\n");
     if let Some(jwt) = jwt {
         config.push_str(&format!("users:\n  jwt: {jwt}\n"));
@@ -45,8 +45,8 @@ fn principals(extra: &str) -> String {
     format!(
         "principals:\n  - name: support-bot\n    api_key_sha256: {}\n    tools: [courier]\n  \
          - name: admin\n    api_key_sha256: {}\n    tools: [\"*\"]\n{extra}",
-        toolgate::auth::hash_key(KEY_SUPPORT),
-        toolgate::auth::hash_key(KEY_ADMIN)
+        toolgate::identity::hash_key(KEY_SUPPORT),
+        toolgate::identity::hash_key(KEY_ADMIN)
     )
 }
 
@@ -149,7 +149,7 @@ async fn principals_see_and_run_only_what_they_are_granted() {
 fn principals_and_grants_are_checked_at_load() {
     let dir = CatalogDir::new();
     catalogue(&dir);
-    let hash = toolgate::auth::hash_key("k");
+    let hash = toolgate::identity::hash_key("k");
     dir.file(
         "toolgate.yaml",
         &format!(
@@ -539,12 +539,25 @@ fn a_jwks_file_that_is_not_json_stops_the_start_and_a_jwks_url_that_is_down_does
     assert!(stderr(&out).contains("certs/jwks.json: not a JWKS (JSON Web Key Set)"), "{}", stderr(&out));
     let down = crate::common::backend::closed_port();
     dir.file("toolgate.yaml", &config(&format!("{{issuer: i, audience: a, jwks_url: \"http://{down}/jwks\"}}")));
-    let (mut child, log, _addr) = serve(dir.dir.path(), &[]);
-    std::thread::sleep(Duration::from_millis(1000));
+    // The whole log, from the start: the first fetch may fail before the
+    // gateway says it is listening.
+    let mut command = toolgate();
+    command.current_dir(dir.dir.path()).args([
+        "serve",
+        "--config",
+        "toolgate.yaml",
+        "--catalog",
+        "registry",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    let mut child = Reaped::spawn(&mut command);
+    std::thread::sleep(Duration::from_millis(1500));
     child.kill().unwrap();
-    let _ = child.wait();
-    let log: Vec<String> = log.map_while(Result::ok).collect();
-    assert!(log.iter().any(|l| l.contains("cannot fetch the JWKS for user tokens")), "{log:?}");
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("toolgate listening on "), "{log}");
+    assert!(log.contains("cannot fetch the JWKS for user tokens"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -672,7 +685,7 @@ fn a_grant_of_a_tool_from_a_server_still_down_waits_for_it() {
     catalogue(&dir);
     let server = crate::common::mcp::stdio_server("late", "odd_server.py", &["exit"], "    startup_timeout: 3s\n");
     dir.file("registry/servers.yaml", &format!("mcp_servers:\n{server}"));
-    let hash = toolgate::auth::hash_key("k");
+    let hash = toolgate::identity::hash_key("k");
     dir.file(
         "toolgate.yaml",
         &format!("principals:\n  - name: a\n    api_key_sha256: {hash}\n    tools: [courier, list_notes]\n"),

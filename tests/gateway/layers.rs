@@ -1,7 +1,9 @@
 //! The crate's layering, read from its source: every `crate::` path in
 //! `src/` (comments aside) points to a module of a lower layer, so no module
 //! imports one above it or one beside it. The layers are those `src/lib.rs`
-//! documents.
+//! and docs/architecture.md document. Front doors are modules of their own
+//! (`front/grpc`, `front/mcp`, …): they share a layer and never import each
+//! other, and nothing below them imports one.
 
 use std::{collections::BTreeSet, path::Path};
 
@@ -11,31 +13,42 @@ use crate::common::repo;
 const LAYERS: &[&[&str]] = &[
     &["main"],
     &["cli"],
+    &["app"],
+    &["front"],
     &["server"],
-    &["service"],
     &["live"],
     &["config"],
-    &["auth"],
     &["exec"],
-    &["resolve", "mcp"],
+    &["identity"],
+    &["resolve", "mcp", "state"],
     &["catalog"],
-    &["similar", "process", "telemetry", "tls", "proto", "state"],
+    &["similar", "process", "telemetry", "tls", "proto"],
     &["env"],
 ];
 
+/// The layer of a module: `front/grpc` is in the layer of `front`.
 fn layer(module: &str) -> usize {
-    LAYERS.iter().position(|row| row.contains(&module)).unwrap_or_else(|| panic!("module '{module}' has no layer"))
+    let top = module.split('/').next().unwrap();
+    LAYERS.iter().position(|row| row.contains(&top)).unwrap_or_else(|| panic!("module '{module}' has no layer"))
 }
 
-/// The top-level module a file belongs to: `src/exec/backends/http.rs` → `exec`.
+/// The module a file belongs to: `src/exec/backends/http.rs` → `exec`; a
+/// front door is its folder: `src/front/grpc/serve.rs` → `front/grpc`.
 fn module_of(path: &Path, src: &Path) -> String {
     let relative = path.strip_prefix(src).unwrap();
-    let first = relative.components().next().unwrap().as_os_str().to_string_lossy().into_owned();
-    first.trim_end_matches(".rs").to_owned()
+    let mut parts = relative.components().map(|c| c.as_os_str().to_string_lossy().into_owned());
+    let first = parts.next().unwrap().trim_end_matches(".rs").to_owned();
+    match (first.as_str(), parts.next()) {
+        ("front", Some(door)) if door != "mod.rs" => {
+            format!("front/{}", door.trim_end_matches(".rs"))
+        }
+        _ => first,
+    }
 }
 
-/// The top-level modules named after `crate::` in `code`, including each
-/// item of a `use crate::{a::x, b}` group.
+/// The modules named after `crate::` in `code` (a front door by its folder:
+/// `crate::front::grpc::x` → `front/grpc`), including each item of a `use
+/// crate::{a::x, b}` group.
 fn used_modules(code: &str) -> BTreeSet<String> {
     let mut used = BTreeSet::new();
     let mut rest = code;
@@ -76,7 +89,13 @@ fn used_modules(code: &str) -> BTreeSet<String> {
 }
 
 fn head(path: &str) -> String {
-    path.trim().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect()
+    let word = |text: &str| -> String { text.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
+    let path = path.trim();
+    let first = word(path);
+    match path.strip_prefix("front::") {
+        Some(rest) if !word(rest).is_empty() && word(rest) != "self" => format!("front/{}", word(rest)),
+        _ => first,
+    }
 }
 
 fn without_comments(text: &str) -> String {
@@ -107,7 +126,10 @@ fn every_module_imports_only_modules_below_it() {
         }
         let code = without_comments(&std::fs::read_to_string(file).unwrap());
         for used in used_modules(&code) {
-            if used != module && layer(&used) <= layer(&module) {
+            // A front door may use itself and the `front` module's own items;
+            // `front` (its mod.rs) may name its doors.
+            let own = used == module || (module.starts_with("front/") && used == "front") || module == "front";
+            if !own && layer(&used) <= layer(&module) {
                 wrong.push(format!("{}: {module} uses {used}", file.strip_prefix(repo()).unwrap().display()));
             }
         }
@@ -120,4 +142,20 @@ fn the_reader_sees_groups_and_paths() {
     let code = "use crate::{catalog::{self, Tool}, exec::Call, similar};\nlet x = crate::env::Env::default();";
     let found: Vec<String> = used_modules(code).into_iter().collect();
     assert_eq!(found, ["catalog", "env", "exec", "similar"]);
+    let code = "use crate::{front::grpc::Gateway, front::mcp};\nlet y = crate::front::grpc::serve;";
+    let found: Vec<String> = used_modules(code).into_iter().collect();
+    assert_eq!(found, ["front/grpc", "front/mcp"]);
+}
+
+#[test]
+fn front_doors_share_a_layer_and_never_meet() {
+    let src = repo().join("src");
+    assert_eq!(module_of(&src.join("front/grpc/serve.rs"), &src), "front/grpc");
+    assert_eq!(module_of(&src.join("front/mcp.rs"), &src), "front/mcp");
+    assert_eq!(module_of(&src.join("front/mod.rs"), &src), "front");
+    assert_eq!(layer("front/grpc"), layer("front/mcp"));
+    // One door naming another is against the layering, as a lower module
+    // naming a door is.
+    assert!(layer("front/mcp") <= layer("front/grpc"));
+    assert!(layer("front/grpc") < layer("exec"));
 }

@@ -11,8 +11,6 @@ use std::{
 
 use toolgate::{
     catalog::BuiltinTool,
-    config::Policy,
-    env::Env,
     proto::v1::{ErrorKind, ExecuteRequest, ListToolsRequest, RepairKind},
 };
 
@@ -62,7 +60,7 @@ async fn mcp_tools_join_the_catalogue_as_ordinary_tools() {
             "    prefix: less_\n    exclude: [crash, big, nap, whoami, learn]\n",
         ),
     ]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
     assert_eq!(
         mcp.warning_text().trim(),
         format!(
@@ -70,7 +68,7 @@ async fn mcp_tools_join_the_catalogue_as_ordinary_tools() {
             dir.registry().join("tools.yaml").display()
         )
     );
-    let listed = mcp.gw.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    let listed = mcp.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
     let read = listed.tools.iter().find(|t| t.name == "read_note").expect("read_note joined");
     assert_eq!(read.source, "mcp:notes");
     assert_eq!(read.description, "Read one note by its name.");
@@ -85,8 +83,8 @@ async fn mcp_tools_join_the_catalogue_as_ordinary_tools() {
 #[tokio::test]
 async fn drift_is_repaired_and_hints_come_from_the_mcp_schema() {
     let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "")]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
-    let client = &mut mcp.gw.client;
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    let client = &mut mcp.client;
 
     let response = execute(client, "List-Notes", "").await;
     assert!(response.ok, "{response:?}");
@@ -114,12 +112,12 @@ async fn drift_is_repaired_and_hints_come_from_the_mcp_schema() {
 #[tokio::test]
 async fn a_server_that_dies_mid_call_fails_that_call_and_restarts_on_next_use() {
     let dir = catalogue(&[stdio_server("notes", "notes_server.py", &["--pid-file", "pid"], "")]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
     let first_pid = std::fs::read_to_string(dir.registry().join("pid")).unwrap();
-    let response = execute(&mut mcp.gw.client, "crash", "{}").await;
+    let response = execute(&mut mcp.client, "crash", "{}").await;
     assert_eq!(kind(&response), ErrorKind::ToolCrashed);
     assert_eq!(error(&response).message, "the MCP server 'notes' stopped during the call");
-    let response = execute(&mut mcp.gw.client, "read_note", r#"{"name": "todo"}"#).await;
+    let response = execute(&mut mcp.client, "read_note", r#"{"name": "todo"}"#).await;
     assert!(response.ok, "{response:?}");
     assert_eq!(response.result_json, r#"{"result":"buy milk"}"#, "the structured content");
     let second_pid = std::fs::read_to_string(dir.registry().join("pid")).unwrap();
@@ -130,11 +128,11 @@ async fn a_server_that_dies_mid_call_fails_that_call_and_restarts_on_next_use() 
 #[tokio::test]
 async fn a_slow_mcp_tool_times_out_and_the_server_keeps_serving() {
     let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "    timeout: 500ms\n")]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
-    let response = execute(&mut mcp.gw.client, "nap", r#"{"seconds": 5}"#).await;
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    let response = execute(&mut mcp.client, "nap", r#"{"seconds": 5}"#).await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
     assert_eq!(error(&response).message, "the tool 'nap' did not answer within 500 ms");
-    assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
+    assert!(execute(&mut mcp.client, "list_notes", "").await.ok);
     mcp.shutdown().await;
 }
 
@@ -144,23 +142,23 @@ async fn a_server_down_at_start_joins_when_it_comes_up() {
     let flag = dir.registry().join("ready");
     let server = stdio_server("late", "notes_server.py", &["--fail-unless", &flag.display().to_string()], "");
     dir.file("registry/tools.yaml", &format!("mcp_servers:\n{server}"));
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
     assert!(
         mcp.warning_text().contains("MCP server 'late' is unavailable: initialize failed"),
         "{}",
         mcp.warning_text()
     );
-    let before = mcp.gw.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    let before = mcp.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
     assert!(!before.tools.iter().any(|t| t.name == "list_notes"));
-    let response = execute(&mut mcp.gw.client, "list_notes", "").await;
+    let response = execute(&mut mcp.client, "list_notes", "").await;
     assert_eq!(kind(&response), ErrorKind::UnknownTool);
 
     std::fs::write(&flag, "").unwrap();
-    let client = mcp.gw.client.clone();
+    let client = mcp.client.clone();
     eventually(15, async || names(&mut client.clone()).await.contains(&"list_notes".to_owned())).await;
-    let after = mcp.gw.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
+    let after = mcp.client.list_tools(ListToolsRequest::default()).await.unwrap().into_inner();
     assert_ne!(before.catalog_version, after.catalog_version);
-    assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
+    assert!(execute(&mut mcp.client, "list_notes", "").await.ok);
     mcp.shutdown().await;
 }
 
@@ -172,17 +170,17 @@ async fn a_toolset_naming_a_tool_of_a_server_still_down_waits_for_it() {
     let toolsets = "toolsets:\n  notes: [list_notes, read_note]\naliases:\n  notes_list: list_notes\n";
     dir.file("registry/tools.yaml", &format!("mcp_servers:\n{server}{toolsets}"));
     // Strict: the start fails, naming the member.
-    let Err(err) = McpGateway::start(&dir, &Env::default(), Policy { strict: true }).await else {
+    let Err(err) = McpGateway::start(&dir, &[], true).await else {
         panic!("a strict start with a server down must fail");
     };
-    let toolgate::live::StartError::Catalogue(load) = err else { panic!("{err}") };
+    let toolgate::app::StartError::Catalogue(load) = err else { panic!("{err}") };
     let messages: Vec<&str> = load.problems.iter().map(|p| p.message.as_str()).collect();
     assert!(
         messages.iter().any(|m| m.starts_with("toolset 'notes': 'list_notes' may be a tool of the MCP server 'late'")),
         "{messages:?}"
     );
     // Not strict: a warning for each, and the gateway serves.
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
     let warnings = mcp.warning_text();
     for member in ["toolset 'notes': 'list_notes'", "toolset 'notes': 'read_note'", "alias 'notes_list': 'list_notes'"]
     {
@@ -194,10 +192,9 @@ async fn a_toolset_naming_a_tool_of_a_server_still_down_waits_for_it() {
         );
     }
     std::fs::write(&flag, "").unwrap();
-    let client = mcp.gw.client.clone();
+    let client = mcp.client.clone();
     eventually(15, async || names(&mut client.clone()).await.contains(&"list_notes".to_owned())).await;
     let resolved = mcp
-        .gw
         .client
         .resolve(toolgate::proto::v1::ResolveRequest {
             names: vec!["notes".into(), "notes_list".into()],
@@ -214,12 +211,12 @@ async fn a_toolset_naming_a_tool_of_a_server_still_down_waits_for_it() {
 #[tokio::test]
 async fn tools_list_changed_swaps_the_catalogue() {
     let dir = catalogue(&[stdio_server("notes", "notes_server.py", &[], "")]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
-    let response = execute(&mut mcp.gw.client, "learn", r#"{"name": "greet_user"}"#).await;
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    let response = execute(&mut mcp.client, "learn", r#"{"name": "greet_user"}"#).await;
     assert!(response.ok, "{response:?}");
-    let client = mcp.gw.client.clone();
+    let client = mcp.client.clone();
     eventually(10, async || names(&mut client.clone()).await.contains(&"greet_user".to_owned())).await;
-    let response = execute(&mut mcp.gw.client, "GreetUser", "{}").await;
+    let response = execute(&mut mcp.client, "GreetUser", "{}").await;
     assert_eq!(response.result_json, r#"{"result":"I am greet_user"}"#);
     mcp.shutdown().await;
 }
@@ -230,11 +227,11 @@ async fn strict_start_fails_naming_the_server_and_why() {
         stdio_server("notes", "notes_server.py", &[], ""),
         stdio_server("broken", "odd_server.py", &["exit"], ""),
     ]);
-    let Err(err) = McpGateway::start(&dir, &Env::default(), Policy { strict: true }).await else {
+    let Err(err) = McpGateway::start(&dir, &[], true).await else {
         panic!("a strict start with a server down must fail");
     };
     let text = err.to_string();
-    let toolgate::live::StartError::Catalogue(load) = err else { panic!("{text}") };
+    let toolgate::app::StartError::Catalogue(load) = err else { panic!("{text}") };
     assert_eq!(load.problems.len(), 1, "{:?}", load.problems);
     assert_eq!(load.problems[0].path, "mcp_servers.broken");
     assert!(load.problems[0].message.starts_with("MCP server 'broken' is unavailable: initialize failed"));
@@ -260,7 +257,7 @@ async fn misbehaving_servers_affect_nothing_else() {
         stdio_server("schemas", "odd_server.py", &["invalid_schema"], quick),
         stdio_server("bulk", "odd_server.py", &["many"], quick),
     ]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
     let warnings = mcp.warning_text();
     assert!(warnings.contains("MCP server 'quitter' is unavailable: initialize failed"), "{warnings}");
     assert!(warnings.contains("MCP server 'sleeper' is unavailable: no answer within 3s"), "{warnings}");
@@ -271,17 +268,17 @@ async fn misbehaving_servers_affect_nothing_else() {
     );
     assert_eq!(mcp.warnings.len(), 3, "{warnings}");
 
-    let all = names(&mut mcp.gw.client).await;
+    let all = names(&mut mcp.client).await;
     assert!(all.contains(&"good_tool".to_owned()) && !all.contains(&"bad_tool".to_owned()));
     assert_eq!(all.iter().filter(|n| n.starts_with("bulk_tool_")).count(), 5000, "every page was listed");
-    let response = execute(&mut mcp.gw.client, "echo_text", r#"{"text": "after the garbage"}"#).await;
+    let response = execute(&mut mcp.client, "echo_text", r#"{"text": "after the garbage"}"#).await;
     assert_eq!(response.result_json, "\"after the garbage\"", "{response:?}");
-    let response = execute(&mut mcp.gw.client, "BulkTool4999", r#"{"text": "last"}"#).await;
+    let response = execute(&mut mcp.client, "BulkTool4999", r#"{"text": "last"}"#).await;
     assert_eq!(response.result_json, "\"last\"");
-    let response = execute(&mut mcp.gw.client, "big", "{}").await;
+    let response = execute(&mut mcp.client, "big", "{}").await;
     assert_eq!(kind(&response), ErrorKind::ToolCrashed);
     assert_eq!(error(&response).message, "the tool's result is larger than 1 MiB");
-    assert!(execute(&mut mcp.gw.client, "list_notes", "").await.ok);
+    assert!(execute(&mut mcp.client, "list_notes", "").await.ok);
     mcp.shutdown().await;
 }
 
@@ -323,17 +320,16 @@ async fn streamable_http_servers_get_their_headers_and_the_trace_context() {
         "  remote:\n    url: \"http://127.0.0.1:{}/mcp\"\n    headers: {{Authorization: \"Bearer ${{NOTES_TOKEN}}\"}}\n",
         server.port
     )]);
-    let env = Env::from_pairs([("NOTES_TOKEN", "t0ken")]);
-    let mut mcp = McpGateway::start(&dir, &env, Policy::default()).await.unwrap();
+    let mut mcp = McpGateway::start(&dir, &[("NOTES_TOKEN", "t0ken")], false).await.unwrap();
     assert!(mcp.warnings.is_empty(), "{}", mcp.warning_text());
     let traceparent = "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01";
     let mut request = tonic::Request::new(ExecuteRequest { tool: "whoami".into(), ..Default::default() });
     request.metadata_mut().insert("traceparent", traceparent.parse().unwrap());
-    let response = mcp.gw.client.execute(request).await.unwrap().into_inner();
+    let response = mcp.client.execute(request).await.unwrap().into_inner();
     let seen: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();
     assert_eq!(seen["authorization"], "Bearer t0ken");
     assert_eq!(seen["traceparent"], traceparent);
-    let response = execute(&mut mcp.gw.client, "read-note", r#"{"name": "ideas"}"#).await;
+    let response = execute(&mut mcp.client, "read-note", r#"{"name": "ideas"}"#).await;
     assert_eq!(response.result_json, r#"{"result":"a gateway for tools"}"#);
     mcp.shutdown().await;
 }

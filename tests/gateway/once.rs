@@ -1,4 +1,4 @@
-//! Once-only calls and retry budgets (DESIGN-wave2 section 10): in memory
+//! Once-only calls and retry budgets (README, "Once-only calls"): in memory
 //! through a real client, and on a real Redis shared by two real gateway
 //! processes.
 
@@ -253,31 +253,14 @@ fn a_malformed_redis_url_is_a_load_error_and_one_pointing_nowhere_is_not() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_reused_by_another_principal_is_another_key() {
-    use toolgate::{
-        auth::{hash_key, PrincipalConfig, Principals},
-        config::Policy,
-        exec::{ExecLimits, Executor, Shared},
-        mcp::McpPool,
-        process::Inherited,
-        telemetry::Observer,
-    };
+    use toolgate::identity::hash_key;
     let http = backend::start().await;
-    let dir = CatalogDir::new();
-    dir.file("registry/tools.yaml", &registry(&http));
-    let catalog = dir.load(&dir.options()).unwrap().catalog;
-    let config = |name: &str| PrincipalConfig {
-        name: name.into(),
-        api_key_sha256: Some(hash_key(&format!("key-{name}"))),
-        client_cert: None,
-        tools: vec!["*".into()],
-    };
-    let principals = Principals::from_config(&[config("a"), config("b")], "toolgate.yaml").unwrap();
-    toolgate::tls::install_crypto_provider();
-    let shared = Shared::new(McpPool::empty(), Inherited::default(), Observer::disabled()).unwrap();
-    let executor =
-        Executor::granting(std::sync::Arc::new(catalog), ExecLimits::default(), shared, &principals.grants());
-    let slot = toolgate::live::Snapshot::slot(executor, Policy::default());
-    let gw = TestGateway::serve_authenticated(slot, principals).await;
+    let principal =
+        |name: &str| format!("{{name: {name}, api_key_sha256: {}, tools: [\"*\"]}}", hash_key(&format!("key-{name}")));
+    let gw = TestGateway::registry(&registry(&http))
+        .config(&format!("principals: [{}, {}]", principal("a"), principal("b")))
+        .start()
+        .await;
     let mut client = gw.client.clone();
     for (who, amount) in [("a", 1), ("b", 2), ("a", 1)] {
         let mut request = tonic::Request::new(ExecuteRequest {

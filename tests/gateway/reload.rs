@@ -11,12 +11,8 @@ use std::{
 };
 
 use toolgate::{
-    catalog,
-    config::Policy,
-    env::Env,
-    exec::ExecLimits,
-    live::{LiveCatalog, Sources},
-    process::Inherited,
+    app::ReloadError,
+    config::{FileConfig, Settings},
     proto::v1::{ErrorKind, ExecuteRequest, ListToolsRequest},
 };
 
@@ -25,7 +21,7 @@ use crate::common::{
     mcp::{stdio_server, McpGateway},
     serve_args, serve_config,
     telemetry::Recorded,
-    CatalogDir, Client, Stderr,
+    CatalogDir, Client, Stderr, TestGateway,
 };
 
 /// The lines a gateway logs, collected as they come.
@@ -221,7 +217,7 @@ async fn principals_and_policy_reload_and_restart_settings_are_named() {
     let config = |key: &str, extra: &str| {
         format!(
             "principals:\n  - name: bot\n    api_key_sha256: {}\n    tools: ['*']\n{extra}",
-            toolgate::auth::hash_key(key)
+            toolgate::identity::hash_key(key)
         )
     };
     let config_file = dir.file("toolgate.yaml", &config("old-key", ""));
@@ -284,20 +280,20 @@ async fn mcp_servers_are_kept_added_and_ended_by_a_reload() {
     };
     let write = |servers: &[String]| dir.file("registry/tools.yaml", &format!("mcp_servers:\n{}", servers.concat()));
     write(&[server("kept", "kept_", &kept_pid), server("gone", "gone_", &gone_pid)]);
-    let mut mcp = McpGateway::start(&dir, &Env::default(), Policy::default()).await.unwrap();
-    let live = Arc::clone(&mcp.live);
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    let app = mcp.app.clone();
     let (kept, gone) = (pid_of(&kept_pid).unwrap(), pid_of(&gone_pid).unwrap());
 
     // A call in flight on the server the reload removes finishes.
-    let mut in_flight = mcp.gw.client.clone();
+    let mut in_flight = mcp.client.clone();
     let call = tokio::spawn(async move { execute(&mut in_flight, "gone_nap", r#"{"seconds": 1}"#).await });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let added_pid = pids.path().join("added.pid");
     write(&[server("kept", "kept_", &kept_pid), server("added", "added_", &added_pid)]);
-    let reloaded = live.reload(sources(&dir, Policy::default())).await.expect("a valid reload");
+    let reloaded = app.reload(&settings(&dir, false)).await.expect("a valid reload");
     assert_eq!(reloaded.connected, ["added"]);
     assert_eq!(reloaded.ended, ["gone"]);
-    let (names, _) = listing(&mut mcp.gw.client).await;
+    let (names, _) = listing(&mut mcp.client).await;
     assert!(names.contains(&"added_list_notes".to_owned()) && !names.contains(&"gone_list_notes".to_owned()));
     assert!(call.await.unwrap().ok, "the call in flight on the removed server finished");
     assert_eq!(pid_of(&kept_pid), Some(kept), "the unchanged server kept its process");
@@ -307,17 +303,19 @@ async fn mcp_servers_are_kept_added_and_ended_by_a_reload() {
         assert!(Instant::now() < deadline, "the removed server's process ended");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(execute(&mut mcp.gw.client, "kept_list_notes", "{}").await.ok);
+    assert!(execute(&mut mcp.client, "kept_list_notes", "{}").await.ok);
 
     // Strict: a new server that does not answer rejects the reload; the
     // snapshot and the servers stay.
     let silent = "  silent:\n    command: [sleep, \"30\"]\n    startup_timeout: 1s\n".to_owned();
     write(&[server("kept", "kept_", &kept_pid), server("added", "added_", &added_pid), silent.clone()]);
-    let problems = live.reload(sources(&dir, Policy { strict: true })).await.expect_err("rejected under strict");
+    let Err(ReloadError::Catalogue(problems)) = app.reload(&settings(&dir, true)).await else {
+        panic!("rejected under strict")
+    };
     assert!(problems.iter().any(|p| p.to_string().contains("silent")), "{problems:?}");
-    assert!(execute(&mut mcp.gw.client, "added_list_notes", "{}").await.ok);
+    assert!(execute(&mut mcp.client, "added_list_notes", "{}").await.ok);
     // Non-strict: accepted with the server left out (retried later).
-    let reloaded = live.reload(sources(&dir, Policy::default())).await.expect("accepted when not strict");
+    let reloaded = app.reload(&settings(&dir, false)).await.expect("accepted when not strict");
     assert!(reloaded.warnings.iter().any(|p| p.to_string().contains("silent")), "{:?}", reloaded.warnings);
     mcp.shutdown().await;
 }
@@ -327,16 +325,12 @@ async fn reloads_are_counted_by_result() {
     let dir = CatalogDir::new();
     dir.file("registry/tools.yaml", &registry(&["alpha"]));
     let (recorded, observer) = Recorded::start(false);
-    toolgate::tls::install_crypto_provider();
-    let (live, _) =
-        LiveCatalog::start(sources(&dir, Policy::default()), Inherited::default(), Default::default(), observer)
-            .await
-            .unwrap();
+    let gw = TestGateway::dir(&dir).observer(observer).start().await;
     dir.file("registry/tools.yaml", &registry(&["alpha", "beta"]));
-    live.reload(sources(&dir, Policy::default())).await.unwrap();
+    gw.app.reload(&settings(&dir, false)).await.unwrap();
     dir.file("registry/tools.yaml", &registry(&["alpha", "alpha"]));
-    live.reload(sources(&dir, Policy::default())).await.unwrap_err();
-    assert_eq!(live.current().load().executor.catalog().tools().len(), 2 + toolgate::catalog::BuiltinTool::ALL.len());
+    gw.app.reload(&settings(&dir, false)).await.unwrap_err();
+    assert_eq!(gw.app.catalog().tools().len(), 2 + toolgate::catalog::BuiltinTool::ALL.len());
     let points = recorded.points();
     let count = |result: &str| {
         points
@@ -348,18 +342,12 @@ async fn reloads_are_counted_by_result() {
             .sum::<f64>()
     };
     assert_eq!((count("ok"), count("rejected")), (1.0, 1.0), "{points:?}");
-    live.shutdown().await;
+    gw.shutdown().await;
 }
 
-/// What `serve` would read from `dir` with `policy`.
-fn sources(dir: &CatalogDir, policy: Policy) -> Sources {
-    let mut options = dir.options();
-    options.strict = policy.strict;
-    Sources {
-        files: catalog::read(&options, &Env::default()),
-        limits: ExecLimits::default(),
-        grants: Default::default(),
-        policy,
-        principals: Default::default(),
-    }
+/// The settings `serve --catalog registry --packs-dir packs` would read from
+/// `dir`, strict or not.
+fn settings(dir: &CatalogDir, strict: bool) -> Settings {
+    let flags = toolgate::config::Flags { strict, ..dir.flags() };
+    Settings::build(flags, FileConfig::default(), &crate::common::test_env(&[])).unwrap()
 }

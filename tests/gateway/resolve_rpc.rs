@@ -4,10 +4,7 @@
 use prost::Message;
 use tonic::{Code, Request, Status};
 use tonic_types::StatusExt;
-use toolgate::{
-    config::Policy,
-    proto::v1::{ResolveFailure, ResolveRequest, UnknownName},
-};
+use toolgate::proto::v1::{ResolveFailure, ResolveRequest, UnknownName};
 
 use crate::common::{TestGateway, SEARCH_REGISTRY};
 
@@ -16,7 +13,7 @@ fn request(names: &[&str], strict: Option<bool>) -> ResolveRequest {
 }
 
 async fn gateway(strict: bool) -> TestGateway {
-    TestGateway::registry(SEARCH_REGISTRY).policy(Policy { strict }).start().await
+    TestGateway::registry(SEARCH_REGISTRY).strict(strict).start().await
 }
 
 fn names(tools: &[toolgate::proto::v1::Tool]) -> Vec<&str> {

@@ -77,14 +77,13 @@ async fn the_shipped_tools_answer_through_execute() {
 
     use crate::common::{error, execute, kind, TestGateway};
 
-    let options = LoadOptions {
-        registry: vec![repo().join("catalog")],
-        packs_dir: repo().join("catalog/packs"),
+    let flags = toolgate::config::Flags {
+        catalog: vec![repo().join("catalog")],
+        packs_dir: Some(repo().join("catalog/packs")),
         packs: every_pack(),
-        strict: true,
+        ..Default::default()
     };
-    let loaded = catalog::load(&options, &crate::common::test_env(&[])).unwrap();
-    let mut gw = TestGateway::catalog(loaded.catalog).start().await;
+    let mut gw = TestGateway::flags(flags).start().await;
     let response = execute(&mut gw.client, "parcel_status", r#"{"code": "PK-1001"}"#).await;
     assert!(response.ok, "{response:?}");
     let result: serde_json::Value = serde_json::from_str(&response.result_json).unwrap();

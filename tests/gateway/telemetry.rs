@@ -3,15 +3,9 @@
 //! events, privacy of emitted names and content, trace context passed to
 //! backends, and the metrics.
 
-use std::sync::Arc;
-
 use opentelemetry::trace::{SpanKind, Status};
 use tonic::Request;
 use toolgate::{
-    config::Policy,
-    exec::{ExecLimits, Executor, Shared},
-    mcp::McpPool,
-    process::Inherited,
     proto::v1::{ExecuteRequest, ResolveRequest},
     telemetry::Observer,
 };
@@ -49,11 +43,7 @@ tools:
 async fn gateway(http: &HttpBackend, observer: Observer) -> TestGateway {
     let dir = CatalogDir::new();
     dir.file("registry/tools.yaml", &registry(http));
-    let catalog = dir.load(&dir.options()).unwrap().catalog;
-    toolgate::tls::install_crypto_provider();
-    let shared = Shared::new(McpPool::empty(), Inherited::default(), observer).unwrap();
-    let executor = Executor::new(Arc::new(catalog), ExecLimits::default(), shared);
-    TestGateway::serve(toolgate::live::Snapshot::slot(executor, Policy::default())).await
+    TestGateway::dir(&dir).observer(observer).start().await
 }
 
 async fn call(client: &mut Client, tool: &str, arguments: &str, traceparent: &str) {

@@ -47,7 +47,7 @@ pub struct Request<'a> {
     /// The caller's W3C `traceparent`, if it sent a valid one.
     pub traceparent: Option<&'a str>,
     /// Who calls: told to the tool (headers, environment, `_meta`).
-    pub caller: &'a super::Caller,
+    pub caller: &'a crate::identity::Caller,
 }
 
 /// The HTTP headers that tell a tool who calls.

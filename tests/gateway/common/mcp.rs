@@ -2,22 +2,11 @@
 //! `.venv` by `scripts/test`) running the servers in `tests/mcp/`, and a
 //! gateway that federates them.
 
-use std::{
-    path::PathBuf,
-    sync::{Arc, OnceLock},
-};
+use std::{path::PathBuf, sync::OnceLock};
 
-use toolgate::{
-    catalog::{self, Problem},
-    config::Policy,
-    env::Env,
-    exec::ExecLimits,
-    live::{LiveCatalog, Sources, StartError},
-    process::Inherited,
-    telemetry::Observer,
-};
+use toolgate::app::StartError;
 
-use super::{CatalogDir, TestGateway};
+use super::{test_env, CatalogDir, TestGateway};
 
 /// The Python that has the MCP SDK. The tests fail, never skip, without it.
 pub fn python() -> PathBuf {
@@ -53,39 +42,12 @@ pub fn stdio_server(name: &str, script_name: &str, args: &[&str], extra: &str) -
     format!("  {name}:\n    command: [{}]\n{extra}", argv.join(", "))
 }
 
-/// A gateway serving the catalogue of `dir`, its MCP servers connected.
-pub struct McpGateway {
-    pub gw: TestGateway,
-    pub live: Arc<LiveCatalog>,
-    pub warnings: Vec<Problem>,
-}
+/// A gateway serving the catalogue of `dir`, its MCP servers connected;
+/// `env` adds to what `${VAR}` reads and children inherit.
+pub struct McpGateway;
 
 impl McpGateway {
-    pub async fn start(dir: &CatalogDir, env: &Env, policy: Policy) -> Result<Self, StartError> {
-        let mut options = dir.options();
-        options.strict = policy.strict;
-        let files = catalog::read(&options, env);
-        toolgate::tls::install_crypto_provider();
-        let inherited = Inherited::from_env(&Env::from_process());
-        let sources = Sources {
-            files,
-            limits: ExecLimits::default(),
-            grants: Default::default(),
-            policy,
-            principals: Default::default(),
-        };
-        let (live, warnings) = LiveCatalog::start(sources, inherited, Default::default(), Observer::disabled()).await?;
-        let gw = TestGateway::serve(live.current()).await;
-        Ok(Self { gw, live, warnings })
-    }
-
-    /// Warnings as text, for assertions.
-    pub fn warning_text(&self) -> String {
-        self.warnings.iter().map(|w| format!("{w}\n")).collect()
-    }
-
-    pub async fn shutdown(self) {
-        self.gw.shutdown().await;
-        self.live.shutdown().await;
+    pub async fn start(dir: &CatalogDir, env: &[(&str, &str)], strict: bool) -> Result<TestGateway, StartError> {
+        TestGateway::dir(dir).env(test_env(env)).strict(strict).try_start().await
     }
 }

@@ -12,7 +12,6 @@ use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
     process::{Command, Output},
-    sync::Arc,
     time::Duration,
 };
 
@@ -20,17 +19,15 @@ use tempfile::TempDir;
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tonic::transport::Channel;
 use toolgate::{
-    catalog::{self, Catalog, LoadError, LoadOptions, Loaded},
-    config::Policy,
+    app::{App, Host, ServeError, Serving, StartError},
+    catalog::{self, LoadError, LoadOptions, Loaded, Problem},
+    config::{FileConfig, Flags, Settings},
     env::Env,
-    exec::{ExecLimits, Executor},
-    live::{Snapshot, SnapshotSlot},
-    process::Inherited,
     proto::v1::{
         tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ExecuteResponse, ToolError,
     },
-    server::{self, ConnectionSettings},
-    service::Gateway,
+    server::{ConnectionSettings, Stop},
+    telemetry::Observer,
 };
 
 pub type Client = ToolGatewayServiceClient<Channel>;
@@ -68,17 +65,29 @@ impl CatalogDir {
         LoadOptions { registry: vec![self.registry()], packs_dir: self.packs(), packs: vec![], strict: false }
     }
 
+    /// `--catalog registry --packs-dir packs`, as `serve` takes them.
+    pub fn flags(&self) -> Flags {
+        Flags { catalog: vec![self.registry()], packs_dir: Some(self.packs()), ..Flags::default() }
+    }
+
     pub fn load(&self, options: &LoadOptions) -> Result<Loaded, LoadError> {
         catalog::load(options, &test_env(&[]))
     }
 }
 
-/// A gateway served on 127.0.0.1:0 until dropped.
+/// A gateway started as `serve` starts it ([`App::start`]) and served on
+/// 127.0.0.1:0 until dropped.
 pub struct TestGateway {
     pub addr: SocketAddr,
     pub client: Client,
+    /// The running gateway (for reloads).
+    pub app: App,
+    /// The catalogue's warnings at start.
+    pub warnings: Vec<Problem>,
     stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), server::ServeError>>>,
+    task: Option<JoinHandle<Result<(), ServeError>>>,
+    /// The folder of a catalogue written for this gateway.
+    _dir: Option<CatalogDir>,
 }
 
 /// Where a test gateway's catalogue comes from.
@@ -87,25 +96,27 @@ enum Source<'a> {
     Registry(String),
     /// A folder of catalogue files.
     Dir(&'a CatalogDir),
-    /// A catalogue already loaded.
-    Catalog(Box<Catalog>),
+    /// Catalogue flags as `serve` takes them.
+    Flags(Flags),
 }
 
 /// How to start a [`TestGateway`]: a catalogue source, then (optionally) the
-/// environment for `${VAR}`, the policy and the limits.
+/// configuration file, the environment for `${VAR}`, what records telemetry
+/// and what each connection is allowed.
 #[must_use = "a builder does nothing until started"]
 pub struct GatewayBuilder<'a> {
     source: Source<'a>,
     env: Env,
-    policy: Policy,
-    limits: ExecLimits,
+    /// The configuration file's YAML, one key per entry.
+    config: Vec<String>,
+    observer: Observer,
     connections: ConnectionSettings,
 }
 
 impl<'a> GatewayBuilder<'a> {
     fn new(source: Source<'a>) -> Self {
-        let (policy, limits, connections) = (Policy::default(), ExecLimits::default(), ConnectionSettings::default());
-        Self { source, env: test_env(&[]), policy, limits, connections }
+        let (config, observer, connections) = (Vec::new(), Observer::disabled(), ConnectionSettings::default());
+        Self { source, env: test_env(&[]), config, observer, connections }
     }
 
     /// What the server allows each connection (caps, timeouts, keepalive).
@@ -121,35 +132,63 @@ impl<'a> GatewayBuilder<'a> {
         self
     }
 
-    pub fn policy(mut self, policy: Policy) -> Self {
-        self.policy = policy;
+    /// `policy: {strict: …}` in the configuration file.
+    pub fn strict(self, strict: bool) -> Self {
+        self.config(&format!("policy: {{strict: {strict}}}"))
+    }
+
+    /// A top-level key of the configuration file, as YAML
+    /// (`limits: {inventory_cap: 3}`).
+    pub fn config(mut self, yaml: &str) -> Self {
+        self.config.push(yaml.to_owned());
         self
     }
 
-    pub fn limits(mut self, limits: ExecLimits) -> Self {
-        self.limits = limits;
+    /// What records the gateway's spans and metrics.
+    pub fn observer(mut self, observer: Observer) -> Self {
+        self.observer = observer;
         self
     }
 
-    /// Loads the catalogue (panicking with every problem if it is invalid) and serves it.
-    pub async fn start(self) -> TestGateway {
-        let loaded = |dir: &CatalogDir| {
-            catalog::load(&dir.options(), &self.env).unwrap_or_else(|e| panic!("catalogue: {:#?}", e.problems)).catalog
-        };
-        let catalog = match self.source {
+    /// Starts the gateway as `serve` would with these flags and this
+    /// configuration file; its problems, if it cannot start.
+    pub async fn try_start(self) -> Result<TestGateway, StartError> {
+        let (flags, dir) = match self.source {
             Source::Registry(text) => {
                 let dir = CatalogDir::new();
                 dir.file("registry/tools.yaml", &text);
-                loaded(&dir)
+                (dir.flags(), Some(dir))
             }
-            Source::Dir(dir) => loaded(dir),
-            Source::Catalog(catalog) => *catalog,
+            Source::Dir(dir) => (dir.flags(), None),
+            Source::Flags(flags) => (flags, None),
         };
-        toolgate::tls::install_crypto_provider();
-        let supervisor = std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolgate"));
-        let inherited = Inherited::from_env(&self.env).supervised_by(supervisor);
-        let executor = Executor::standalone(Arc::new(catalog), self.limits, inherited).expect("executor");
-        TestGateway::serve_with(Snapshot::slot(executor, self.policy), self.connections).await
+        let file = match self.config.is_empty() {
+            true => FileConfig::default(),
+            false => {
+                let config = tempfile::NamedTempFile::new().unwrap();
+                std::fs::write(config.path(), self.config.join("\n")).unwrap();
+                FileConfig::read(config.path()).unwrap_or_else(|e| panic!("configuration: {e}"))
+            }
+        };
+        let settings = Settings::build(flags, file, &self.env).unwrap_or_else(|e| panic!("settings: {e}"));
+        let supervisor = Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolgate")));
+        let host = Host { env: self.env, observer: self.observer, supervisor };
+        let (app, warnings) = App::start(&settings, host).await?;
+        let serving = toolgate::app::serving(&settings, self.connections).await.expect("TLS and health listener");
+        let mut gateway = TestGateway::serve(app, serving).await;
+        gateway.warnings = warnings;
+        gateway._dir = dir;
+        Ok(gateway)
+    }
+
+    /// [`GatewayBuilder::try_start`], panicking with every problem if the
+    /// gateway cannot start.
+    pub async fn start(self) -> TestGateway {
+        match self.try_start().await {
+            Ok(gateway) => gateway,
+            Err(StartError::Catalogue(err)) => panic!("catalogue: {:#?}", err.problems),
+            Err(err) => panic!("start: {err}"),
+        }
     }
 }
 
@@ -164,48 +203,40 @@ impl TestGateway {
         GatewayBuilder::new(Source::Dir(dir))
     }
 
-    /// A gateway on a catalogue already loaded.
-    pub fn catalog(catalog: Catalog) -> GatewayBuilder<'static> {
-        GatewayBuilder::new(Source::Catalog(Box::new(catalog)))
+    /// A gateway on the catalogue these flags name.
+    pub fn flags(flags: Flags) -> GatewayBuilder<'static> {
+        GatewayBuilder::new(Source::Flags(flags))
     }
 
-    /// Serves whatever snapshot `slot` holds (it may be swapped).
-    pub async fn serve(slot: SnapshotSlot) -> Self {
-        Self::serve_with(slot, ConnectionSettings::default()).await
-    }
-
-    /// Serves `slot` to the callers `principals` name.
-    pub async fn serve_authenticated(slot: SnapshotSlot, principals: toolgate::auth::Principals) -> Self {
-        let gateway = Gateway::new(slot).with_principals(Arc::new(principals));
-        Self::serve_gateway(gateway, ConnectionSettings::default()).await
-    }
-
-    async fn serve_with(slot: SnapshotSlot, connections: ConnectionSettings) -> Self {
-        Self::serve_gateway(Gateway::new(slot), connections).await
-    }
-
-    async fn serve_gateway(gateway: Gateway, connections: ConnectionSettings) -> Self {
+    async fn serve(app: App, serving: Serving) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async {
             let _ = stopped.await;
         };
-        let stop_when = server::Stop { shutdown, drain: Duration::from_secs(5), now: std::future::pending() };
-        let serving = server::Serving { connections, ..server::Serving::default() };
-        let task = tokio::spawn(server::serve_with(listener, gateway, stop_when, serving));
+        let stop_when = Stop { shutdown, drain: Duration::from_secs(5), now: std::future::pending() };
+        let served = app.clone();
+        let task = tokio::spawn(async move { served.serve_grpc(listener, stop_when, serving).await });
         let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
-        Self { addr, client, stop: Some(stop), task: Some(task) }
+        Self { addr, client, app, warnings: Vec::new(), stop: Some(stop), task: Some(task), _dir: None }
     }
 
     pub async fn channel(&self) -> Channel {
         Channel::from_shared(format!("http://{}", self.addr)).unwrap().connect().await.unwrap()
     }
 
-    /// Triggers a graceful shutdown and waits for the server to end.
+    /// The catalogue's warnings at start, as text.
+    pub fn warning_text(&self) -> String {
+        self.warnings.iter().map(|w| format!("{w}\n")).collect()
+    }
+
+    /// Triggers a graceful shutdown, waits for the server to end, and ends
+    /// the gateway's MCP servers.
     pub async fn shutdown(mut self) {
         let _ = self.stop.take().unwrap().send(());
         self.task.take().unwrap().await.unwrap().unwrap();
+        self.app.shutdown().await;
     }
 }
 

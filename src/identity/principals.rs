@@ -1,14 +1,7 @@
-//! Who calls (DESIGN-wave2 section 9): principals, configured in the
-//! configuration file, each with a credential (an API key, of which only the
-//! SHA-256 is kept, or a client certificate's subject) and grants (the tool,
-//! alias and toolset names it may use, or `"*"`).
-//!
-//! Identity comes only from the transport and the request's metadata, never
-//! from arguments. With no principals configured nothing is checked, as
-//! before identity existed (and the gateway keeps to loopback unless told).
-
-mod cert;
-pub mod users;
+//! Principals (docs/architecture.md, "Identity"):
+//! configured in the configuration file, each with a credential (an API key,
+//! of which only the SHA-256 is kept, or a client certificate's subject)
+//! and grants (the tool, alias and toolset names it may use, or `"*"`).
 
 use std::sync::Arc;
 
@@ -16,17 +9,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::{
-    catalog::{GrantDecl, Place},
-    exec::{Caller, Grants},
-};
-
-pub use cert::names_of;
-pub use users::{JwtConfig, UserVerifier, UsersConfig};
-
-/// The one answer to every failed authentication: it never says whether a
-/// key or a principal exists.
-pub const UNAUTHENTICATED: &str = "missing or invalid credentials";
+use super::{grants::is_every_tool, Caller, Credentials, Proof, UNAUTHENTICATED};
+use crate::catalog::{GrantDecl, Place};
 
 /// A `principals[]` entry of the configuration file.
 #[derive(Clone, Debug, Deserialize)]
@@ -61,17 +45,6 @@ pub struct Principals {
     list: Vec<Principal>,
     /// The configuration file they were read from.
     origin: String,
-}
-
-/// A request's credentials, as the transport and metadata carry them.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Credentials<'a> {
-    /// Every `authorization` value of the request's metadata (`None` for a
-    /// value that is not visible ASCII).
-    pub authorization: &'a [Option<&'a str>],
-    /// The names of the client certificate (subject CN, DNS and URI SANs),
-    /// when the connection presented one.
-    pub certificate: Option<&'a [String]>,
 }
 
 impl Principals {
@@ -150,9 +123,9 @@ impl Principals {
         self.list.iter().any(|p| p.client_cert.is_some())
     }
 
-    /// What each principal may use, for the executor.
-    pub fn grants(&self) -> Grants {
-        Grants::new(self.list.iter().map(|p| (Arc::clone(&p.name), p.tools.clone())).collect())
+    /// Each principal's name and grants.
+    pub(crate) fn grants(&self) -> impl Iterator<Item = (&Arc<str>, &[String])> {
+        self.list.iter().map(|p| (&p.name, p.tools.as_slice()))
     }
 
     /// Each principal's grants, to be checked against the catalogue at every
@@ -161,7 +134,7 @@ impl Principals {
         let origin: Arc<str> = self.origin.as_str().into();
         let decl = |p: &Principal| GrantDecl {
             owner: format!("principal '{}'", p.name),
-            names: p.tools.clone(),
+            names: p.tools.iter().enumerate().filter(|(_, n)| !is_every_tool(n)).map(|(i, n)| (i, n.clone())).collect(),
             place: Place { origin: Arc::clone(&origin), path: format!("{}.tools", p.path) },
         };
         self.list.iter().map(decl).collect()
@@ -170,7 +143,7 @@ impl Principals {
     /// The caller these credentials prove, or the one failure answer. A key
     /// and a certificate presented together must both name the same
     /// principal.
-    pub fn authenticate(&self, credentials: Credentials<'_>) -> Result<Caller, &'static str> {
+    pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, &'static str> {
         let by_key = match credentials.authorization {
             [] => None,
             [Some(value)] => Some(self.by_key(bearer(value).ok_or(UNAUTHENTICATED)?).ok_or(UNAUTHENTICATED)?),
@@ -181,13 +154,14 @@ impl Principals {
             Some(names) => self.by_certificate(names)?,
             None => None,
         };
-        let principal = match (by_key, by_cert) {
-            (Some(a), Some(b)) if Arc::ptr_eq(&a.name, &b.name) => a,
+        let (principal, proof) = match (by_key, by_cert) {
+            (Some(a), Some(b)) if Arc::ptr_eq(&a.name, &b.name) => (a, Proof::Certificate),
             (Some(_), Some(_)) => return Err(UNAUTHENTICATED),
-            (Some(p), None) | (None, Some(p)) => p,
+            (Some(p), None) => (p, Proof::ApiKey),
+            (None, Some(p)) => (p, Proof::Certificate),
             (None, None) => return Err(UNAUTHENTICATED),
         };
-        Ok(Caller { principal: Some(Arc::clone(&principal.name)), user: None })
+        Ok(Caller { principal: Some(Arc::clone(&principal.name)), user: None, proof })
     }
 
     /// The principal whose key hashes to this key's SHA-256; every stored
@@ -275,7 +249,8 @@ mod tests {
     }
 
     fn auth(p: &Principals, authorization: &[Option<&str>], cert: Option<&[String]>) -> Result<String, &'static str> {
-        p.authenticate(Credentials { authorization, certificate: cert }).map(|c| c.principal.unwrap().to_string())
+        let credentials = Credentials { authorization, certificate: cert, user_token: &[] };
+        p.authenticate(&credentials).map(|c| c.principal.unwrap().to_string())
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Validates arguments with the schema compiled at load, collects every
-//! problem, and words each for the model (DESIGN section 4).
+//! problem, and words each for the model (docs/architecture.md, "Names and
+//! messages").
 //!
 //! Name-level problems (a required argument missing, an argument the schema
 //! forbids) come with the parameter hint; value-level problems name the field
@@ -8,9 +9,9 @@
 use jsonschema::{error::TypeKind, error::ValidationErrorKind, JsonType, ValidationError};
 use serde_json::Value;
 
-use super::outcome::{ExpectedParameters, ToolError, Violation};
 use crate::{
     catalog::{Schema, Tool},
+    exec::outcome::{ExpectedParameters, ToolError, Violation},
     resolve::message::python_list,
     similar::normalised_key,
 };

@@ -24,8 +24,8 @@
 
 use serde_json::{Map, Value};
 
-use super::{
-    arguments::literal,
+use super::syntax::literal;
+use crate::exec::{
     limits::ArgumentLimits,
     outcome::{Repair, RepairKind},
 };

@@ -1,65 +1,23 @@
 //! Which tool an emitted name means, inside the caller's available set
-//! (DESIGN section 3): exact name, then declared alias, then (non-strict) the
+//! (docs/architecture.md, "Names and messages"): exact name, then declared alias, then (non-strict) the
 //! single tool whose normalised key matches. Nothing outside the set is ever
 //! resolved, suggested or listed, so a drifted name can never reach a tool its
 //! exact name could not.
 
-use super::outcome::{ErrorKind, Repair, RepairKind, ToolError};
 use crate::{
     catalog::{Catalog, Name, Target, ToolId},
+    exec::outcome::{ErrorKind, Repair, RepairKind, ToolError},
     resolve::{
-        self,
-        message::{is_bidi_control, is_invisible, or_list, python_list, quote_emitted, MAX_REPORTED_UNKNOWN},
+        message::{is_bidi_control, is_invisible, or_list, python_list, quote_emitted},
+        AvailableSet,
     },
     similar::{normalised_key, residue},
 };
 
 /// Execute suggests the single nearest name at least this similar (difflib's
-/// `get_close_matches` default is 0.6; DESIGN asks 0.5 here).
+/// `get_close_matches` default is 0.6; a call names one tool, so a looser
+/// cutoff finds the one meant more often).
 pub const EXECUTE_CUTOFF: f64 = 0.5;
-
-/// The tools a call may use.
-#[derive(Clone, Debug)]
-pub enum AvailableSet {
-    /// Every tool of the catalogue.
-    All,
-    /// These tools (one bit per tool id).
-    Only(Vec<u64>),
-}
-
-impl AvailableSet {
-    /// The set named by `names` (tools, aliases, toolsets expanded) inside
-    /// `within` (the caller's grants), and the names that matched nothing
-    /// there. Empty `names` means all of `within`; non-empty names that all
-    /// match nothing give an empty set, never every tool.
-    ///
-    /// Only the unknown names a strict answer shows get suggestions (none
-    /// when not `strict`: the call goes ahead without them).
-    pub fn of(catalog: &Catalog, names: &[String], strict: bool, within: &AvailableSet) -> (Self, resolve::Resolution) {
-        if names.is_empty() {
-            return (within.clone(), resolve::Resolution::default());
-        }
-        let suggested = if strict { MAX_REPORTED_UNKNOWN } else { 0 };
-        let resolution = resolve::resolve_within(catalog, names, suggested, &|id| within.contains(id));
-        (Self::of_tools(catalog, &resolution.tools), resolution)
-    }
-
-    /// The set of exactly these tools.
-    pub fn of_tools(catalog: &Catalog, tools: &[ToolId]) -> Self {
-        let mut bits = vec![0u64; catalog.tools().len().div_ceil(64)];
-        for id in tools {
-            bits[id.0 as usize / 64] |= 1 << (id.0 % 64);
-        }
-        AvailableSet::Only(bits)
-    }
-
-    pub fn contains(&self, id: ToolId) -> bool {
-        match self {
-            AvailableSet::All => true,
-            AvailableSet::Only(bits) => bits.get(id.0 as usize / 64).is_some_and(|w| w & (1 << (id.0 % 64)) != 0),
-        }
-    }
-}
 
 /// What an emitted name resolved to.
 #[derive(Debug)]

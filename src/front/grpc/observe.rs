@@ -1,5 +1,5 @@
 //! The SERVER span and the duration of each RPC (RPC semantic conventions),
-//! joined to the caller's trace by its `traceparent`; Resolve's hints.
+//! joined to the caller's trace by its `traceparent`.
 
 use std::{future::Future, time::Instant};
 
@@ -7,10 +7,7 @@ use opentelemetry::{trace::SpanKind, KeyValue};
 use tonic::{metadata::MetadataMap, Code, Status};
 
 use super::status::RpcError;
-use crate::{
-    resolve::Resolution,
-    telemetry::{propagation, semconv, span, Metrics, Observer},
-};
+use crate::telemetry::{propagation, semconv, span, Observer};
 
 pub const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
 pub const EXECUTE: &str = "toolgate.v1.ToolGatewayService/Execute";
@@ -53,20 +50,6 @@ pub async fn rpc<T>(
     span.end();
     observer.metrics.rpc(method, name, started.elapsed().as_secs_f64());
     result
-}
-
-/// A `did_you_mean` hint event (on the current span, Resolve's) per unknown
-/// name that has suggestions.
-pub fn resolve_hints(metrics: &Metrics, resolution: &Resolution) {
-    for unknown in resolution.unknown.iter().filter(|u| !u.suggestions.is_empty()) {
-        span::current_event(semconv::HINT_EVENT, || {
-            vec![
-                KeyValue::new(semconv::HINT_KIND, "did_you_mean"),
-                KeyValue::new(semconv::HINT_SUGGESTIONS, unknown.suggestions.join(",")),
-            ]
-        });
-        metrics.hint(None, "did_you_mean");
-    }
 }
 
 fn code_name(code: Code) -> &'static str {

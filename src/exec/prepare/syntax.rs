@@ -24,12 +24,11 @@
 
 use serde_json::{Map, Value};
 
-use super::{
+use super::validate::{json_type, type_with_article};
+use crate::exec::{
     limits::{byte_size, ArgumentLimits},
     outcome::{Repair, RepairKind, ToolError},
-    validate::{json_type, type_with_article},
 };
-use crate::{catalog::Schema, similar::normalised_key};
 
 /// At most this many layers of a JSON object encoded as a JSON string are
 /// peeled (each layer at least doubles the escapes, so real ones are few).
@@ -280,47 +279,6 @@ impl<'de> serde::de::Visitor<'de> for Unique<'_> {
     }
 }
 
-/// Renames each unexpected argument whose normalised key matches exactly one
-/// declared parameter that was not given (`Query` → `query`, `max-results` →
-/// `max_results`). The argument keeps its place.
-pub fn repair_names(object: &mut Map<String, Value>, schema: &Schema) -> Vec<Repair> {
-    let declared = schema.parameters();
-    if object.keys().all(|k| declared.iter().any(|d| d == k)) {
-        return Vec::new();
-    }
-    let mut repairs = Vec::new();
-    let mut renamed: Vec<(String, String)> = Vec::new();
-    for key in object.keys() {
-        if declared.iter().any(|d| d == key) {
-            continue;
-        }
-        let wanted = normalised_key(key);
-        let mut matches = declared
-            .iter()
-            .filter(|d| !object.contains_key(d.as_str()) && !renamed.iter().any(|(_, to)| to == *d))
-            .filter(|d| normalised_key(d) == wanted);
-        if let (Some(target), None) = (matches.next(), matches.next()) {
-            renamed.push((key.clone(), target.clone()));
-        }
-    }
-    if renamed.is_empty() {
-        return repairs;
-    }
-    let old = std::mem::take(object);
-    for (key, value) in old {
-        match renamed.iter().find(|(from, _)| *from == key) {
-            Some((from, to)) => {
-                repairs.push(Repair { kind: RepairKind::ArgumentName, original: from.clone(), repaired: to.clone() });
-                object.insert(to.clone(), value);
-            }
-            None => {
-                object.insert(key, value);
-            }
-        }
-    }
-    repairs
-}
-
 /// Whether brackets nest deeper than `max`, by a flat scan that never recurses
 /// (200,000 nested `[` must not reach a recursive parser).
 fn exceeds_depth(text: &[u8], max: usize) -> bool {
@@ -529,7 +487,7 @@ fn strip_fence(text: &str) -> &str {
     body.trim_end().strip_suffix("```").unwrap_or(body).trim()
 }
 
-/// serde_json's message in DESIGN's words: `expected ',' or '}' at line 1 column 19`.
+/// serde_json's message in the gateway's words: `expected ',' or '}' at line 1 column 19`.
 fn describe(err: &serde_json::Error) -> String {
     err.to_string().replace('`', "'")
 }
@@ -666,37 +624,5 @@ mod tests {
         assert!(parse(&nested_ok, false, limits, false).is_ok());
         let brackets_in_strings = format!("{{\"a\": \"{}\"}}", "[".repeat(1000));
         assert!(parse(&brackets_in_strings, false, limits, false).is_ok());
-    }
-
-    fn schema() -> Schema {
-        Schema::compile(serde_json::json!({
-            "type": "object",
-            "properties": {"query": {"type": "string"}, "max_results": {"type": "integer"}, "Mode": {"type": "string"}},
-            "required": ["query"]
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn drifted_argument_names_are_renamed_in_place() {
-        let mut object = ok(r#"{"Query": "x", "other": 1, "max-results": 5}"#, false).object;
-        let repairs = repair_names(&mut object, &schema());
-        assert_eq!(object.keys().collect::<Vec<_>>(), ["query", "other", "max_results"]);
-        let renamed: Vec<(&str, &str)> = repairs.iter().map(|r| (r.original.as_str(), r.repaired.as_str())).collect();
-        assert_eq!(renamed, [("Query", "query"), ("max-results", "max_results")]);
-        assert!(repairs.iter().all(|r| r.kind == RepairKind::ArgumentName));
-    }
-
-    #[test]
-    fn a_given_parameter_is_never_overwritten_and_ambiguity_is_left_alone() {
-        let mut object = ok(r#"{"query": "a", "QUERY": "b"}"#, false).object;
-        assert!(repair_names(&mut object, &schema()).is_empty());
-        assert_eq!(object["query"], "a");
-        // Two drifted names for one parameter: only the first is renamed.
-        let mut object = ok(r#"{"Query": "a", "q-u-e-r-y": "b"}"#, false).object;
-        let repairs = repair_names(&mut object, &schema());
-        assert_eq!(repairs.len(), 1);
-        assert_eq!(object["query"], "a");
-        assert_eq!(object["q-u-e-r-y"], "b");
     }
 }

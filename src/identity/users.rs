@@ -1,4 +1,4 @@
-//! End users (DESIGN-wave2 section 9): the user an agent acts for, proven by
+//! End users (docs/architecture.md, "Identity"): the user an agent acts for, proven by
 //! a JWT the caller sends in a metadata header, verified against the keys of
 //! a JWKS (a file, or a URL fetched at start and refreshed). Only RS256,
 //! ES256 and EdDSA are accepted, each key only for its own algorithm; `iss`,
@@ -21,7 +21,7 @@ use jsonwebtoken::{
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use crate::exec::User;
+use super::User;
 
 /// The metadata header that carries the user's token, by default.
 pub const DEFAULT_USER_HEADER: &str = "x-toolgate-user-token";
@@ -53,6 +53,21 @@ pub struct JwtConfig {
     pub jwks_url: Option<String>,
     /// The metadata header carrying the token (default `x-toolgate-user-token`).
     pub header: Option<String>,
+}
+
+impl JwtConfig {
+    /// The settings' own shape, without reading or fetching anything: one
+    /// of `jwks_file` or `jwks_url`, and a URL that parses.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.jwks_file, &self.jwks_url) {
+            (Some(_), None) => Ok(()),
+            (None, Some(url)) => match url::Url::parse(url) {
+                Ok(_) => Ok(()),
+                Err(err) => Err(format!("users.jwt.jwks_url '{url}': {err}")),
+            },
+            _ => Err("users.jwt needs one of jwks_file or jwks_url".to_owned()),
+        }
+    }
 }
 
 /// Why a user token was refused (for the log; the caller is told only that
@@ -104,18 +119,15 @@ impl UserVerifier {
     /// From the configuration; a JWKS file is read now (an error names the
     /// file). A URL is fetched by [`UserVerifier::keep_keys_fresh`].
     pub fn new(config: JwtConfig) -> Result<Self, String> {
+        config.check()?;
         let header = config.header.clone().unwrap_or_else(|| DEFAULT_USER_HEADER.to_owned()).to_ascii_lowercase();
-        let keys = match (&config.jwks_file, &config.jwks_url) {
-            (Some(file), None) => {
+        let keys = match &config.jwks_file {
+            Some(file) => {
                 let bytes = crate::catalog::read_bounded(file)
                     .map_err(|why| format!("users.jwt.jwks_file {}: {why}", file.display()))?;
                 keys_of(&bytes).map_err(|why| format!("users.jwt.jwks_file {}: {why}", file.display()))?
             }
-            (None, Some(url)) => {
-                url::Url::parse(url).map_err(|err| format!("users.jwt.jwks_url '{url}': {err}"))?;
-                Vec::new()
-            }
-            _ => return Err("users.jwt needs one of jwks_file or jwks_url".to_owned()),
+            None => Vec::new(),
         };
         Ok(Self { config, header, keys: ArcSwap::from_pointee(keys), verified: Mutex::default() })
     }
@@ -125,16 +137,31 @@ impl UserVerifier {
         &self.header
     }
 
+    /// The configuration it was built from.
+    pub fn config(&self) -> &JwtConfig {
+        &self.config
+    }
+
     /// With a JWKS URL: fetches it now (a failure warns; tokens are refused
     /// until keys arrive), then again every 5 minutes, and 30 s after a
-    /// failure; a failed refresh keeps the last keys.
-    pub fn keep_keys_fresh(self: &Arc<Self>) -> Option<tokio::task::JoinHandle<()>> {
-        let url = self.config.jwks_url.clone()?;
-        let verifier = Arc::clone(self);
-        let client = crate::tls::client_builder().timeout(Duration::from_secs(5)).build().ok()?;
-        Some(tokio::spawn(async move {
+    /// failure; a failed refresh keeps the last keys. The refresh ends by
+    /// itself once the verifier is dropped (a reload replaced it). Must run
+    /// inside the Tokio runtime.
+    pub fn keep_keys_fresh(self: &Arc<Self>) {
+        let Some(url) = self.config.jwks_url.clone() else { return };
+        let verifier = Arc::downgrade(self);
+        let client = match crate::tls::client_builder().timeout(Duration::from_secs(5)).build() {
+            Ok(client) => client,
+            Err(err) => {
+                tracing::warn!("cannot build the client that fetches the JWKS for user tokens: {err}");
+                return;
+            }
+        };
+        tokio::spawn(async move {
             loop {
-                let next = match fetch(&client, &url).await {
+                let keys = fetch(&client, &url).await;
+                let Some(verifier) = verifier.upgrade() else { return };
+                let next = match keys {
                     Ok(keys) => {
                         tracing::info!(keys = keys.len(), "user token keys fetched from the JWKS URL");
                         verifier.keys.store(Arc::new(keys));
@@ -145,9 +172,10 @@ impl UserVerifier {
                         RETRY
                     }
                 };
+                drop(verifier);
                 tokio::time::sleep(next).await;
             }
-        }))
+        });
     }
 
     /// The user a token proves.

@@ -1,4 +1,5 @@
-//! Reload without restart (DESIGN-wave2 section 11): SIGHUP, or a change in
+//! Reload without restart (docs/architecture.md, "The path of one
+//! reload"): SIGHUP, or a change in
 //! a folder holding a catalogue file, a pack, the configuration file or a TLS
 //! file, re-reads everything and swaps in the new snapshot when the whole of
 //! it is valid.
@@ -26,11 +27,9 @@ use notify::{
 };
 use tokio::{signal::unix::Signal, sync::mpsc};
 
-use super::start::{report_problems, sources, Report};
+use super::{log_problems, App, ReloadError};
 use crate::{
     config::{Fixed, Settings},
-    env::Env,
-    live::LiveCatalog,
     server::ServerTls,
 };
 
@@ -42,10 +41,9 @@ pub type Rebuild = Arc<dyn Fn() -> anyhow::Result<Settings> + Send + Sync>;
 
 /// What a reload works with.
 pub struct Reloader {
-    pub live: Arc<LiveCatalog>,
+    pub app: App,
     pub tls: Option<Arc<ServerTls>>,
     pub rebuild: Rebuild,
-    pub env: Env,
     /// The running process's fixed settings (a change says: restart).
     pub fixed: Fixed,
 }
@@ -148,18 +146,11 @@ impl Reloader {
     /// swapped in only if valid. Every problem is logged as at start.
     pub async fn reload(&self) {
         let rebuild = Arc::clone(&self.rebuild);
-        let env = self.env.clone();
-        let read = tokio::task::spawn_blocking(move || {
-            let settings = rebuild()?;
-            let sources = sources(&settings, &env);
-            anyhow::Ok((settings, sources))
-        });
-        let (settings, sources) = match read.await {
-            Ok(Ok(read)) => read,
+        let settings = match tokio::task::spawn_blocking(move || rebuild()).await {
+            Ok(Ok(settings)) => settings,
             Ok(Err(err)) => {
-                tracing::error!("reload rejected: {err:#}; the current catalogue and configuration keep serving");
-                self.live.observer().metrics.reload("rejected");
-                return;
+                self.app.live.observer().metrics.reload("rejected");
+                return rejected(&format!("{err:#}"));
             }
             Err(err) => {
                 tracing::error!("reload failed: {err}");
@@ -180,9 +171,9 @@ impl Reloader {
             );
         }
         let strict = settings.load.strict;
-        match self.live.reload(sources).await {
+        match self.app.reload(&settings).await {
             Ok(reloaded) => {
-                report_problems(&reloaded.warnings, strict, Report::Log);
+                log_problems(&reloaded.warnings, strict);
                 for server in &reloaded.connected {
                     tracing::info!(server = %server, "MCP server connected for the reload");
                 }
@@ -197,8 +188,9 @@ impl Reloader {
                     "catalogue and configuration reloaded"
                 );
             }
-            Err(problems) => {
-                report_problems(&problems, strict, Report::Log);
+            Err(ReloadError::Settings(why)) => rejected(&why),
+            Err(ReloadError::Catalogue(problems)) => {
+                log_problems(&problems, strict);
                 tracing::error!(
                     problems = problems.len(),
                     "reload rejected: the current catalogue and configuration keep serving"
@@ -206,4 +198,9 @@ impl Reloader {
             }
         }
     }
+}
+
+/// A reload whose settings could not be read or built.
+fn rejected(why: &str) {
+    tracing::error!("reload rejected: {why}; the current catalogue and configuration keep serving");
 }

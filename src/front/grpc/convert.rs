@@ -24,11 +24,11 @@ pub fn unknown(unknown: &Unknown) -> pb::UnknownName {
     pb::UnknownName { name: unknown.name.clone(), suggestions: unknown.suggestions.clone() }
 }
 
-pub fn resolve_response(catalog: &Catalog, resolution: &Resolution, message: String) -> pb::ResolveResponse {
+pub fn resolve_response(catalog: &Catalog, resolution: &Resolution) -> pb::ResolveResponse {
     pb::ResolveResponse {
         tools: resolution.tools.iter().map(|&id| tool(catalog.tool(id))).collect(),
         unknown: resolution.unknown.iter().map(unknown).collect(),
-        message,
+        message: resolution.message(),
         catalog_version: catalog.version().to_owned(),
     }
 }
@@ -43,25 +43,20 @@ pub fn tool_format(format: pb::ToolFormat) -> Option<ToolFormat> {
     }
 }
 
-/// The call an Execute request asks for; `strict` is already decided by the policy.
-pub fn call(
-    request: pb::ExecuteRequest,
-    strict: bool,
-    deadline: Option<Duration>,
-    traceparent: Option<String>,
-) -> Call {
+/// The call an Execute request asks for, from no one yet.
+pub fn call(request: pb::ExecuteRequest, deadline: Option<Duration>, traceparent: Option<String>) -> Call {
     Call {
         tool: request.tool,
         call_id: request.call_id,
         arguments_json: request.arguments_json,
         tools: request.tools,
-        strict,
+        strict: request.strict,
         dry_run: request.dry_run,
         deadline,
         traceparent,
-        caller: Default::default(),
         idempotency_key: request.idempotency_key,
         session_id: request.session_id,
+        ..Call::default()
     }
 }
 

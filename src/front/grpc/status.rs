@@ -9,6 +9,7 @@ use tonic::{Code, Status};
 use super::convert;
 use crate::{
     exec::RequestError,
+    identity::Unauthenticated,
     proto::v1 as pb,
     resolve::{message::MAX_REPORTED_UNKNOWN, NamesError, Resolution, Unknown},
 };
@@ -45,9 +46,16 @@ impl From<RequestError> for RpcError {
         match err {
             RequestError::Names(err) => RpcError::Names(err),
             RequestError::UnknownTools(resolution) => RpcError::UnknownTools(resolution),
+            RequestError::UnknownNames(resolution) => RpcError::UnknownNames(resolution),
             err @ RequestError::NoUser(_) => RpcError::Unauthenticated(err.to_string()),
             err @ (RequestError::BadId(_) | RequestError::KeyReused(_)) => RpcError::Invalid(err.to_string()),
         }
+    }
+}
+
+impl From<Unauthenticated> for RpcError {
+    fn from(err: Unauthenticated) -> Self {
+        RpcError::Unauthenticated(err.to_string())
     }
 }
 

@@ -1,0 +1,216 @@
+//! The composition root (docs/architecture.md, "Layers"): everything the
+//! gateway is made of, built once from [`Settings`]: the state store,
+//! identity (principals and the verifier of users' tokens), the MCP
+//! servers, the executor's shared parts and the live catalogue; then the
+//! front doors over them. `serve`, the other commands and the tests all
+//! start the gateway through [`App::start`]; there is no other wiring.
+//!
+//! A reload (`App::reload`, triggered by `reload::Reloader`) reads the
+//! settings again, builds identity and sources anew, and swaps the snapshot
+//! only when the whole of it is valid. What a reload cannot change is named
+//! (config's `Fixed`); everything else takes effect.
+
+pub(crate) mod reload;
+
+use std::{path::PathBuf, sync::Arc};
+
+use anyhow::{anyhow, Context};
+use tokio::net::TcpListener;
+
+use crate::{
+    catalog::{self, Catalog, LoadError, Problem, Severity},
+    config::Settings,
+    env::Env,
+    exec::{CallState, Shared},
+    front::grpc,
+    identity::{Identity, Principals, UserVerifier},
+    live::{LiveCatalog, Sources},
+    mcp::McpPool,
+    process::Inherited,
+    server::{ConnectionSettings, ServerTls, Stop},
+    state::{MemoryStore, RedisStore, Store},
+    telemetry::Observer,
+};
+
+pub use crate::{
+    front::grpc::{Gateway, ServeError, Serving},
+    live::{Reloaded, Snapshot},
+};
+
+/// What the process gives the gateway besides its settings.
+pub struct Host {
+    /// The environment `${VAR}` reads from and command tools inherit from.
+    pub env: Env,
+    /// What records calls (disabled, or the OTLP exporters', or a test's).
+    pub observer: Observer,
+    /// The program command tools run under (`toolgate supervise`), so that
+    /// nothing they start outlives their call; `None`: they run directly.
+    pub supervisor: Option<PathBuf>,
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The catalogue (or an MCP server under strict validation) failed.
+    #[error(transparent)]
+    Catalogue(#[from] LoadError),
+    /// What the settings describe could not be built (a JWKS file that is
+    /// not one, a Redis URL the store refuses).
+    #[error("{0}")]
+    Settings(String),
+    #[error("cannot build the HTTP client: {0}")]
+    Http(#[from] reqwest::Error),
+}
+
+/// Why a reload was rejected (the running snapshot keeps serving).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The settings or what they name (a JWKS file) are invalid.
+    #[error("{0}")]
+    Settings(String),
+    /// The catalogue is invalid: every problem.
+    #[error("{} catalogue problems", .0.len())]
+    Catalogue(Vec<Problem>),
+}
+
+/// The running gateway: the live catalogue (snapshots of executor and
+/// identity), and what a reload needs.
+#[derive(Clone)]
+pub struct App {
+    live: Arc<LiveCatalog>,
+    env: Env,
+}
+
+impl App {
+    /// Builds everything `settings` describe and connects the MCP servers the
+    /// catalogue names; the catalogue's warnings. Must run inside the Tokio
+    /// runtime.
+    pub async fn start(settings: &Settings, host: Host) -> Result<(Self, Vec<Problem>), StartError> {
+        crate::tls::install_crypto_provider();
+        let identity = identity(settings, None).map_err(StartError::Settings)?;
+        let sources = sources(settings, &host.env, identity);
+        let inherited = match host.supervisor {
+            Some(binary) => Inherited::from_env(&host.env).supervised_by(binary),
+            None => Inherited::from_env(&host.env),
+        };
+        let store: Arc<dyn Store> = match &settings.state.redis {
+            Some(url) => Arc::new(RedisStore::new(url).map_err(StartError::Settings)?),
+            None => Arc::new(MemoryStore::default()),
+        };
+        let state = &settings.state;
+        let calls = CallState::new(store, state.idempotency_ttl, state.session_ttl, settings.retry_budget);
+        let (pool, events) = McpPool::new(sources.files.servers(), &inherited);
+        let shared = Shared::new(pool, inherited, host.observer, calls)?;
+        let (live, warnings) = LiveCatalog::start(sources, shared, events).await?;
+        Ok((Self { live, env: host.env }, warnings))
+    }
+
+    /// The catalogue of the current snapshot.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(self.snapshot().executor.catalog())
+    }
+
+    /// The current snapshot: what a request started now works on.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.live.current().load_full()
+    }
+
+    /// The gRPC front door over the current snapshot.
+    pub fn grpc(&self) -> Gateway {
+        Gateway::new(self.live.current())
+    }
+
+    /// Serves the gRPC front door (with health and reflection) on `listener`
+    /// until `stop` says.
+    pub async fn serve_grpc(
+        &self,
+        listener: TcpListener,
+        stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
+        serving: Serving,
+    ) -> Result<(), ServeError> {
+        grpc::serve(listener, self.grpc(), stop, serving).await
+    }
+
+    /// Reads `settings`' files and key sets again and swaps in the new
+    /// snapshot if the whole is valid (the files are read on the blocking
+    /// pool). What only a restart changes is left as it is: compare the
+    /// settings' fixed parts to say so.
+    pub async fn reload(&self, settings: &Settings) -> Result<Reloaded, ReloadError> {
+        let previous = self.live.current().load().identity.users().cloned();
+        let (settings_now, env) = (settings.clone(), self.env.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            let identity = identity(&settings_now, previous.as_ref())?;
+            Ok::<_, String>(sources(&settings_now, &env, identity))
+        });
+        let sources = match read.await {
+            Ok(Ok(sources)) => sources,
+            Ok(Err(why)) => {
+                self.live.observer().metrics.reload("rejected");
+                return Err(ReloadError::Settings(why));
+            }
+            Err(err) => return Err(ReloadError::Settings(format!("the reload failed: {err}"))),
+        };
+        self.live.reload(sources).await.map_err(ReloadError::Catalogue)
+    }
+
+    /// Stops the background work and ends every MCP server.
+    pub async fn shutdown(&self) {
+        self.live.shutdown().await;
+    }
+}
+
+/// TLS (its files re-read on every reload) and the health listener, as
+/// `settings` ask, for [`App::serve_grpc`].
+pub async fn serving(settings: &Settings, connections: ConnectionSettings) -> anyhow::Result<Serving> {
+    let tls = match &settings.tls {
+        Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
+        None => None,
+    };
+    let health = match settings.health_listen {
+        Some(addr) => {
+            Some(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (health_listen)"))?)
+        }
+        None => None,
+    };
+    Ok(Serving { connections, tls, health })
+}
+
+/// Who may call under `settings`: their principals, and a verifier of
+/// users' tokens. A verifier of a JWKS URL with unchanged settings is kept
+/// (its keys and its refresh); any other is built anew, so a JWKS file is
+/// read again on every reload and tokens verified with the old keys are
+/// forgotten.
+fn identity(settings: &Settings, previous: Option<&Arc<UserVerifier>>) -> Result<Arc<Identity>, String> {
+    let users = match &settings.users {
+        None => None,
+        Some(jwt) => match previous.filter(|p| p.config() == jwt && jwt.jwks_url.is_some()) {
+            Some(kept) => Some(Arc::clone(kept)),
+            None => {
+                let verifier = Arc::new(UserVerifier::new(jwt.clone())?);
+                verifier.keep_keys_fresh();
+                Some(verifier)
+            }
+        },
+    };
+    Ok(Arc::new(Identity::new(Principals::clone(&settings.principals), users)))
+}
+
+/// What a snapshot is built from: the files `settings` name (with the
+/// principals' grants to check against them), limits, policy and identity.
+fn sources(settings: &Settings, env: &Env, identity: Arc<Identity>) -> Sources {
+    let mut files = catalog::read(&settings.load, env);
+    files.add_grants(identity.principals().grant_decls());
+    Sources { files, limits: settings.limits, policy: settings.policy, identity }
+}
+
+/// Logs every problem, one line each; under strict validation a warning is
+/// logged as the error it then is.
+pub(crate) fn log_problems(problems: &[Problem], strict: bool) {
+    for problem in problems {
+        match (problem.severity, strict) {
+            (Severity::Error, _) => tracing::error!("{problem}"),
+            (Severity::Warning, true) => tracing::error!("{problem} (an error under strict validation)"),
+            (Severity::Warning, false) => tracing::warn!("{problem}"),
+        }
+    }
+}

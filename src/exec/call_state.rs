@@ -1,0 +1,207 @@
+//! The records calls share across requests and replicas (docs/once-only.md):
+//! the state store and its settings, and the keys records live under. The
+//! store holds opaque bytes; [`super::once`] and [`super::budget`] give them
+//! their meaning.
+//!
+//! Keys:
+//! - `toolgate:idem:<sha256 of principal, user and key>`: a record
+//!   `{"hash", "state": "running", "until"}` while the first call runs (a
+//!   lease of the tool's timeout and a margin), then `{"hash", "state":
+//!   "done", "outcome"}` for `idempotency_ttl`.
+//! - `toolgate:budget:<sha256 of principal, user and session>:<tool>`: the
+//!   count of consecutive failures the model could fix, for `session_ttl`.
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use serde::Serialize;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::{
+    identity::Caller,
+    state::{Store, StoreError},
+};
+
+/// An idempotency key or session id is at most this long.
+pub(crate) const MAX_ID_BYTES: usize = 256;
+/// Defaults of `state:` and `policy.retry_budget`.
+pub(crate) const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(3600);
+pub(crate) const DEFAULT_RETRY_BUDGET: u32 = 3;
+
+/// The store and its settings.
+#[derive(Clone)]
+pub struct CallState {
+    pub store: Arc<dyn Store>,
+    pub idempotency_ttl: Duration,
+    pub session_ttl: Duration,
+    pub retry_budget: u32,
+    /// When the last "store unreachable" warning was logged (ms since the
+    /// epoch): one a minute.
+    warned: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for CallState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallState").field("retry_budget", &self.retry_budget).finish_non_exhaustive()
+    }
+}
+
+impl CallState {
+    pub fn new(
+        store: Arc<dyn Store>,
+        idempotency_ttl: Option<Duration>,
+        session_ttl: Option<Duration>,
+        retry_budget: Option<u32>,
+    ) -> Self {
+        Self {
+            store,
+            idempotency_ttl: idempotency_ttl.unwrap_or(DEFAULT_IDEMPOTENCY_TTL),
+            session_ttl: session_ttl.unwrap_or(DEFAULT_SESSION_TTL),
+            retry_budget: retry_budget.unwrap_or(DEFAULT_RETRY_BUDGET),
+            warned: Arc::default(),
+        }
+    }
+
+    /// Logs that the store is unreachable, at most once a minute.
+    pub fn warn_unreachable(&self, what: &str, err: &StoreError) {
+        let now = now_ms();
+        let last = self.warned.load(Ordering::Relaxed);
+        if now.saturating_sub(last) >= 60_000
+            && self.warned.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        {
+            tracing::warn!("{what}: {err}");
+        }
+    }
+}
+
+pub(super) fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Whether an id (key or session) is acceptable: at most 256 bytes, no
+/// control characters.
+pub fn check_id(field: &'static str, id: &str) -> Result<(), String> {
+    if id.len() > MAX_ID_BYTES {
+        return Err(format!("{field} is {} bytes long; at most {MAX_ID_BYTES}", id.len()));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(format!("{field} holds a control character"));
+    }
+    Ok(())
+}
+
+/// `sha256(principal \0 user \0 id)` in hex: a scope no caller can enter
+/// from another's.
+fn scoped(caller: &Caller, id: &str) -> String {
+    let (principal, user) = caller.identity();
+    let mut hash = Sha256::new();
+    for part in [principal.unwrap_or(""), user.unwrap_or(""), id] {
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hex(&hash.finalize())
+}
+
+/// Lowercase hex, without an allocation per byte.
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
+}
+
+pub fn idempotency_key(caller: &Caller, key: &str) -> String {
+    format!("toolgate:idem:{}", scoped(caller, key))
+}
+
+pub fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
+    format!("toolgate:budget:{}:{tool}", scoped(caller, session))
+}
+
+/// The hash of a call: the canonical tool and its arguments (after repair
+/// and binding) as JSON with sorted keys.
+pub fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
+    /// A value that serialises with every object's keys sorted.
+    struct Sorted<'a>(&'a Value);
+    impl Serialize for Sorted<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::{SerializeMap, SerializeSeq};
+            match self.0 {
+                Value::Object(map) => {
+                    let mut keys: Vec<&String> = map.keys().collect();
+                    keys.sort_unstable();
+                    let mut out = serializer.serialize_map(Some(keys.len()))?;
+                    for key in keys {
+                        out.serialize_entry(key, &Sorted(&map[key]))?;
+                    }
+                    out.end()
+                }
+                Value::Array(items) => {
+                    let mut out = serializer.serialize_seq(Some(items.len()))?;
+                    for item in items {
+                        out.serialize_element(&Sorted(item))?;
+                    }
+                    out.end()
+                }
+                other => other.serialize(serializer),
+            }
+        }
+    }
+    struct SortedMap<'a>(&'a serde_json::Map<String, Value>);
+    impl Serialize for SortedMap<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut keys: Vec<&String> = self.0.keys().collect();
+            keys.sort_unstable();
+            let mut out = serializer.serialize_map(Some(keys.len()))?;
+            for key in keys {
+                out.serialize_entry(key, &Sorted(&self.0[key]))?;
+            }
+            out.end()
+        }
+    }
+    let text = serde_json::to_string(&SortedMap(arguments)).expect("JSON values serialise");
+    let mut hash = Sha256::new();
+    hash.update(tool.as_bytes());
+    hash.update([0]);
+    hash.update(text.as_bytes());
+    hex(&hash.finalize())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_bounded_and_printable() {
+        assert!(check_id("idempotency_key", "call_0").is_ok());
+        assert!(check_id("idempotency_key", &"k".repeat(257)).is_err());
+        assert!(check_id("session_id", "a\nb").is_err());
+    }
+
+    #[test]
+    fn scopes_never_meet() {
+        let a = Caller { principal: Some("a".into()), ..Caller::default() };
+        let b = Caller { principal: Some("b".into()), ..Caller::default() };
+        assert_ne!(idempotency_key(&a, "call_0"), idempotency_key(&b, "call_0"));
+        assert_eq!(idempotency_key(&a, "call_0"), idempotency_key(&a, "call_0"));
+    }
+
+    #[test]
+    fn the_hash_ignores_key_order() {
+        let one: serde_json::Map<String, Value> = serde_json::from_str(r#"{"a": 1, "b": {"y": 2, "x": 1}}"#).unwrap();
+        let two: serde_json::Map<String, Value> = serde_json::from_str(r#"{"b": {"x": 1, "y": 2}, "a": 1}"#).unwrap();
+        assert_eq!(call_hash("t", &one), call_hash("t", &two));
+        assert_ne!(call_hash("t", &one), call_hash("u", &one));
+    }
+}

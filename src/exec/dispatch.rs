@@ -1,0 +1,86 @@
+//! Dispatch: a ready call run on its tool's backend under the tool's timeout
+//! (or the caller's deadline, if sooner) and concurrency limit, its failures
+//! worded for the model without internals.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{
+    backends::{self, Failure},
+    byte_size, readable_duration, Call, ErrorKind, Executor, Outcome, Ready, ToolError,
+};
+use crate::{
+    catalog::{Backend, ToolId},
+    telemetry::propagation,
+};
+
+impl Executor {
+    /// Dispatches a ready call; its outcome.
+    pub(super) async fn dispatched(&self, ready: Ready, call: &Call) -> Outcome {
+        let result = self.dispatch(ready.tool, &ready, call).await.map(Some);
+        Outcome::of(self.catalog.tool(ready.tool), ready, result)
+    }
+
+    /// Runs a ready call under the tool's timeout (or the caller's deadline,
+    /// if sooner) and concurrency limit.
+    async fn dispatch(&self, id: ToolId, ready: &Ready, call: &Call) -> Result<String, ToolError> {
+        let tool = self.catalog.tool(id);
+        let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
+        let started = AtomicBool::new(false);
+        // Backends that carry trace context (HTTP, MCP) join the trace through
+        // the span of this call when spans are exported, else through the
+        // caller's own trace context.
+        let traceparent = match tool.backend {
+            Backend::Http(_) | Backend::Mcp(_) => propagation::current_traceparent()
+                .or_else(|| call.traceparent.as_deref().and_then(propagation::checked)),
+            Backend::Builtin(_) | Backend::Command(_) => None,
+        };
+        let run = async {
+            let _permit = self.permits[id.0 as usize].acquire().await.expect("never closed");
+            started.store(true, Ordering::Relaxed);
+            backends::run(backends::Request {
+                tool,
+                arguments: &ready.arguments,
+                arguments_json: &ready.arguments_json,
+                max_result_bytes: self.limits.max_result_bytes,
+                http: &self.shared.http,
+                mcp: &self.shared.mcp,
+                inherited: &self.shared.inherited,
+                traceparent: traceparent.as_deref(),
+                caller: &call.caller,
+            })
+            .await
+        };
+        let failure = match tokio::time::timeout(limit, run).await {
+            Ok(Ok(result)) if result.len() > self.limits.max_result_bytes => Failure::TooLarge,
+            Ok(Ok(result)) => return Ok(result),
+            Ok(Err(failure)) => failure,
+            Err(_) if !started.load(Ordering::Relaxed) => {
+                let message = format!(
+                    "the tool '{}' is busy: {} calls were already in flight for {}",
+                    tool.name,
+                    tool.max_concurrency,
+                    readable_duration(limit)
+                );
+                return Err(ToolError::new(ErrorKind::Unavailable, message, tool.idempotent));
+            }
+            Err(_) => {
+                let message = format!("the tool '{}' did not answer within {}", tool.name, readable_duration(limit));
+                return Err(ToolError::new(ErrorKind::Timeout, message, tool.idempotent));
+            }
+        };
+        Err(match failure {
+            Failure::Tool { kind, message } => ToolError::new(kind, message, tool.idempotent),
+            Failure::Crashed(message) => ToolError::new(ErrorKind::ToolCrashed, message, tool.idempotent),
+            Failure::TooLarge => ToolError::new(
+                ErrorKind::ToolCrashed,
+                format!("the tool's result is larger than {}", byte_size(self.limits.max_result_bytes)),
+                tool.idempotent,
+            ),
+            Failure::Unavailable => ToolError::new(
+                ErrorKind::Unavailable,
+                format!("the tool '{}' cannot be reached right now", tool.name),
+                tool.idempotent,
+            ),
+        })
+    }
+}

@@ -1,0 +1,80 @@
+//! What a caller may see: Resolve (agent-configured names to tools, with
+//! "did you mean" for the rest) and tool listings, both inside the caller's
+//! grants, so a name outside them is unknown and never suggested. Requests
+//! naming many names resolve on the blocking pool.
+
+use std::sync::Arc;
+
+use opentelemetry::KeyValue;
+
+use super::{Executor, RequestError};
+use crate::{
+    catalog::{Catalog, ToolId},
+    identity::Caller,
+    resolve::{self, check_names, AvailableSet, Resolution, INLINE_NAMES},
+    telemetry::{semconv, span},
+};
+
+impl Executor {
+    /// Resolves `names` among the tools `caller` may use. Strict (the
+    /// request's choice, else the policy), an unknown name fails the
+    /// request; non-strict, it is left out with a warning. Each unknown name
+    /// with suggestions is a `did_you_mean` hint (an event on the current
+    /// span, and the hint metric).
+    pub(crate) async fn resolve(
+        &self,
+        caller: &Caller,
+        names: Vec<String>,
+        strict: Option<bool>,
+    ) -> Result<Resolution, RequestError> {
+        check_names("names", &names)?;
+        let strict = self.policy.strict_for(strict);
+        let resolution = resolve_within(&self.catalog, names, self.visible(caller)).await;
+        for unknown in resolution.unknown.iter().filter(|u| !u.suggestions.is_empty()) {
+            span::current_event(semconv::HINT_EVENT, || {
+                vec![
+                    KeyValue::new(semconv::HINT_KIND, "did_you_mean"),
+                    KeyValue::new(semconv::HINT_SUGGESTIONS, unknown.suggestions.join(",")),
+                ]
+            });
+            self.shared.observer.metrics.hint(None, "did_you_mean");
+        }
+        if strict && !resolution.unknown.is_empty() {
+            return Err(RequestError::UnknownNames(resolution));
+        }
+        if !resolution.unknown.is_empty() {
+            tracing::warn!(unknown = resolution.unknown.len(), "{}", resolution.message());
+        }
+        Ok(resolution)
+    }
+
+    /// The tools `caller` may use, in name order; or, when `names` are given,
+    /// the tools they name (toolsets expanded), every one of which must
+    /// resolve.
+    pub(crate) async fn list(&self, caller: &Caller, names: Vec<String>) -> Result<Vec<ToolId>, RequestError> {
+        check_names("tools", &names)?;
+        let visible = self.visible(caller);
+        if names.is_empty() {
+            let ids = (0..self.catalog.tools().len()).map(|i| ToolId(i as u32));
+            return Ok(ids.filter(|&id| visible.contains(id)).collect());
+        }
+        let resolution = resolve_within(&self.catalog, names, visible).await;
+        match resolution.unknown.is_empty() {
+            true => Ok(resolution.tools),
+            false => Err(RequestError::UnknownNames(resolution)),
+        }
+    }
+}
+
+/// Resolves `names` among the tools of `visible`; large requests on the
+/// blocking pool.
+async fn resolve_within(catalog: &Arc<Catalog>, names: Vec<String>, visible: AvailableSet) -> Resolution {
+    let run = move |catalog: &Catalog, names: &[String]| {
+        resolve::resolve_within(catalog, names, usize::MAX, &|id| visible.contains(id))
+    };
+    if names.len() <= INLINE_NAMES {
+        return run(catalog, &names);
+    }
+    let catalog = Arc::clone(catalog);
+    tokio::task::spawn_blocking(move || run(&catalog, &names)).await.expect("resolving names does not panic")
+}

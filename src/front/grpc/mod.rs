@@ -1,0 +1,163 @@
+//! The gRPC front door (docs/architecture.md, "Front doors"): the
+//! `toolgate.v1.ToolGatewayService` handlers, each converting the request,
+//! calling the core and converting back; and the server that carries them
+//! with health and reflection ([`serve`]).
+//!
+//! Nothing here decides anything another front door would need: who the
+//! caller is comes from [`crate::identity`], what it may see and run from
+//! [`crate::exec`]. What is gRPC's own: metadata in and out, the
+//! `grpc-timeout` deadline, the SERVER span of each RPC, and the one map of
+//! errors to statuses ([`status`]). Generated protobuf types are touched
+//! here and in the CLI's `call` client, nowhere else.
+
+mod convert;
+mod observe;
+mod serve;
+mod status;
+
+use std::{sync::Arc, time::Duration};
+
+use tonic::{metadata::MetadataMap, Request, Response, Status};
+
+pub(crate) use serve::serve;
+pub use serve::{ServeError, Serving};
+
+use crate::{
+    catalog::render,
+    exec::Call,
+    identity::{Caller, Credentials},
+    live::{Snapshot, SnapshotSlot},
+    proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
+    telemetry::{propagation, Observer},
+};
+use status::RpcError;
+
+/// The service: the slot of the current snapshot (swapped on reload); each
+/// request works on the snapshot current when it started.
+#[derive(Clone)]
+pub struct Gateway {
+    current: SnapshotSlot,
+    /// The same for every snapshot (they share it).
+    observer: Observer,
+}
+
+impl Gateway {
+    pub(crate) fn new(current: SnapshotSlot) -> Self {
+        let observer = current.load().executor.observer().clone();
+        Self { current, observer }
+    }
+
+    /// The snapshot a request works on, and who sent the request, from its
+    /// metadata and its connection's client certificate.
+    fn caller(
+        &self,
+        metadata: &MetadataMap,
+        extensions: &tonic::Extensions,
+    ) -> Result<(Arc<Snapshot>, Caller), RpcError> {
+        let snapshot = self.current.load_full();
+        let values =
+            |name: &str| -> Vec<Option<&str>> { metadata.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
+        let authorization = values("authorization");
+        let user_token = snapshot.identity.user_header().map(values).unwrap_or_default();
+        let certificate = client_certificate_names(extensions);
+        let credentials =
+            Credentials { authorization: &authorization, certificate: certificate.as_deref(), user_token: &user_token };
+        let caller = snapshot.identity.authenticate(&credentials)?;
+        Ok((snapshot, caller))
+    }
+}
+
+/// The names of the client certificate the connection presented (mTLS).
+fn client_certificate_names(extensions: &tonic::Extensions) -> Option<Vec<String>> {
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>()?;
+    let certs = info.peer_certs()?;
+    Some(crate::identity::names_of(certs.first()?.as_ref()))
+}
+
+#[tonic::async_trait]
+impl ToolGatewayService for Gateway {
+    async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
+        let (metadata, extensions, request) = request.into_parts();
+        let work = async {
+            let (snapshot, caller) = self.caller(&metadata, &extensions)?;
+            let executor = &snapshot.executor;
+            let resolution = executor.resolve(&caller, request.names, request.strict).await?;
+            Ok(convert::resolve_response(executor.catalog(), &resolution))
+        };
+        observe::rpc(&self.observer, observe::RESOLVE, &metadata, work).await.map(Response::new)
+    }
+
+    async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
+        let (metadata, extensions, request) = request.into_parts();
+        let work = async {
+            let (snapshot, caller) = self.caller(&metadata, &extensions)?;
+            let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
+            let call: Call = convert::call(request, caller_deadline(&metadata), traceparent).by(caller);
+            let outcome = snapshot.executor.execute(&call).await?;
+            Ok(convert::execute_response(outcome, call.call_id))
+        };
+        observe::rpc(&self.observer, observe::EXECUTE, &metadata, work).await.map(Response::new)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let (metadata, extensions, request) = request.into_parts();
+        let work = async {
+            let (snapshot, caller) = self.caller(&metadata, &extensions)?;
+            let catalog = snapshot.executor.catalog();
+            let ids = snapshot.executor.list(&caller, request.tools).await?;
+            let format = pb::ToolFormat::try_from(request.format).map_err(|_| RpcError::Format(request.format))?;
+            let tools: Vec<_> = ids.into_iter().map(|id| catalog.tool(id)).collect();
+            Ok(pb::ListToolsResponse {
+                formatted_json: convert::tool_format(format)
+                    .map(|f| render(tools.iter().copied(), f))
+                    .unwrap_or_default(),
+                tools: tools.into_iter().map(convert::tool).collect(),
+                catalog_version: catalog.version().to_owned(),
+            })
+        };
+        observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, work).await.map(Response::new)
+    }
+}
+
+/// How long the caller will wait (`grpc-timeout`), less a margin so that a
+/// TIMEOUT answer reaches it before it gives up.
+fn caller_deadline(metadata: &MetadataMap) -> Option<Duration> {
+    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
+    let amount: u64 = digits.parse().ok()?;
+    let timeout = match unit {
+        "H" => Duration::from_secs(amount.saturating_mul(3600)),
+        "M" => Duration::from_secs(amount.saturating_mul(60)),
+        "S" => Duration::from_secs(amount),
+        "m" => Duration::from_millis(amount),
+        "u" => Duration::from_micros(amount),
+        "n" => Duration::from_nanos(amount),
+        _ => return None,
+    };
+    let margin = (timeout / 10).min(Duration::from_millis(50));
+    Some(timeout.saturating_sub(margin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(key: &'static str, value: &str) -> MetadataMap {
+        let mut map = MetadataMap::new();
+        map.insert(key, value.parse().unwrap());
+        map
+    }
+
+    #[test]
+    fn grpc_timeout_becomes_a_deadline_with_a_margin() {
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "500m")), Some(Duration::from_millis(450)));
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "10S")), Some(Duration::from_millis(9950)));
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "2M")), Some(Duration::from_millis(119_950)));
+        assert_eq!(caller_deadline(&metadata("grpc-timeout", "x")), None);
+        assert_eq!(caller_deadline(&MetadataMap::new()), None);
+    }
+}

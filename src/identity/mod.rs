@@ -1,0 +1,166 @@
+//! Who calls, and what they may run (docs/architecture.md, "Identity").
+//!
+//! A caller is proven by its credentials, never by its arguments: an API key
+//! or a client certificate names a principal (`principals`), and a signed
+//! token beside it names the end user the call acts for (`users`). What a
+//! principal may run is its grants, resolved once per catalogue snapshot
+//! into tool sets (`grants`).
+//!
+//! Everything here is rebuilt from the settings on every reload and swapped
+//! with the snapshot it belongs to, so a request never sees one
+//! configuration's principals with another's keys or grants. With no
+//! principals configured nothing is checked, as before identity existed.
+//!
+//! A new authentication method is a file here (how its credential proves a
+//! caller), a variant of `Proof`, and its settings in `config`. This
+//! module never calls the executor: the executor uses the caller it is
+//! given.
+
+mod cert;
+pub(crate) mod grants;
+pub(crate) mod principals;
+pub(crate) mod users;
+
+use std::sync::Arc;
+
+pub(crate) use cert::names_of;
+pub(crate) use grants::Granted;
+pub use principals::{hash_key, PrincipalConfig};
+pub(crate) use principals::{new_key, Principals};
+pub(crate) use users::UsersConfig;
+pub use users::{JwtConfig, UserVerifier};
+
+/// The one answer to every failed authentication: it never says whether a
+/// key, a principal or a user exists.
+pub(crate) const UNAUTHENTICATED: &str = "missing or invalid credentials";
+
+/// Who a call is for, as authenticated from the transport and the request's
+/// metadata. The default (no principal, no user) is the caller of a gateway
+/// without principals: every tool is available to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Caller {
+    pub(crate) principal: Option<Arc<str>>,
+    /// The end user the call acts for, from a verified token.
+    pub(crate) user: Option<Arc<User>>,
+    /// How the principal proved itself.
+    pub(crate) proof: Proof,
+}
+
+/// How a caller proved who it is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Proof {
+    /// Nothing was asked: the gateway has no principals.
+    #[default]
+    None,
+    /// An API key (`authorization: Bearer …`).
+    ApiKey,
+    /// A client certificate (mTLS), alone or with a key of the same
+    /// principal.
+    Certificate,
+}
+
+impl Proof {
+    /// The word audit lines use.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Proof::None => "none",
+            Proof::ApiKey => "api_key",
+            Proof::Certificate => "certificate",
+        }
+    }
+}
+
+/// An end user: a verified token's subject, and the token itself (passed on
+/// only to tools that ask for it).
+#[derive(Clone, PartialEq, Eq)]
+pub struct User {
+    pub(crate) id: String,
+    pub(crate) token: String,
+}
+
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User").field("id", &self.id).finish_non_exhaustive()
+    }
+}
+
+impl Caller {
+    /// What a tool is told about who calls: `(principal, user)`.
+    pub(crate) fn identity(&self) -> (Option<&str>, Option<&str>) {
+        (self.principal.as_deref(), self.user.as_ref().map(|u| u.id.as_str()))
+    }
+}
+
+/// A request's credentials, as a front door found them in its transport
+/// and metadata. Every value of a repeated header is kept, so that two
+/// values can be refused rather than one picked.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Credentials<'a> {
+    /// Every `authorization` value (`None` for one that is not visible
+    /// ASCII).
+    pub(crate) authorization: &'a [Option<&'a str>],
+    /// The names of the client certificate (subject CN, DNS and URI SANs),
+    /// when the connection presented one.
+    pub(crate) certificate: Option<&'a [String]>,
+    /// Every value of the user-token header ([`Identity::user_header`]).
+    pub(crate) user_token: &'a [Option<&'a str>],
+}
+
+/// A request whose credentials prove no caller. Front doors answer it with
+/// [`UNAUTHENTICATED`] and nothing more.
+#[derive(Debug, thiserror::Error)]
+#[error("{UNAUTHENTICATED}")]
+pub(crate) struct Unauthenticated;
+
+/// Who may call under one configuration: its principals and the verifier of
+/// its users' tokens. Part of each snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct Identity {
+    principals: Principals,
+    users: Option<Arc<UserVerifier>>,
+}
+
+impl Identity {
+    pub(crate) fn new(principals: Principals, users: Option<Arc<UserVerifier>>) -> Self {
+        Self { principals, users }
+    }
+
+    pub(crate) fn principals(&self) -> &Principals {
+        &self.principals
+    }
+
+    /// The verifier of users' tokens, when `users.jwt` is configured.
+    pub(crate) fn users(&self) -> Option<&Arc<UserVerifier>> {
+        self.users.as_ref()
+    }
+
+    /// The metadata header that carries a user's token (lowercase), when
+    /// users are configured.
+    pub(crate) fn user_header(&self) -> Option<&str> {
+        self.users.as_deref().map(UserVerifier::header)
+    }
+
+    /// The caller these credentials prove: the principal (when principals
+    /// are configured) and the user (when a token is sent and users are
+    /// configured). Any failure is the one [`Unauthenticated`]; why is
+    /// logged for a refused user token only (keys are never logged).
+    pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, Unauthenticated> {
+        let mut caller = match self.principals.is_empty() {
+            true => Caller::default(),
+            false => self.principals.authenticate(credentials).map_err(|_| Unauthenticated)?,
+        };
+        let Some(users) = &self.users else { return Ok(caller) };
+        match credentials.user_token {
+            [] => {}
+            [Some(token)] => match users.verify(token.trim()) {
+                Ok(user) => caller.user = Some(user),
+                Err(why) => {
+                    tracing::info!("a user token was refused: {why}");
+                    return Err(Unauthenticated);
+                }
+            },
+            _ => return Err(Unauthenticated),
+        }
+        Ok(caller)
+    }
+}
