@@ -33,6 +33,8 @@
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+// The support modules are modules of this one binary.
+#![allow(unreachable_pub)]
 
 use std::{
     io::{BufRead, BufReader, Write},

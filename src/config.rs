@@ -17,7 +17,7 @@ use std::{
 
 use serde::Deserialize;
 
-pub use crate::exec::Policy;
+pub(crate) use crate::exec::Policy;
 use crate::{
     catalog::LoadOptions,
     env::Env,
@@ -27,8 +27,8 @@ use crate::{
 };
 
 /// The environment variable that sets the strict policy.
-pub const STRICT_ENV: &str = "TOOLGATE_STRICT_TOOLS";
-pub const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
+pub(crate) const STRICT_ENV: &str = "TOOLGATE_STRICT_TOOLS";
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:50051";
 
 /// The policy of requests that do not choose: the first that is set of the
 /// `--strict` flag, `TOOLGATE_STRICT_TOOLS` (`1`, `true`, `yes` after
@@ -70,41 +70,41 @@ fn env_strict(env: &Env) -> Option<bool> {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileConfig {
-    pub listen: Option<String>,
-    pub tls: Option<TlsConfig>,
-    pub health_listen: Option<String>,
+    pub(crate) listen: Option<String>,
+    pub(crate) tls: Option<TlsConfig>,
+    pub(crate) health_listen: Option<String>,
     #[serde(default)]
-    pub principals: Vec<PrincipalConfig>,
-    pub users: Option<UsersConfig>,
-    pub state: Option<StateConfig>,
+    pub(crate) principals: Vec<PrincipalConfig>,
+    pub(crate) users: Option<UsersConfig>,
+    pub(crate) state: Option<StateConfig>,
     /// The file this was read from (for messages), when it was.
     #[serde(skip)]
-    pub origin: Option<String>,
-    pub catalog: Option<Vec<PathBuf>>,
-    pub packs_dir: Option<PathBuf>,
-    pub packs: Option<Vec<String>>,
+    pub(crate) origin: Option<String>,
+    pub(crate) catalog: Option<Vec<PathBuf>>,
+    pub(crate) packs_dir: Option<PathBuf>,
+    pub(crate) packs: Option<Vec<String>>,
     #[serde(default)]
-    pub policy: PolicyConfig,
+    pub(crate) policy: PolicyConfig,
     #[serde(default)]
-    pub limits: LimitsConfig,
+    pub(crate) limits: LimitsConfig,
 }
 
 /// `tls:` of the configuration file; paths relative to the file.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    pub client_ca: Option<PathBuf>,
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) client_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
-    pub max_argument_bytes: Option<usize>,
-    pub max_argument_depth: Option<usize>,
-    pub max_result_bytes: Option<usize>,
-    pub inventory_cap: Option<usize>,
+    pub(crate) max_argument_bytes: Option<usize>,
+    pub(crate) max_argument_depth: Option<usize>,
+    pub(crate) max_result_bytes: Option<usize>,
+    pub(crate) inventory_cap: Option<usize>,
 }
 
 impl LimitsConfig {
@@ -124,10 +124,10 @@ impl LimitsConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
-    pub strict: Option<bool>,
+    pub(crate) strict: Option<bool>,
     /// Consecutive fixable failures of one tool in one session before
     /// RETRY_BUDGET_EXHAUSTED (default 3).
-    pub retry_budget: Option<u32>,
+    pub(crate) retry_budget: Option<u32>,
 }
 
 impl FileConfig {
@@ -205,7 +205,7 @@ pub struct Settings {
 /// fixed. Principals, users (and their key set), policy, limits and the
 /// catalogue all reload.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fixed {
+pub(crate) struct Fixed {
     listen: SocketAddr,
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
@@ -215,7 +215,7 @@ pub struct Fixed {
 
 impl Fixed {
     /// The configuration keys whose values differ in `next`.
-    pub fn changed(&self, next: &Fixed) -> Vec<&'static str> {
+    pub(crate) fn changed(&self, next: &Fixed) -> Vec<&'static str> {
         let mut changed = Vec::new();
         let mut check = |differs: bool, key: &'static str| {
             if differs {
@@ -313,7 +313,7 @@ impl Settings {
     /// `allow_remote`: a listen address other than loopback with no
     /// principals (every caller on the network trusted), or with principals
     /// but without TLS (API keys in clear).
-    pub fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
+    pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
         if self.listen.ip().is_loopback() || allow_remote {
             return Ok(());
         }

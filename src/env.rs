@@ -17,7 +17,7 @@ pub struct Env {
 impl Env {
     /// The variables of the running process (those that are valid UTF-8).
     #[allow(clippy::disallowed_methods)] // the one place that reads the process environment
-    pub fn from_process() -> Self {
+    pub(crate) fn from_process() -> Self {
         Self::from_pairs(std::env::vars_os().filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))))
     }
 
@@ -26,13 +26,13 @@ impl Env {
         Self { vars: pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect() }
     }
 
-    pub fn get(&self, name: &str) -> Option<&str> {
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
         self.vars.get(name).map(String::as_str)
     }
 
     /// A switch: `1`, `true` or `yes` (after trimming, any case) mean on, any
     /// other value, empty included, means off; `None` when unset.
-    pub fn flag(&self, name: &str) -> Option<bool> {
+    pub(crate) fn flag(&self, name: &str) -> Option<bool> {
         self.get(name).map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
     }
 }

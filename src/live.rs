@@ -61,8 +61,8 @@ pub(crate) struct Sources {
 /// A reload that was swapped in.
 #[derive(Debug)]
 pub struct Reloaded {
-    pub version: String,
-    pub tools: usize,
+    pub(crate) version: String,
+    pub(crate) tools: usize,
     pub warnings: Vec<Problem>,
     /// MCP servers connected for it, and those ended (removed or changed).
     pub connected: Vec<String>,
@@ -131,18 +131,18 @@ impl LiveCatalog {
     }
 
     /// What records the gateway's telemetry.
-    pub fn observer(&self) -> &Observer {
+    pub(crate) fn observer(&self) -> &Observer {
         self.shared.observer()
     }
 
     /// The slot the service reads the current snapshot from.
-    pub fn current(&self) -> SnapshotSlot {
+    pub(crate) fn current(&self) -> SnapshotSlot {
         Arc::clone(&self.slot)
     }
 
     /// Stops the background work and ends every MCP connection (child
     /// processes exit or are killed, with their process groups).
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         for task in self.tasks.lock().expect("not poisoned").drain(..) {
             task.abort();
         }
@@ -157,7 +157,7 @@ impl LiveCatalog {
     /// servers' connections ended. Servers the reload removed are ended once
     /// no call in flight can use them (the old snapshot is dropped, or after
     /// five minutes).
-    pub async fn reload(self: &Arc<Self>, sources: Sources) -> Result<Reloaded, Vec<Problem>> {
+    pub(crate) async fn reload(self: &Arc<Self>, sources: Sources) -> Result<Reloaded, Vec<Problem>> {
         let mut current = self.current.lock().await;
         let pool = self.shared.mcp();
         let plan = pool.plan(sources.files.servers());

@@ -6,7 +6,7 @@
 use std::sync::{Once, OnceLock};
 
 /// Installs ring as rustls' process-wide crypto provider; later calls do nothing.
-pub fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -19,7 +19,7 @@ pub fn install_crypto_provider() {
 /// roots of `webpki-root-certs`: the gateway starts anywhere, and
 /// certificate verification is never off. Every HTTP client the gateway
 /// builds starts here.
-pub fn client_builder() -> reqwest::ClientBuilder {
+pub(crate) fn client_builder() -> reqwest::ClientBuilder {
     let builder = reqwest::Client::builder();
     match fallback_roots() {
         Some(roots) => builder.tls_certs_merge(roots.iter().cloned()),

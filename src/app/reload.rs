@@ -34,18 +34,18 @@ use crate::{
 };
 
 /// How long triggers must stop before a reload starts.
-pub const QUIET: Duration = Duration::from_millis(500);
+pub(crate) const QUIET: Duration = Duration::from_millis(500);
 
 /// Re-reads the settings (flags, environment, configuration file).
-pub type Rebuild = Arc<dyn Fn() -> anyhow::Result<Settings> + Send + Sync>;
+pub(crate) type Rebuild = Arc<dyn Fn() -> anyhow::Result<Settings> + Send + Sync>;
 
 /// What a reload works with.
-pub struct Reloader {
-    pub app: App,
-    pub tls: Option<Arc<ServerTls>>,
-    pub rebuild: Rebuild,
+pub(crate) struct Reloader {
+    pub(crate) app: App,
+    pub(crate) tls: Option<Arc<ServerTls>>,
+    pub(crate) rebuild: Rebuild,
     /// The running process's fixed settings (a change says: restart).
-    pub fixed: Fixed,
+    pub(crate) fixed: Fixed,
 }
 
 /// The folders to watch for `settings` (and the configuration file, when
@@ -53,7 +53,7 @@ pub struct Reloader {
 /// packs folder, and the folders of the configuration and TLS files. A file
 /// reached through a symlink has the folder of its target watched too.
 /// Folders that do not exist are left out.
-pub fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTreeSet<PathBuf> {
+pub(crate) fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTreeSet<PathBuf> {
     let mut folders = BTreeSet::new();
     let mut folder = |dir: &Path| {
         if let Ok(dir) = dir.canonicalize() {
@@ -85,7 +85,7 @@ pub fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTreeSet<P
 
 /// Watches `folders`; a change in one sends on the receiver. `None` (with a
 /// warning) when the system offers no watcher: SIGHUP still reloads.
-pub fn watch(folders: &BTreeSet<PathBuf>) -> (Option<RecommendedWatcher>, mpsc::UnboundedReceiver<()>) {
+pub(crate) fn watch(folders: &BTreeSet<PathBuf>) -> (Option<RecommendedWatcher>, mpsc::UnboundedReceiver<()>) {
     let (changes, receiver) = mpsc::unbounded_channel();
     let handler = move |event: notify::Result<notify::Event>| match event {
         Ok(event) if changes_something(&event.kind) => {
@@ -123,7 +123,7 @@ fn changes_something(kind: &EventKind) -> bool {
 impl Reloader {
     /// Reloads on every SIGHUP or watched change, debounced, until the
     /// task is dropped.
-    pub async fn run(self, mut hangup: Signal, mut changes: mpsc::UnboundedReceiver<()>) {
+    pub(crate) async fn run(self, mut hangup: Signal, mut changes: mpsc::UnboundedReceiver<()>) {
         loop {
             tokio::select! {
                 Some(()) = hangup.recv() => tracing::info!("SIGHUP: reloading"),
@@ -144,7 +144,7 @@ impl Reloader {
 
     /// One reload: settings, files, TLS files, then the new snapshot,
     /// swapped in only if valid. Every problem is logged as at start.
-    pub async fn reload(&self) {
+    pub(crate) async fn reload(&self) {
         let rebuild = Arc::clone(&self.rebuild);
         let settings = match tokio::task::spawn_blocking(move || rebuild()).await {
             Ok(Ok(settings)) => settings,

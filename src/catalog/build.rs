@@ -19,25 +19,25 @@ use super::{
 use crate::{env::Env, similar};
 
 /// What every model provider accepts as a tool name: `^[A-Za-z0-9_-]{1,64}$`.
-pub fn is_valid_name(name: &str) -> bool {
+pub(crate) fn is_valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-pub const NAME_RULE: &str = "a name has 1 to 64 characters from A-Z, a-z, 0-9, '_' and '-'";
+pub(crate) const NAME_RULE: &str = "a name has 1 to 64 characters from A-Z, a-z, 0-9, '_' and '-'";
 
 /// The file a raw entry came from.
-pub struct FileContext<'a> {
-    pub origin: &'a Arc<str>,
+pub(crate) struct FileContext<'a> {
+    pub(crate) origin: &'a Arc<str>,
     /// The folder of the file, against which relative paths resolve.
-    pub dir: &'a Path,
-    pub source: &'a Source,
-    pub env: &'a Env,
+    pub(crate) dir: &'a Path,
+    pub(crate) source: &'a Source,
+    pub(crate) env: &'a Env,
     /// The schemas compiled so far in this load.
-    pub schemas: &'a SchemaCache,
+    pub(crate) schemas: &'a SchemaCache,
 }
 
 /// Builds the tool, or reports why not. `None` when anything is wrong.
-pub fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems) -> Option<Tool> {
+pub(crate) fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogProblems) -> Option<Tool> {
     let origin: &str = file.origin;
     let path = raw.path.as_str();
     let mut ok = !raw.broken;
@@ -186,7 +186,11 @@ fn bound(
 }
 
 /// Builds an MCP server's settings, or reports why not.
-pub fn mcp_server(raw: RawMcpServer, file: &FileContext<'_>, problems: &mut CatalogProblems) -> Option<McpServer> {
+pub(crate) fn mcp_server(
+    raw: RawMcpServer,
+    file: &FileContext<'_>,
+    problems: &mut CatalogProblems,
+) -> Option<McpServer> {
     let origin: &str = file.origin;
     let path = raw.path.as_str();
     if !is_valid_name(&raw.name) {

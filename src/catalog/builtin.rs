@@ -15,7 +15,7 @@ pub enum BuiltinTool {
 impl BuiltinTool {
     pub const ALL: [BuiltinTool; 3] = [BuiltinTool::Calculator, BuiltinTool::CurrentTime, BuiltinTool::Echo];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             BuiltinTool::Calculator => "calculator",
             BuiltinTool::CurrentTime => "current_time",
@@ -23,11 +23,11 @@ impl BuiltinTool {
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|b| b.name() == name)
     }
 
-    pub fn description(self) -> &'static str {
+    pub(crate) fn description(self) -> &'static str {
         match self {
             BuiltinTool::Calculator => {
                 "Evaluate an arithmetic expression with + - * / % ^, parentheses and decimal numbers, e.g. (2 + 3) * 4.5."
@@ -40,7 +40,7 @@ impl BuiltinTool {
     }
 
     /// The JSON Schema of the tool's arguments.
-    pub fn parameters(self) -> Value {
+    pub(crate) fn parameters(self) -> Value {
         match self {
             BuiltinTool::Calculator => json!({
                 "type": "object",
@@ -70,10 +70,10 @@ impl BuiltinTool {
     }
 
     /// Pure functions of their arguments: retrying one is always safe.
-    pub fn idempotent(self) -> bool {
+    pub(crate) fn idempotent(self) -> bool {
         true
     }
 }
 
 /// Built-in aliases: extra exact names for built-in tools.
-pub const BUILTIN_ALIASES: &[(&str, &str)] = &[("calc", "calculator"), ("get_current_time", "current_time")];
+pub(crate) const BUILTIN_ALIASES: &[(&str, &str)] = &[("calc", "calculator"), ("get_current_time", "current_time")];

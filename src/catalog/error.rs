@@ -34,7 +34,7 @@ impl fmt::Display for Problem {
 
 /// Collects problems while a catalogue loads.
 #[derive(Debug, Default)]
-pub struct CatalogProblems {
+pub(crate) struct CatalogProblems {
     list: Vec<Problem>,
 }
 
@@ -45,11 +45,11 @@ impl From<Vec<Problem>> for CatalogProblems {
 }
 
 impl CatalogProblems {
-    pub fn error(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
         self.push(Severity::Error, origin, path.into(), message.into());
     }
 
-    pub fn warning(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
+    pub(crate) fn warning(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
         self.push(Severity::Warning, origin, path.into(), message.into());
     }
 
@@ -58,23 +58,23 @@ impl CatalogProblems {
     }
 
     /// Adds `other`'s problems after these, in their order.
-    pub fn append(&mut self, other: CatalogProblems) {
+    pub(crate) fn append(&mut self, other: CatalogProblems) {
         self.list.extend(other.list);
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         self.list.iter().any(|p| p.severity == Severity::Error)
     }
 
-    pub fn into_vec(self) -> Vec<Problem> {
+    pub(crate) fn into_vec(self) -> Vec<Problem> {
         self.list
     }
 }

@@ -6,7 +6,7 @@ use crate::env::Env;
 
 /// Expands every `${NAME}` in `text` from `env`. `$${` writes a literal `${`.
 /// A missing variable is an error naming it; values are never put in messages.
-pub fn expand(text: &str, env: &Env) -> Result<String, String> {
+pub(crate) fn expand(text: &str, env: &Env) -> Result<String, String> {
     let mut out = String::with_capacity(text.len());
     let mut missing = Vec::new();
     let mut rest = text;

@@ -8,7 +8,7 @@ use super::Tool;
 
 /// A provider's tool format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ToolFormat {
+pub(crate) enum ToolFormat {
     /// toolgate's own shape, pretty-printed for a person (`toolgate tools list --format json`):
     /// `[{name, description, parameters, aliases, source, idempotent}]`.
     Native,
@@ -22,7 +22,7 @@ pub enum ToolFormat {
 
 /// Renders `tools` as JSON text in `format`; each schema is embedded as its
 /// text, key order kept.
-pub fn render<'a>(tools: impl IntoIterator<Item = &'a Tool>, format: ToolFormat) -> String {
+pub(crate) fn render<'a>(tools: impl IntoIterator<Item = &'a Tool>, format: ToolFormat) -> String {
     let tools = tools.into_iter();
     let text = match format {
         ToolFormat::Native => serde_json::to_string_pretty(&tools.map(Native::of).collect::<Vec<_>>()),

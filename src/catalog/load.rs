@@ -66,18 +66,13 @@ pub struct Files {
 
 impl Files {
     /// The MCP servers named in any layer.
-    pub fn servers(&self) -> &[McpServer] {
+    pub(crate) fn servers(&self) -> &[McpServer] {
         &self.servers
-    }
-
-    /// Whether warnings fail assembly.
-    pub fn strict(&self) -> bool {
-        self.strict
     }
 
     /// Adds lists of names kept outside the catalogue (principals' grants),
     /// checked at every assembly like toolset members.
-    pub fn add_grants(&mut self, grants: impl IntoIterator<Item = GrantDecl>) {
+    pub(crate) fn add_grants(&mut self, grants: impl IntoIterator<Item = GrantDecl>) {
         self.decls.grants.extend(grants);
     }
 }

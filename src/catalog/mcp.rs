@@ -21,23 +21,23 @@ use super::{
 /// What connecting to one server gave: its tools, or why there are none.
 #[derive(Clone, Debug)]
 pub struct McpListing {
-    pub server: String,
-    pub tools: Result<Vec<McpToolInfo>, String>,
+    pub(crate) server: String,
+    pub(crate) tools: Result<Vec<McpToolInfo>, String>,
 }
 
 /// One tool as a server's `tools/list` described it.
 #[derive(Clone, Debug, PartialEq)]
-pub struct McpToolInfo {
-    pub name: String,
-    pub title: Option<String>,
-    pub description: Option<String>,
-    pub input_schema: Value,
+pub(crate) struct McpToolInfo {
+    pub(crate) name: String,
+    pub(crate) title: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) input_schema: Value,
     /// `idempotentHint` or `readOnlyHint`.
-    pub idempotent: bool,
+    pub(crate) idempotent: bool,
 }
 
 /// Adds the tools of `server` (the `index`th named in its layer) to `decls`.
-pub fn declare(
+pub(crate) fn declare(
     server: &McpServer,
     index: usize,
     base: Layer,

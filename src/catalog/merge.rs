@@ -20,15 +20,15 @@ use crate::similar::{self, normalised_key, SuggestIndex};
 /// a file's tool shadows a server's tool of the same name, and no server can
 /// make the catalogue invalid by listing a name another already uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Layer(u32);
+pub(crate) struct Layer(u32);
 
 impl Layer {
-    pub const REGISTRY: Layer = Layer(0);
-    pub const PACKS: Layer = Layer(1 << 20);
-    pub const BUILTIN: Layer = Layer(2 << 20);
+    pub(crate) const REGISTRY: Layer = Layer(0);
+    pub(crate) const PACKS: Layer = Layer(1 << 20);
+    pub(crate) const BUILTIN: Layer = Layer(2 << 20);
 
     /// The layer of the files of a source: the registry or the packs.
-    pub fn of(source: &Source) -> Layer {
+    pub(crate) fn of(source: &Source) -> Layer {
         match source {
             Source::Registry => Layer::REGISTRY,
             _ => Layer::PACKS,
@@ -37,7 +37,7 @@ impl Layer {
 
     /// The tools of the `index`th MCP server (the order in which servers are
     /// named), just below the files of the `base` layer.
-    pub fn mcp(base: Layer, index: usize) -> Layer {
+    pub(crate) fn mcp(base: Layer, index: usize) -> Layer {
         Layer(base.0 + 1 + index as u32)
     }
 }
@@ -45,42 +45,42 @@ impl Layer {
 /// A tool entry; `tool` is `None` when the entry is broken (already reported),
 /// but its name still takes part in duplicate checks.
 #[derive(Clone)]
-pub struct ToolDecl {
-    pub name: Option<String>,
-    pub layer: Layer,
-    pub place: Place,
-    pub tool: Option<Tool>,
+pub(crate) struct ToolDecl {
+    pub(crate) name: Option<String>,
+    pub(crate) layer: Layer,
+    pub(crate) place: Place,
+    pub(crate) tool: Option<Tool>,
     /// The entry's own `aliases`, each with its place.
-    pub aliases: Vec<(String, Place)>,
+    pub(crate) aliases: Vec<(String, Place)>,
 }
 
 #[derive(Clone)]
-pub struct AliasDecl {
-    pub alias: String,
-    pub target: String,
-    pub layer: Layer,
-    pub place: Place,
+pub(crate) struct AliasDecl {
+    pub(crate) alias: String,
+    pub(crate) target: String,
+    pub(crate) layer: Layer,
+    pub(crate) place: Place,
 }
 
 #[derive(Clone)]
-pub struct ToolsetDecl {
-    pub name: String,
-    pub members: Vec<String>,
-    pub layer: Layer,
-    pub place: Place,
+pub(crate) struct ToolsetDecl {
+    pub(crate) name: String,
+    pub(crate) members: Vec<String>,
+    pub(crate) layer: Layer,
+    pub(crate) place: Place,
 }
 
 #[derive(Clone, Default)]
-pub struct Declarations {
-    pub tools: Vec<ToolDecl>,
-    pub aliases: Vec<AliasDecl>,
-    pub toolsets: Vec<ToolsetDecl>,
+pub(crate) struct Declarations {
+    pub(crate) tools: Vec<ToolDecl>,
+    pub(crate) aliases: Vec<AliasDecl>,
+    pub(crate) toolsets: Vec<ToolsetDecl>,
     /// Configured MCP servers whose tools have not arrived (not connected
     /// yet, or unavailable).
-    pub pending: Vec<PendingServer>,
+    pub(crate) pending: Vec<PendingServer>,
     /// Lists of names kept outside the catalogue (principals' grants),
     /// checked against it.
-    pub grants: Vec<GrantDecl>,
+    pub(crate) grants: Vec<GrantDecl>,
 }
 
 /// Names a principal may use (tool, alias or toolset names), declared
@@ -88,13 +88,13 @@ pub struct Declarations {
 /// member must (a name a server still to come may list is a warning until
 /// it does). Grants that are not names (`"*"`) are left out by their owner.
 #[derive(Clone, Debug)]
-pub struct GrantDecl {
+pub(crate) struct GrantDecl {
     /// Who is granted, for messages: `principal 'support-bot'`.
-    pub owner: String,
+    pub(crate) owner: String,
     /// Each name with its index in the list it came from.
-    pub names: Vec<(usize, String)>,
+    pub(crate) names: Vec<(usize, String)>,
     /// Where the list is: the configuration file, `principals[0] (support-bot).tools`.
-    pub place: Place,
+    pub(crate) place: Place,
 }
 
 /// An MCP server whose tools are still to come. A toolset member or alias
@@ -103,11 +103,11 @@ pub struct GrantDecl {
 /// through a toolset that names one of its tools. The catalogue is
 /// assembled again when its tools arrive, and checked again then.
 #[derive(Clone)]
-pub struct PendingServer {
-    pub name: String,
-    pub prefix: String,
-    pub include: Option<Vec<String>>,
-    pub exclude: Vec<String>,
+pub(crate) struct PendingServer {
+    pub(crate) name: String,
+    pub(crate) prefix: String,
+    pub(crate) include: Option<Vec<String>>,
+    pub(crate) exclude: Vec<String>,
 }
 
 impl PendingServer {
@@ -157,7 +157,7 @@ struct Claim {
 
 /// Merges every declaration into a catalogue; problems go to `problems`.
 /// Each phase is a function of its own, run in this order.
-pub fn merge(mut decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
+pub(crate) fn merge(mut decls: Declarations, problems: &mut CatalogProblems) -> Catalog {
     let mut claims = Claims { held: HashMap::new(), problems, pending: decls.pending.clone() };
     let decls_grants = std::mem::take(&mut decls.grants);
     let claimed = claims.claim_layers(decls);

@@ -19,20 +19,21 @@ mod schema;
 
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
-pub use builtin::{BuiltinTool, BUILTIN_ALIASES};
+pub use builtin::BuiltinTool;
 pub use error::{LoadError, Problem, Severity};
-pub use format::{render, ToolFormat};
-pub use load::{assemble, load, read, read_bounded, Files, LoadOptions, Loaded, MAX_FILE_BYTES};
-pub use mcp::{McpListing, McpToolInfo};
-pub use merge::GrantDecl;
-pub use schema::Schema;
+pub(crate) use format::{render, ToolFormat};
+pub use load::{assemble, read, read_bounded, Files};
+pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
+pub(crate) use mcp::{McpListing, McpToolInfo};
+pub(crate) use merge::GrantDecl;
+pub(crate) use schema::Schema;
 
 use crate::similar::SuggestIndex;
 
 /// Default per-call timeout of a tool.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default number of calls of one tool in flight.
-pub const DEFAULT_MAX_CONCURRENCY: u32 = 32;
+pub(crate) const DEFAULT_MAX_CONCURRENCY: u32 = 32;
 
 /// Where a tool comes from.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -57,8 +58,8 @@ impl fmt::Display for Source {
 /// Where something is declared: a file (or `<builtin>`) and a YAML path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Place {
-    pub origin: Arc<str>,
-    pub path: String,
+    pub(crate) origin: Arc<str>,
+    pub(crate) path: String,
 }
 
 impl fmt::Display for Place {
@@ -72,7 +73,7 @@ impl fmt::Display for Place {
 pub struct Secret(String);
 
 impl Secret {
-    pub fn new(value: String) -> Self {
+    pub(crate) fn new(value: String) -> Self {
         Self(value)
     }
 
@@ -99,62 +100,50 @@ pub enum Backend {
 /// A tool of an MCP server.
 #[derive(Clone, Debug)]
 pub struct McpBackend {
-    pub server: String,
+    pub(crate) server: String,
     /// The tool's name on its server (without any prefix).
-    pub tool: String,
+    pub(crate) tool: String,
 }
 
 /// Default time to connect to an MCP server and list its tools.
-pub const DEFAULT_MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const DEFAULT_MCP_STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// An MCP server named in the catalogue (`mcp_servers.<name>`).
 #[derive(Clone, Debug)]
-pub struct McpServer {
-    pub name: String,
-    pub transport: McpTransport,
+pub(crate) struct McpServer {
+    pub(crate) name: String,
+    pub(crate) transport: McpTransport,
     /// Prepended to each of its tool names.
-    pub prefix: String,
+    pub(crate) prefix: String,
     /// Only these of its tools (by their names on the server), when given.
-    pub include: Option<Vec<String>>,
+    pub(crate) include: Option<Vec<String>>,
     /// None of these.
-    pub exclude: Vec<String>,
+    pub(crate) exclude: Vec<String>,
     /// Per call.
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// To connect and list the tools.
-    pub startup_timeout: Duration,
+    pub(crate) startup_timeout: Duration,
     /// The layer its tools join: the registry, or the pack that names it.
-    pub declared_in: Source,
-    pub declared_at: Place,
+    pub(crate) declared_in: Source,
+    pub(crate) declared_at: Place,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum McpTransport {
+pub(crate) enum McpTransport {
     /// A child process speaking MCP on stdin and stdout.
     Stdio { program: PathBuf, args: Vec<String>, cwd: PathBuf, env: Vec<(String, Secret)> },
     /// Streamable HTTP.
     Http { url: url::Url, headers: Vec<(String, Secret)> },
 }
 
-impl Backend {
-    /// The backend kind, as written in the catalogue.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Backend::Builtin(_) => "builtin",
-            Backend::Http(_) => "http",
-            Backend::Command(_) => "command",
-            Backend::Mcp(_) => "mcp",
-        }
-    }
-}
-
 #[derive(Clone, Debug)]
 pub struct HttpBackend {
     pub url: url::Url,
     pub headers: Vec<(String, Secret)>,
-    pub follow_redirects: bool,
-    pub use_env_proxy: bool,
+    pub(crate) follow_redirects: bool,
+    pub(crate) use_env_proxy: bool,
     /// Sends the end user's token as `Authorization: Bearer …`.
-    pub forward_user_token: bool,
+    pub(crate) forward_user_token: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -166,7 +155,7 @@ pub struct CommandBackend {
     /// The declared `cwd` (resolved against the declaring file's folder), or
     /// that folder.
     pub cwd: PathBuf,
-    pub env: Vec<(String, Secret)>,
+    pub(crate) env: Vec<(String, Secret)>,
 }
 
 /// One tool of the catalogue.
@@ -177,14 +166,14 @@ pub struct Tool {
     /// The schema the model sees (bound parameters left out).
     pub parameters: Arc<Schema>,
     /// Parameters the gateway fills from the caller's identity, if any.
-    pub binding: Option<Arc<Binding>>,
+    pub(crate) binding: Option<Arc<Binding>>,
     pub aliases: Vec<String>,
     pub source: Source,
-    pub idempotent: bool,
-    pub timeout: Duration,
-    pub max_concurrency: u32,
+    pub(crate) idempotent: bool,
+    pub(crate) timeout: Duration,
+    pub(crate) max_concurrency: u32,
     pub backend: Backend,
-    pub declared_at: Place,
+    pub(crate) declared_at: Place,
 }
 
 /// Where a bound parameter's value comes from.
@@ -197,7 +186,7 @@ pub enum BindSource {
 }
 
 impl BindSource {
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             BindSource::User => "user",
             BindSource::Principal => "principal",
@@ -209,12 +198,12 @@ impl BindSource {
 /// by the model, and the whole schema the filled arguments must satisfy.
 #[derive(Debug)]
 pub struct Binding {
-    pub parameters: Vec<(String, BindSource)>,
-    pub full: Arc<Schema>,
+    pub(crate) parameters: Vec<(String, BindSource)>,
+    pub(crate) full: Arc<Schema>,
 }
 
 impl Binding {
-    pub fn binds_user(&self) -> bool {
+    pub(crate) fn binds_user(&self) -> bool {
         self.parameters.iter().any(|(_, source)| *source == BindSource::User)
     }
 }
@@ -231,8 +220,8 @@ pub struct ToolsetId(pub u32);
 /// declared order, each tool once.
 #[derive(Debug)]
 pub struct Toolset {
-    pub name: String,
-    pub tools: Vec<ToolId>,
+    pub(crate) name: String,
+    pub(crate) tools: Vec<ToolId>,
 }
 
 /// What an exact name refers to.
@@ -245,7 +234,7 @@ pub enum Name {
 
 /// What a suggestion points at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     Tool(ToolId),
     Toolset(ToolsetId),
 }
@@ -274,7 +263,7 @@ impl Catalog {
         &self.toolsets
     }
 
-    pub fn toolset(&self, id: ToolsetId) -> &Toolset {
+    pub(crate) fn toolset(&self, id: ToolsetId) -> &Toolset {
         &self.toolsets[id.0 as usize]
     }
 
@@ -289,7 +278,7 @@ impl Catalog {
     }
 
     /// The display name of a suggestion target.
-    pub fn target_name(&self, target: Target) -> &str {
+    pub(crate) fn target_name(&self, target: Target) -> &str {
         match target {
             Target::Tool(id) => &self.tool(id).name,
             Target::Toolset(id) => &self.toolset(id).name,
@@ -299,7 +288,7 @@ impl Catalog {
     /// Up to `limit` names near `query` (similarity at least `cutoff`), best
     /// first, ties to the name that sorts first. A matching alias suggests its
     /// tool; each target is named once. Only targets that `accept` are considered.
-    pub fn suggest(&self, query: &str, cutoff: f64, limit: usize, accept: impl Fn(Target) -> bool) -> Vec<&str> {
+    pub(crate) fn suggest(&self, query: &str, cutoff: f64, limit: usize, accept: impl Fn(Target) -> bool) -> Vec<&str> {
         let mut found: Vec<(f64, &str)> = self
             .index
             .suggest(query, cutoff, limit, |t| accept(*t))
@@ -311,7 +300,7 @@ impl Catalog {
     }
 
     /// Changes whenever the snapshot's tools or toolsets change.
-    pub fn version(&self) -> &str {
+    pub(crate) fn version(&self) -> &str {
         &self.version
     }
 }

@@ -15,47 +15,47 @@ use serde_yaml::{Mapping, Value};
 use super::error::CatalogProblems;
 use crate::similar;
 
-pub const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
-pub const TOOL_KEYS: &[&str] =
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
+pub(crate) const TOOL_KEYS: &[&str] =
     &["name", "description", "aliases", "parameters", "idempotent", "timeout", "max_concurrency", "backend", "bind"];
 /// Keys every tool entry must have, and why, for the message.
 const REQUIRED_TOOL_KEYS: &[(&str, &str)] =
     &[("name", ""), ("description", " (it is what the model reads)"), ("backend", " (one of: http, command, builtin)")];
-pub const BACKEND_KEYS: &[&str] = &["http", "command", "builtin"];
-pub const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy", "forward_user_token"];
-pub const COMMAND_KEYS: &[&str] = &["argv", "cwd", "env"];
-pub const MCP_SERVER_KEYS: &[&str] =
+pub(crate) const BACKEND_KEYS: &[&str] = &["http", "command", "builtin"];
+pub(crate) const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy", "forward_user_token"];
+pub(crate) const COMMAND_KEYS: &[&str] = &["argv", "cwd", "env"];
+pub(crate) const MCP_SERVER_KEYS: &[&str] =
     &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout", "startup_timeout"];
 
 /// One catalogue file, as written.
 #[derive(Debug, Default)]
-pub struct RawFile {
-    pub toolsets: Vec<RawToolset>,
-    pub aliases: Vec<RawAlias>,
-    pub mcp_servers: Vec<RawMcpServer>,
+pub(crate) struct RawFile {
+    pub(crate) toolsets: Vec<RawToolset>,
+    pub(crate) aliases: Vec<RawAlias>,
+    pub(crate) mcp_servers: Vec<RawMcpServer>,
 }
 
 /// A `tools[i]` entry. `None` fields were absent or broken (the problem is
 /// already reported); `broken` says whether anything was.
 #[derive(Debug, Default)]
-pub struct RawTool {
+pub(crate) struct RawTool {
     /// `tools[3] (reschedule_delivery)`
-    pub path: String,
-    pub name: Option<String>,
-    pub description: Option<String>,
-    pub aliases: Vec<String>,
-    pub parameters: Option<serde_json::Value>,
-    pub idempotent: Option<bool>,
-    pub timeout: Option<Duration>,
-    pub max_concurrency: Option<u32>,
-    pub backend: Option<RawBackend>,
+    pub(crate) path: String,
+    pub(crate) name: Option<String>,
+    pub(crate) description: Option<String>,
+    pub(crate) aliases: Vec<String>,
+    pub(crate) parameters: Option<serde_json::Value>,
+    pub(crate) idempotent: Option<bool>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) max_concurrency: Option<u32>,
+    pub(crate) backend: Option<RawBackend>,
     /// `bind: {parameter: user | principal}`.
-    pub bind: Vec<(String, String)>,
-    pub broken: bool,
+    pub(crate) bind: Vec<(String, String)>,
+    pub(crate) broken: bool,
 }
 
 #[derive(Debug)]
-pub enum RawBackend {
+pub(crate) enum RawBackend {
     Http {
         url: String,
         headers: Vec<(String, String)>,
@@ -72,42 +72,42 @@ pub enum RawBackend {
 }
 
 #[derive(Debug)]
-pub struct RawToolset {
-    pub path: String,
-    pub name: String,
-    pub members: Vec<String>,
+pub(crate) struct RawToolset {
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) members: Vec<String>,
 }
 
 #[derive(Debug)]
-pub struct RawAlias {
-    pub path: String,
-    pub alias: String,
-    pub target: String,
+pub(crate) struct RawAlias {
+    pub(crate) path: String,
+    pub(crate) alias: String,
+    pub(crate) target: String,
 }
 
 /// An `mcp_servers.<name>` entry; `None` when broken (already reported).
 #[derive(Debug)]
-pub struct RawMcpServer {
-    pub path: String,
-    pub name: String,
-    pub settings: Option<RawMcpSettings>,
+pub(crate) struct RawMcpServer {
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) settings: Option<RawMcpSettings>,
 }
 
 #[derive(Debug)]
-pub struct RawMcpSettings {
-    pub transport: RawMcpTransport,
-    pub env: Vec<(String, String)>,
-    pub cwd: Option<String>,
-    pub headers: Vec<(String, String)>,
-    pub prefix: Option<String>,
-    pub include: Option<Vec<String>>,
-    pub exclude: Vec<String>,
-    pub timeout: Option<Duration>,
-    pub startup_timeout: Option<Duration>,
+pub(crate) struct RawMcpSettings {
+    pub(crate) transport: RawMcpTransport,
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) cwd: Option<String>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) prefix: Option<String>,
+    pub(crate) include: Option<Vec<String>>,
+    pub(crate) exclude: Vec<String>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) startup_timeout: Option<Duration>,
 }
 
 #[derive(Debug)]
-pub enum RawMcpTransport {
+pub(crate) enum RawMcpTransport {
     /// `command: [argv…]`: a child process speaking MCP on stdio.
     Stdio(Vec<String>),
     /// `url: …`: streamable HTTP.
@@ -119,7 +119,12 @@ pub enum RawMcpTransport {
 /// Each tool entry is handed to `each_tool` as soon as it is read, and its
 /// YAML is freed then: a large file is never held twice over (as YAML and as
 /// the entries read from it), which keeps the peak memory of a load low.
-pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool: impl FnMut(RawTool)) -> RawFile {
+pub(crate) fn parse(
+    origin: &str,
+    text: &str,
+    problems: &mut CatalogProblems,
+    each_tool: impl FnMut(RawTool),
+) -> RawFile {
     let mut reader = Reader { origin, problems };
     if let Some(line) = deeper_than(text, MAX_NESTING) {
         let message = format!("nested deeper than {MAX_NESTING} levels of brackets; a catalogue nests far less");
@@ -162,7 +167,7 @@ pub fn parse(origin: &str, text: &str, problems: &mut CatalogProblems, each_tool
 /// the YAML crate accepts anyway (it refuses deeper values), checked before
 /// it reads the file, since its scanner takes time quadratic in the depth of
 /// flow collections (100,000 brackets took 36 s of CPU).
-pub const MAX_NESTING: usize = 128;
+pub(crate) const MAX_NESTING: usize = 128;
 
 /// The line at which flow collections nest deeper than `max`, by a flat scan:
 /// quoted scalars and comments are skipped, and a bracket opens a level only

@@ -29,12 +29,12 @@ pub struct Schema {
 impl Schema {
     /// The schema as written, parsed again (key order kept); for what is
     /// not on the path of every call.
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(self.text.get()).expect("the text of a valid schema")
     }
 
     /// The schema as written, parsed once on first use and kept.
-    pub fn parsed(&self) -> &Value {
+    pub(crate) fn parsed(&self) -> &Value {
         self.parsed.get_or_init(|| self.json())
     }
 
@@ -44,27 +44,27 @@ impl Schema {
     }
 
     /// The schema's text as a JSON value to embed in another document unchanged.
-    pub fn raw(&self) -> &RawValue {
+    pub(crate) fn raw(&self) -> &RawValue {
         &self.text
     }
 
-    pub fn validator(&self) -> &jsonschema::Validator {
+    pub(crate) fn validator(&self) -> &jsonschema::Validator {
         &self.validator
     }
 
     /// Required parameters, in the order of the schema's `required`.
-    pub fn required(&self) -> &[String] {
+    pub(crate) fn required(&self) -> &[String] {
         &self.required
     }
 
     /// Optional parameters, in the order of the schema's `properties`.
-    pub fn optional(&self) -> &[String] {
+    pub(crate) fn optional(&self) -> &[String] {
         &self.optional
     }
 
     /// Every declared parameter: the `properties`, then any `required` name
     /// they do not list.
-    pub fn parameters(&self) -> &[String] {
+    pub(crate) fn parameters(&self) -> &[String] {
         &self.parameters
     }
 }
@@ -76,7 +76,7 @@ impl Schema {
 /// share one compiled expression too (jsonschema's pattern cache): ids,
 /// dates and codes repeat across schemas that differ elsewhere.
 #[derive(Default)]
-pub struct SchemaCache {
+pub(crate) struct SchemaCache {
     by_text: RefCell<HashMap<String, Arc<Schema>>>,
     patterns: jsonschema::PatternCache,
 }
@@ -84,7 +84,7 @@ pub struct SchemaCache {
 impl SchemaCache {
     /// The compiled schema of `json`, compiled now or shared with an
     /// earlier tool of the same schema. Errors are not kept.
-    pub fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
+    pub(crate) fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
         let text = compact(&json);
         if let Some(schema) = self.by_text.borrow().get(text.get()) {
             return Ok(Arc::clone(schema));
@@ -104,7 +104,7 @@ impl fmt::Debug for Schema {
 impl Schema {
     /// Checks `json` against the meta-schema and compiles it. The error says
     /// what is wrong and where.
-    pub fn compile(json: Value) -> Result<Schema, String> {
+    pub(crate) fn compile(json: Value) -> Result<Schema, String> {
         let text = compact(&json);
         Self::compile_with_text(json, text, None)
     }
@@ -205,7 +205,7 @@ fn describe(err: &jsonschema::ValidationError<'_>) -> String {
 
 impl BuiltinTool {
     /// The compiled schema of a built-in.
-    pub fn schema(self) -> Schema {
+    pub(crate) fn schema(self) -> Schema {
         Schema::compile(self.parameters()).expect("built-in schemas are valid")
     }
 }

@@ -30,7 +30,7 @@ use start::{inspect, start, supervisor, Report};
 
 #[derive(Parser, Debug)]
 #[command(name = "toolgate", version, about = "A gRPC tool gateway for LLM agent backends")]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }

@@ -6,7 +6,7 @@ use anyhow::Context;
 use crate::{catalog::Tool, proto::v1 as pb};
 
 /// An Execute answer for a person: the outcome first, then repairs and detail.
-pub fn describe_outcome(response: &pb::ExecuteResponse) -> String {
+pub(crate) fn describe_outcome(response: &pb::ExecuteResponse) -> String {
     let mut out = String::new();
     match (&response.error, response.ok) {
         (_, true) => out.push_str(&format!("ok: {}\n", response.tool)),
@@ -42,7 +42,7 @@ pub fn describe_outcome(response: &pb::ExecuteResponse) -> String {
 
 /// Writes `text` and a final newline to stdout. A reader that went away
 /// (`toolgate tools list | head`) is not an error.
-pub fn emit(text: &str) -> anyhow::Result<()> {
+pub(crate) fn emit(text: &str) -> anyhow::Result<()> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     let newline = if text.ends_with('\n') { "" } else { "\n" };
@@ -52,7 +52,7 @@ pub fn emit(text: &str) -> anyhow::Result<()> {
     }
 }
 
-pub fn table<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> String {
+pub(crate) fn table<'a>(tools: impl IntoIterator<Item = &'a Tool>) -> String {
     let rows: Vec<[String; 4]> = tools
         .into_iter()
         .map(|t| {

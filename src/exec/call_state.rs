@@ -37,11 +37,11 @@ pub(crate) const DEFAULT_RETRY_BUDGET: u32 = 3;
 
 /// The store and its settings.
 #[derive(Clone)]
-pub struct CallState {
-    pub store: Arc<dyn Store>,
-    pub idempotency_ttl: Duration,
-    pub session_ttl: Duration,
-    pub retry_budget: u32,
+pub(crate) struct CallState {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) idempotency_ttl: Duration,
+    pub(crate) session_ttl: Duration,
+    pub(crate) retry_budget: u32,
     /// When the last "store unreachable" warning was logged (ms since the
     /// epoch): one a minute.
     warned: Arc<AtomicU64>,
@@ -54,7 +54,7 @@ impl std::fmt::Debug for CallState {
 }
 
 impl CallState {
-    pub fn new(
+    pub(crate) fn new(
         store: Arc<dyn Store>,
         idempotency_ttl: Option<Duration>,
         session_ttl: Option<Duration>,
@@ -70,7 +70,7 @@ impl CallState {
     }
 
     /// Logs that the store is unreachable, at most once a minute.
-    pub fn warn_unreachable(&self, what: &str, err: &StoreError) {
+    pub(crate) fn warn_unreachable(&self, what: &str, err: &StoreError) {
         let now = now_ms();
         let last = self.warned.load(Ordering::Relaxed);
         if now.saturating_sub(last) >= 60_000
@@ -87,7 +87,7 @@ pub(super) fn now_ms() -> u64 {
 
 /// Whether an id (key or session) is acceptable: at most 256 bytes, no
 /// control characters.
-pub fn check_id(field: &'static str, id: &str) -> Result<(), String> {
+pub(crate) fn check_id(field: &'static str, id: &str) -> Result<(), String> {
     if id.len() > MAX_ID_BYTES {
         return Err(format!("{field} is {} bytes long; at most {MAX_ID_BYTES}", id.len()));
     }
@@ -120,17 +120,17 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
-pub fn idempotency_key(caller: &Caller, key: &str) -> String {
+pub(crate) fn idempotency_key(caller: &Caller, key: &str) -> String {
     format!("toolgate:idem:{}", scoped(caller, key))
 }
 
-pub fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
+pub(crate) fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
     format!("toolgate:budget:{}:{tool}", scoped(caller, session))
 }
 
 /// The hash of a call: the canonical tool and its arguments (after repair
 /// and binding) as JSON with sorted keys.
-pub fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
+pub(crate) fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) -> String {
     /// A value that serialises with every object's keys sorted.
     struct Sorted<'a>(&'a Value);
     impl Serialize for Sorted<'_> {

@@ -3,9 +3,9 @@
 
 /// Size and nesting limits of arguments, checked before any parsing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArgumentLimits {
-    pub max_bytes: usize,
-    pub max_depth: usize,
+pub(crate) struct ArgumentLimits {
+    pub(crate) max_bytes: usize,
+    pub(crate) max_depth: usize,
 }
 
 impl Default for ArgumentLimits {
@@ -16,12 +16,12 @@ impl Default for ArgumentLimits {
 
 /// Limits of the executor; every one answers in-band when reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ExecLimits {
-    pub arguments: ArgumentLimits,
+pub(crate) struct ExecLimits {
+    pub(crate) arguments: ArgumentLimits,
     /// The "available tools" inventory lists at most this many names.
-    pub inventory_cap: usize,
+    pub(crate) inventory_cap: usize,
     /// A larger result is TOOL_CRASHED.
-    pub max_result_bytes: usize,
+    pub(crate) max_result_bytes: usize,
 }
 
 impl Default for ExecLimits {
@@ -31,7 +31,7 @@ impl Default for ExecLimits {
 }
 
 /// A size as messages write it: `1 MiB`, `64 KiB`, else in bytes.
-pub fn byte_size(bytes: usize) -> String {
+pub(crate) fn byte_size(bytes: usize) -> String {
     const KIB: usize = 1024;
     const MIB: usize = 1024 * KIB;
     match bytes {
@@ -43,7 +43,7 @@ pub fn byte_size(bytes: usize) -> String {
 
 /// A duration for a reader: milliseconds below a second (`28 ms`), else
 /// seconds with at most one decimal (`1.5 s`, `30 s`), rounded.
-pub fn readable_duration(duration: std::time::Duration) -> String {
+pub(crate) fn readable_duration(duration: std::time::Duration) -> String {
     let ms = duration.as_secs_f64() * 1000.0;
     if ms < 999.5 {
         return format!("{} ms", ms.round().max(1.0) as u64);

@@ -38,7 +38,7 @@ use tokio::sync::Semaphore;
 use backends::HttpClients;
 pub(crate) use call_state::CallState;
 pub(crate) use limits::{byte_size, readable_duration};
-pub use limits::{ArgumentLimits, ExecLimits};
+pub(crate) use limits::{ArgumentLimits, ExecLimits};
 pub use outcome::{ErrorKind, Outcome, Repair, RepairKind, ToolError};
 
 use crate::{
@@ -54,13 +54,13 @@ use crate::{
 /// fails on unknown names. `strict` is the policy of a request that does
 /// not say; a request's own choice wins.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Policy {
-    pub strict: bool,
+pub(crate) struct Policy {
+    pub(crate) strict: bool,
 }
 
 impl Policy {
     /// The policy for one request: its own `strict` when it sets one.
-    pub fn strict_for(&self, requested: Option<bool>) -> bool {
+    pub(crate) fn strict_for(&self, requested: Option<bool>) -> bool {
         requested.unwrap_or(self.strict)
     }
 }
@@ -199,7 +199,7 @@ impl Executor {
         Self { catalog, limits, policy, shared, permits, everything, granted }
     }
 
-    pub fn catalog(&self) -> &Arc<Catalog> {
+    pub(crate) fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
     }
 
@@ -259,7 +259,7 @@ impl Executor {
     /// it has an idempotency key), counts it against its session's budget,
     /// under an `execute_tool` span that records the repairs, hints and
     /// outcome.
-    pub async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
+    pub(crate) async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
         let started = std::time::Instant::now();
         let span = observe::span(&self.shared.observer, call);
         let outcome = span.run(self.run(call)).await?;

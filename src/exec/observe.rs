@@ -20,7 +20,7 @@ const MAX_CONTENT: usize = 4096;
 
 /// The span of one call, under the current span (the RPC's); its name gets
 /// the tool once it is resolved.
-pub fn span(observer: &Observer, call: &Call) -> Span {
+pub(crate) fn span(observer: &Observer, call: &Call) -> Span {
     Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, || {
         let mut attributes = vec![KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL)];
         if !call.call_id.is_empty() {
@@ -38,7 +38,14 @@ pub fn span(observer: &Observer, call: &Call) -> Span {
 }
 
 /// Records the outcome of a call on its span, which it ends, and in the metrics.
-pub fn finished(span: Span, observer: &Observer, catalog: &Catalog, call: &Call, outcome: &Outcome, took: Duration) {
+pub(crate) fn finished(
+    span: Span,
+    observer: &Observer,
+    catalog: &Catalog,
+    call: &Call,
+    outcome: &Outcome,
+    took: Duration,
+) {
     let metrics = &observer.metrics;
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool.filter(|_| span.is_recording()) {

@@ -7,13 +7,13 @@ use crate::{
 };
 
 /// A tool's own error text reaches the model cut to this many characters.
-pub const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
+pub(crate) const MAX_TOOL_MESSAGE_CHARS: usize = 2000;
 
 /// A tool's own text as the model reads it: its words kept, terminal escape
 /// sequences (colours, cursor moves, titles), other control characters but
 /// newlines and tabs, bidirectional controls and invisible characters
 /// dropped; trimmed and cut to [`MAX_TOOL_MESSAGE_CHARS`] (then `…`).
-pub fn tool_text(text: &str) -> String {
+pub(crate) fn tool_text(text: &str) -> String {
     let clean = without_controls(text);
     let text = clean.trim();
     match text.char_indices().nth(MAX_TOOL_MESSAGE_CHARS) {
@@ -80,7 +80,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// The outcome label of metrics: the kind in snake case.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             ErrorKind::UnknownTool => "unknown_tool",
             ErrorKind::InvalidArguments => "invalid_arguments",
@@ -94,7 +94,7 @@ impl ErrorKind {
     }
 
     /// `error.type` of a failed call (docs/telemetry.md).
-    pub fn error_type(self) -> &'static str {
+    pub(crate) fn error_type(self) -> &'static str {
         match self {
             ErrorKind::UnknownTool => "tool_not_found",
             ErrorKind::NotFound | ErrorKind::Refused => "tool_error",
@@ -105,7 +105,7 @@ impl ErrorKind {
     /// Whether calling again can help (advice to the caller; toolgate never
     /// retries by itself). A timeout or an outage is retryable only for an
     /// idempotent tool.
-    pub fn retryable(self, idempotent: bool) -> bool {
+    pub(crate) fn retryable(self, idempotent: bool) -> bool {
         match self {
             ErrorKind::UnknownTool | ErrorKind::InvalidArguments => true,
             ErrorKind::Timeout | ErrorKind::Unavailable => idempotent,
@@ -118,40 +118,40 @@ impl ErrorKind {
 
 /// The parameter hint: a tool's parameters by name.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ExpectedParameters {
+pub(crate) struct ExpectedParameters {
     /// In the order of the schema's `required`.
-    pub required: Vec<String>,
+    pub(crate) required: Vec<String>,
     /// In the order of the schema's `properties`.
-    pub optional: Vec<String>,
+    pub(crate) optional: Vec<String>,
 }
 
 /// One problem with one argument.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// A JSON pointer into the arguments (`/items/0/name`); empty for the whole object.
-    pub field: String,
-    pub description: String,
+    pub(crate) field: String,
+    pub(crate) description: String,
 }
 
 /// A failed call, in words a model can act on.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolError {
-    pub kind: ErrorKind,
+    pub(crate) kind: ErrorKind,
     pub message: String,
-    pub retryable: bool,
+    pub(crate) retryable: bool,
     pub suggestions: Vec<String>,
     /// Sorted, capped.
-    pub available_tools: Vec<String>,
+    pub(crate) available_tools: Vec<String>,
     /// How many tools the caller may use, uncapped.
-    pub available_tools_total: u32,
-    pub expected_parameters: Option<ExpectedParameters>,
-    pub violations: Vec<Violation>,
+    pub(crate) available_tools_total: u32,
+    pub(crate) expected_parameters: Option<ExpectedParameters>,
+    pub(crate) violations: Vec<Violation>,
 }
 
 impl ToolError {
     /// An error of `kind` with nothing but its message; `idempotent` decides
     /// whether a timeout or an outage is retryable.
-    pub fn new(kind: ErrorKind, message: impl Into<String>, idempotent: bool) -> Self {
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>, idempotent: bool) -> Self {
         Self {
             kind,
             message: message.into(),
@@ -165,7 +165,7 @@ impl ToolError {
     }
 
     /// Invalid arguments, with nothing but a message.
-    pub fn invalid_arguments(message: impl Into<String>) -> Self {
+    pub(crate) fn invalid_arguments(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InvalidArguments, message, false)
     }
 }
@@ -183,7 +183,7 @@ pub enum RepairKind {
 
 impl RepairKind {
     /// `toolgate.repair.kind`.
-    pub fn label(self) -> &'static str {
+    pub(crate) fn label(self) -> &'static str {
         match self {
             RepairKind::ToolName => "tool_name",
             RepairKind::ArgumentName => "argument_name",
@@ -197,28 +197,28 @@ impl RepairKind {
 /// One repair made to a call.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Repair {
-    pub kind: RepairKind,
-    pub original: String,
-    pub repaired: String,
+    pub(crate) kind: RepairKind,
+    pub(crate) original: String,
+    pub(crate) repaired: String,
 }
 
 /// The end of one Execute call.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     /// The canonical tool name; `None` when the name resolved to no tool.
-    pub tool: Option<String>,
-    pub repairs: Vec<Repair>,
+    pub(crate) tool: Option<String>,
+    pub(crate) repairs: Vec<Repair>,
     /// The arguments as validated, after repair (empty when they never parsed).
-    pub arguments_json: String,
+    pub(crate) arguments_json: String,
     /// The tool's result as JSON text, unchanged (`None` for a dry run), or the error.
     pub result: Result<Option<String>, ToolError>,
     /// The stored answer of an earlier call with the same idempotency key.
     #[serde(default)]
-    pub replayed: bool,
+    pub(crate) replayed: bool,
     /// Failing attempts of this tool the session has left before
     /// RETRY_BUDGET_EXHAUSTED, when the call has a session (for telemetry).
     #[serde(skip)]
-    pub budget_remaining: Option<u64>,
+    pub(crate) budget_remaining: Option<u64>,
 }
 
 impl Outcome {
@@ -236,7 +236,7 @@ impl Outcome {
 
     /// A call that ended with `error`: of `tool` when the name resolved to
     /// one, with the repairs made and the arguments as far as they got.
-    pub fn failed(tool: Option<&Tool>, repairs: Vec<Repair>, arguments_json: String, error: ToolError) -> Self {
+    pub(crate) fn failed(tool: Option<&Tool>, repairs: Vec<Repair>, arguments_json: String, error: ToolError) -> Self {
         Self {
             tool: tool.map(|t| t.name.clone()),
             repairs,

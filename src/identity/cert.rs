@@ -5,7 +5,7 @@ use x509_parser::{extensions::GeneralName, prelude::FromDer};
 /// The subject's common names and the DNS and URI subject alternative names
 /// of a DER certificate (empty if it cannot be parsed: the TLS handshake has
 /// verified it against the client CA already).
-pub fn names_of(der: &[u8]) -> Vec<String> {
+pub(crate) fn names_of(der: &[u8]) -> Vec<String> {
     let Ok((_, cert)) = x509_parser::certificate::X509Certificate::from_der(der) else {
         return Vec::new();
     };

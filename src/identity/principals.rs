@@ -16,21 +16,21 @@ use crate::catalog::{GrantDecl, Place};
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
-    pub name: String,
+    pub(crate) name: String,
     /// Hex SHA-256 of the principal's API key (`authorization: Bearer <key>`).
-    pub api_key_sha256: Option<String>,
+    pub(crate) api_key_sha256: Option<String>,
     /// A client certificate's subject common name, or one of its DNS or URI
     /// subject alternative names (mTLS).
-    pub client_cert: Option<String>,
+    pub(crate) client_cert: Option<String>,
     /// Grants: tool, alias or toolset names, or `"*"` for every tool.
     #[serde(default)]
-    pub tools: Vec<String>,
+    pub(crate) tools: Vec<String>,
 }
 
 /// A validated principal.
 #[derive(Clone, Debug)]
-pub struct Principal {
-    pub name: Arc<str>,
+pub(crate) struct Principal {
+    pub(crate) name: Arc<str>,
     key_sha256: Option<[u8; 32]>,
     client_cert: Option<String>,
     tools: Vec<String>,
@@ -41,7 +41,7 @@ pub struct Principal {
 /// Every configured principal, checked: each has a name and a credential, no
 /// two share a name, a key or a certificate subject.
 #[derive(Clone, Debug, Default)]
-pub struct Principals {
+pub(crate) struct Principals {
     list: Vec<Principal>,
     /// The configuration file they were read from.
     origin: String,
@@ -50,7 +50,7 @@ pub struct Principals {
 impl Principals {
     /// Checks the configuration's principals; every problem, one line each
     /// (`file: principals[1] (billing): …`).
-    pub fn from_config(configs: &[PrincipalConfig], origin: &str) -> Result<Self, Vec<String>> {
+    pub(crate) fn from_config(configs: &[PrincipalConfig], origin: &str) -> Result<Self, Vec<String>> {
         let mut problems = Vec::new();
         let mut list: Vec<Principal> = Vec::new();
         for (i, config) in configs.iter().enumerate() {
@@ -110,16 +110,16 @@ impl Principals {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.list.is_empty()
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.list.len()
     }
 
     /// Whether any principal is identified by a client certificate.
-    pub fn use_certificates(&self) -> bool {
+    pub(crate) fn use_certificates(&self) -> bool {
         self.list.iter().any(|p| p.client_cert.is_some())
     }
 
@@ -130,7 +130,7 @@ impl Principals {
 
     /// Each principal's grants, to be checked against the catalogue at every
     /// assembly.
-    pub fn grant_decls(&self) -> Vec<GrantDecl> {
+    pub(crate) fn grant_decls(&self) -> Vec<GrantDecl> {
         let origin: Arc<str> = self.origin.as_str().into();
         let decl = |p: &Principal| GrantDecl {
             owner: format!("principal '{}'", p.name),
@@ -217,7 +217,7 @@ pub fn hash_key(key: &str) -> String {
 }
 
 /// A fresh random API key (32 random bytes, hex, `tg_` first) and its hash.
-pub fn new_key() -> (String, String) {
+pub(crate) fn new_key() -> (String, String) {
     let mut bytes = [0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .expect("the system's random source works");

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use super::User;
 
 /// The metadata header that carries the user's token, by default.
-pub const DEFAULT_USER_HEADER: &str = "x-toolgate-user-token";
+pub(crate) const DEFAULT_USER_HEADER: &str = "x-toolgate-user-token";
 /// Clock skew allowed on `exp` and `nbf`.
 const LEEWAY_SECONDS: u64 = 60;
 /// How often a JWKS URL is fetched again; sooner after a failure.
@@ -37,8 +37,8 @@ const MAX_CACHED: usize = 10_000;
 /// `users:` of the configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct UsersConfig {
-    pub jwt: Option<JwtConfig>,
+pub(crate) struct UsersConfig {
+    pub(crate) jwt: Option<JwtConfig>,
 }
 
 /// `users.jwt:`.
@@ -58,7 +58,7 @@ pub struct JwtConfig {
 impl JwtConfig {
     /// The settings' own shape, without reading or fetching anything: one
     /// of `jwks_file` or `jwks_url`, and a URL that parses.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         match (&self.jwks_file, &self.jwks_url) {
             (Some(_), None) => Ok(()),
             (None, Some(url)) => match url::Url::parse(url) {
@@ -117,7 +117,7 @@ impl std::fmt::Debug for UserVerifier {
 
 impl UserVerifier {
     /// From the configuration; a JWKS file is read now (an error names the
-    /// file). A URL is fetched by [`UserVerifier::keep_keys_fresh`].
+    /// file). A URL is fetched by `UserVerifier::keep_keys_fresh`.
     pub fn new(config: JwtConfig) -> Result<Self, String> {
         config.check()?;
         let header = config.header.clone().unwrap_or_else(|| DEFAULT_USER_HEADER.to_owned()).to_ascii_lowercase();
@@ -133,12 +133,12 @@ impl UserVerifier {
     }
 
     /// The metadata header that carries the token (lowercase).
-    pub fn header(&self) -> &str {
+    pub(crate) fn header(&self) -> &str {
         &self.header
     }
 
     /// The configuration it was built from.
-    pub fn config(&self) -> &JwtConfig {
+    pub(crate) fn config(&self) -> &JwtConfig {
         &self.config
     }
 
@@ -147,7 +147,7 @@ impl UserVerifier {
     /// failure; a failed refresh keeps the last keys. The refresh ends by
     /// itself once the verifier is dropped (a reload replaced it). Must run
     /// inside the Tokio runtime.
-    pub fn keep_keys_fresh(self: &Arc<Self>) {
+    pub(crate) fn keep_keys_fresh(self: &Arc<Self>) {
         let Some(url) = self.config.jwks_url.clone() else { return };
         let verifier = Arc::downgrade(self);
         let client = match crate::tls::client_builder().timeout(Duration::from_secs(5)).build() {

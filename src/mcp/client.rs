@@ -46,7 +46,7 @@ impl ClientHandler for Notifier {
     }
 }
 
-pub struct Connection {
+pub(crate) struct Connection {
     service: RunningService<RoleClient, Notifier>,
     /// The stdio server's process (group leader); `None` over HTTP.
     child: Option<Box<dyn ChildWrapper>>,
@@ -54,7 +54,7 @@ pub struct Connection {
 
 impl Connection {
     /// Starts the server (or opens the HTTP session) and initializes it.
-    pub async fn open(
+    pub(crate) async fn open(
         spec: &McpServer,
         inherited: &Inherited,
         events: mpsc::UnboundedSender<Event>,
@@ -109,18 +109,18 @@ impl Connection {
         }
     }
 
-    pub fn peer(&self) -> Peer<RoleClient> {
+    pub(crate) fn peer(&self) -> Peer<RoleClient> {
         self.service.peer().clone()
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.service.is_closed() || self.service.peer().is_transport_closed()
     }
 
     /// Ends the connection. A stdio server's stdin is closed; it gets
     /// [`EXIT_GRACE`] to exit, then SIGTERM and as long again; then its whole
     /// process group is killed, so nothing it started outlives it.
-    pub async fn close(mut self) {
+    pub(crate) async fn close(mut self) {
         let _ = self.service.close().await;
         if let Some(child) = self.child.take() {
             end(child).await;
@@ -141,7 +141,7 @@ async fn end(mut child: Box<dyn ChildWrapper>) {
 }
 
 /// A listed tool, as the catalogue takes it.
-pub fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
+pub(crate) fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
     let hints = tool.annotations.as_ref();
     let hint = |f: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| hints.and_then(f).unwrap_or(false);
     McpToolInfo {

@@ -32,20 +32,20 @@ use crate::{
 use client::Connection;
 
 /// The `_meta` keys that tell a tool who calls.
-pub const PRINCIPAL_META: &str = "toolgate/principal";
-pub const USER_META: &str = "toolgate/user";
+pub(crate) const PRINCIPAL_META: &str = "toolgate/principal";
+pub(crate) const USER_META: &str = "toolgate/user";
 
 /// What a call's `_meta` carries: the trace context, and who calls.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CallMeta<'a> {
-    pub traceparent: Option<&'a str>,
-    pub principal: Option<&'a str>,
-    pub user: Option<&'a str>,
+pub(crate) struct CallMeta<'a> {
+    pub(crate) traceparent: Option<&'a str>,
+    pub(crate) principal: Option<&'a str>,
+    pub(crate) user: Option<&'a str>,
 }
 
 /// Why a `tools/call` gave no result.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum McpError {
+pub(crate) enum McpError {
     /// The tool answered `isError: true`: its own refusal, its text unchanged.
     #[error("{0}")]
     Refused(String),
@@ -60,14 +60,14 @@ pub enum McpError {
 
 /// Something a server told us without being asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Event {
+pub(crate) enum Event {
     /// `notifications/tools/list_changed`, or a reconnect after the server
     /// died: its tools may differ.
     ToolsChanged(String),
 }
 
 /// The connections to every MCP server of a catalogue.
-pub struct McpPool {
+pub(crate) struct McpPool {
     servers: std::sync::RwLock<HashMap<String, Arc<Server>>>,
     events: mpsc::UnboundedSender<Event>,
     /// What a stdio server inherits from the gateway's environment.
@@ -85,20 +85,20 @@ struct Server {
 /// connections, which are new (or changed) and connected but not yet in the
 /// pool, which go. Applied with [`McpPool::apply`] or dropped with
 /// [`Plan::abandon`].
-pub struct Plan {
+pub(crate) struct Plan {
     kept: Vec<String>,
     fresh: HashMap<String, Arc<Server>>,
 }
 
 impl Plan {
     /// The servers that keep their connections (their listings stay).
-    pub fn kept(&self) -> &[String] {
+    pub(crate) fn kept(&self) -> &[String] {
         &self.kept
     }
 
     /// Connects every new or changed server and lists its tools, all at
     /// once, each within its startup timeout.
-    pub async fn list_fresh(&self) -> Vec<McpListing> {
+    pub(crate) async fn list_fresh(&self) -> Vec<McpListing> {
         let listings = self
             .fresh
             .iter()
@@ -107,26 +107,26 @@ impl Plan {
     }
 
     /// Ends the connections of a plan that is not applied.
-    pub async fn abandon(self) {
+    pub(crate) async fn abandon(self) {
         join_all(self.fresh.values().map(|server| server.disconnect())).await;
     }
 }
 
 /// Servers taken out of the pool, to end once nothing uses them.
-pub struct Retired(Vec<Arc<Server>>);
+pub(crate) struct Retired(Vec<Arc<Server>>);
 
 impl Retired {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// The names of the servers, for the log.
-    pub fn names(&self) -> Vec<String> {
+    pub(crate) fn names(&self) -> Vec<String> {
         self.0.iter().map(|s| s.spec.name.clone()).collect()
     }
 
     /// Ends their connections, as on exit.
-    pub async fn end(self) {
+    pub(crate) async fn end(self) {
         join_all(self.0.iter().map(|server| server.disconnect())).await;
     }
 }
@@ -134,7 +134,7 @@ impl Retired {
 impl McpPool {
     /// A pool for `servers`; nothing connects until asked. Events arrive on
     /// the receiver. Stdio servers get `inherited` and their own `env`.
-    pub fn new(servers: &[McpServer], inherited: &Inherited) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
+    pub(crate) fn new(servers: &[McpServer], inherited: &Inherited) -> (Arc<Self>, mpsc::UnboundedReceiver<Event>) {
         let (events, receiver) = mpsc::unbounded_channel();
         let pool = Self { servers: Default::default(), events, inherited: inherited.clone() };
         let servers = servers.iter().map(|spec| (spec.name.clone(), pool.server(spec))).collect();
@@ -152,7 +152,7 @@ impl McpPool {
     }
 
     /// Whether the pool has a server of this name.
-    pub fn has(&self, name: &str) -> bool {
+    pub(crate) fn has(&self, name: &str) -> bool {
         self.servers.read().expect("not poisoned").contains_key(name)
     }
 
@@ -162,7 +162,7 @@ impl McpPool {
 
     /// Connects to every server and lists its tools, all at once, each within
     /// its startup timeout.
-    pub async fn list_all(&self) -> Vec<McpListing> {
+    pub(crate) async fn list_all(&self) -> Vec<McpListing> {
         let servers: Vec<(String, Arc<Server>)> =
             self.servers.read().expect("not poisoned").iter().map(|(n, s)| (n.clone(), Arc::clone(s))).collect();
         let listings = servers
@@ -173,7 +173,7 @@ impl McpPool {
 
     /// Connects (if needed) and lists one server's tools, within its startup
     /// timeout. The error says why, for the operator's log.
-    pub async fn list(&self, name: &str) -> Result<Vec<McpToolInfo>, String> {
+    pub(crate) async fn list(&self, name: &str) -> Result<Vec<McpToolInfo>, String> {
         let server = self.get(name).ok_or_else(|| format!("no MCP server named '{name}'"))?;
         server.list().await
     }
@@ -181,7 +181,7 @@ impl McpPool {
     /// What moving to `specs` means: a server whose transport and startup
     /// timeout are unchanged keeps its connection; a new or changed one gets
     /// a fresh, unconnected server outside the pool.
-    pub fn plan(&self, specs: &[McpServer]) -> Plan {
+    pub(crate) fn plan(&self, specs: &[McpServer]) -> Plan {
         let current = self.servers.read().expect("not poisoned");
         let mut plan = Plan { kept: Vec::new(), fresh: HashMap::new() };
         for spec in specs {
@@ -202,7 +202,7 @@ impl McpPool {
     /// Makes the plan's servers the pool's; the servers that left it
     /// (removed, or replaced by a changed one) are returned, still connected,
     /// for calls in flight on them to finish.
-    pub fn apply(&self, plan: Plan) -> Retired {
+    pub(crate) fn apply(&self, plan: Plan) -> Retired {
         let mut servers = self.servers.write().expect("not poisoned");
         let mut next: HashMap<String, Arc<Server>> = HashMap::new();
         for name in plan.kept {
@@ -217,7 +217,7 @@ impl McpPool {
 
     /// Calls `tool` on `server` with validated arguments. The result is JSON
     /// text; an `isError` result is the tool's own refusal.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         server: &str,
         tool: &str,
@@ -264,7 +264,7 @@ impl McpPool {
     }
 
     /// Ends every connection; child processes are asked to exit, then killed.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         let servers: Vec<Arc<Server>> = self.servers.read().expect("not poisoned").values().cloned().collect();
         join_all(servers.iter().map(|server| server.disconnect())).await;
     }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::McpError;
 
-pub fn answer(result: &CallToolResult) -> Result<String, McpError> {
+pub(crate) fn answer(result: &CallToolResult) -> Result<String, McpError> {
     let value = serde_json::to_value(result).unwrap_or_default();
     let content: &[Value] = value.get("content").and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
     let texts: Vec<&str> = content.iter().filter(|c| c["type"] == "text").filter_map(|c| c["text"].as_str()).collect();

@@ -5,7 +5,7 @@
 //! The only module that starts processes (a lint enforces it). A leaf: it
 //! knows nothing of the catalogue or of tools.
 
-pub mod supervise;
+pub(crate) mod supervise;
 
 use std::{
     path::{Path, PathBuf},
@@ -27,7 +27,7 @@ pub const PASSED_ENV: &[&str] = &["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDI
 /// variables that are set, read once; and the supervisor that contains
 /// command tools, if there is one.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Inherited {
+pub(crate) struct Inherited {
     vars: Vec<(String, String)>,
     /// The `toolgate` binary, run as `toolgate supervise -- PROGRAM …`
     /// around each command tool ([`supervise`]).
@@ -35,7 +35,7 @@ pub struct Inherited {
 }
 
 impl Inherited {
-    pub fn from_env(env: &Env) -> Self {
+    pub(crate) fn from_env(env: &Env) -> Self {
         let vars = PASSED_ENV.iter().filter_map(|k| Some(((*k).to_owned(), env.get(k)?.to_owned()))).collect();
         Self { vars, supervisor: None }
     }
@@ -43,7 +43,7 @@ impl Inherited {
     /// Command tools run under `binary supervise`, so that nothing they
     /// start outlives their call (see [`supervise`]). Without one, the
     /// process group is all that holds them.
-    pub fn supervised_by(mut self, binary: PathBuf) -> Self {
+    pub(crate) fn supervised_by(mut self, binary: PathBuf) -> Self {
         self.supervisor = Some(binary);
         self
     }
@@ -52,7 +52,7 @@ impl Inherited {
 /// Starts `program` with its stdio piped, in a process group it leads (so the
 /// group can be ended whole), killed if its handle is dropped. Its
 /// environment is `inherited`, then `env`, and nothing else.
-pub fn spawn<'a>(
+pub(crate) fn spawn<'a>(
     program: &Path,
     args: &[String],
     cwd: &Path,
@@ -86,13 +86,13 @@ const SUPERVISOR_GRACE: Duration = Duration::from_secs(2);
 /// left the group included), and the process group is killed if it has not
 /// ended within 2 s (`SUPERVISOR_GRACE`); without a supervisor the group is
 /// killed at once.
-pub struct CallProcess {
+pub(crate) struct CallProcess {
     child: Option<Box<dyn ChildWrapper>>,
     supervised: bool,
 }
 
 impl CallProcess {
-    pub fn child(&mut self) -> &mut dyn ChildWrapper {
+    pub(crate) fn child(&mut self) -> &mut dyn ChildWrapper {
         self.child.as_deref_mut().expect("present until dropped")
     }
 }
@@ -127,7 +127,7 @@ impl Drop for CallProcess {
 
 /// Starts a command tool for one call: like [`spawn`], under the
 /// supervisor when `inherited` names one.
-pub fn spawn_call<'a>(
+pub(crate) fn spawn_call<'a>(
     program: &Path,
     args: &[String],
     cwd: &Path,
@@ -151,7 +151,7 @@ const MAX_LINE: usize = 1024;
 /// Reads `stderr` to its end and hands each line (cut to 1 KiB, lossily
 /// decoded) to `log`, until `max_total` bytes were logged; the rest is read
 /// and dropped, so the child never blocks on a full pipe.
-pub async fn log_lines(mut stderr: impl AsyncRead + Unpin, max_total: usize, log: impl Fn(&str)) {
+pub(crate) async fn log_lines(mut stderr: impl AsyncRead + Unpin, max_total: usize, log: impl Fn(&str)) {
     let (mut buffer, mut line, mut logged) = ([0u8; 8192], Vec::with_capacity(MAX_LINE), 0usize);
     let mut flush = |line: &mut Vec<u8>| {
         if !line.is_empty() && logged < max_total {

@@ -17,10 +17,10 @@ use rustix::process::{getpid, kill_process, set_child_subreaper, wait, Pid, Sign
 
 /// The exit code when the tool could not be started (as a shell's "command
 /// not found").
-pub const CANNOT_START: u8 = 127;
+pub(crate) const CANNOT_START: u8 = 127;
 
 /// Runs the tool `command` (program, then its arguments) under supervision.
-pub fn run(command: &[OsString]) -> ExitCode {
+pub(crate) fn run(command: &[OsString]) -> ExitCode {
     let Some((program, args)) = command.split_first() else {
         return ExitCode::from(CANNOT_START);
     };

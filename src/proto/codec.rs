@@ -14,7 +14,7 @@ use tonic_prost::ProstCodec;
 
 /// Drop-in for `tonic_prost::ProstCodec` (set as the codec in `build.rs`).
 #[derive(Debug, Clone)]
-pub struct ProtoCodec<T, U> {
+pub(crate) struct ProtoCodec<T, U> {
     inner: ProstCodec<T, U>,
     _pd: PhantomData<(T, U)>,
 }
@@ -46,7 +46,7 @@ where
 
 /// Maps a decode failure to INVALID_ARGUMENT.
 #[derive(Debug)]
-pub struct MalformedIsInvalid<D>(D);
+pub(crate) struct MalformedIsInvalid<D>(D);
 
 impl<D: Decoder<Error = Status>> Decoder for MalformedIsInvalid<D> {
     type Item = D::Item;

@@ -1,8 +1,8 @@
 //! The generated protobuf and gRPC code of `proto/toolgate/v1/toolgate.proto`,
 //! and its encoded descriptor set for server reflection. A leaf: the
-//! generated code uses only [`codec`].
+//! generated code uses only `codec`.
 
-pub mod codec;
+pub(crate) mod codec;
 
 #[allow(clippy::all, clippy::pedantic, missing_docs, rustdoc::all)]
 pub mod v1 {
@@ -10,7 +10,7 @@ pub mod v1 {
 }
 
 /// The encoded `FileDescriptorSet` of the contract, served by reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_descriptor.bin"));
+pub(crate) const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/toolgate_descriptor.bin"));
 
 /// The fully qualified gRPC service name, as health checks name it.
 pub const SERVICE_NAME: &str = "toolgate.v1.ToolGatewayService";

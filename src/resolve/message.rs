@@ -4,16 +4,16 @@
 use std::fmt::Write;
 
 /// An emitted name is cut to this many characters before quoting.
-pub const MAX_QUOTED_CHARS: usize = 64;
+pub(crate) const MAX_QUOTED_CHARS: usize = 64;
 
 /// The first this many unknown names are spelled out in a message and in
 /// status details; the rest are counted.
-pub const MAX_REPORTED_UNKNOWN: usize = 20;
+pub(crate) const MAX_REPORTED_UNKNOWN: usize = 20;
 
 /// Quotes a name as a model or agent emitted it: cut to 64 characters (then
 /// `…`), control, bidirectional-formatting and invisible characters escaped
 /// (`\u202e`, `\u200b`), in single quotes.
-pub fn quote_emitted(name: &str) -> String {
+pub(crate) fn quote_emitted(name: &str) -> String {
     let mut out = String::with_capacity(name.len().min(256) + 2);
     out.push('\'');
     let mut chars = name.chars();
@@ -37,7 +37,7 @@ fn needs_escape(c: char) -> bool {
 
 /// Characters that reorder the text around them (a name or message that
 /// reads one way and runs another).
-pub fn is_bidi_control(c: char) -> bool {
+pub(crate) fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
@@ -45,12 +45,12 @@ pub fn is_bidi_control(c: char) -> bool {
 /// soft hyphen, zero-width space, word joiner, byte-order mark, Mongolian
 /// vowel separator, invisible operators. (Zero-width joiners stay: scripts
 /// and emoji need them.)
-pub fn is_invisible(c: char) -> bool {
+pub(crate) fn is_invisible(c: char) -> bool {
     matches!(c, '\u{00ad}' | '\u{180e}' | '\u{200b}' | '\u{2060}'..='\u{2064}' | '\u{feff}')
 }
 
 /// Catalogue names (known safe) as `'a'`, `'a' or 'b'`, `'a', 'b' or 'c'`.
-pub fn or_list<S: AsRef<str>>(names: &[S]) -> String {
+pub(crate) fn or_list<S: AsRef<str>>(names: &[S]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("'{}'", n.as_ref())).collect();
     match quoted.split_last() {
         None => String::new(),
@@ -60,13 +60,13 @@ pub fn or_list<S: AsRef<str>>(names: &[S]) -> String {
 }
 
 /// A list printed like Python's: `['a', 'b']`.
-pub fn python_list<S: AsRef<str>>(names: &[S]) -> String {
+pub(crate) fn python_list<S: AsRef<str>>(names: &[S]) -> String {
     let quoted: Vec<String> = names.iter().map(|n| format!("'{}'", n.as_ref())).collect();
     format!("[{}]", quoted.join(", "))
 }
 
 /// `Unknown tool 'web_serch'. Did you mean 'web_search' or 'exa_search'? Run 'toolgate tools list'.`
-pub fn unknown_name_sentence(name: &str, suggestions: &[String]) -> String {
+pub(crate) fn unknown_name_sentence(name: &str, suggestions: &[String]) -> String {
     let quoted = quote_emitted(name);
     match suggestions.is_empty() {
         true => format!("Unknown tool {quoted}. Run 'toolgate tools list'."),
@@ -76,7 +76,7 @@ pub fn unknown_name_sentence(name: &str, suggestions: &[String]) -> String {
 
 /// The Resolve warning: one sentence for each of the first `shown` unknown
 /// names, joined by a space; the rest are counted (`… and 5 more unknown names.`).
-pub fn resolve_warning(unknown: &[(&str, &[String])], shown: usize) -> String {
+pub(crate) fn resolve_warning(unknown: &[(&str, &[String])], shown: usize) -> String {
     let mut sentences: Vec<String> =
         unknown.iter().take(shown).map(|(name, s)| unknown_name_sentence(name, s)).collect();
     if unknown.len() > shown {

@@ -6,30 +6,30 @@
 //! this module applies them to a [`Catalog`], words what it found, and never
 //! touches the network or the clock.
 
-pub mod message;
+pub(crate) mod message;
 mod set;
 
 use std::collections::HashSet;
 
 use crate::catalog::{Catalog, Name, Target, ToolId};
 
-pub use set::AvailableSet;
+pub(crate) use set::AvailableSet;
 
 /// Resolve suggests up to this many names per unknown name…
-pub const RESOLVE_SUGGESTIONS: usize = 3;
+pub(crate) const RESOLVE_SUGGESTIONS: usize = 3;
 /// …each at least this similar (difflib's `get_close_matches` default).
-pub const RESOLVE_CUTOFF: f64 = 0.6;
+pub(crate) const RESOLVE_CUTOFF: f64 = 0.6;
 
 /// Requests may name at most this many tools, aliases or toolsets.
-pub const MAX_NAMES: usize = 10_000;
+pub(crate) const MAX_NAMES: usize = 10_000;
 /// A requested name may be at most this long in bytes: far beyond any real
 /// name (64 characters), small enough that answers stay small.
-pub const MAX_NAME_BYTES: usize = 1024;
+pub(crate) const MAX_NAME_BYTES: usize = 1024;
 
 /// A name that matched nothing, with the names it may have meant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unknown {
-    pub name: String,
+    pub(crate) name: String,
     pub suggestions: Vec<String>,
 }
 
@@ -72,7 +72,7 @@ pub enum NamesError {
 }
 
 /// Checks the shape of a list of names (`field` names the request field).
-pub fn check_names(field: &'static str, names: &[String]) -> Result<(), NamesError> {
+pub(crate) fn check_names(field: &'static str, names: &[String]) -> Result<(), NamesError> {
     if names.len() > MAX_NAMES {
         return Err(NamesError::TooMany { count: names.len() });
     }
@@ -89,7 +89,7 @@ pub fn check_names(field: &'static str, names: &[String]) -> Result<(), NamesErr
 
 /// Requests naming more than this many names resolve on the blocking pool,
 /// so a huge request never stalls the runtime's workers.
-pub const INLINE_NAMES: usize = 64;
+pub(crate) const INLINE_NAMES: usize = 64;
 
 /// Resolves tool, alias and toolset names exactly; unknown names get up to 3
 /// suggestions (similarity at least 0.6, best first).
@@ -100,7 +100,7 @@ pub fn resolve<S: AsRef<str>>(catalog: &Catalog, names: &[S]) -> Resolution {
 /// [`resolve`], with suggestions for the first `suggested` unknown names
 /// only: those a message will show. Suggesting is the costly part of a miss;
 /// a request of thousands of unknown names costs lookups, not searches.
-pub fn resolve_suggesting<S: AsRef<str>>(catalog: &Catalog, names: &[S], suggested: usize) -> Resolution {
+pub(crate) fn resolve_suggesting<S: AsRef<str>>(catalog: &Catalog, names: &[S], suggested: usize) -> Resolution {
     resolve_within(catalog, names, suggested, &|_| true)
 }
 
@@ -109,7 +109,7 @@ pub fn resolve_suggesting<S: AsRef<str>>(catalog: &Catalog, names: &[S], suggest
 /// or of a toolset with none of its tools inside them, is unknown, and only
 /// visible names are suggested. A caller cannot learn that a tool it may
 /// not use exists.
-pub fn resolve_within<S: AsRef<str>>(
+pub(crate) fn resolve_within<S: AsRef<str>>(
     catalog: &Catalog,
     names: &[S],
     suggested: usize,

@@ -6,7 +6,7 @@ use crate::catalog::{Catalog, ToolId};
 
 /// The tools a call may use.
 #[derive(Clone, Debug)]
-pub enum AvailableSet {
+pub(crate) enum AvailableSet {
     /// Every tool of the catalogue.
     All,
     /// These tools (one bit per tool id).
@@ -21,7 +21,7 @@ impl AvailableSet {
     ///
     /// Only the unknown names a strict answer shows get suggestions (none
     /// when not `strict`: the call goes ahead without them).
-    pub fn of(catalog: &Catalog, names: &[String], strict: bool, within: &AvailableSet) -> (Self, Resolution) {
+    pub(crate) fn of(catalog: &Catalog, names: &[String], strict: bool, within: &AvailableSet) -> (Self, Resolution) {
         if names.is_empty() {
             return (within.clone(), Resolution::default());
         }
@@ -31,7 +31,7 @@ impl AvailableSet {
     }
 
     /// The set of exactly these tools.
-    pub fn of_tools(catalog: &Catalog, tools: &[ToolId]) -> Self {
+    pub(crate) fn of_tools(catalog: &Catalog, tools: &[ToolId]) -> Self {
         let mut bits = vec![0u64; catalog.tools().len().div_ceil(64)];
         for id in tools {
             bits[id.0 as usize / 64] |= 1 << (id.0 % 64);
@@ -39,7 +39,7 @@ impl AvailableSet {
         AvailableSet::Only(bits)
     }
 
-    pub fn contains(&self, id: ToolId) -> bool {
+    pub(crate) fn contains(&self, id: ToolId) -> bool {
         match self {
             AvailableSet::All => true,
             AvailableSet::Only(bits) => bits.get(id.0 as usize / 64).is_some_and(|w| w & (1 << (id.0 % 64)) != 0),

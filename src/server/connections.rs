@@ -67,7 +67,7 @@ impl Default for ConnectionSettings {
 }
 
 /// Three quarters of the soft file-descriptor limit, between 16 and 10,000.
-pub fn default_max_connections() -> usize {
+pub(crate) fn default_max_connections() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     limit.map_or(10_000, |n| (n.min(1 << 20) as usize * 3 / 4).clamp(16, 10_000))
 }
@@ -80,7 +80,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 /// The open connections, by peer address, with their calls in flight.
 #[derive(Default)]
-pub struct Registry {
+pub(crate) struct Registry {
     open: Mutex<HashMap<SocketAddr, Arc<Calls>>>,
 }
 
@@ -90,7 +90,7 @@ impl Registry {
     }
 
     /// Connections open now.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
@@ -115,7 +115,7 @@ fn now_millis() -> u64 {
 }
 
 /// Accepted connections of a listener, as [`ConnectionSettings`] say.
-pub struct Incoming {
+pub(crate) struct Incoming {
     listener: TcpListener,
     settings: Arc<ConnectionSettings>,
     registry: Arc<Registry>,
@@ -130,7 +130,7 @@ pub struct Incoming {
 }
 
 impl Incoming {
-    pub fn new(listener: TcpListener, settings: ConnectionSettings, registry: Arc<Registry>) -> Self {
+    pub(crate) fn new(listener: TcpListener, settings: ConnectionSettings, registry: Arc<Registry>) -> Self {
         let permits = Arc::new(Semaphore::new(settings.max_connections));
         Self {
             listener,
@@ -264,7 +264,7 @@ impl futures::Stream for Incoming {
 
 /// One accepted connection: closed if it sends nothing within the handshake
 /// timeout, or has no call for the idle timeout.
-pub struct Conn {
+pub(crate) struct Conn {
     io: TcpStream,
     connect_info: TcpConnectInfo,
     peer: SocketAddr,
@@ -280,7 +280,7 @@ pub struct Conn {
 impl Conn {
     /// Whether `TCP_NODELAY` is set on the socket.
     #[cfg(test)]
-    pub fn nodelay(&self) -> io::Result<bool> {
+    pub(crate) fn nodelay(&self) -> io::Result<bool> {
         self.io.nodelay()
     }
 
@@ -379,12 +379,12 @@ impl AsyncWrite for Conn {
 /// request to the end of its response body, so that [`Conn`] can tell an
 /// idle connection from a busy one.
 #[derive(Clone)]
-pub struct TrackCalls {
+pub(crate) struct TrackCalls {
     registry: Arc<Registry>,
 }
 
 impl TrackCalls {
-    pub fn new(registry: Arc<Registry>) -> Self {
+    pub(crate) fn new(registry: Arc<Registry>) -> Self {
         Self { registry }
     }
 }
@@ -398,13 +398,13 @@ impl<S> tower::Layer<S> for TrackCalls {
 }
 
 #[derive(Clone)]
-pub struct Tracked<S> {
+pub(crate) struct Tracked<S> {
     inner: S,
     registry: Arc<Registry>,
 }
 
 /// One call in flight on a connection; dropped with the response body.
-pub struct CallGuard(Arc<Calls>);
+pub(crate) struct CallGuard(Arc<Calls>);
 
 impl CallGuard {
     fn new(calls: Arc<Calls>) -> Self {
@@ -447,7 +447,7 @@ where
 
 pin_project_lite::pin_project! {
     /// The inner service's response, its body then given the call's guard.
-    pub struct Responding<F> {
+    pub(crate) struct Responding<F> {
         #[pin]
         response: F,
         guard: Option<CallGuard>,
@@ -469,7 +469,7 @@ where
 }
 
 /// A response body that holds its call's [`CallGuard`] until it is done.
-pub struct Guarded {
+pub(crate) struct Guarded {
     body: tonic::body::Body,
     _guard: Option<CallGuard>,
 }

@@ -26,7 +26,7 @@ use super::connections::{Conn, Incoming};
 use crate::config::TlsConfig;
 
 /// The listener's TLS configuration, replaced whole on reload.
-pub struct ServerTls {
+pub(crate) struct ServerTls {
     files: TlsConfig,
     config: ArcSwap<ServerConfig>,
 }
@@ -34,14 +34,14 @@ pub struct ServerTls {
 impl ServerTls {
     /// Reads the certificate chain, key and client CA; the error names the
     /// file and what is wrong with it.
-    pub fn load(files: &TlsConfig) -> Result<Self, String> {
+    pub(crate) fn load(files: &TlsConfig) -> Result<Self, String> {
         let config = build(files)?;
         Ok(Self { files: files.clone(), config: ArcSwap::from_pointee(config) })
     }
 
     /// Reads the files again (certificate rotation). On an error the
     /// configuration in use stays, and the error says why.
-    pub fn reload(&self) -> Result<(), String> {
+    pub(crate) fn reload(&self) -> Result<(), String> {
         self.config.store(Arc::new(build(&self.files)?));
         Ok(())
     }
@@ -91,7 +91,7 @@ type Handshake = Pin<Box<dyn std::future::Future<Output = Option<TlsStream<Conn>
 /// The accepted connections of [`Incoming`], each through its TLS handshake
 /// (bounded by the handshake timeout) before it is handed to the server.
 /// Handshakes run side by side; one slow client holds up no other.
-pub struct TlsIncoming {
+pub(crate) struct TlsIncoming {
     inner: Incoming,
     tls: Arc<ServerTls>,
     handshake_timeout: Duration,
@@ -100,7 +100,7 @@ pub struct TlsIncoming {
 }
 
 impl TlsIncoming {
-    pub fn new(inner: Incoming, tls: Arc<ServerTls>, handshake_timeout: Duration) -> Self {
+    pub(crate) fn new(inner: Incoming, tls: Arc<ServerTls>, handshake_timeout: Duration) -> Self {
         Self { inner, tls, handshake_timeout, handshakes: FuturesUnordered::new(), inner_done: false }
     }
 }

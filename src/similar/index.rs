@@ -137,14 +137,6 @@ impl<T: PartialEq> SuggestIndex<T> {
         Self { entries, lengths, longest, postings }
     }
 
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
     /// The best `limit` targets whose names reach `cutoff` against `query`,
     /// among the targets that `accept`, best first, each target once (with the
     /// score of its nearest name). Names tied with the last one kept are kept

@@ -8,18 +8,19 @@
 
 mod index;
 mod normalise;
-pub mod residue;
+pub(crate) mod residue;
 
-pub use index::{similarity, SuggestIndex, Suggestion};
-pub use normalise::{folded, normalised_key, strip_namespace, INVENTED_NAMESPACES};
+pub use index::SuggestIndex;
+pub use index::{similarity, Suggestion};
+pub(crate) use normalise::normalised_key;
 
 /// Operator-facing suggestions (catalogue keys, names, packs) need at least
 /// this similarity (difflib's `get_close_matches` default).
-pub const NEAR: f64 = 0.6;
+pub(crate) const NEAR: f64 = 0.6;
 
 /// The nearest of `candidates` to `name` (similarity at least [`NEAR`]),
 /// ties to the first in sort order.
-pub fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
+pub(crate) fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) -> Option<&'c str> {
     let mut best: Option<(f64, &str)> = None;
     for candidate in candidates {
         let score = similarity(name, candidate);
@@ -37,7 +38,7 @@ pub fn nearest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) ->
 /// The one "did you mean" sentence of operator-facing messages:
 /// `{statement}, did you mean '{nearest}'?` when a candidate is near `name`,
 /// else `{statement}{otherwise}` (`otherwise` may list what exists).
-pub fn did_you_mean<'c>(
+pub(crate) fn did_you_mean<'c>(
     statement: &str,
     name: &str,
     candidates: impl IntoIterator<Item = &'c str>,

@@ -5,14 +5,14 @@
 
 /// Namespaces that models invent in front of a tool name, matched
 /// case-insensitively. `mcp__<server>__` is handled beside them.
-pub const INVENTED_NAMESPACES: &[&str] = &["functions.", "default_api.", "tools.", "tool."];
+pub(crate) const INVENTED_NAMESPACES: &[&str] = &["functions.", "default_api.", "tools.", "tool."];
 
 /// Characters that separate words in a tool name and are dropped from its key.
 const SEPARATORS: &[char] = &['_', '-', ' ', '.'];
 
 /// Removes one leading invented namespace (`functions.`, `default_api.`,
 /// `tools.`, `tool.` or `mcp__<server>__`), if the rest is not empty.
-pub fn strip_namespace(name: &str) -> &str {
+pub(crate) fn strip_namespace(name: &str) -> &str {
     for prefix in INVENTED_NAMESPACES {
         if let Some(rest) = strip_prefix_ignore_ascii_case(name, prefix) {
             if !rest.is_empty() {
@@ -36,13 +36,13 @@ pub fn strip_namespace(name: &str) -> &str {
 ///
 /// `WebSearch`, `web-search` and `functions.web_search` all have the key
 /// `websearch`.
-pub fn normalised_key(name: &str) -> String {
+pub(crate) fn normalised_key(name: &str) -> String {
     strip_namespace(name).chars().filter(|c| !SEPARATORS.contains(c)).flat_map(char::to_lowercase).collect()
 }
 
 /// The form in which names are compared for suggestions: the namespace
 /// stripped and lower-cased, separators kept.
-pub fn folded(name: &str) -> String {
+pub(crate) fn folded(name: &str) -> String {
     strip_namespace(name).to_lowercase()
 }
 

@@ -18,24 +18,24 @@
 /// Words that templates and constrained decoders put beside a tool name:
 /// format markers (`<|constrain|>json`), channel names (`<|channel|>
 /// commentary`) and the speaker of a turn. Compared ignoring ASCII case.
-pub const RESIDUE_WORDS: &[&str] = &["json", "commentary", "analysis", "final", "assistant"];
+pub(crate) const RESIDUE_WORDS: &[&str] = &["json", "commentary", "analysis", "final", "assistant"];
 
 /// One word of an emitted name and what its place says about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Word<'a> {
-    pub text: &'a str,
+pub(crate) struct Word<'a> {
+    pub(crate) text: &'a str,
     /// Its place marks it as markup, never a name by itself: inside `[…]`
     /// (`[TOOL_CALLS]`), a tag name (`<tool_call>`, `</function>`), an
     /// attribute key (`to=`, `function=`), only digits (a call index,
     /// `name:0`), or one of [`RESIDUE_WORDS`].
-    pub markup: bool,
+    pub(crate) markup: bool,
     /// Followed directly by `.`, `:` or `::` and another word, not a call
     /// index (`functions.x`, `ns:x`; not `x:0`): a namespace, unless it
     /// names a tool itself.
-    pub namespace: bool,
+    pub(crate) namespace: bool,
     /// How many special tokens (`<|…|>`) come before it. Words of another
     /// region than the tool's are what a template put around the name.
-    pub region: usize,
+    pub(crate) region: usize,
 }
 
 fn is_name_char(c: char) -> bool {
@@ -44,7 +44,7 @@ fn is_name_char(c: char) -> bool {
 
 /// The words of `emitted`, in order, with their places; special tokens
 /// (`<|…|>`) are dropped whole.
-pub fn words(emitted: &str) -> Vec<Word<'_>> {
+pub(crate) fn words(emitted: &str) -> Vec<Word<'_>> {
     let mut words = Vec::new();
     let mut region = 0;
     let mut at = 0;
@@ -86,7 +86,7 @@ fn starts_with_word(text: &str) -> bool {
 /// word that is neither markup nor a namespace, if there is exactly one
 /// (`<|channel|>get_wether json` → `get_wether`). For suggestions when no
 /// tool is named.
-pub fn cleaned<'a>(words: &[Word<'a>]) -> Option<&'a str> {
+pub(crate) fn cleaned<'a>(words: &[Word<'a>]) -> Option<&'a str> {
     let mut plain = words.iter().filter(|w| !w.markup && !w.namespace);
     match (plain.next(), plain.next()) {
         (Some(one), None) => Some(one.text),
@@ -96,7 +96,7 @@ pub fn cleaned<'a>(words: &[Word<'a>]) -> Option<&'a str> {
 
 /// The tool parts of a word in the MCP-client shape `server__tool`: what
 /// follows each `__` (not at the start or end), longest first.
-pub fn after_double_underscores(word: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn after_double_underscores(word: &str) -> impl Iterator<Item = &str> {
     word.match_indices("__").filter_map(move |(at, _)| {
         let rest = word[at + 2..].trim_start_matches('_');
         (at > 0 && !rest.is_empty()).then_some(rest)

@@ -12,14 +12,14 @@ use std::{
 use super::{BoxFuture, Store, StoreError};
 
 /// Records kept at most, by default.
-pub const DEFAULT_MAX_RECORDS: usize = 100_000;
+pub(crate) const DEFAULT_MAX_RECORDS: usize = 100_000;
 
 enum Entry {
     Record(Vec<u8>),
     Count(u64),
 }
 
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     entries: Mutex<HashMap<String, (Entry, Instant)>>,
     max: usize,
 }
@@ -32,7 +32,7 @@ impl Default for MemoryStore {
 
 impl MemoryStore {
     /// A store of at most `max` records.
-    pub fn with_capacity(max: usize) -> Self {
+    pub(crate) fn with_capacity(max: usize) -> Self {
         Self { entries: Mutex::new(HashMap::new()), max: max.max(1) }
     }
 

@@ -10,26 +10,26 @@
 //! Keys are namespaced by the caller: `toolgate:idem:<scope>:<key>` and
 //! `toolgate:budget:<scope>:<session>:<tool>`.
 
-pub mod memory;
-pub mod redis;
+pub(crate) mod memory;
+pub(crate) mod redis;
 
 use std::{future::Future, pin::Pin, time::Duration};
 
-pub use memory::MemoryStore;
-pub use redis::{check_url, RedisStore};
+pub(crate) use memory::MemoryStore;
+pub(crate) use redis::{check_url, RedisStore};
 
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Why the store could not answer. The caller decides what that means
 /// (idempotency fails closed, budgets fail open).
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub(crate) enum StoreError {
     #[error("the state store is unreachable: {0}")]
     Unavailable(String),
 }
 
 /// Opaque records with a time to live.
-pub trait Store: Send + Sync {
+pub(crate) trait Store: Send + Sync {
     /// Sets `key` to `value` for `ttl` if it is absent: `None`, claimed;
     /// else the record already there.
     fn claim<'a>(
@@ -67,15 +67,15 @@ pub trait Store: Send + Sync {
 /// `state:` of the configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct StateConfig {
+pub(crate) struct StateConfig {
     /// `redis://HOST:6379/0` (or `rediss://`): shared by every replica.
-    pub redis: Option<String>,
+    pub(crate) redis: Option<String>,
     /// How long an idempotency record is kept (default 24 h).
     #[serde(default, with = "humantime_serde_opt")]
-    pub idempotency_ttl: Option<Duration>,
+    pub(crate) idempotency_ttl: Option<Duration>,
     /// How long an idle session's budgets are kept (default 1 h).
     #[serde(default, with = "humantime_serde_opt")]
-    pub session_ttl: Option<Duration>,
+    pub(crate) session_ttl: Option<Duration>,
 }
 
 /// Durations written as `24h`, `90s`.
@@ -84,7 +84,7 @@ mod humantime_serde_opt {
 
     use serde::Deserialize;
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
+    pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
         let text: Option<String> = Option::deserialize(deserializer)?;
         text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom)).transpose()
     }

@@ -20,7 +20,7 @@ const TIMEOUT: Duration = Duration::from_millis(500);
 /// The least time between two connection attempts.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-pub struct RedisStore {
+pub(crate) struct RedisStore {
     client: Client,
     connection: AsyncMutex<Option<ConnectionManager>>,
     last_attempt: Mutex<Option<Instant>>,
@@ -32,7 +32,7 @@ pub struct RedisStore {
 
 /// Whether `url` is a Redis URL this store can use (`redis://`, `rediss://`,
 /// `unix://`): checked without connecting or building anything.
-pub fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     ::redis::IntoConnectionInfo::into_connection_info(url)
         .map(|_| ())
         .map_err(|err| format!("invalid Redis URL: {err}"))
@@ -41,7 +41,7 @@ pub fn check_url(url: &str) -> Result<(), String> {
 impl RedisStore {
     /// For a `redis://` or `rediss://` URL (checked now: a malformed one is
     /// an error); nothing is connected yet.
-    pub fn new(url: &str) -> Result<Self, String> {
+    pub(crate) fn new(url: &str) -> Result<Self, String> {
         let client = Client::open(url).map_err(|err| format!("invalid Redis URL: {err}"))?;
         Ok(Self {
             client,

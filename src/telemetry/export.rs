@@ -84,7 +84,7 @@ impl PushMetricExporter for QuietMetrics {
     }
 }
 
-pub fn tracer_provider(resource: Resource) -> Option<SdkTracerProvider> {
+pub(crate) fn tracer_provider(resource: Resource) -> Option<SdkTracerProvider> {
     let exporter = match opentelemetry_otlp::SpanExporter::builder().with_tonic().build() {
         Ok(exporter) => exporter,
         Err(err) => {
@@ -96,7 +96,7 @@ pub fn tracer_provider(resource: Resource) -> Option<SdkTracerProvider> {
     Some(SdkTracerProvider::builder().with_resource(resource).with_batch_exporter(exporter).build())
 }
 
-pub fn meter_provider(resource: Resource) -> Option<SdkMeterProvider> {
+pub(crate) fn meter_provider(resource: Resource) -> Option<SdkMeterProvider> {
     let exporter = match opentelemetry_otlp::MetricExporter::builder().with_tonic().build() {
         Ok(exporter) => exporter,
         Err(err) => {

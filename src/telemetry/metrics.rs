@@ -75,7 +75,7 @@ impl Metrics {
     }
 
     /// Instruments that record nothing.
-    pub fn disabled() -> Self {
+    pub(crate) fn disabled() -> Self {
         Self::new(&opentelemetry::metrics::noop::NoopMeterProvider::new().meter("toolgate"))
     }
 
@@ -105,7 +105,7 @@ impl Metrics {
 
     /// One finished call: its outcome (`ok` or an error kind) and duration.
     /// `principal` labels it when principals are configured.
-    pub fn call(
+    pub(crate) fn call(
         &self,
         tool: Option<&str>,
         principal: Option<&str>,
@@ -124,37 +124,37 @@ impl Metrics {
         self.duration.record(seconds, &attributes);
     }
 
-    pub fn repair(&self, tool: Option<&str>, kind: &'static str) {
+    pub(crate) fn repair(&self, tool: Option<&str>, kind: &'static str) {
         self.repairs.add(1, &[self.tool(tool), KeyValue::new(semconv::REPAIR_KIND, kind)]);
     }
 
-    pub fn hint(&self, tool: Option<&str>, kind: &'static str) {
+    pub(crate) fn hint(&self, tool: Option<&str>, kind: &'static str) {
         self.hints.add(1, &[self.tool(tool), KeyValue::new(semconv::HINT_KIND, kind)]);
     }
 
-    pub fn violations(&self, tool: Option<&str>, count: usize) {
+    pub(crate) fn violations(&self, tool: Option<&str>, count: usize) {
         self.violations.add(count as u64, &[self.tool(tool)]);
     }
 
-    pub fn replayed(&self, tool: Option<&str>) {
+    pub(crate) fn replayed(&self, tool: Option<&str>) {
         self.replays.add(1, &[self.tool(tool)]);
     }
 
-    pub fn budget_exhausted(&self, tool: Option<&str>) {
+    pub(crate) fn budget_exhausted(&self, tool: Option<&str>) {
         self.exhaustions.add(1, &[self.tool(tool)]);
     }
 
     /// `what`: `idempotency` or `budget`.
-    pub fn store_error(&self, what: &'static str) {
+    pub(crate) fn store_error(&self, what: &'static str) {
         self.state_errors.add(1, &[KeyValue::new(semconv::STATE_USE, what)]);
     }
 
     /// `result`: `ok` or `rejected`.
-    pub fn reload(&self, result: &'static str) {
+    pub(crate) fn reload(&self, result: &'static str) {
         self.reloads.add(1, &[KeyValue::new(semconv::RELOAD_RESULT, result)]);
     }
 
-    pub fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {
+    pub(crate) fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {
         let attributes = [
             KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"),
             KeyValue::new(semconv::RPC_METHOD, method),

@@ -14,10 +14,10 @@
 //! counted at shutdown).
 
 mod export;
-pub mod metrics;
-pub mod propagation;
-pub mod semconv;
-pub mod span;
+pub(crate) mod metrics;
+pub(crate) mod propagation;
+pub(crate) mod semconv;
+pub(crate) mod span;
 
 use std::io::IsTerminal;
 
@@ -53,7 +53,7 @@ impl Observer {
 }
 
 /// The installed telemetry; [`Telemetry::shutdown`] flushes what is pending.
-pub struct Telemetry {
+pub(crate) struct Telemetry {
     traces: Option<SdkTracerProvider>,
     meters: Option<SdkMeterProvider>,
     record_content: bool,
@@ -69,13 +69,13 @@ fn truthy(env: &Env, name: &str) -> bool {
 
 impl Telemetry {
     /// Logs to stderr only (the commands other than `serve`).
-    pub fn logs_only(env: &Env) {
+    pub(crate) fn logs_only(env: &Env) {
         let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
     }
 
     /// Logs, and OTLP export when the environment asks for it. Must run
     /// inside the Tokio runtime (the exporters' gRPC clients live there).
-    pub fn start(env: &Env) -> Self {
+    pub(crate) fn start(env: &Env) -> Self {
         let disabled = truthy(env, "OTEL_SDK_DISABLED");
         let endpoint = set(env, "OTEL_EXPORTER_OTLP_ENDPOINT");
         let wants = |signal: &str, exporter: &str| {
@@ -95,7 +95,7 @@ impl Telemetry {
     }
 
     /// What the executor should record with.
-    pub fn observer(&self) -> Observer {
+    pub(crate) fn observer(&self) -> Observer {
         let metrics = match &self.meters {
             Some(provider) => Metrics::new(&opentelemetry::metrics::MeterProvider::meter(provider, "toolgate")),
             None => Metrics::disabled(),
@@ -105,7 +105,7 @@ impl Telemetry {
     }
 
     /// Flushes pending spans and metrics and stops the exporters.
-    pub fn shutdown(self) {
+    pub(crate) fn shutdown(self) {
         if let Some(traces) = self.traces {
             let _ = traces.shutdown();
         }

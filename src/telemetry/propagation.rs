@@ -38,14 +38,14 @@ impl Extractor for One<'_> {
 
 /// The caller's trace context, from `traceparent` in `headers`; empty when
 /// it is absent or malformed (a span under it starts a new trace).
-pub fn caller(headers: &http::HeaderMap) -> Context {
+pub(crate) fn caller(headers: &http::HeaderMap) -> Context {
     TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(headers))
 }
 
 /// The caller's `traceparent` header as sent (checked when it is passed on,
 /// see [`checked`]), when spans are not exported; when they are, backends
 /// get the context of the call's own span and this is not needed.
-pub fn caller_header(headers: &http::HeaderMap, exporting: bool) -> Option<String> {
+pub(crate) fn caller_header(headers: &http::HeaderMap, exporting: bool) -> Option<String> {
     match exporting {
         true => None,
         false => Headers(headers).get(TRACEPARENT).map(str::to_owned),
@@ -53,13 +53,13 @@ pub fn caller_header(headers: &http::HeaderMap, exporting: bool) -> Option<Strin
 }
 
 /// `value` if it is a well-formed `traceparent`.
-pub fn checked(value: &str) -> Option<String> {
+pub(crate) fn checked(value: &str) -> Option<String> {
     traceparent_of(&TraceContextPropagator::new().extract_with_context(&Context::new(), &One(value)))
 }
 
 /// The `traceparent` of the current span (see
 /// [`super::span::Span::run`]), when spans are exported.
-pub fn current_traceparent() -> Option<String> {
+pub(crate) fn current_traceparent() -> Option<String> {
     Context::map_current(traceparent_of)
 }
 

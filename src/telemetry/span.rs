@@ -14,12 +14,12 @@ use opentelemetry::{
 use opentelemetry_sdk::trace::SdkTracer;
 
 /// A span being recorded, or none.
-pub struct Span(Option<Context>);
+pub(crate) struct Span(Option<Context>);
 
 impl Span {
     /// Starts a span under `parent` when there is a tracer; `parent` and
     /// `attributes` are called only then.
-    pub fn start(
+    pub(crate) fn start(
         tracer: Option<&SdkTracer>,
         name: &'static str,
         kind: SpanKind,
@@ -40,7 +40,7 @@ impl Span {
     /// `future` with this span current while it runs: spans started inside
     /// are its children and [`super::propagation::current_traceparent`]
     /// names it. (Not an `async fn`, which would hold `future` twice.)
-    pub fn run<F: Future>(&self, future: F) -> Either<WithContext<F>, F> {
+    pub(crate) fn run<F: Future>(&self, future: F) -> Either<WithContext<F>, F> {
         match &self.0 {
             Some(cx) => Either::Left(future.with_context(cx.clone())),
             None => Either::Right(future),
@@ -48,37 +48,37 @@ impl Span {
     }
 
     /// Whether anything put on this span is recorded.
-    pub fn is_recording(&self) -> bool {
+    pub(crate) fn is_recording(&self) -> bool {
         self.0.as_ref().is_some_and(|cx| cx.span().is_recording())
     }
 
-    pub fn set(&self, key: &'static str, value: impl Into<Value>) {
+    pub(crate) fn set(&self, key: &'static str, value: impl Into<Value>) {
         if let Some(cx) = &self.0 {
             cx.span().set_attribute(KeyValue::new(key, value));
         }
     }
 
-    pub fn rename(&self, name: impl FnOnce() -> String) {
+    pub(crate) fn rename(&self, name: impl FnOnce() -> String) {
         if let Some(cx) = &self.0 {
             cx.span().update_name(name());
         }
     }
 
     /// Adds an event; `attributes` is called only when the span records.
-    pub fn event(&self, name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
+    pub(crate) fn event(&self, name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
         if let Some(cx) = self.0.as_ref().filter(|cx| cx.span().is_recording()) {
             cx.span().add_event(name, attributes());
         }
     }
 
     /// Marks the span failed.
-    pub fn failed(&self) {
+    pub(crate) fn failed(&self) {
         if let Some(cx) = &self.0 {
             cx.span().set_status(Status::error(""));
         }
     }
 
-    pub fn end(self) {
+    pub(crate) fn end(self) {
         if let Some(cx) = self.0 {
             cx.span().end();
         }
@@ -87,7 +87,7 @@ impl Span {
 
 /// Adds an event to the span current on this thread (see [`Span::run`]), if
 /// one is recording.
-pub fn current_event(name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
+pub(crate) fn current_event(name: &'static str, attributes: impl FnOnce() -> Vec<KeyValue>) {
     Context::map_current(|cx| {
         let span = cx.span();
         if span.is_recording() {

@@ -4,6 +4,8 @@
 // Tests start the real binary and helper processes, read the test machine's
 // environment, and print what they measured.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+// The helpers in `common` are modules of this one binary.
+#![allow(unreachable_pub)]
 
 mod common;
 

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use super::Failure;
 use crate::{catalog::BuiltinTool, exec::builtins, exec::outcome::ErrorKind};
 
-pub fn run(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<String, Failure> {
+pub(crate) fn run(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<String, Failure> {
     match builtins::call(builtin, arguments) {
         Ok(value) => Ok(value.to_string()),
         Err(message) => Err(Failure::Tool { kind: ErrorKind::InvalidArguments, message }),

@@ -41,7 +41,7 @@ struct Reply<'a> {
     detail: String,
 }
 
-pub async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
+pub(crate) async fn run(backend: &CommandBackend, request: &Request<'_>) -> Result<String, Failure> {
     let tool = &request.tool.name;
     // Who calls comes last, so the tool's own `env` cannot set it.
     let (principal, user) = request.caller.identity();

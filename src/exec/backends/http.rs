@@ -14,7 +14,7 @@ use crate::{
 };
 
 /// One client per combination of the two settings, built once.
-pub struct HttpClients {
+pub(crate) struct HttpClients {
     clients: [Client; 4],
 }
 
@@ -23,7 +23,7 @@ impl HttpClients {
     /// A redirect (for tools that follow them) is followed only within the
     /// origin, at most 5 times: calls may carry identity headers, which must
     /// never reach another origin.
-    pub fn new() -> Result<Self, reqwest::Error> {
+    pub(crate) fn new() -> Result<Self, reqwest::Error> {
         let build = |follow: bool, proxy: bool| {
             let policy = match follow {
                 false => redirect::Policy::none(),
@@ -66,7 +66,7 @@ struct ErrorDetail {
     message: String,
 }
 
-pub async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<String, Failure> {
+pub(crate) async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<String, Failure> {
     let tool = &request.tool.name;
     let mut call = request
         .http

@@ -10,7 +10,7 @@ use crate::{
     mcp::{CallMeta, McpError},
 };
 
-pub async fn run(backend: &McpBackend, request: &Request<'_>) -> Result<String, Failure> {
+pub(crate) async fn run(backend: &McpBackend, request: &Request<'_>) -> Result<String, Failure> {
     let (principal, user) = request.caller.identity();
     let meta = CallMeta { traceparent: request.traceparent, principal, user };
     let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, meta).await;

@@ -8,7 +8,7 @@ mod command;
 mod http;
 mod mcp;
 
-pub use http::HttpClients;
+pub(crate) use http::HttpClients;
 
 use serde_json::{Map, Value};
 
@@ -21,7 +21,7 @@ use crate::{
 
 /// Why a backend gave no result.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Failure {
+pub(crate) enum Failure {
     /// The tool ran and answered with its own error (`NotFound`, `Refused`
     /// or `InvalidArguments`); the message is the tool's, unchanged.
     Tool { kind: ErrorKind, message: String },
@@ -34,35 +34,35 @@ pub enum Failure {
 }
 
 /// What one backend call needs.
-pub struct Request<'a> {
-    pub tool: &'a Tool,
+pub(crate) struct Request<'a> {
+    pub(crate) tool: &'a Tool,
     /// The validated arguments, as an object and as the JSON text sent.
-    pub arguments: &'a Map<String, Value>,
-    pub arguments_json: &'a str,
-    pub max_result_bytes: usize,
-    pub http: &'a HttpClients,
-    pub mcp: &'a McpPool,
+    pub(crate) arguments: &'a Map<String, Value>,
+    pub(crate) arguments_json: &'a str,
+    pub(crate) max_result_bytes: usize,
+    pub(crate) http: &'a HttpClients,
+    pub(crate) mcp: &'a McpPool,
     /// What command backends inherit from the gateway's environment.
-    pub inherited: &'a Inherited,
+    pub(crate) inherited: &'a Inherited,
     /// The caller's W3C `traceparent`, if it sent a valid one.
-    pub traceparent: Option<&'a str>,
+    pub(crate) traceparent: Option<&'a str>,
     /// Who calls: told to the tool (headers, environment, `_meta`).
-    pub caller: &'a crate::identity::Caller,
+    pub(crate) caller: &'a crate::identity::Caller,
 }
 
 /// The HTTP headers that tell a tool who calls.
-pub const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
-pub const USER_HEADER: &str = "x-toolgate-user";
+pub(crate) const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
+pub(crate) const USER_HEADER: &str = "x-toolgate-user";
 /// The environment variables that tell a command tool who calls.
-pub const PRINCIPAL_ENV: &str = "TOOLGATE_PRINCIPAL";
-pub const USER_ENV: &str = "TOOLGATE_USER";
+pub(crate) const PRINCIPAL_ENV: &str = "TOOLGATE_PRINCIPAL";
+pub(crate) const USER_ENV: &str = "TOOLGATE_USER";
 
 /// Runs the call; `Ok` is the result as JSON text.
 ///
 /// The futures of the backends that leave the process are boxed: they are
 /// large (tens of KiB for HTTP), and unboxed they would make every call's
 /// future, built-in ones too, that large, to be copied at each step.
-pub async fn run(request: Request<'_>) -> Result<String, Failure> {
+pub(crate) async fn run(request: Request<'_>) -> Result<String, Failure> {
     match &request.tool.backend {
         Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments),
         Backend::Http(http) => Box::pin(http::run(http, &request)).await,
@@ -72,7 +72,7 @@ pub async fn run(request: Request<'_>) -> Result<String, Failure> {
 }
 
 /// The tool's own error kinds, as backends spell them.
-pub fn tool_error_kind(name: &str) -> Option<ErrorKind> {
+pub(crate) fn tool_error_kind(name: &str) -> Option<ErrorKind> {
     match name {
         "not_found" => Some(ErrorKind::NotFound),
         "refused" => Some(ErrorKind::Refused),
@@ -82,6 +82,6 @@ pub fn tool_error_kind(name: &str) -> Option<ErrorKind> {
 }
 
 /// Whether `bytes` are one JSON value (checked without building it).
-pub fn is_json(bytes: &[u8]) -> bool {
+pub(crate) fn is_json(bytes: &[u8]) -> bool {
     serde_json::from_slice::<serde::de::IgnoredAny>(bytes).is_ok()
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 const MAX_DEPTH: usize = 64;
 
 /// Evaluates `expression`; the error is the tool's own, worded for the model.
-pub fn evaluate(expression: &str) -> Result<Value, String> {
+pub(crate) fn evaluate(expression: &str) -> Result<Value, String> {
     let mut parser = Parser { chars: expression.chars().collect(), at: 0, depth: 0 };
     let value = parser.expression()?;
     parser.skip_spaces();

@@ -6,7 +6,7 @@ use jiff::{tz::TimeZone, Timestamp};
 use serde_json::{json, Value};
 
 /// Now, in `timezone` (UTC when `None`); an unknown zone is the tool's own error.
-pub fn now(timezone: Option<&str>) -> Result<Value, String> {
+pub(crate) fn now(timezone: Option<&str>) -> Result<Value, String> {
     let name = timezone.unwrap_or("UTC");
     let tz = TimeZone::get(name).map_err(|_| {
         format!("unknown time zone '{name}'; use an IANA name such as Europe/Paris or America/New_York")

@@ -2,6 +2,6 @@
 
 use serde_json::{Map, Value};
 
-pub fn echo(arguments: &Map<String, Value>) -> Value {
+pub(crate) fn echo(arguments: &Map<String, Value>) -> Value {
     Value::Object(arguments.clone())
 }

@@ -11,7 +11,7 @@ use crate::catalog::BuiltinTool;
 
 /// Runs a built-in. `Err` is the tool's own error (a value problem), to be
 /// passed to the model unchanged.
-pub fn call(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<Value, String> {
+pub(crate) fn call(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<Value, String> {
     let text = |key: &str| arguments.get(key).and_then(Value::as_str);
     match builtin {
         BuiltinTool::Calculator => calculator::evaluate(text("expression").unwrap_or_default()),

@@ -17,7 +17,7 @@ const CALL_TYPES: &[&str] = &["function", "tool_use", "tool_call", "function_cal
 /// The arguments `object` holds inside an envelope or beside call metadata,
 /// if that reading exists (`declared`: the tool's parameters; `tool`: its
 /// canonical name). The caller keeps it only if it validates.
-pub fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &str) -> Option<Map<String, Value>> {
+pub(crate) fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &str) -> Option<Map<String, Value>> {
     let undeclared: Vec<&String> = object.keys().filter(|k| !declared.contains(k)).collect();
     if undeclared.is_empty() {
         return None;
@@ -67,7 +67,7 @@ pub fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &str) -> O
 /// under the same limits; none at all is `{}`), beside which only call
 /// metadata (`type`, `id`) may lie. The name is then resolved like any
 /// emitted name, inside the caller's available set.
-pub fn named_call(object: &Map<String, Value>) -> Option<(String, String)> {
+pub(crate) fn named_call(object: &Map<String, Value>) -> Option<(String, String)> {
     let name = object.get("name")?.as_str()?;
     let mut arguments = None;
     for (key, value) in object {

@@ -13,7 +13,7 @@ use crate::{
 /// Renames each unexpected argument whose normalised key matches exactly one
 /// declared parameter that was not given (`Query` → `query`, `max-results` →
 /// `max_results`). The argument keeps its place.
-pub fn repair_names(object: &mut Map<String, Value>, schema: &Schema) -> Vec<Repair> {
+pub(crate) fn repair_names(object: &mut Map<String, Value>, schema: &Schema) -> Vec<Repair> {
     let declared = schema.parameters();
     if object.keys().all(|k| declared.iter().any(|d| d == k)) {
         return Vec::new();

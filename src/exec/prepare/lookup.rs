@@ -17,11 +17,11 @@ use crate::{
 /// Execute suggests the single nearest name at least this similar (difflib's
 /// `get_close_matches` default is 0.6; a call names one tool, so a looser
 /// cutoff finds the one meant more often).
-pub const EXECUTE_CUTOFF: f64 = 0.5;
+pub(crate) const EXECUTE_CUTOFF: f64 = 0.5;
 
 /// What an emitted name resolved to.
 #[derive(Debug)]
-pub enum Resolved {
+pub(crate) enum Resolved {
     /// A tool, and the repair of the name if one was made.
     Tool(ToolId, Option<Repair>),
     /// No single tool: the names to suggest (every tool the normalised key
@@ -33,7 +33,7 @@ pub enum Resolved {
 /// (non-strict) the single tool with the same normalised key, then the
 /// single tool named among the words of a name wrapped in template residue
 /// ([`residue`]).
-pub fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str, strict: bool) -> Resolved {
+pub(crate) fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str, strict: bool) -> Resolved {
     if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(emitted) {
         if set.contains(id) {
             return Resolved::Tool(id, None);
@@ -165,15 +165,15 @@ fn suggest(catalog: &Catalog, set: &AvailableSet, name: &str) -> Vec<String> {
 /// The "available tools" of a set: the first names in code point order, how
 /// many there are, and the text of the list (`['a', 'b'] … and 3 more`).
 #[derive(Clone, Debug)]
-pub struct Inventory {
-    pub listed: Vec<String>,
-    pub total: usize,
-    pub text: String,
+pub(crate) struct Inventory {
+    pub(crate) listed: Vec<String>,
+    pub(crate) total: usize,
+    pub(crate) text: String,
 }
 
 impl Inventory {
     /// At most `cap` names of `set`.
-    pub fn of(catalog: &Catalog, set: &AvailableSet, cap: usize) -> Self {
+    pub(crate) fn of(catalog: &Catalog, set: &AvailableSet, cap: usize) -> Self {
         // The catalogue keeps tools sorted by name (code point order).
         let mut total = 0usize;
         let mut listed: Vec<String> = Vec::new();
@@ -194,7 +194,7 @@ impl Inventory {
 }
 
 /// `Tool 'web_serch' not found. Did you mean 'web_search'? Available tools: ['calculator', 'web_search']`
-pub fn unknown_tool_error(emitted: &str, suggestions: Vec<String>, inventory: &Inventory) -> ToolError {
+pub(crate) fn unknown_tool_error(emitted: &str, suggestions: Vec<String>, inventory: &Inventory) -> ToolError {
     let mut message = format!("Tool {} not found.", quote_emitted(emitted));
     if !suggestions.is_empty() {
         message.push_str(&format!(" Did you mean {}?", or_list(&suggestions)));

@@ -36,16 +36,16 @@ const MAX_STRING_LAYERS: usize = 8;
 
 /// Parsed arguments and the repairs that made them an object, if any.
 #[derive(Debug)]
-pub struct Parsed {
-    pub object: Map<String, Value>,
-    pub repairs: Vec<Repair>,
+pub(crate) struct Parsed {
+    pub(crate) object: Map<String, Value>,
+    pub(crate) repairs: Vec<Repair>,
 }
 
 /// Parses `text` (empty means `{}`) into an object. Non-strict, common slips
 /// are repaired and each repair is recorded; `all_optional` (the tool
 /// requires no parameter) lets `null`, `""` and `[]` mean `{}`.
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
-pub fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_optional: bool) -> Result<Parsed, ToolError> {
+pub(crate) fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_optional: bool) -> Result<Parsed, ToolError> {
     if text.len() > limits.max_bytes {
         return Err(ToolError::invalid_arguments(format!(
             "arguments are {} bytes long; the limit is {}",
@@ -129,7 +129,7 @@ fn is_empty(value: &Value) -> bool {
 /// The JSON value `text` holds, or the Python literal (single quotes,
 /// `True` / `False` / `None`), under the same limits as arguments; for
 /// values sent as the text of an array or object.
-pub fn literal(text: &str, limits: ArgumentLimits) -> Option<Value> {
+pub(crate) fn literal(text: &str, limits: ArgumentLimits) -> Option<Value> {
     parse_json(text, limits).ok().or_else(|| parse_json(&fix_tokens(text), limits).ok())
 }
 

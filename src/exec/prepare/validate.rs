@@ -21,7 +21,7 @@ const MAX_SHOWN_VALUE: usize = 40;
 
 /// Every problem of one call's arguments.
 #[derive(Debug, Default)]
-pub struct ArgumentProblems {
+pub(crate) struct ArgumentProblems {
     /// Missing or unexpected arguments, each with its JSON pointer.
     names: Vec<Violation>,
     /// Wrong values.
@@ -29,13 +29,13 @@ pub struct ArgumentProblems {
 }
 
 impl ArgumentProblems {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.names.is_empty() && self.values.is_empty()
     }
 
     /// The INVALID_ARGUMENTS error: name problems, then value problems, joined
     /// by `; `; the parameter hint ends the message when a name was wrong.
-    pub fn into_error(self, tool: &Tool) -> ToolError {
+    pub(crate) fn into_error(self, tool: &Tool) -> ToolError {
         let texts: Vec<&str> = self.names.iter().chain(&self.values).map(|v| v.description.as_str()).collect();
         let mut message = texts.join("; ");
         let mut error = ToolError::invalid_arguments(String::new());
@@ -53,7 +53,7 @@ impl ArgumentProblems {
 }
 
 /// `Expected parameters for 'web_search' — required: ['query'], optional: ['limit'].`
-pub fn parameter_hint(tool: &str, required: &[String], optional: &[String]) -> String {
+pub(crate) fn parameter_hint(tool: &str, required: &[String], optional: &[String]) -> String {
     format!(
         "Expected parameters for '{tool}' — required: {}, optional: {}.",
         python_list(required),
@@ -62,7 +62,7 @@ pub fn parameter_hint(tool: &str, required: &[String], optional: &[String]) -> S
 }
 
 /// Validates `arguments` against the tool's compiled schema.
-pub fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
+pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     let schema = &tool.parameters;
     let mut problems = ArgumentProblems::default();
     let mut missing: Vec<String> = Vec::new();
@@ -284,7 +284,7 @@ fn expected_types(kind: &TypeKind) -> String {
 }
 
 /// The one table of JSON type names in messages: `an integer`, `a string`, …
-pub fn type_with_article(t: JsonType) -> &'static str {
+pub(crate) fn type_with_article(t: JsonType) -> &'static str {
     match t {
         JsonType::Null => "null",
         JsonType::Boolean => "a boolean",
@@ -297,7 +297,7 @@ pub fn type_with_article(t: JsonType) -> &'static str {
 }
 
 /// The JSON type of a value; a number without a fraction or exponent is an integer.
-pub fn json_type(value: &Value) -> JsonType {
+pub(crate) fn json_type(value: &Value) -> JsonType {
     match value {
         Value::Null => JsonType::Null,
         Value::Bool(_) => JsonType::Boolean,

@@ -31,11 +31,11 @@ use crate::exec::{
 };
 
 /// How deep into objects and arrays values are coerced.
-pub const MAX_DEPTH: usize = 16;
+pub(crate) const MAX_DEPTH: usize = 16;
 
 /// Coerces the arguments of `object` that `schema` (the tool's parameters
 /// JSON) types otherwise; one repair per value changed.
-pub fn coerce(object: &mut Map<String, Value>, schema: &Value, limits: ArgumentLimits) -> Vec<Repair> {
+pub(crate) fn coerce(object: &mut Map<String, Value>, schema: &Value, limits: ArgumentLimits) -> Vec<Repair> {
     let mut repairs = Vec::new();
     in_object(object, schema, "", 0, limits, &mut repairs);
     repairs

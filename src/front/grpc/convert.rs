@@ -9,7 +9,7 @@ use crate::{
     resolve::{Resolution, Unknown},
 };
 
-pub fn tool(tool: &Tool) -> pb::Tool {
+pub(crate) fn tool(tool: &Tool) -> pb::Tool {
     pb::Tool {
         name: tool.name.clone(),
         description: tool.description.clone(),
@@ -20,11 +20,11 @@ pub fn tool(tool: &Tool) -> pb::Tool {
     }
 }
 
-pub fn unknown(unknown: &Unknown) -> pb::UnknownName {
+pub(crate) fn unknown(unknown: &Unknown) -> pb::UnknownName {
     pb::UnknownName { name: unknown.name.clone(), suggestions: unknown.suggestions.clone() }
 }
 
-pub fn resolve_response(catalog: &Catalog, resolution: &Resolution) -> pb::ResolveResponse {
+pub(crate) fn resolve_response(catalog: &Catalog, resolution: &Resolution) -> pb::ResolveResponse {
     pb::ResolveResponse {
         tools: resolution.tools.iter().map(|&id| tool(catalog.tool(id))).collect(),
         unknown: resolution.unknown.iter().map(unknown).collect(),
@@ -34,7 +34,7 @@ pub fn resolve_response(catalog: &Catalog, resolution: &Resolution) -> pb::Resol
 }
 
 /// `None` for the native format (no rendering).
-pub fn tool_format(format: pb::ToolFormat) -> Option<ToolFormat> {
+pub(crate) fn tool_format(format: pb::ToolFormat) -> Option<ToolFormat> {
     match format {
         pb::ToolFormat::Unspecified => None,
         pb::ToolFormat::Openai => Some(ToolFormat::OpenAi),
@@ -44,7 +44,7 @@ pub fn tool_format(format: pb::ToolFormat) -> Option<ToolFormat> {
 }
 
 /// The call an Execute request asks for, from no one yet.
-pub fn call(request: pb::ExecuteRequest, deadline: Option<Duration>, traceparent: Option<String>) -> Call {
+pub(crate) fn call(request: pb::ExecuteRequest, deadline: Option<Duration>, traceparent: Option<String>) -> Call {
     Call {
         tool: request.tool,
         call_id: request.call_id,
@@ -60,7 +60,7 @@ pub fn call(request: pb::ExecuteRequest, deadline: Option<Duration>, traceparent
     }
 }
 
-pub fn execute_response(outcome: Outcome, call_id: String) -> pb::ExecuteResponse {
+pub(crate) fn execute_response(outcome: Outcome, call_id: String) -> pb::ExecuteResponse {
     let repairs = outcome
         .repairs
         .into_iter()

@@ -9,12 +9,12 @@ use tonic::{metadata::MetadataMap, Code, Status};
 use super::status::RpcError;
 use crate::telemetry::{propagation, semconv, span, Observer};
 
-pub const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
-pub const EXECUTE: &str = "toolgate.v1.ToolGatewayService/Execute";
-pub const LIST_TOOLS: &str = "toolgate.v1.ToolGatewayService/ListTools";
+pub(crate) const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
+pub(crate) const EXECUTE: &str = "toolgate.v1.ToolGatewayService/Execute";
+pub(crate) const LIST_TOOLS: &str = "toolgate.v1.ToolGatewayService/ListTools";
 
 /// Runs one RPC under its SERVER span and records its duration and status.
-pub async fn rpc<T>(
+pub(crate) async fn rpc<T>(
     observer: &Observer,
     method: &'static str,
     metadata: &MetadataMap,

@@ -21,7 +21,7 @@ use crate::{
 
 /// The largest request or response message, as clients allow by default.
 /// Smaller limits are enforced in-band by the handlers.
-pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Calls one HTTP/2 connection may carry at once. grpcio and grpc-go send
 /// every call of a channel over one connection, and a tool call may take its
@@ -29,7 +29,7 @@ pub const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// agent backend's parallel slow calls; each tool's `max_concurrency` is the
 /// limit that protects backends. At 64 streams 200, 256 and 1,024 measured
 /// alike (BENCHMARKS.md).
-pub const MAX_CONCURRENT_STREAMS: u32 = 1024;
+pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 /// Flow-control windows stay hyper's fixed 1 MiB per stream and per
 /// connection: calls and answers are small (limits of 1 MiB and 4 MiB), and

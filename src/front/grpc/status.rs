@@ -36,9 +36,6 @@ pub enum RpcError {
     /// No principal proven (UNAUTHENTICATED), one message for every reason.
     #[error("{0}")]
     Unauthenticated(String),
-    /// A bug (INTERNAL).
-    #[error("{0}")]
-    Internal(String),
 }
 
 impl From<RequestError> for RpcError {
@@ -66,7 +63,6 @@ impl From<RpcError> for Status {
         match err {
             RpcError::UnknownNames(resolution) => unknown_names(&resolution),
             RpcError::UnknownTools(resolution) => Status::invalid_argument(fitted(&resolution)),
-            RpcError::Internal(_) => Status::internal(cut(err.to_string())),
             RpcError::Unauthenticated(_) => Status::unauthenticated(cut(err.to_string())),
             RpcError::Names(_) | RpcError::Format(_) | RpcError::Invalid(_) => {
                 Status::invalid_argument(cut(err.to_string()))
@@ -106,9 +102,9 @@ fn cut(message: String) -> String {
 }
 
 /// `ErrorInfo.reason` of a strict Resolve that met unknown names.
-pub const REASON_TOOL_NOT_FOUND: &str = "TOOL_NOT_FOUND";
+pub(crate) const REASON_TOOL_NOT_FOUND: &str = "TOOL_NOT_FOUND";
 /// `ErrorInfo.domain` of every toolgate error.
-pub const DOMAIN: &str = "toolgate";
+pub(crate) const DOMAIN: &str = "toolgate";
 
 /// What the status message and details may take of the trailers: C-core
 /// clients accept 8 KiB of metadata in all.
