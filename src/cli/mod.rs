@@ -1,4 +1,4 @@
-//! The `toolgate` command line (docs/configuration.md has every flag):
+//! The `toolgate` command line (README, "Commands"):
 //! arguments and dispatch. `serve` starts the gateway through the
 //! composition root ([`crate::app`]) and adds what a process has: signals,
 //! file watching, the listeners. `start` reports catalogue problems to a

@@ -1,7 +1,8 @@
-//! Retry budgets (docs/once-only.md): consecutive failures the model could
-//! fix, counted per session and tool; past the budget the call is answered
-//! RETRY_BUDGET_EXHAUSTED, so a confused model stops repeating itself. With
-//! the store down, budgets fail open: the outcome is unchanged.
+//! Retry budgets (docs/architecture.md, "Once-only calls and budgets"):
+//! consecutive failures the model could fix, counted per session and tool;
+//! past the budget the call is answered RETRY_BUDGET_EXHAUSTED, so a confused
+//! model stops repeating itself. With the store down, budgets fail open: the
+//! outcome is unchanged.
 
 use super::{call_state, Call, ErrorKind, Executor, Outcome, ToolError};
 

@@ -1,7 +1,7 @@
-//! The records calls share across requests and replicas (docs/once-only.md):
-//! the state store and its settings, and the keys records live under. The
-//! store holds opaque bytes; [`super::once`] and [`super::budget`] give them
-//! their meaning.
+//! The records calls share across requests and replicas
+//! (docs/architecture.md, "Once-only calls and budgets"): the state store and
+//! its settings, and the keys records live under. The store holds opaque
+//! bytes; [`super::once`] and [`super::budget`] give them their meaning.
 //!
 //! Keys:
 //! - `toolgate:idem:<sha256 of principal, user and key>`: a record

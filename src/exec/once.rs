@@ -1,8 +1,8 @@
-//! Once-only calls (docs/once-only.md): the first call with an idempotency
-//! key claims it and runs; the same call again gets the first's answer,
-//! replayed; a different call with the key is refused. With the store down,
-//! an idempotent tool runs anyway and any other is refused in-band: once-only
-//! fails closed.
+//! Once-only calls (docs/architecture.md, "Once-only calls and budgets"): the
+//! first call with an idempotency key claims it and runs; the same call again
+//! gets the first's answer, replayed; a different call with the key is
+//! refused. With the store down, an idempotent tool runs anyway and any other
+//! is refused in-band: once-only fails closed.
 
 use std::time::{Duration, Instant};
 

@@ -93,7 +93,7 @@ impl ErrorKind {
         }
     }
 
-    /// `error.type` of a failed call (docs/telemetry.md).
+    /// `error.type` of a failed call (README, "Telemetry").
     pub(crate) fn error_type(self) -> &'static str {
         match self {
             ErrorKind::UnknownTool => "tool_not_found",
