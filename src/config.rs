@@ -314,17 +314,28 @@ impl Settings {
     /// principals (every caller on the network trusted), or with principals
     /// but without TLS (API keys in clear).
     pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
-        if self.listen.ip().is_loopback() || allow_remote {
-            return Ok(());
-        }
-        if self.principals.is_empty() {
-            return Err(ConfigError::Unauthenticated(self.listen));
-        }
-        if self.tls.is_none() {
-            return Err(ConfigError::Cleartext(self.listen));
-        }
-        Ok(())
+        exposure(self.listen, &self.principals, self.tls.is_some(), allow_remote)
     }
+
+    /// [`Settings::check_exposure`] for settings reloaded into a gateway
+    /// that listens as `running` says (a reload changes neither the address
+    /// nor TLS): the same guard as at start, on the new principals.
+    pub(crate) fn check_reload_exposure(&self, running: &Fixed, allow_remote: bool) -> Result<(), ConfigError> {
+        exposure(running.listen, &self.principals, running.tls.is_some(), allow_remote)
+    }
+}
+
+fn exposure(listen: SocketAddr, principals: &Principals, tls: bool, allow_remote: bool) -> Result<(), ConfigError> {
+    if listen.ip().is_loopback() || allow_remote {
+        return Ok(());
+    }
+    if principals.is_empty() {
+        return Err(ConfigError::Unauthenticated(listen));
+    }
+    if !tls {
+        return Err(ConfigError::Cleartext(listen));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

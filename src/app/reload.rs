@@ -46,6 +46,8 @@ pub(crate) struct Reloader {
     pub(crate) rebuild: Rebuild,
     /// The running process's fixed settings (a change says: restart).
     pub(crate) fixed: Fixed,
+    /// `serve --allow-remote`: the exposure guard of `serve` is off.
+    pub(crate) allow_remote: bool,
 }
 
 /// The folders to watch for `settings` (and the configuration file, when
@@ -157,6 +159,12 @@ impl Reloader {
                 return;
             }
         };
+        // The guard `serve` applies at start, to every reloaded configuration.
+        if let Err(err) = settings.check_reload_exposure(&self.fixed, self.allow_remote) {
+            self.app.live.observer().metrics.reload("rejected");
+            return rejected(&err.to_string());
+        }
+        let before = self.app.snapshot().identity.principals().len();
         if let Some(tls) = &self.tls {
             match tls.reload() {
                 Ok(()) => tracing::info!("TLS certificate, key and client CA re-read"),
@@ -174,6 +182,12 @@ impl Reloader {
         match self.app.reload(&settings).await {
             Ok(reloaded) => {
                 log_problems(&reloaded.warnings, strict);
+                if before > 0 && settings.principals.is_empty() {
+                    tracing::warn!(
+                        "the reload removes authentication: the configuration has no principals now (it had \
+                         {before}), so every caller that can reach the gateway may resolve and run every tool"
+                    );
+                }
                 for server in &reloaded.connected {
                     tracing::info!(server = %server, "MCP server connected for the reload");
                 }

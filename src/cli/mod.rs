@@ -320,6 +320,7 @@ async fn serve_with(
         tls: serving.tls.clone(),
         rebuild: rebuild(args, env),
         fixed: settings.fixed.clone(),
+        allow_remote: args.allow_remote,
     };
     let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
     tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());

@@ -351,3 +351,70 @@ fn settings(dir: &CatalogDir, strict: bool) -> Settings {
     let flags = toolgate::config::Flags { strict, ..dir.flags() };
     Settings::build(flags, FileConfig::default(), &crate::common::test_env(&[])).unwrap()
 }
+
+/// `principals:` with one principal whose key is `key`, granted every tool.
+fn one_principal(key: &str) -> String {
+    format!("principals:\n  - name: bot\n    api_key_sha256: {}\n    tools: ['*']\n", toolgate::identity::hash_key(key))
+}
+
+#[tokio::test]
+async fn a_reload_without_principals_is_refused_off_loopback_and_named_on_it() {
+    use tonic::transport::{Certificate, Channel, ClientTlsConfig};
+
+    let ca = crate::common::pki::Ca::new("reload test CA");
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let server = ca.issue("toolgate", &["127.0.0.1", "localhost"]);
+    dir.file("certs/server.pem", &server.cert);
+    dir.file("certs/server.key", &server.key);
+    let tls = "tls: {cert: certs/server.pem, key: certs/server.key}\n";
+    let config_file = dir.file("toolgate.yaml", &format!("{}{tls}", one_principal("k")));
+
+    // Off loopback, with principals and TLS, as `serve` allows.
+    let mut command = crate::common::toolgate();
+    command.current_dir(dir.dir.path()).args([
+        "serve",
+        "--config",
+        "toolgate.yaml",
+        "--catalog",
+        "registry",
+        "--listen",
+        "0.0.0.0:0",
+    ]);
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let port = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("toolgate listening on 0.0.0.0:") {
+            let rest = &line[at + "toolgate listening on 0.0.0.0:".len()..];
+            break rest.split(' ').next().unwrap().to_owned();
+        }
+    };
+    let log = Log::follow(lines);
+    let tls_config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(ca.pem())).domain_name("localhost");
+    let endpoint = Channel::from_shared(format!("https://127.0.0.1:{port}")).unwrap().tls_config(tls_config).unwrap();
+    let mut client = Client::new(endpoint.connect().await.unwrap());
+    let anonymous = || ExecuteRequest { tool: "alpha".into(), ..Default::default() };
+    assert_eq!(client.execute(anonymous()).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+
+    // The principals section goes missing: rejected, and the key is still needed.
+    replace(&config_file, tls);
+    log.wait_for(REJECTED, 1).await;
+    assert!(log.text().contains("refusing to listen on 0.0.0.0:"), "{}", log.text());
+    assert_eq!(log.count(RELOADED), 0, "{}", log.text());
+    assert_eq!(client.execute(anonymous()).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    drop(child);
+
+    // On loopback the same reload is taken, and said loudly.
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let config_file = dir.file("toolgate.yaml", &one_principal("k"));
+    let (_child, stderr, addr) = serve_config(dir.dir.path(), &[]);
+    let log = Log::follow(stderr);
+    let mut client = connect(&addr).await;
+    assert_eq!(client.execute(anonymous()).await.unwrap_err().code(), tonic::Code::Unauthenticated);
+    replace(&config_file, "policy: {strict: false}\n");
+    log.wait_for(RELOADED, 1).await;
+    assert!(log.text().contains("WARN") && log.text().contains("the reload removes authentication"), "{}", log.text());
+    assert!(client.execute(anonymous()).await.unwrap().into_inner().ok);
+}
