@@ -1,8 +1,8 @@
 //! Reload without restart (docs/architecture.md, "The path of one
-//! reload"): SIGHUP, or a change in
-//! a folder holding a catalogue file, a pack, the configuration file or a TLS
-//! file, re-reads everything and swaps in the new snapshot when the whole of
-//! it is valid.
+//! reload"): SIGHUP, or a change in a folder holding a catalogue file, a
+//! pack, the configuration file, a TLS file or the users' JWKS file,
+//! re-reads everything and swaps in the new snapshot when the whole of it is
+//! valid.
 //!
 //! Folders are watched, not files: an editor that saves by renaming a new
 //! file over the old one, and a Kubernetes ConfigMap volume (which swaps a
@@ -52,7 +52,7 @@ pub(crate) struct Reloader {
 
 /// The folders to watch for `settings` (and the configuration file, when
 /// there is one): each registry folder, the folder of each registry file, the
-/// packs folder, and the folders of the configuration and TLS files. A file
+/// packs folder, and the folders of the configuration, TLS and JWKS files. A file
 /// reached through a symlink has the folder of its target watched too.
 /// Folders that do not exist are left out.
 pub(crate) fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTreeSet<PathBuf> {
@@ -71,6 +71,7 @@ pub(crate) fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTr
     }
     folder(&settings.load.packs_dir);
     files.extend(config);
+    files.extend(settings.users.as_ref().and_then(|jwt| jwt.jwks_file.as_deref()));
     if let Some(tls) = &settings.tls {
         files.extend([tls.cert.as_path(), tls.key.as_path()]);
         files.extend(tls.client_ca.as_deref());

@@ -706,3 +706,38 @@ fn a_grant_of_a_tool_from_a_server_still_down_waits_for_it() {
         .unwrap();
     assert_eq!(strict.status.code(), Some(1));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_jwks_file_takes_effect_without_a_restart() {
+    let (old, new) =
+        (Signer::new(jsonwebtoken::Algorithm::ES256, "old"), Signer::new(jsonwebtoken::Algorithm::ES256, "new"));
+    let dir = CatalogDir::new();
+    let jwks = dir.file("certs/jwks.json", &serde_json::json!({"keys": [old.jwk()]}).to_string());
+    catalogue(&dir);
+    dir.file(
+        "toolgate.yaml",
+        &admin_config(Some("{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}")),
+    );
+    let (mut child, log, addr) = serve(dir.dir.path(), &[]);
+    let log = crate::common::LogLines::follow(log);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let user = |token: &str| {
+        let mut request = with_key(ListToolsRequest::default(), Some(KEY_ADMIN));
+        request.metadata_mut().insert("x-toolgate-user-token", MetadataValue::try_from(token).unwrap());
+        request
+    };
+    let (old_token, new_token) = (old.token(claims("alice")), new.token(claims("alice")));
+    assert!(client.list_tools(user(&old_token)).await.is_ok());
+    assert_eq!(client.list_tools(user(&new_token)).await.unwrap_err().code(), Code::Unauthenticated);
+
+    // The identity provider rotates its keys: the file is replaced by a
+    // rename, in a watched folder; no signal.
+    let temporary = jwks.with_extension("tmp");
+    std::fs::write(&temporary, serde_json::json!({"keys": [new.jwk()]}).to_string()).unwrap();
+    std::fs::rename(&temporary, &jwks).unwrap();
+    log.wait_for("catalogue and configuration reloaded", 1).await;
+    assert!(client.list_tools(user(&new_token)).await.is_ok(), "the new key verifies");
+    // The old key is revoked, cached verification or not.
+    assert_eq!(client.list_tools(user(&old_token)).await.unwrap_err().code(), Code::Unauthenticated);
+    child.kill().unwrap();
+}

@@ -6,7 +6,6 @@
 
 use std::{
     path::Path,
-    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -17,46 +16,12 @@ use toolgate::{
 };
 
 use crate::common::{
-    execute, kind,
+    execute, kind, LogLines as Log,
     mcp::{stdio_server, McpGateway},
     serve_args, serve_config,
     telemetry::Recorded,
-    CatalogDir, Client, Stderr, TestGateway,
+    CatalogDir, Client, TestGateway,
 };
-
-/// The lines a gateway logs, collected as they come.
-#[derive(Clone)]
-struct Log(Arc<Mutex<Vec<String>>>);
-
-impl Log {
-    fn follow(stderr: Stderr) -> Self {
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&lines);
-        std::thread::spawn(move || {
-            for line in stderr.map_while(Result::ok) {
-                sink.lock().unwrap().push(line);
-            }
-        });
-        Self(lines)
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.0.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
-    }
-
-    fn text(&self) -> String {
-        self.0.lock().unwrap().join("\n")
-    }
-
-    /// Waits until `needle` has been logged `times` times.
-    async fn wait_for(&self, needle: &str, times: usize) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.count(needle) < times {
-            assert!(Instant::now() < deadline, "'{needle}' not logged {times} times:\n{}", self.text());
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
 
 fn tool(name: &str) -> String {
     format!("  - name: {name}\n    description: The {name} tool.\n    backend: {{builtin: echo}}\n")

@@ -10,6 +10,8 @@ pub mod telemetry;
 
 use std::{
     net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Instant,
     path::{Path, PathBuf},
     process::{Command, Output},
     time::Duration,
@@ -261,6 +263,40 @@ pub fn toolgate() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolgate"));
     cmd.env_remove("TOOLGATE_STRICT_TOOLS").env_remove("RUST_LOG").env_remove("TOOLGATE_LOG");
     cmd
+}
+
+/// The lines a gateway logs, collected as they come.
+#[derive(Clone)]
+pub struct LogLines(Arc<Mutex<Vec<String>>>);
+
+impl LogLines {
+    pub fn follow(stderr: Stderr) -> Self {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&lines);
+        std::thread::spawn(move || {
+            for line in stderr.map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Self(lines)
+    }
+
+    pub fn count(&self, needle: &str) -> usize {
+        self.0.lock().unwrap().iter().filter(|l| l.contains(needle)).count()
+    }
+
+    pub fn text(&self) -> String {
+        self.0.lock().unwrap().join("\n")
+    }
+
+    /// Waits until `needle` has been logged `times` times.
+    pub async fn wait_for(&self, needle: &str, times: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.count(needle) < times {
+            assert!(Instant::now() < deadline, "'{needle}' not logged {times} times:\n{}", self.text());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }
 
 /// The stderr of a child, line by line.
