@@ -202,6 +202,9 @@ pub(crate) fn mcp_server(
         problems.error(origin, format!("{path}.prefix"), format!("invalid prefix '{prefix}': {NAME_RULE}"));
         return None;
     }
+    if reserved(&settings.env, &settings.headers, path, origin, problems) {
+        return None;
+    }
     let env = secrets(&settings.env, &format!("{path}.env"), file, problems);
     let headers = secrets(&settings.headers, &format!("{path}.headers"), file, problems);
     let transport = match settings.transport {
@@ -259,6 +262,37 @@ fn secrets(
         })
         .collect();
     values.into_iter().collect()
+}
+
+/// Whether `env` or `headers` (of the backend or server at `path`) set one
+/// of the names through which the gateway says who calls
+/// ([`super::identity_names`]): each is an error, since the tool would then
+/// hear of a caller on calls that have none.
+fn reserved(
+    env: &[(String, String)],
+    headers: &[(String, String)],
+    path: &str,
+    origin: &str,
+    problems: &mut CatalogProblems,
+) -> bool {
+    use super::identity_names::{HEADER_PREFIX, PRINCIPAL_ENV, USER_ENV};
+    let mut found = false;
+    for (name, _) in headers {
+        let head = name.as_bytes().get(..HEADER_PREFIX.len());
+        if head.is_some_and(|head| head.eq_ignore_ascii_case(HEADER_PREFIX.as_bytes())) {
+            let message = format!("'{name}' is the gateway's: it tells the tool who calls, and no tool may set it");
+            problems.error(origin, format!("{path}.headers.{name}"), message);
+            found = true;
+        }
+    }
+    for (name, _) in env {
+        if name == PRINCIPAL_ENV || name == USER_ENV {
+            let message = format!("'{name}' is the gateway's: it tells the tool who calls, and no tool may set it");
+            problems.error(origin, format!("{path}.env.{name}"), message);
+            found = true;
+        }
+    }
+    found
 }
 
 /// An argv with `${VAR}` expanded; every missing variable is reported.
@@ -359,6 +393,9 @@ fn backend_of(
                 problems.error(origin, format!("{path}.forward_user_token"), message);
                 return None;
             }
+            if reserved(&[], &headers, &path, origin, problems) {
+                return None;
+            }
             let url = expanded(&url, format!("{path}.url"), file, problems);
             let headers = secrets(&headers, &format!("{path}.headers"), file, problems);
             let url = http_url(url?, &format!("{path}.url"), origin, problems);
@@ -374,6 +411,9 @@ fn backend_of(
             let path = format!("{tool_path}.backend.command");
             if argv.is_empty() || argv[0].trim().is_empty() {
                 problems.error(origin, format!("{path}.argv"), "must name a program to run");
+                return None;
+            }
+            if reserved(&env, &[], &path, origin, problems) {
                 return None;
             }
             let argv = arguments(&argv, &format!("{path}.argv"), file, problems);

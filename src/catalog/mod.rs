@@ -89,6 +89,19 @@ impl fmt::Debug for Secret {
 }
 
 /// How a tool is run.
+/// The names through which the gateway tells a tool who calls. They are
+/// the gateway's alone: a catalogue that sets one is refused at load, so a
+/// tool never hears of a caller who did not call.
+pub(crate) mod identity_names {
+    /// The HTTP headers (and the prefix every such header has).
+    pub(crate) const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
+    pub(crate) const USER_HEADER: &str = "x-toolgate-user";
+    pub(crate) const HEADER_PREFIX: &str = "x-toolgate-";
+    /// The environment variables of command tools.
+    pub(crate) const PRINCIPAL_ENV: &str = "TOOLGATE_PRINCIPAL";
+    pub(crate) const USER_ENV: &str = "TOOLGATE_USER";
+}
+
 #[derive(Clone, Debug)]
 pub enum Backend {
     Builtin(BuiltinTool),

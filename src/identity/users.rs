@@ -80,6 +80,9 @@ pub enum TokenError {
     Algorithm,
     #[error("no key of the JWKS matches the token (kid and algorithm)")]
     NoKey,
+    /// A `sub` that names no one, or could not travel to a tool intact.
+    #[error("the token's subject is empty or holds control characters")]
+    Subject,
     #[error("{0}")]
     Invalid(#[from] jsonwebtoken::errors::Error),
 }
@@ -206,6 +209,12 @@ impl UserVerifier {
         validation.validate_nbf = true;
         validation.leeway = LEEWAY_SECONDS;
         let claims = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)?.claims;
+        // The subject reaches tools as a header and an environment variable,
+        // and scopes once-only records: it must name someone, in text that
+        // travels intact.
+        if claims.sub.is_empty() || claims.sub.chars().any(char::is_control) {
+            return Err(TokenError::Subject);
+        }
         let user = Arc::new(User { id: claims.sub, token: token.to_owned() });
         let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
         if verified.len() >= MAX_CACHED {

@@ -349,3 +349,28 @@ fn tools_with_the_same_schema_share_one_compiled_schema() {
     assert!(!std::sync::Arc::ptr_eq(&schema("b"), &schema("c")));
     assert_eq!(schema("b").text(), r#"{"type":"object"}"#);
 }
+
+#[test]
+fn the_names_that_say_who_calls_are_the_gateways() {
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: a\n    description: x\n    backend: {http: {url: \"http://127.0.0.1:9/\", headers: {X-Toolgate-User: root}}}\n  \
+         - name: b\n    description: x\n    backend: {command: {argv: [\"true\"], env: {TOOLGATE_PRINCIPAL: admin}}}\n  \
+         - name: c\n    description: x\n    backend: {http: {url: \"http://127.0.0.1:9/\", headers: {x-toolgate-anything: y, X-Other: z}}}\n\
+         mcp_servers:\n  remote:\n    url: \"http://127.0.0.1:9/mcp\"\n    headers: {X-TOOLGATE-PRINCIPAL: admin}\n",
+    );
+    let problems = load_err(&dir, &dir.options());
+    let reserved = |path: &str, name: &str| {
+        format!("error registry/tools.yaml: {path}.{name}: '{name}' is the gateway's: it tells the tool who calls, and no tool may set it")
+    };
+    assert_eq!(
+        problems,
+        [
+            reserved("tools[0] (a).backend.http.headers", "X-Toolgate-User"),
+            reserved("tools[1] (b).backend.command.env", "TOOLGATE_PRINCIPAL"),
+            reserved("tools[2] (c).backend.http.headers", "x-toolgate-anything"),
+            reserved("mcp_servers.remote.headers", "X-TOOLGATE-PRINCIPAL"),
+        ]
+    );
+}

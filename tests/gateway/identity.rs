@@ -741,3 +741,40 @@ async fn a_rotated_jwks_file_takes_effect_without_a_restart() {
     assert_eq!(client.list_tools(user(&old_token)).await.unwrap_err().code(), Code::Unauthenticated);
     child.kill().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subject_that_names_no_one_is_refused_and_every_user_reaches_http_tools() {
+    let es = Signer::new(jsonwebtoken::Algorithm::ES256, "es-1");
+    let http = crate::common::backend::start().await;
+    let dir = CatalogDir::new();
+    dir.file("certs/jwks.json", &serde_json::json!({"keys": [es.jwk()]}).to_string());
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: orders\n    description: x\n    backend: {{http: {{url: \"{}\"}}}}\n",
+            http.url("/echo")
+        ),
+    );
+    dir.file(
+        "toolgate.yaml",
+        &admin_config(Some("{issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}")),
+    );
+    let (mut child, _log, addr) = serve(dir.dir.path(), &[]);
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let call = |token: &str| {
+        let mut request = with_key(ExecuteRequest { tool: "orders".into(), ..Default::default() }, Some(KEY_ADMIN));
+        request.metadata_mut().insert("x-toolgate-user-token", MetadataValue::try_from(token).unwrap());
+        request
+    };
+    // Empty, or holding a newline, a NUL or a tab: never a user, never "no user".
+    for sub in ["", "alice\nx-toolgate-user: root", "bob\u{0}", "\t"] {
+        let status = client.execute(call(&es.token(claims(sub)))).await.unwrap_err();
+        assert_eq!(status.code(), Code::Unauthenticated, "{sub:?}");
+    }
+    assert_eq!(http.seen.calls(), 0, "the tool never ran");
+    // A subject beyond ASCII reaches the tool as itself.
+    let response = client.execute(call(&es.token(claims("josé")))).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_header("x-toolgate-user").as_deref(), Some("josé"));
+    child.kill().unwrap();
+}

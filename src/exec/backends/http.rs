@@ -85,8 +85,18 @@ pub(crate) async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<
     let mut identity = header::HeaderMap::new();
     let (principal, user) = request.caller.identity();
     for (name, value) in [(PRINCIPAL_HEADER, principal), (USER_HEADER, user)] {
-        if let Some(value) = value.and_then(|v| header::HeaderValue::from_str(v).ok()) {
-            identity.insert(name, value);
+        let Some(value) = value else { continue };
+        // Verified subjects and principal names hold no control character,
+        // so this always encodes (UTF-8 beyond ASCII as it is); a value that
+        // did not would fail the call rather than reach the tool as no one.
+        match header::HeaderValue::from_bytes(value.as_bytes()) {
+            Ok(value) => {
+                identity.insert(name, value);
+            }
+            Err(_) => {
+                tracing::warn!(tool = %request.tool.name, "who calls cannot be sent as the {name} header");
+                return Err(Failure::Unavailable);
+            }
         }
     }
     if let (true, Some(user)) = (backend.forward_user_token, &request.caller.user) {

@@ -50,12 +50,7 @@ pub(crate) struct Request<'a> {
     pub(crate) caller: &'a crate::identity::Caller,
 }
 
-/// The HTTP headers that tell a tool who calls.
-pub(crate) const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
-pub(crate) const USER_HEADER: &str = "x-toolgate-user";
-/// The environment variables that tell a command tool who calls.
-pub(crate) const PRINCIPAL_ENV: &str = "TOOLGATE_PRINCIPAL";
-pub(crate) const USER_ENV: &str = "TOOLGATE_USER";
+pub(crate) use crate::catalog::identity_names::{PRINCIPAL_ENV, PRINCIPAL_HEADER, USER_ENV, USER_HEADER};
 
 /// Runs the call; `Ok` is the result as JSON text.
 ///

@@ -41,7 +41,7 @@ impl Seen {
     /// A header of the last request.
     pub fn last_header(&self, name: &str) -> Option<String> {
         let last = self.last.lock().unwrap();
-        last.as_ref().and_then(|(_, headers)| headers.get(name)?.to_str().ok().map(str::to_owned))
+        last.as_ref().and_then(|(_, headers)| String::from_utf8(headers.get(name)?.as_bytes().to_vec()).ok())
     }
 }
 
