@@ -76,6 +76,9 @@ struct HealthArgs {
 
 #[derive(Args, Debug)]
 struct SuperviseArgs {
+    /// The gateway's pid: the call ends if the gateway does (even killed).
+    #[arg(long, value_name = "PID")]
+    parent: Option<u32>,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
     command: Vec<std::ffi::OsString>,
@@ -190,7 +193,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     if let Command::Supervise(args) = &cli.command {
         // First and alone: it runs for every command call, and sets up nothing.
-        return Ok(crate::process::supervise::run(&args.command));
+        return Ok(crate::process::supervise::run(&args.command, args.parent));
     }
     let env = Env::from_process();
     crate::tls::install_crypto_provider();

@@ -136,7 +136,9 @@ pub(crate) fn spawn_call<'a>(
 ) -> std::io::Result<CallProcess> {
     let child = match &inherited.supervisor {
         Some(supervisor) => {
-            let mut argv = vec!["supervise".to_owned(), "--".to_owned(), program.to_string_lossy().into_owned()];
+            let parent = std::process::id().to_string();
+            let program = program.to_string_lossy().into_owned();
+            let mut argv = vec!["supervise".to_owned(), "--parent".to_owned(), parent, "--".to_owned(), program];
             argv.extend(args.iter().cloned());
             spawn(supervisor, &argv, cwd, inherited, env)?
         }

@@ -10,20 +10,45 @@
 //! call an orphan belongs to, and reaping with `wait` (any child) there would
 //! steal exit statuses from the runtime's child handles. Here nothing else
 //! waits for children, so reaping any of them is safe.
+//!
+//! Only the gateway ends a call: SIGTERM (what it sends when a call ends,
+//! times out or is cancelled), or the gateway's own death (the supervisor
+//! asks the kernel for SIGTERM then). Every other signal that would end a
+//! process by default (SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM) is
+//! caught and ignored, so `kill -HUP` meant for the gateway never ends a
+//! call; the tool itself starts with default handlers. The supervisor goes by
+//! the name `toolgate-call`, so `pgrep -x toolgate` lists gateways only.
 
 use std::{ffi::OsString, process::ExitCode, time::Duration};
 
-use rustix::process::{getpid, kill_process, set_child_subreaper, wait, Pid, Signal, WaitOptions, WaitStatus};
+use rustix::process::{
+    getpid, getppid, kill_process, set_child_subreaper, set_parent_process_death_signal, wait, Pid, Signal,
+    WaitOptions, WaitStatus,
+};
+
+/// The supervisor's process name.
+const NAME: &std::ffi::CStr = c"toolgate-call";
 
 /// The exit code when the tool could not be started (as a shell's "command
 /// not found").
 pub(crate) const CANNOT_START: u8 = 127;
 
-/// Runs the tool `command` (program, then its arguments) under supervision.
-pub(crate) fn run(command: &[OsString]) -> ExitCode {
+/// Runs the tool `command` (program, then its arguments) under supervision;
+/// `parent` is the gateway's pid, whose death ends the call.
+pub(crate) fn run(command: &[OsString], parent: Option<u32>) -> ExitCode {
     let Some((program, args)) = command.split_first() else {
         return ExitCode::from(CANNOT_START);
     };
+    let _ = rustix::thread::set_name(NAME);
+    if let Some(parent) = parent {
+        // The kernel sends SIGTERM when the gateway's thread that started
+        // this process ends: a gateway killed outright takes its calls
+        // along. If it died before this line, there is no one to answer.
+        let _ = set_parent_process_death_signal(Some(Signal::TERM));
+        if getppid().map(|p| p.as_raw_nonzero().get() as u32) != Some(parent) {
+            return ExitCode::from(CANNOT_START);
+        }
+    }
     if let Err(err) = set_child_subreaper(Some(getpid())) {
         // Without it orphans go to init: the process group still holds the
         // rest, as without a supervisor.
@@ -62,16 +87,18 @@ fn wait_for(tool: Pid) -> Option<WaitStatus> {
     }
 }
 
-/// On SIGTERM, SIGINT, SIGHUP or SIGQUIT (the gateway ending the call): kill
-/// the tool and everything it started; the main thread then sees the tool
-/// end and exits.
+/// On SIGTERM (the gateway ending the call): kill the tool and everything it
+/// started; the main thread then sees the tool end and exits. The other
+/// signals that would end this process by default are caught and ignored:
+/// they are not the gateway's way to end a call.
 fn watch_signals() {
-    use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGINT, SIGHUP, SIGQUIT]) else {
+    use signal_hook::consts::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM])
+    else {
         return;
     };
     std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
+        if signals.forever().any(|signal| signal == SIGTERM) {
             end_descendants();
         }
     });

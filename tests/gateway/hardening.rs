@@ -601,3 +601,88 @@ fn the_binary_runs_command_tools_under_its_supervisor() {
     assert!(ends(pid), "the setsid child {pid} outlived the call");
     child.kill().unwrap();
 }
+
+/// A registry whose `slow` tool writes its pid to `slow.pid`, sleeps
+/// `seconds`, then answers.
+fn slow_tool(dir: &CatalogDir, seconds: u32) {
+    dir.file(
+        "registry/slow.py",
+        &format!(
+            "import json, os, sys, time\njson.load(sys.stdin)\nopen('slow.pid', 'w').write(str(os.getpid()))\n\
+             time.sleep({seconds})\nprint(json.dumps({{'ok': True, 'result': 'slept'}}))\n"
+        ),
+    );
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: slow\n    description: x\n    timeout: 60s\n    backend: {command: {argv: [python3, slow.py]}}\n",
+    );
+}
+
+/// The pids `pgrep` lists for these arguments.
+fn pgrep(args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new("pgrep").args(args).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().map(str::to_owned).collect()
+}
+
+#[test]
+fn a_signal_meant_for_the_gateway_never_ends_a_call() {
+    let dir = CatalogDir::new();
+    slow_tool(&dir, 2);
+    let (mut child, _lines, addr) = crate::common::serve_args(dir.dir.path(), &[]);
+    let call = toolgate()
+        .args(["call", "slow", "{}", "--addr", &format!("http://{addr}")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.registry().join("slow.pid");
+    let until = Instant::now() + Duration::from_secs(10);
+    while !pid_file.exists() {
+        assert!(Instant::now() < until, "the tool never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The gateway alone goes by its name; its calls' supervisors by another.
+    let gateway = child.id().to_string();
+    let supervisors = pgrep(&["-x", "toolgate-call"]);
+    assert!(!supervisors.is_empty(), "a supervisor runs the call");
+    assert!(pgrep(&["-x", "toolgate"]).contains(&gateway));
+    assert!(!pgrep(&["-x", "toolgate"]).iter().any(|p| supervisors.contains(p)));
+    // The README's recipe at its bluntest: SIGHUP to everything whose name
+    // holds "toolgate", supervisors included; then the other signals that end
+    // a process by default.
+    for signal in ["-HUP", "-INT", "-QUIT", "-USR1", "-USR2", "-ALRM"] {
+        for pid in &supervisors {
+            let _ = std::process::Command::new("kill").args([signal, pid]).status();
+        }
+    }
+    let _ = std::process::Command::new("kill").args(["-HUP", &gateway]).status();
+    let out = call.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "the call survived: {}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("slept"), "{}", stdout(&out));
+    child.kill().unwrap();
+}
+
+#[test]
+fn a_gateway_killed_outright_takes_its_calls_along() {
+    let dir = CatalogDir::new();
+    slow_tool(&dir, 300);
+    let (mut child, _lines, addr) = crate::common::serve_args(dir.dir.path(), &[]);
+    let mut call = toolgate()
+        .args(["call", "slow", "{}", "--addr", &format!("http://{addr}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = dir.registry().join("slow.pid");
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&pid_file).map_or(true, |p| p.is_empty()) {
+        assert!(Instant::now() < until, "the tool never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let tool: i32 = std::fs::read_to_string(&pid_file).unwrap().parse().unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(ends(tool), "the tool {tool} outlived a SIGKILLed gateway");
+    let _ = call.kill();
+    let _ = call.wait();
+}
