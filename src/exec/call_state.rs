@@ -12,10 +12,7 @@
 //!   count of consecutive failures the model could fix, for `session_ttl`.
 
 use std::{
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
+    sync::Arc,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
@@ -26,6 +23,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     identity::Caller,
     state::{Store, StoreError},
+    telemetry::throttle::{self, Throttle},
 };
 
 /// An idempotency key or session id is at most this long.
@@ -42,9 +40,8 @@ pub(crate) struct CallState {
     pub(crate) idempotency_ttl: Duration,
     pub(crate) session_ttl: Duration,
     pub(crate) retry_budget: u32,
-    /// When the last "store unreachable" warning was logged (ms since the
-    /// epoch): one a minute.
-    warned: Arc<AtomicU64>,
+    /// "Store unreachable" warnings: one a minute.
+    warned: Arc<Throttle>,
 }
 
 impl std::fmt::Debug for CallState {
@@ -65,18 +62,14 @@ impl CallState {
             idempotency_ttl: idempotency_ttl.unwrap_or(DEFAULT_IDEMPOTENCY_TTL),
             session_ttl: session_ttl.unwrap_or(DEFAULT_SESSION_TTL),
             retry_budget: retry_budget.unwrap_or(DEFAULT_RETRY_BUDGET),
-            warned: Arc::default(),
+            warned: Arc::new(Throttle::new(Duration::from_secs(60))),
         }
     }
 
     /// Logs that the store is unreachable, at most once a minute.
     pub(crate) fn warn_unreachable(&self, what: &str, err: &StoreError) {
-        let now = now_ms();
-        let last = self.warned.load(Ordering::Relaxed);
-        if now.saturating_sub(last) >= 60_000
-            && self.warned.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
-        {
-            tracing::warn!("{what}: {err}");
+        if let Some(skipped) = self.warned.allow() {
+            tracing::warn!("{what}: {err}{}", throttle::more(skipped));
         }
     }
 }

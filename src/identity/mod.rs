@@ -21,13 +21,15 @@ pub(crate) mod grants;
 pub(crate) mod principals;
 pub(crate) mod users;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 pub(crate) use cert::names_of;
 pub(crate) use grants::Granted;
 pub use principals::{hash_key, PrincipalConfig};
 pub(crate) use principals::{new_key, Principals};
 pub(crate) use users::UsersConfig;
+
+use crate::telemetry::throttle::{self, Throttle};
 pub use users::{JwtConfig, UserVerifier};
 
 /// The one answer to every failed authentication: it never says whether a
@@ -102,8 +104,29 @@ pub(crate) struct Credentials<'a> {
     /// The names of the client certificate (subject CN, DNS and URI SANs),
     /// when the connection presented one.
     pub(crate) certificate: Option<&'a [String]>,
-    /// Every value of the user-token header ([`Identity::user_header`]).
+    /// Every value of the user-token header (`Identity::user_header`).
     pub(crate) user_token: &'a [Option<&'a str>],
+    /// Where the request came from, for the log of a refusal.
+    pub(crate) peer: Option<std::net::SocketAddr>,
+}
+
+/// Why credentials proved no one: for the operator's log only (the caller
+/// hears [`UNAUTHENTICATED`], whatever the reason). Never holds a
+/// credential.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error("no credential")]
+    Missing,
+    #[error("a malformed or repeated authorization header")]
+    Malformed,
+    #[error("an API key of no principal")]
+    UnknownKey,
+    #[error("credentials naming different principals, or a certificate naming two")]
+    Mixed,
+    #[error("a user token that does not verify: {0}")]
+    UserToken(String),
+    #[error("a repeated or malformed user-token header")]
+    UserTokenHeader,
 }
 
 /// A request whose credentials prove no caller. Front doors answer it with
@@ -114,15 +137,20 @@ pub(crate) struct Unauthenticated;
 
 /// Who may call under one configuration: its principals and the verifier of
 /// its users' tokens. Part of each snapshot.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Identity {
     principals: Principals,
     users: Option<Arc<UserVerifier>>,
+    /// Refusals are logged at WARN, one every 10 s at most.
+    refusals: Throttle,
 }
+
+/// At most one refused request is logged at WARN in this time.
+const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 impl Identity {
     pub(crate) fn new(principals: Principals, users: Option<Arc<UserVerifier>>) -> Self {
-        Self { principals, users }
+        Self { principals, users, refusals: Throttle::new(REFUSAL_LOG_PERIOD) }
     }
 
     pub(crate) fn principals(&self) -> &Principals {
@@ -143,23 +171,31 @@ impl Identity {
     /// The caller these credentials prove: the principal (when principals
     /// are configured) and the user (when a token is sent and users are
     /// configured). Any failure is the one [`Unauthenticated`]; why is
-    /// logged for a refused user token only (keys are never logged).
+    /// logged (never the credential), one line every 10 s at most.
     pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, Unauthenticated> {
+        self.proven(credentials).map_err(|why| {
+            let peer = credentials.peer.map_or_else(|| "-".to_owned(), |p| p.to_string());
+            match self.refusals.allow() {
+                Some(skipped) => tracing::warn!(peer, "authentication refused: {why}{}", throttle::more(skipped)),
+                None => tracing::debug!(peer, "authentication refused: {why}"),
+            }
+            Unauthenticated
+        })
+    }
+
+    fn proven(&self, credentials: &Credentials<'_>) -> Result<Caller, Refusal> {
         let mut caller = match self.principals.is_empty() {
             true => Caller::default(),
-            false => self.principals.authenticate(credentials).map_err(|_| Unauthenticated)?,
+            false => self.principals.authenticate(credentials)?,
         };
         let Some(users) = &self.users else { return Ok(caller) };
         match credentials.user_token {
             [] => {}
             [Some(token)] => match users.verify(token.trim()) {
                 Ok(user) => caller.user = Some(user),
-                Err(why) => {
-                    tracing::info!("a user token was refused: {why}");
-                    return Err(Unauthenticated);
-                }
+                Err(why) => return Err(Refusal::UserToken(why.to_string())),
             },
-            _ => return Err(Unauthenticated),
+            _ => return Err(Refusal::UserTokenHeader),
         }
         Ok(caller)
     }

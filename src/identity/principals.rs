@@ -9,7 +9,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{grants::is_every_tool, Caller, Credentials, Proof, UNAUTHENTICATED};
+use super::{grants::is_every_tool, Caller, Credentials, Proof, Refusal};
 use crate::catalog::{GrantDecl, Place};
 
 /// A `principals[]` entry of the configuration file.
@@ -143,12 +143,14 @@ impl Principals {
     /// The caller these credentials prove, or the one failure answer. A key
     /// and a certificate presented together must both name the same
     /// principal.
-    pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, &'static str> {
+    pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, Refusal> {
         let by_key = match credentials.authorization {
             [] => None,
-            [Some(value)] => Some(self.by_key(bearer(value).ok_or(UNAUTHENTICATED)?).ok_or(UNAUTHENTICATED)?),
+            [Some(value)] => {
+                Some(self.by_key(bearer(value).ok_or(Refusal::Malformed)?).ok_or(Refusal::UnknownKey)?)
+            }
             // Invisible characters, or more than one value.
-            _ => return Err(UNAUTHENTICATED),
+            _ => return Err(Refusal::Malformed),
         };
         let by_cert = match credentials.certificate {
             Some(names) => self.by_certificate(names)?,
@@ -156,10 +158,10 @@ impl Principals {
         };
         let (principal, proof) = match (by_key, by_cert) {
             (Some(a), Some(b)) if Arc::ptr_eq(&a.name, &b.name) => (a, Proof::Certificate),
-            (Some(_), Some(_)) => return Err(UNAUTHENTICATED),
+            (Some(_), Some(_)) => return Err(Refusal::Mixed),
             (Some(p), None) => (p, Proof::ApiKey),
             (None, Some(p)) => (p, Proof::Certificate),
-            (None, None) => return Err(UNAUTHENTICATED),
+            (None, None) => return Err(Refusal::Missing),
         };
         Ok(Caller { principal: Some(Arc::clone(&principal.name)), user: None, proof })
     }
@@ -182,10 +184,10 @@ impl Principals {
     /// The principal a certificate names; a certificate that names two is
     /// refused. A certificate naming none is no credential (a key may still
     /// be).
-    fn by_certificate(&self, names: &[String]) -> Result<Option<&Principal>, &'static str> {
+    fn by_certificate(&self, names: &[String]) -> Result<Option<&Principal>, Refusal> {
         let mut matching = self.list.iter().filter(|p| p.client_cert.as_ref().is_some_and(|c| names.contains(c)));
         match (matching.next(), matching.next()) {
-            (Some(_), Some(_)) => Err(UNAUTHENTICATED),
+            (Some(_), Some(_)) => Err(Refusal::Mixed),
             (found, _) => Ok(found),
         }
     }
@@ -248,8 +250,8 @@ mod tests {
         Principals::from_config(&configs, "toolgate.yaml").unwrap()
     }
 
-    fn auth(p: &Principals, authorization: &[Option<&str>], cert: Option<&[String]>) -> Result<String, &'static str> {
-        let credentials = Credentials { authorization, certificate: cert, user_token: &[] };
+    fn auth(p: &Principals, authorization: &[Option<&str>], cert: Option<&[String]>) -> Result<String, Refusal> {
+        let credentials = Credentials { authorization, certificate: cert, user_token: &[], peer: None };
         p.authenticate(&credentials).map(|c| c.principal.unwrap().to_string())
     }
 
@@ -271,10 +273,12 @@ mod tests {
             &[None],
             &[Some("Bearer k1"), Some("Bearer k1")],
         ] {
-            assert_eq!(auth(&p, bad, None), Err(UNAUTHENTICATED), "{bad:?}");
+            assert!(auth(&p, bad, None).is_err(), "{bad:?}");
         }
         // A key of one principal with the certificate of another.
-        assert_eq!(auth(&p, &[Some("Bearer k1")], Some(&names)), Err(UNAUTHENTICATED));
+        assert_eq!(auth(&p, &[Some("Bearer k1")], Some(&names)), Err(Refusal::Mixed));
+        assert_eq!(auth(&p, &[Some("Bearer k3")], None), Err(Refusal::UnknownKey));
+        assert_eq!(auth(&p, &[], None), Err(Refusal::Missing));
     }
 
     #[test]

@@ -278,6 +278,11 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
+    /// The peer's address.
+    pub(crate) fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
     /// Whether `TCP_NODELAY` is set on the socket.
     #[cfg(test)]
     pub(crate) fn nodelay(&self) -> io::Result<bool> {

@@ -23,7 +23,13 @@ use rustls::{
 use tokio_rustls::{server::TlsStream, TlsAcceptor};
 
 use super::connections::{Conn, Incoming};
-use crate::config::TlsConfig;
+use crate::{
+    config::TlsConfig,
+    telemetry::throttle::{self, Throttle},
+};
+
+/// At most one refused handshake is logged at WARN in this time.
+const REFUSED_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 /// The listener's TLS configuration, replaced whole on reload.
 pub(crate) struct ServerTls {
@@ -95,13 +101,16 @@ pub(crate) struct TlsIncoming {
     inner: Incoming,
     tls: Arc<ServerTls>,
     handshake_timeout: Duration,
+    /// Refused handshakes are logged at WARN, one every 10 s at most.
+    refused: Arc<Throttle>,
     handshakes: FuturesUnordered<Handshake>,
     inner_done: bool,
 }
 
 impl TlsIncoming {
     pub(crate) fn new(inner: Incoming, tls: Arc<ServerTls>, handshake_timeout: Duration) -> Self {
-        Self { inner, tls, handshake_timeout, handshakes: FuturesUnordered::new(), inner_done: false }
+        let refused = Arc::new(Throttle::new(REFUSED_LOG_PERIOD));
+        Self { inner, tls, handshake_timeout, refused, handshakes: FuturesUnordered::new(), inner_done: false }
     }
 }
 
@@ -113,16 +122,30 @@ impl Stream for TlsIncoming {
         while !this.inner_done {
             match Pin::new(&mut this.inner).poll_next(cx) {
                 Poll::Ready(Some(Ok(conn))) => {
+                    let peer = conn.peer();
                     let accept = this.tls.acceptor().accept(conn);
                     let limit = this.handshake_timeout;
+                    let refused = Arc::clone(&this.refused);
                     this.handshakes.push(Box::pin(async move {
                         match tokio::time::timeout(limit, accept).await {
                             Ok(Ok(stream)) => Some(stream),
                             Ok(Err(err)) => {
-                                tracing::debug!("TLS handshake failed: {err}");
+                                // A client that cannot connect sees only a
+                                // failed dial: the reason is said here.
+                                match refused.allow() {
+                                    Some(skipped) => tracing::warn!(
+                                        peer = %peer,
+                                        "TLS handshake refused: {err}{}",
+                                        throttle::more(skipped)
+                                    ),
+                                    None => tracing::debug!(peer = %peer, "TLS handshake refused: {err}"),
+                                }
                                 None
                             }
-                            Err(_) => None,
+                            Err(_) => {
+                                tracing::debug!(peer = %peer, "TLS handshake not finished within {limit:?}");
+                                None
+                            }
                         }
                     }));
                 }

@@ -18,6 +18,7 @@ pub(crate) mod metrics;
 pub(crate) mod propagation;
 pub(crate) mod semconv;
 pub(crate) mod span;
+pub(crate) mod throttle;
 
 use std::io::IsTerminal;
 

@@ -778,3 +778,83 @@ async fn a_subject_that_names_no_one_is_refused_and_every_user_reaches_http_tool
     assert_eq!(http.seen.last_header("x-toolgate-user").as_deref(), Some("josé"));
     child.kill().unwrap();
 }
+
+/// The README's certificate recipe, run as written (its shell block, from
+/// `# Certificates` to `cd ..`) in `dir`.
+fn readme_certificates(dir: &Path) {
+    let readme = std::fs::read_to_string(crate::common::repo().join("README.md")).unwrap();
+    let start = readme.find("# Certificates (any CA will do").expect("the recipe is in the README");
+    let end = start + readme[start..].find("cd ..\n").expect("the recipe ends with cd ..") + "cd ..\n".len();
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &readme[start..end]])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the README's recipe failed: {}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_certificates_work_and_refused_handshakes_and_credentials_are_logged() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    readme_certificates(dir.dir.path());
+    // An X.509 v1 client certificate, as `openssl x509 -req` makes one
+    // without extensions: rustls refuses it.
+    let v1 = "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=billing-agent \
+              -keyout old.key -out old.csr 2>/dev/null && \
+              openssl x509 -req -in old.csr -CA ca.pem -CAkey ca.key -days 30 -out old.pem 2>/dev/null";
+    let made = std::process::Command::new("bash").args(["-c", v1]).current_dir(dir.dir.path().join("certs")).status();
+    assert!(made.unwrap().success());
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "tls: {{cert: certs/server.pem, key: certs/server.key, client_ca: certs/ca.pem}}\n{}  \
+             - name: billing-agent\n    client_cert: billing-agent\n    tools: [\"*\"]\n",
+            admin_config(None)
+        ),
+    );
+    let (mut child, log, addr) = serve(dir.dir.path(), &[]);
+    let log = crate::common::LogLines::follow(log);
+    let read = |name: &str| std::fs::read_to_string(dir.dir.path().join("certs").join(name)).unwrap();
+    let ca = read("ca.pem");
+    let client = |cert: &str, key: &str| {
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(&ca))
+            .domain_name("localhost")
+            .identity(Identity::from_pem(read(cert), read(key)));
+        Channel::from_shared(format!("https://{addr}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .connect_timeout(Duration::from_secs(5))
+    };
+    // The recipe's client certificate proves billing-agent.
+    let channel = client("billing.pem", "billing.key").connect().await.expect("the recipe's certificate is accepted");
+    let names = ToolGatewayServiceClient::new(channel).list_tools(ListToolsRequest::default()).await.unwrap();
+    assert!(!names.into_inner().tools.is_empty());
+
+    // The v1 certificate (which rustls will not even send; openssl does) is
+    // refused, and the operator is told why.
+    let certs = dir.dir.path().join("certs");
+    std::process::Command::new("openssl")
+        .args(["s_client", "-connect", &addr, "-cert", "old.pem", "-key", "old.key", "-CAfile", "ca.pem"])
+        .args(["-alpn", "h2", "-servername", "localhost"])
+        .current_dir(&certs)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    log.wait_for("TLS handshake refused", 1).await;
+    let line = log.text().lines().find(|l| l.contains("TLS handshake refused")).unwrap().to_owned();
+    assert!(line.contains("WARN") && line.to_lowercase().contains("version"), "{line}");
+
+    // A wrong key: refused, logged with the reason, never the key.
+    let channel = client("billing.pem", "billing.key").connect().await.unwrap();
+    let status = ToolGatewayServiceClient::new(channel)
+        .list_tools(with_key(ListToolsRequest::default(), Some("tg_not_a_key_of_anyone")))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    log.wait_for("authentication refused: an API key of no principal", 1).await;
+    assert!(!log.text().contains("tg_not_a_key_of_anyone"), "{}", log.text());
+    child.kill().unwrap();
+}

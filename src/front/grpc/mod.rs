@@ -60,8 +60,19 @@ impl Gateway {
         let authorization = values("authorization");
         let user_token = snapshot.identity.user_header().map(values).unwrap_or_default();
         let certificate = client_certificate_names(extensions);
-        let credentials =
-            Credentials { authorization: &authorization, certificate: certificate.as_deref(), user_token: &user_token };
+        let peer = extensions
+            .get::<tonic::transport::server::TcpConnectInfo>()
+            .and_then(|info| info.remote_addr())
+            .or_else(|| {
+                use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+                extensions.get::<TlsConnectInfo<TcpConnectInfo>>().and_then(|info| info.get_ref().remote_addr())
+            });
+        let credentials = Credentials {
+            authorization: &authorization,
+            certificate: certificate.as_deref(),
+            user_token: &user_token,
+            peer,
+        };
         let caller = snapshot.identity.authenticate(&credentials)?;
         Ok((snapshot, caller))
     }
