@@ -257,14 +257,28 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     settings.check_exposure(args.allow_remote)?;
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let telemetry = Telemetry::start(env);
         let served = serve_with(&args, &settings, env, telemetry.observer()).await;
-        // Flushing waits on the exporters' threads.
-        let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
+        // Flushing waits on the exporters' threads, at most FINAL_FLUSH: a
+        // collector that does not answer must not hold up the exit past the
+        // grace periods of compose and Kubernetes.
+        let flush = tokio::task::spawn_blocking(move || telemetry.shutdown());
+        if tokio::time::timeout(FINAL_FLUSH, flush).await.is_err() {
+            tracing::warn!(
+                "telemetry not flushed within {}: the collector does not answer; what was pending is dropped",
+                humantime::format_duration(FINAL_FLUSH)
+            );
+        }
         served
-    })
+    });
+    // The flush left behind (if any) is abandoned, not waited for.
+    runtime.shutdown_background();
+    served
 }
+
+/// How long the last flush of spans and metrics may take at exit.
+const FINAL_FLUSH: Duration = Duration::from_secs(2);
 
 /// Starts the catalogue, serves until a signal, reloads on SIGHUP and file
 /// changes, ends the MCP servers.

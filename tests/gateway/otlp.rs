@@ -164,3 +164,20 @@ async fn spans_past_a_full_export_queue_are_dropped_with_one_warning_and_counted
     assert!(dropped > 0 && arrived > 0, "dropped {dropped}, arrived {arrived}");
     assert_eq!(dropped + arrived, 80, "every span either arrived or was counted as dropped");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_holds_up_the_exit_two_seconds_at_most() {
+    let (collector, _received) = receiver(Duration::from_secs(60)).await;
+    let env = [("OTEL_BSP_SCHEDULE_DELAY", "60000"), ("OTEL_METRIC_EXPORT_INTERVAL", "60000")];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
+    for i in 0..5 {
+        call(&mut client, "web_search", r#"{"query": "x"}"#, &format!("{:032x}", i + 1)).await;
+    }
+    // Spans and metrics are pending; the collector takes a minute to answer.
+    let started = Instant::now();
+    let (code, rest) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    let took = started.elapsed();
+    assert_eq!(code, Some(0));
+    assert!(took < Duration::from_secs(4), "the exit took {took:?}: {rest:#?}");
+    assert!(rest.iter().any(|l| l.contains("telemetry not flushed within 2s")), "{rest:#?}");
+}
