@@ -44,13 +44,10 @@ use std::{
 
 use tokio::net::TcpListener;
 use tonic::{transport::Channel, Request, Response, Status};
-use toolgate::{
-    proto::v1::{
-        self as pb,
-        tool_gateway_service_client::ToolGatewayServiceClient,
-        tool_gateway_service_server::{ToolGatewayService, ToolGatewayServiceServer},
-    },
-    server,
+use toolgate::proto::v1::{
+    self as pb,
+    tool_gateway_service_client::ToolGatewayServiceClient,
+    tool_gateway_service_server::{ToolGatewayService, ToolGatewayServiceServer},
 };
 
 /// The OTLP receiver of the tests, here as a sink that drops what it gets.
@@ -727,8 +724,13 @@ fn serve(kind: &str) {
             _ => {
                 tonic::transport::Server::builder()
                     .add_service(ToolGatewayServiceServer::new(Bare))
-                    // Accepted as the gateway accepts, TCP_NODELAY set: the floor, not a handicap.
-                    .serve_with_incoming_shutdown(server::incoming(listener), stdin_closed)
+                    // Plain tonic with TCP_NODELAY set (tonic sets it only when
+                    // it binds the address itself): the floor, not a handicap,
+                    // and none of the gateway's own accept path.
+                    .serve_with_incoming_shutdown(
+                        tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+                        stdin_closed,
+                    )
                     .await
                     .unwrap();
             }

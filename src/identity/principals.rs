@@ -146,9 +146,7 @@ impl Principals {
     pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, Refusal> {
         let by_key = match credentials.authorization {
             [] => None,
-            [Some(value)] => {
-                Some(self.by_key(bearer(value).ok_or(Refusal::Malformed)?).ok_or(Refusal::UnknownKey)?)
-            }
+            [Some(value)] => Some(self.by_key(bearer(value).ok_or(Refusal::Malformed)?).ok_or(Refusal::UnknownKey)?),
             // Invisible characters, or more than one value.
             _ => return Err(Refusal::Malformed),
         };

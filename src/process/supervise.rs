@@ -93,7 +93,8 @@ fn wait_for(tool: Pid) -> Option<WaitStatus> {
 /// they are not the gateway's way to end a call.
 fn watch_signals() {
     use signal_hook::consts::{SIGALRM, SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM])
+    let Ok(mut signals) =
+        signal_hook::iterator::Signals::new([SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM])
     else {
         return;
     };

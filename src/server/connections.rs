@@ -19,7 +19,7 @@ use std::{
     net::SocketAddr,
     pin::Pin,
     sync::{
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         Arc, Mutex, OnceLock,
     },
     task::{Context, Poll},
@@ -42,8 +42,9 @@ pub struct ConnectionSettings {
     /// closes. Default: three quarters of the process's file-descriptor
     /// limit (the rest is for tools, backends and files), at most 10,000.
     pub max_connections: usize,
-    /// A connection must send its first bytes (the HTTP/2 preface) within
-    /// this time, or it is closed.
+    /// A connection must send the whole HTTP/2 preface and its first
+    /// SETTINGS frame within this time (counted after the TLS handshake,
+    /// which has as long again), or it is closed.
     pub handshake_timeout: Duration,
     /// A connection without a call for this long is closed.
     pub idle_timeout: Duration,
@@ -62,6 +63,27 @@ impl Default for ConnectionSettings {
             idle_timeout: Duration::from_secs(300),
             keepalive_interval: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Connections the probe port (`health_listen`) keeps open at once.
+const PROBE_CONNECTIONS: usize = 16;
+/// How long a probe connection may take to send its preface, and stay idle.
+const PROBE_HANDSHAKE: Duration = Duration::from_secs(2);
+const PROBE_IDLE: Duration = Duration::from_secs(30);
+
+impl ConnectionSettings {
+    /// The settings of the probe port: a cap of its own, small (16 or this
+    /// port's, if smaller), and deadlines no longer than 2 s to send the
+    /// preface and 30 s idle. A probe connects, asks and leaves.
+    pub(crate) fn for_probes(&self) -> ConnectionSettings {
+        ConnectionSettings {
+            max_connections: self.max_connections.min(PROBE_CONNECTIONS),
+            handshake_timeout: self.handshake_timeout.min(PROBE_HANDSHAKE),
+            idle_timeout: self.idle_timeout.min(PROBE_IDLE),
+            keepalive_interval: self.keepalive_interval,
+            keepalive_timeout: self.keepalive_timeout,
         }
     }
 }
@@ -193,7 +215,8 @@ impl Incoming {
             calls,
             registry: Arc::clone(&self.registry),
             settings: Arc::clone(&self.settings),
-            started: false,
+            preface: Preface::default(),
+            watch: Watch::Bytes,
             timer: Box::pin(tokio::time::sleep_until(deadline.into())),
             _permit: self.permit.take().expect("a permit was taken before accepting"),
         })
@@ -262,8 +285,9 @@ impl futures::Stream for Incoming {
     }
 }
 
-/// One accepted connection: closed if it sends nothing within the handshake
-/// timeout, or has no call for the idle timeout.
+/// One accepted connection: closed if it has not sent the HTTP/2 preface
+/// and its first SETTINGS frame within the handshake timeout, or has no call
+/// for the idle timeout.
 pub(crate) struct Conn {
     io: TcpStream,
     connect_info: TcpConnectInfo,
@@ -271,10 +295,142 @@ pub(crate) struct Conn {
     calls: Arc<Calls>,
     registry: Arc<Registry>,
     settings: Arc<ConnectionSettings>,
-    /// Whether the client has sent anything yet.
-    started: bool,
+    /// How much of the preface has arrived.
+    preface: Preface,
+    /// Where the preface is read: the bytes of this socket, or (under TLS)
+    /// the plaintext of the stream above it.
+    watch: Watch,
     timer: Pin<Box<Sleep>>,
     _permit: OwnedSemaphorePermit,
+}
+
+/// Where a connection's preface is looked for.
+enum Watch {
+    /// In the bytes read from the socket (plaintext).
+    Bytes,
+    /// In the plaintext above the TLS layer, which says when it is done
+    /// ([`PrefaceWatch`]).
+    Above(Arc<AtomicBool>),
+}
+
+/// The client connection preface of HTTP/2 (RFC 9113, section 3.4): these
+/// 24 octets, then a SETTINGS frame.
+const CLIENT_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// The SETTINGS frame type.
+const SETTINGS: u8 = 0x4;
+
+/// How much of the client preface has arrived: counted byte by byte, so a
+/// client cannot clear the handshake deadline with one byte (or a TLS
+/// ClientHello). Bytes that are not a preface are left for the HTTP/2
+/// server to refuse; they never count as one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Preface {
+    /// This many octets of [`CLIENT_PREFACE`] seen.
+    #[default]
+    Start,
+    Magic(usize),
+    /// This many octets of the SETTINGS frame header seen, and its length
+    /// so far.
+    Header(usize, u32),
+    /// This many octets of the SETTINGS payload still to come.
+    Payload(u32),
+    Done,
+    /// Not a preface: the server will close the connection.
+    Wrong,
+}
+
+impl Preface {
+    /// Takes the next bytes read; whether the preface is now complete.
+    fn feed(&mut self, bytes: &[u8]) -> bool {
+        for &byte in bytes {
+            *self = match *self {
+                Preface::Start => Preface::Magic(0).next(byte),
+                state @ (Preface::Magic(_) | Preface::Header(..) | Preface::Payload(_)) => state.next(byte),
+                Preface::Done | Preface::Wrong => break,
+            };
+        }
+        *self == Preface::Done
+    }
+
+    fn next(self, byte: u8) -> Preface {
+        match self {
+            Preface::Magic(seen) if CLIENT_PREFACE[seen] != byte => Preface::Wrong,
+            Preface::Magic(seen) if seen + 1 == CLIENT_PREFACE.len() => Preface::Header(0, 0),
+            Preface::Magic(seen) => Preface::Magic(seen + 1),
+            // Length (3 octets), type, flags, stream id (4 octets).
+            Preface::Header(seen, length) if seen < 3 => Preface::Header(seen + 1, length << 8 | u32::from(byte)),
+            Preface::Header(3, _) if byte != SETTINGS => Preface::Wrong,
+            Preface::Header(8, 0) => Preface::Done,
+            Preface::Header(8, length) => Preface::Payload(length),
+            Preface::Header(seen, length) => Preface::Header(seen + 1, length),
+            Preface::Payload(1) => Preface::Done,
+            Preface::Payload(left) => Preface::Payload(left - 1),
+            other => other,
+        }
+    }
+}
+
+/// The plaintext stream above a TLS connection, read for the HTTP/2
+/// preface: the handshake deadline is counted from the end of the TLS
+/// handshake, and cleared only by a whole preface and SETTINGS frame.
+pub(crate) struct PrefaceWatch<S> {
+    inner: S,
+    preface: Preface,
+    done: Arc<AtomicBool>,
+}
+
+impl<S> PrefaceWatch<S> {
+    pub(crate) fn new(inner: S, done: Arc<AtomicBool>) -> Self {
+        Self { inner, preface: Preface::default(), done }
+    }
+}
+
+impl<S: Connected> Connected for PrefaceWatch<S> {
+    type ConnectInfo = S::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for PrefaceWatch<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(read, Poll::Ready(Ok(()))) && !matches!(self.preface, Preface::Done | Preface::Wrong) {
+            let this = &mut *self;
+            if this.preface.feed(&buf.filled()[before..]) {
+                this.done.store(true, Ordering::Release);
+            }
+        }
+        read
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for PrefaceWatch<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
 }
 
 impl Conn {
@@ -289,6 +445,23 @@ impl Conn {
         self.io.nodelay()
     }
 
+    /// From now on the preface is read above this connection (TLS), and its
+    /// deadline starts again: the TLS handshake took its own.
+    pub(crate) fn preface_above(&mut self) -> Arc<AtomicBool> {
+        let done = Arc::new(AtomicBool::new(false));
+        self.watch = Watch::Above(Arc::clone(&done));
+        self.timer.as_mut().reset((Instant::now() + self.settings.handshake_timeout).into());
+        done
+    }
+
+    /// Whether the whole preface has arrived.
+    fn prefaced(&self) -> bool {
+        match &self.watch {
+            Watch::Bytes => self.preface == Preface::Done,
+            Watch::Above(done) => done.load(Ordering::Acquire),
+        }
+    }
+
     /// Called when the socket has nothing to read: whether the connection
     /// should end now (the error to end it with), else the timer is set for
     /// the next look.
@@ -297,8 +470,9 @@ impl Conn {
             if self.timer.as_mut().poll(cx).is_pending() {
                 return None;
             }
-            if !self.started {
+            if !self.prefaced() {
                 let message = format!("no HTTP/2 preface within {:?}", self.settings.handshake_timeout);
+                tracing::debug!(peer = %self.peer, "closing a connection: {message}");
                 return Some(Err(io::Error::new(io::ErrorKind::TimedOut, message)));
             }
             let next = match self.calls.active.load(Ordering::Acquire) {
@@ -336,11 +510,13 @@ impl AsyncRead for Conn {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         match Pin::new(&mut self.io).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) if buf.filled().len() > before && !self.started => {
-                self.started = true;
-                // From now on the timer watches idleness.
-                let first = (Instant::now() + self.settings.idle_timeout).into();
-                self.timer.as_mut().reset(first);
+            Poll::Ready(Ok(())) if matches!(self.watch, Watch::Bytes) && self.preface != Preface::Done => {
+                let this = &mut *self;
+                if this.preface.feed(&buf.filled()[before..]) {
+                    // From now on the timer watches idleness.
+                    let first = (Instant::now() + this.settings.idle_timeout).into();
+                    this.timer.as_mut().reset(first);
+                }
                 Poll::Ready(Ok(()))
             }
             Poll::Pending => match self.expired(cx) {
@@ -496,5 +672,37 @@ impl http_body::Body for Guarded {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SETTINGS_FRAME: &[u8] = b"\x00\x00\x06\x04\x00\x00\x00\x00\x00\x00\x03\x00\x00\x00\x64";
+
+    fn fed(chunks: &[&[u8]]) -> Preface {
+        let mut preface = Preface::default();
+        for chunk in chunks {
+            preface.feed(chunk);
+        }
+        preface
+    }
+
+    #[test]
+    fn only_the_whole_preface_and_settings_count() {
+        let whole = [&CLIENT_PREFACE[..], SETTINGS_FRAME].concat();
+        assert_eq!(fed(&[&whole]), Preface::Done);
+        // Byte by byte, and an empty SETTINGS frame.
+        let bytes: Vec<&[u8]> = whole.chunks(1).collect();
+        assert_eq!(fed(&bytes), Preface::Done);
+        assert_eq!(fed(&[CLIENT_PREFACE, b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"]), Preface::Done);
+        // One byte, the magic alone, a SETTINGS frame cut short: not yet.
+        assert_eq!(fed(&[b"P"]), Preface::Magic(1));
+        assert!(!matches!(fed(&[CLIENT_PREFACE]), Preface::Done));
+        assert!(!matches!(fed(&[&whole[..whole.len() - 1]]), Preface::Done));
+        // Not a preface (a TLS ClientHello, another frame first): never.
+        assert_eq!(fed(&[b"\x16\x03\x01\x02\x00"]), Preface::Wrong);
+        assert_eq!(fed(&[CLIENT_PREFACE, b"\x00\x00\x00\x01\x00\x00\x00\x00\x01", SETTINGS_FRAME]), Preface::Wrong);
     }
 }

@@ -12,25 +12,9 @@ pub(crate) mod tls;
 
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tonic::transport::server::TcpIncoming;
-
 pub use connections::ConnectionSettings;
 pub(crate) use connections::Incoming;
 pub(crate) use tls::ServerTls;
-
-/// The accepted connections of `listener`, each with `TCP_NODELAY` set, and
-/// nothing else (what the benchmarks' bare tonic server uses; the gateway's
-/// own `Incoming` sets it too).
-///
-/// Without it, a response that leaves in more than one write (a Resolve or
-/// Execute miss against a large catalogue, any response under load) waits
-/// for the client's delayed ACK: ~40 ms a call for clients that multiplex
-/// every call over one connection (grpcio, grpc-go). tonic sets it only
-/// when it binds the address itself.
-pub fn incoming(listener: TcpListener) -> TcpIncoming {
-    TcpIncoming::from(listener).with_nodelay(Some(true))
-}
 
 /// When and how a server stops.
 pub struct Stop<S, N> {
@@ -46,6 +30,7 @@ pub struct Stop<S, N> {
 mod tests {
     use std::sync::Arc;
 
+    use tokio::net::TcpListener;
     use tokio_stream::StreamExt;
 
     use super::*;

@@ -22,7 +22,7 @@ use rustls::{
 };
 use tokio_rustls::{server::TlsStream, TlsAcceptor};
 
-use super::connections::{Conn, Incoming};
+use super::connections::{Conn, Incoming, PrefaceWatch};
 use crate::{
     config::TlsConfig,
     telemetry::throttle::{self, Throttle},
@@ -92,7 +92,10 @@ fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
     Ok(config)
 }
 
-type Handshake = Pin<Box<dyn std::future::Future<Output = Option<TlsStream<Conn>>> + Send>>;
+/// A TLS connection, its plaintext read for the HTTP/2 preface.
+pub(crate) type TlsConn = PrefaceWatch<TlsStream<Conn>>;
+
+type Handshake = Pin<Box<dyn std::future::Future<Output = Option<TlsConn>> + Send>>;
 
 /// The accepted connections of [`Incoming`], each through its TLS handshake
 /// (bounded by the handshake timeout) before it is handed to the server.
@@ -115,7 +118,7 @@ impl TlsIncoming {
 }
 
 impl Stream for TlsIncoming {
-    type Item = io::Result<TlsStream<Conn>>;
+    type Item = io::Result<TlsConn>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
@@ -128,7 +131,10 @@ impl Stream for TlsIncoming {
                     let refused = Arc::clone(&this.refused);
                     this.handshakes.push(Box::pin(async move {
                         match tokio::time::timeout(limit, accept).await {
-                            Ok(Ok(stream)) => Some(stream),
+                            Ok(Ok(mut stream)) => {
+                                let done = stream.get_mut().0.preface_above();
+                                Some(PrefaceWatch::new(stream, done))
+                            }
                             Ok(Err(err)) => {
                                 // A client that cannot connect sees only a
                                 // failed dial: the reason is said here.

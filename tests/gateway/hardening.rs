@@ -340,7 +340,7 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x0
 
 /// Reads from `stream` until the server closes it (or 10 s pass: a panic);
 /// how long that took.
-async fn closed_after(stream: &mut tokio::net::TcpStream) -> Duration {
+async fn closed_after(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Duration {
     use tokio::io::AsyncReadExt;
     let started = Instant::now();
     let mut buffer = [0u8; 1024];
@@ -685,4 +685,122 @@ fn a_gateway_killed_outright_takes_its_calls_along() {
     assert!(ends(tool), "the tool {tool} outlived a SIGKILLed gateway");
     let _ = call.kill();
     let _ = call.wait();
+}
+
+#[tokio::test]
+async fn the_handshake_deadline_holds_until_the_whole_preface_and_settings() {
+    use tokio::io::AsyncWriteExt;
+    // Plaintext: one byte, or the magic without a SETTINGS frame, is no preface.
+    let gw = TestGateway::registry(CODE_REGISTRY).connections(settings(60_000, 300, 60_000)).start().await;
+    for sent in [&b"P"[..], &PREFACE[..24], &PREFACE[..PREFACE.len() - 1]] {
+        let mut stream = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+        stream.write_all(sent).await.unwrap();
+        let took = closed_after(&mut stream).await;
+        assert!(took < Duration::from_secs(5), "{} bytes held a connection {took:?}", sent.len());
+    }
+    // The whole preface: open until idle.
+    let gw = TestGateway::registry(CODE_REGISTRY).connections(settings(1_500, 300, 60_000)).start().await;
+    let mut prefaced = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
+    prefaced.write_all(PREFACE).await.unwrap();
+    let took = closed_after(&mut prefaced).await;
+    assert!(took >= Duration::from_millis(1_300), "closed before it was idle: {took:?}");
+}
+
+#[tokio::test]
+async fn under_tls_the_preface_deadline_starts_after_the_handshake() {
+    use tokio::io::AsyncWriteExt;
+    let ca = crate::common::pki::Ca::new("preface test CA");
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", CODE_REGISTRY);
+    let server = ca.issue("toolgate", &["localhost"]);
+    let cert = dir.file("certs/server.pem", &server.cert);
+    let key = dir.file("certs/server.key", &server.key);
+    let tls = format!("tls: {{cert: \"{}\", key: \"{}\"}}", cert.display(), key.display());
+    let connections = |idle| settings(idle, 400, 60_000);
+    let connect = |addr: std::net::SocketAddr| {
+        let ca = ca.pem();
+        async move {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let mut roots = rustls::RootCertStore::empty();
+            let der = rustls::pki_types::CertificateDer::from_pem_slice(ca.as_bytes()).unwrap();
+            roots.add(der).unwrap();
+            let mut config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+            config.alpn_protocols = vec![b"h2".to_vec()];
+            let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+            connector.connect(name, tcp).await.expect("the TLS handshake completes")
+        }
+    };
+    use rustls::pki_types::pem::PemObject;
+    // A finished handshake and nothing more (or one byte of plaintext): closed.
+    let gw = TestGateway::dir(&dir).config(&tls).connections(connections(60_000)).start().await;
+    for sent in [&b""[..], &b"P"[..]] {
+        let mut stream = connect(gw.addr).await;
+        stream.write_all(sent).await.unwrap();
+        stream.flush().await.unwrap();
+        let took = closed_after(&mut stream).await;
+        assert!(took < Duration::from_secs(5), "{} bytes over TLS held a connection {took:?}", sent.len());
+    }
+    // The whole preface over TLS: open until idle.
+    let gw = TestGateway::dir(&dir).config(&tls).connections(connections(1_500)).start().await;
+    let mut stream = connect(gw.addr).await;
+    stream.write_all(PREFACE).await.unwrap();
+    stream.flush().await.unwrap();
+    let took = closed_after(&mut stream).await;
+    assert!(took >= Duration::from_millis(1_300), "closed before it was idle: {took:?}");
+}
+
+#[test]
+fn silent_connections_to_the_probe_port_take_nothing_from_the_gateway() {
+    use std::io::BufRead;
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", "tools:\n  - name: t\n    description: x\n    backend: {builtin: echo}\n");
+    dir.file("toolgate.yaml", "health_listen: 127.0.0.1:0\n");
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let mut command = std::process::Command::new("sh");
+    command.current_dir(dir.dir.path()).env_remove("TOOLGATE_STRICT_TOOLS").env("RUST_LOG", "info").args([
+        "-c",
+        &format!("ulimit -n 48 && exec {binary} serve --config toolgate.yaml --catalog registry --listen 127.0.0.1:0"),
+    ]);
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut health = None;
+    let addr = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("plaintext) on ") {
+            health = Some(line[at + "plaintext) on ".len()..].trim().to_owned());
+        }
+        if let Some(at) = line.find("toolgate listening on ") {
+            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+        }
+    };
+    let health = health.expect("the health listener is logged");
+    let _log = std::thread::spawn(move || lines.map_while(Result::ok).count());
+    // More silent connections to the probe port than the process has
+    // descriptors: each says nothing.
+    let silent: Vec<std::net::TcpStream> = (0..50).map(|_| std::net::TcpStream::connect(&health).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    // The gateway's own port still serves at once.
+    let mut call = toolgate()
+        .args(["call", "t", "{}", "--addr", &format!("http://{addr}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = call.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < until, "the gateway's port did not answer while its probe port was flooded");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success());
+    // And the probe is answered once the silent ones are closed (2 s each,
+    // 16 at a time), though they are still open on the client's side.
+    let out = toolgate().args(["health", "--addr", &format!("http://{health}"), "--timeout", "20s"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    drop(silent);
+    child.kill().unwrap();
 }

@@ -336,6 +336,9 @@ fn a_remote_listen_with_principals_needs_tls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_backend_is_told_who_calls_and_no_one_else_can_say() {
+    // (A catalogue cannot say it either: setting an X-Toolgate-* header or
+    // TOOLGATE_PRINCIPAL/TOOLGATE_USER is refused at load; see
+    // catalog_problems::the_names_that_say_who_calls_are_the_gateways.)
     let http = crate::common::backend::start().await;
     let elsewhere = crate::common::backend::start().await;
     let dir = CatalogDir::new();
@@ -349,13 +352,13 @@ async fn each_backend_is_told_who_calls_and_no_one_else_can_say() {
         "registry/tools.yaml",
         &format!(
             "tools:\n  - name: http_echo\n    description: x\n    \
-             backend: {{http: {{url: \"{}\", headers: {{X-Toolgate-Principal: forged}}}}}}\n  \
+             backend: {{http: {{url: \"{}\"}}}}\n  \
              - name: same_origin\n    description: x\n    \
              backend: {{http: {{url: \"{}\", follow_redirects: true}}}}\n  \
              - name: other_origin\n    description: x\n    \
              backend: {{http: {{url: \"{}\", follow_redirects: true, headers: {{X-Redirect-To: \"{}\"}}}}}}\n  \
              - name: env_tool\n    description: x\n    \
-             backend: {{command: {{argv: [python3, env.py], env: {{TOOLGATE_PRINCIPAL: forged}}}}}}\n\
+             backend: {{command: {{argv: [python3, env.py]}}}}\n\
              mcp_servers:\n{server}",
             http.url("/echo"),
             http.url("/redirect"),

@@ -16,11 +16,11 @@ use toolgate::{
 };
 
 use crate::common::{
-    execute, kind, LogLines as Log,
+    execute, kind,
     mcp::{stdio_server, McpGateway},
     serve_args, serve_config,
     telemetry::Recorded,
-    CatalogDir, Client, TestGateway,
+    CatalogDir, Client, LogLines as Log, TestGateway,
 };
 
 fn tool(name: &str) -> String {

@@ -12,7 +12,6 @@ use super::Gateway;
 use crate::{
     proto::{v1::tool_gateway_service_server::ToolGatewayServiceServer, FILE_DESCRIPTOR_SET, SERVICE_NAME},
     server::{
-        self,
         connections::{Registry, TrackCalls},
         tls::TlsIncoming,
         ConnectionSettings, Incoming, ServerTls, Stop,
@@ -96,7 +95,7 @@ pub(crate) async fn serve(
     let registry = Arc::new(Registry::default());
     let (keepalive, keepalive_timeout) = (connections.keepalive_interval, connections.keepalive_timeout);
     let handshake_timeout = connections.handshake_timeout;
-    let incoming = Incoming::new(listener, connections, Arc::clone(&registry));
+    let incoming = Incoming::new(listener, connections.clone(), Arc::clone(&registry));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let stopping = move || {
         let mut stopped = stopped.clone();
@@ -105,9 +104,19 @@ pub(crate) async fn serve(
         }
     };
     let health_only = health_listener.map(|listener| {
+        // The probe port gets the guards of every port: capped, and closed
+        // when silent or idle; its own small cap, so that silent
+        // connections there never take the descriptors the gateway needs.
+        let settings = connections.for_probes();
+        let registry = Arc::new(Registry::default());
         let server = Server::builder()
+            .http2_keepalive_interval(Some(settings.keepalive_interval))
+            .http2_keepalive_timeout(Some(settings.keepalive_timeout))
+            .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
+            .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
+            .layer(TrackCalls::new(Arc::clone(&registry)))
             .add_service(health_service.clone())
-            .serve_with_incoming_shutdown(server::incoming(listener), stopping());
+            .serve_with_incoming_shutdown(Incoming::new(listener, settings, registry), stopping());
         tokio::spawn(async move {
             if let Err(err) = server.await {
                 tracing::warn!("the health listener failed: {err}");

@@ -10,11 +10,11 @@ pub mod telemetry;
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, Mutex},
-    time::Instant,
     path::{Path, PathBuf},
     process::{Command, Output},
+    sync::{Arc, Mutex},
     time::Duration,
+    time::Instant,
 };
 
 use tempfile::TempDir;
