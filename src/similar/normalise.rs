@@ -40,6 +40,18 @@ pub(crate) fn normalised_key(name: &str) -> String {
     strip_namespace(name).chars().filter(|c| !SEPARATORS.contains(c)).flat_map(char::to_lowercase).collect()
 }
 
+/// The form in which argument names are compared with the parameters a
+/// schema declares: Unicode default case folding (`ſ` is `s`, the Kelvin
+/// sign `K` is `k`, `ß` is `ss`), with `_`, `-`, space and `.` removed. Go's
+/// `encoding/json` matches keys under simple case folding, so every key it
+/// would read as a parameter has that parameter's folded key (and a few
+/// more: full folding is the wider net). No namespace is stripped: an
+/// argument has none.
+pub(crate) fn folded_key(name: &str) -> String {
+    let kept: String = name.chars().filter(|c| !SEPARATORS.contains(c)).collect();
+    caseless::default_case_fold_str(&kept)
+}
+
 /// The form in which names are compared for suggestions: the namespace
 /// stripped and lower-cased, separators kept.
 pub(crate) fn folded(name: &str) -> String {
@@ -94,6 +106,19 @@ mod tests {
         // A multi-byte character where an ASCII prefix would end.
         assert_eq!(strip_namespace("functionsé"), "functionsé");
         assert_eq!(strip_namespace("tööls.x"), "tööls.x");
+    }
+
+    #[test]
+    fn argument_keys_fold_as_decoders_read_them() {
+        // U+017F LONG S and U+212A KELVIN SIGN fold to ASCII letters.
+        assert_eq!(folded_key("\u{17f}ku"), "sku");
+        assert_eq!(folded_key("S\u{212a}U"), "sku");
+        assert_eq!(folded_key("Customer-ID"), "customerid");
+        assert_eq!(folded_key("Straße"), "strasse");
+        // A dotless i is not an i, in Go's folding or here.
+        assert_ne!(folded_key("\u{131}d"), folded_key("id"));
+        // Namespaces are a tool name's, not an argument's.
+        assert_eq!(folded_key("functions.sku"), "functionssku");
     }
 
     #[test]

@@ -804,3 +804,57 @@ fn silent_connections_to_the_probe_port_take_nothing_from_the_gateway() {
     drop(silent);
     child.kill().unwrap();
 }
+
+#[tokio::test]
+async fn keys_that_a_decoder_would_read_as_a_parameter_never_reach_the_tool() {
+    let http = crate::common::backend::start().await;
+    let registry = format!(
+        "tools:\n  - name: lookup_sku\n    description: x\n    \
+         parameters: {{type: object, properties: {{sku: {{type: string, pattern: \"^SKU-[0-9]+$\"}}}}, required: [sku]}}\n    \
+         backend: {{http: {{url: \"{}\"}}}}\n  \
+         - name: orders\n    description: x\n    \
+         parameters: {{type: object, properties: {{q: {{type: string}}, customer_id: {{type: string}}}}}}\n    \
+         bind: {{customer_id: principal}}\n    backend: {{http: {{url: \"{}\"}}}}\n",
+        http.url("/echo"),
+        http.url("/echo")
+    );
+    let principal =
+        format!("principals: [{{name: shop, api_key_sha256: {}, tools: [\"*\"]}}]", toolgate::identity::hash_key("k"));
+    let gw = TestGateway::registry(&registry).config(&principal).start().await;
+    let mut client = gw.client.clone();
+    let call = |tool: &str, arguments: &str, strict: Option<bool>| {
+        let mut request = tonic::Request::new(ExecuteRequest {
+            tool: tool.into(),
+            arguments_json: arguments.into(),
+            strict,
+            ..Default::default()
+        });
+        request.metadata_mut().insert("authorization", "Bearer k".parse().unwrap());
+        request
+    };
+    for (arguments, strict) in [
+        ("{\"sku\": \"SKU-1\", \"\u{17f}ku\": \"../../etc\"}", None),
+        ("{\"\u{17f}ku\": \"../../etc\"}", None),
+        ("{\"sku\": \"SKU-1\", \"S\u{212a}U\": \"../../etc\"}", None),
+        ("{\"SKU\": \"../../etc\"}", Some(true)),
+        ("{\"sku\": \"SKU-1\", \"Sku\": \"../../etc\"}", Some(true)),
+    ] {
+        let response = client.execute(call("lookup_sku", arguments, strict)).await.unwrap().into_inner();
+        assert_eq!(kind(&response), ErrorKind::InvalidArguments, "{arguments}: {response:?}");
+        assert!(error(&response).message.contains("is another spelling of 'sku'"), "{}", error(&response).message);
+    }
+    // A look-alike of the parameter filled from who calls.
+    for key in ["Customer_ID", "customerId", "customer-id"] {
+        let arguments = format!("{{\"q\": \"x\", \"{key}\": \"mallory\"}}");
+        let response = client.execute(call("orders", &arguments, None)).await.unwrap().into_inner();
+        assert_eq!(kind(&response), ErrorKind::InvalidArguments, "{key}: {response:?}");
+    }
+    assert_eq!(http.seen.calls(), 0, "nothing reached the tool");
+    // Plain case drift is still repaired, and validated under its own name.
+    let response = client.execute(call("lookup_sku", r#"{"SKU": "SKU-2"}"#, None)).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_body().as_deref(), Some(r#"{"sku":"SKU-2"}"#));
+    let response = client.execute(call("orders", r#"{"q": "x"}"#, None)).await.unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    assert_eq!(http.seen.last_body().as_deref(), Some(r#"{"q":"x","customer_id":"shop"}"#));
+}

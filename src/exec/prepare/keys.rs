@@ -1,6 +1,8 @@
 //! Argument names a model drifted from the schema's (`Query` for `query`,
 //! `max-results` for `max_results`): renamed when exactly one declared
-//! parameter that was not given has the same normalised key.
+//! parameter that was not given has the same normalised key (lower-cased,
+//! separators dropped). Keys that read as a parameter without being it, in
+//! any folding, are the validation stage's to refuse.
 
 use serde_json::{Map, Value};
 
@@ -12,7 +14,8 @@ use crate::{
 
 /// Renames each unexpected argument whose normalised key matches exactly one
 /// declared parameter that was not given (`Query` → `query`, `max-results` →
-/// `max_results`). The argument keeps its place.
+/// `max_results`; not `ſku`, whose `ſ` lower-cases to itself). The argument
+/// keeps its place.
 pub(crate) fn repair_names(object: &mut Map<String, Value>, schema: &Schema) -> Vec<Repair> {
     let declared = schema.parameters();
     if object.keys().all(|k| declared.iter().any(|d| d == k)) {

@@ -14,7 +14,7 @@
 //! | argument names | [`keys`] | drifted argument names renamed |
 //! | envelope | [`envelope`] | arguments wrapped or beside call metadata, unwrapped |
 //! | values | [`values`] | values of another type than their schema's, coerced |
-//! | validation | [`validate`] | every problem, worded for the model |
+//! | validation | [`validate`] | every problem, worded for the model; a key that reads as a parameter without being it, refused (strict too) |
 //! | binding | [`bind`] | parameters bound to who calls, filled and checked |
 //!
 //! Non-strict, every stage may repair, and records what it changed; strict,

@@ -13,7 +13,7 @@ use crate::{
     catalog::{Schema, Tool},
     exec::outcome::{ExpectedParameters, ToolError, Violation},
     resolve::message::python_list,
-    similar::normalised_key,
+    similar::folded_key,
 };
 
 /// Values are shown cut to this many characters.
@@ -124,11 +124,12 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
         description: format!("missing a required argument: '{name}'"),
     }));
     // Bound parameters are the gateway's: the model sending one, in any
-    // spelling, sends an unexpected argument, whatever the schema allows.
+    // spelling a decoder could read as it (`folded_key`), sends an
+    // unexpected argument, whatever the schema allows.
     if let (Some(binding), Value::Object(given)) = (&tool.binding, arguments) {
         for key in given.keys() {
-            let wanted = normalised_key(key);
-            if let Some((name, _)) = binding.parameters.iter().find(|(name, _)| normalised_key(name) == wanted) {
+            let wanted = folded_key(key);
+            if let Some((name, _)) = binding.parameters.iter().find(|(name, _)| folded_key(name) == wanted) {
                 unexpected.retain(|u| u != key);
                 unexpected.push(name.clone());
             }
@@ -140,21 +141,28 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
         field: pointer(&name),
         description: format!("unexpected argument: '{}'", shown_name(&name)),
     }));
+    let given = |name: &str| arguments.as_object().is_some_and(|o| o.contains_key(name));
     problems.names.extend(respelt.into_iter().map(|(name, declared)| Violation {
         field: pointer(&name),
-        description: format!(
-            "argument '{}' is another spelling of '{declared}', which is also given",
-            shown_name(&name)
-        ),
+        description: match given(&declared) {
+            true => {
+                format!("argument '{}' is another spelling of '{declared}', which is also given", shown_name(&name))
+            }
+            false => {
+                format!("argument '{}' is another spelling of '{declared}': send it as '{declared}'", shown_name(&name))
+            }
+        },
     }));
     problems
 }
 
-/// Undeclared arguments whose normalised key is that of a declared parameter
-/// also given (`Code` beside `code`), with that parameter. Where the schema
-/// allows other arguments the validator passes them, yet a backend decoding
-/// names case-insensitively (Go's `encoding/json`) would read the unchecked
-/// value as the parameter. Those already refused as unexpected are left out.
+/// Undeclared arguments whose folded key is that of a declared parameter
+/// (`Code` beside `code`, `ſku` for `sku`), with that parameter, whether it
+/// is given or not. Where the schema allows other arguments the validator
+/// passes them, yet a backend decoding names case-insensitively (Go's
+/// `encoding/json` folds `ſ` to `s` and `K` to `k`) would read the
+/// unchecked value as the parameter. Strict calls too: nothing renamed them.
+/// Those already refused as unexpected are left out.
 fn respellings(schema: &Schema, arguments: &Value, unexpected: &[String]) -> Vec<(String, String)> {
     let Value::Object(given) = arguments else { return Vec::new() };
     let declared = schema.parameters();
@@ -163,8 +171,8 @@ fn respellings(schema: &Schema, arguments: &Value, unexpected: &[String]) -> Vec
         if declared.contains(key) || unexpected.contains(key) {
             continue;
         }
-        let wanted = normalised_key(key);
-        if let Some(twin) = declared.iter().find(|d| given.contains_key(d.as_str()) && normalised_key(d) == wanted) {
+        let wanted = folded_key(key);
+        if let Some(twin) = declared.iter().find(|d| folded_key(d) == wanted) {
             found.push((key.clone(), twin.clone()));
         }
     }
