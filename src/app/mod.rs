@@ -28,7 +28,7 @@ use crate::{
     mcp::McpPool,
     process::Inherited,
     server::{ConnectionSettings, ServerTls, Stop},
-    state::{MemoryStore, RedisStore, Store},
+    state::{MemoryStore, RedisStore, Store, DEFAULT_MAX_RECORDS},
     telemetry::Observer,
 };
 
@@ -95,7 +95,7 @@ impl App {
         };
         let store: Arc<dyn Store> = match &settings.state.redis {
             Some(url) => Arc::new(RedisStore::new(url).map_err(StartError::Settings)?),
-            None => Arc::new(MemoryStore::default()),
+            None => Arc::new(MemoryStore::with_capacity(settings.state.max_records.unwrap_or(DEFAULT_MAX_RECORDS))),
         };
         let state = &settings.state;
         let calls = CallState::new(store, state.idempotency_ttl, state.session_ttl, settings.retry_budget);

@@ -6,8 +6,9 @@
 
 use super::{call_state, Call, ErrorKind, Executor, Outcome, ToolError};
 
-/// The bucket of every name that resolved to no tool.
-const UNRESOLVED: &str = "_unresolved";
+/// The bucket of every name that resolved to no tool: no tool can be named
+/// so (a tool name is letters, digits, `_` and `-`).
+const UNRESOLVED: &str = "(unresolved)";
 
 impl Executor {
     /// Counts a failure the model could fix against the session's budget for

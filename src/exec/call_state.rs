@@ -3,13 +3,18 @@
 //! its settings, and the keys records live under. The store holds opaque
 //! bytes; [`super::once`] and [`super::budget`] give them their meaning.
 //!
-//! Keys:
-//! - `toolgate:idem:<sha256 of principal, user and key>`: a record
-//!   `{"hash", "state": "running", "until"}` while the first call runs (a
-//!   lease of the tool's timeout and a margin), then `{"hash", "state":
-//!   "done", "outcome"}` for `idempotency_ttl`.
-//! - `toolgate:budget:<sha256 of principal, user and session>:<tool>`: the
-//!   count of consecutive failures the model could fix, for `session_ttl`.
+//! Keys, `toolgate:<kind>:<owner>:<scope>…`, the owner the principal's
+//! (the first 16 hex digits of its SHA-256; `-` for the caller of a gateway
+//! without principals), so that a store can keep each principal's records
+//! apart (the memory store gives each a quota):
+//! - `toolgate:idem:<owner>:<sha256 of principal, user and key>`: a record
+//!   `{"hash", "state": "running", "holder", "phase", "until"}` while the
+//!   first call runs (a lease of the tool's timeout and a margin), then
+//!   `{"hash", "state": "done", "outcome"}` for `idempotency_ttl`.
+//! - `toolgate:budget:<owner>:<sha256 of principal, user and session>:<tool>`:
+//!   the count of consecutive failures the model could fix, for
+//!   `session_ttl`; names that resolve to no tool share the bucket
+//!   `(unresolved)`, which no tool can be named.
 
 use std::{
     sync::Arc,
@@ -113,12 +118,23 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The owner part of a key: the principal's, as the store's quotas see it.
+fn owner(caller: &Caller) -> String {
+    match &caller.principal {
+        None => ANONYMOUS_OWNER.to_owned(),
+        Some(principal) => hex(&Sha256::digest(principal.as_bytes())[..8]),
+    }
+}
+
+/// The owner of the calls of a gateway without principals.
+pub(crate) const ANONYMOUS_OWNER: &str = "-";
+
 pub(crate) fn idempotency_key(caller: &Caller, key: &str) -> String {
-    format!("toolgate:idem:{}", scoped(caller, key))
+    format!("toolgate:idem:{}:{}", owner(caller), scoped(caller, key))
 }
 
 pub(crate) fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
-    format!("toolgate:budget:{}:{tool}", scoped(caller, session))
+    format!("toolgate:budget:{}:{}:{tool}", owner(caller), scoped(caller, session))
 }
 
 /// The hash of a call: the canonical tool and its arguments (after repair

@@ -123,8 +123,9 @@ pub enum RequestError {
     /// An idempotency key or session id of the wrong shape.
     #[error("{0}")]
     BadId(String),
-    /// An idempotency key already used for another call.
-    #[error("idempotency key '{0}' was already used for a different call")]
+    /// An idempotency key already used for another call (the key quoted as
+    /// emitted names are: cut, invisible and control characters escaped).
+    #[error("idempotency key {} was already used for a different call", crate::resolve::message::quote_emitted(.0))]
     KeyReused(String),
 }
 

@@ -1,7 +1,12 @@
-//! The state in this process: a map under one lock, bounded. Expired
-//! records are swept when the map is full; if it is still full, the records
-//! nearest their expiry go first, so a flood of distinct keys cannot grow
-//! memory without limit.
+//! The state in this process: a map under one lock, bounded. No live record
+//! is ever dropped to make room: a full store refuses the new record
+//! ([`StoreError::Full`]), and the caller decides what that means (a keyed
+//! call to a tool that is not idempotent does not run). Each owner (the
+//! third part of a key, `toolgate:<kind>:<owner>:…`: a principal) may hold
+//! a quarter of the store, so one principal's flood of keys fills its own
+//! quota and never touches another's records; the owner `-`, the one caller
+//! of a gateway without principals, may hold all of it. Expired records are
+//! swept when a limit is reached.
 
 use std::{
     collections::HashMap,
@@ -14,14 +19,28 @@ use super::{BoxFuture, Store, StoreError};
 /// Records kept at most, by default.
 pub(crate) const DEFAULT_MAX_RECORDS: usize = 100_000;
 
+/// The owner whose quota is the whole store.
+const SOLE_OWNER: &str = "-";
+
 enum Entry {
     Record(Vec<u8>),
     Count(u64),
 }
 
+#[derive(Default)]
+struct Records {
+    entries: HashMap<String, (Entry, Instant)>,
+    /// Records held per owner (expired ones not yet swept included).
+    owners: HashMap<String, usize>,
+    /// No record expires before this (none, when the map is empty): a full
+    /// store sweeps only when something can have expired.
+    earliest: Option<Instant>,
+}
+
 pub(crate) struct MemoryStore {
-    entries: Mutex<HashMap<String, (Entry, Instant)>>,
+    records: Mutex<Records>,
     max: usize,
+    per_owner: usize,
 }
 
 impl Default for MemoryStore {
@@ -30,43 +49,90 @@ impl Default for MemoryStore {
     }
 }
 
+/// The owner of a key: its third `:`-separated part (`-` for a key of
+/// another shape).
+fn owner_of(key: &str) -> &str {
+    key.splitn(4, ':').nth(2).unwrap_or(SOLE_OWNER)
+}
+
+impl Records {
+    fn insert(&mut self, key: &str, entry: Entry, until: Instant) {
+        self.earliest = Some(self.earliest.map_or(until, |e| e.min(until)));
+        if self.entries.insert(key.to_owned(), (entry, until)).is_none() {
+            *self.owners.entry(owner_of(key).to_owned()).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        if self.entries.remove(key).is_some() {
+            self.forget(key);
+        }
+    }
+
+    fn forget(&mut self, key: &str) {
+        let owner = owner_of(key);
+        if let Some(count) = self.owners.get_mut(owner) {
+            *count -= 1;
+            if *count == 0 {
+                self.owners.remove(owner);
+            }
+        }
+    }
+
+    fn sweep(&mut self) {
+        let now = Instant::now();
+        if self.earliest.is_none_or(|earliest| earliest > now) {
+            return;
+        }
+        let expired: Vec<String> =
+            self.entries.iter().filter(|(_, (_, until))| *until <= now).map(|(key, _)| key.clone()).collect();
+        for key in expired {
+            self.remove(&key);
+        }
+        self.earliest = self.entries.values().map(|(_, until)| *until).min();
+    }
+
+    fn held(&self, owner: &str) -> usize {
+        self.owners.get(owner).copied().unwrap_or(0)
+    }
+
+    fn live(&self, key: &str) -> Option<&Entry> {
+        self.entries.get(key).filter(|(_, until)| *until > Instant::now()).map(|(entry, _)| entry)
+    }
+}
+
 impl MemoryStore {
-    /// A store of at most `max` records.
+    /// A store of at most `max` records, a quarter of them per owner.
     pub(crate) fn with_capacity(max: usize) -> Self {
-        Self { entries: Mutex::new(HashMap::new()), max: max.max(1) }
+        let max = max.max(1);
+        Self { records: Mutex::new(Records::default()), max, per_owner: (max / 4).max(1) }
     }
 
     /// Records held now (expired ones not yet swept included).
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().entries.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Entry, Instant)>> {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Records> {
+        self.records.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Room for one more: expired records swept, then, if still full, the
-    /// tenth nearest expiry dropped.
-    fn make_room(entries: &mut HashMap<String, (Entry, Instant)>, max: usize) {
-        if entries.len() < max {
-            return;
+    /// Whether a new record of `key` fits: expired records are swept when a
+    /// limit is reached; a live one is never dropped.
+    fn room(&self, records: &mut Records, key: &str) -> Result<(), StoreError> {
+        let owner = owner_of(key);
+        let quota = if owner == SOLE_OWNER { self.max } else { self.per_owner };
+        let fits = |r: &Records| r.entries.len() < self.max && r.held(owner) < quota;
+        if fits(records) {
+            return Ok(());
         }
-        let now = Instant::now();
-        entries.retain(|_, (_, until)| *until > now);
-        if entries.len() < max {
-            return;
+        records.sweep();
+        match (fits(records), records.entries.len() < self.max) {
+            (true, _) => Ok(()),
+            (false, true) => Err(StoreError::Full(format!("this principal holds {quota} live records, its quota"))),
+            (false, false) => Err(StoreError::Full(format!("the store holds {} live records, its capacity", self.max))),
         }
-        // The tenth nearest expiry, found without sorting (linear time).
-        let mut expiries: Vec<Instant> = entries.values().map(|(_, until)| *until).collect();
-        let tenth = (max / 10).max(1).min(expiries.len() - 1);
-        let (_, cut, _) = expiries.select_nth_unstable(tenth);
-        let cut = *cut;
-        entries.retain(|_, (_, until)| *until > cut);
-    }
-
-    fn live<'a>(entries: &'a HashMap<String, (Entry, Instant)>, key: &str) -> Option<&'a Entry> {
-        entries.get(key).filter(|(_, until)| *until > Instant::now()).map(|(entry, _)| entry)
     }
 }
 
@@ -81,12 +147,14 @@ impl Store for MemoryStore {
         value: &'a [u8],
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
-        let mut entries = self.lock();
-        if let Some(Entry::Record(existing)) = Self::live(&entries, key) {
+        let mut records = self.lock();
+        if let Some(Entry::Record(existing)) = records.live(key) {
             return ready(Ok(Some(existing.clone())));
         }
-        Self::make_room(&mut entries, self.max);
-        entries.insert(key.to_owned(), (Entry::Record(value.to_vec()), Instant::now() + ttl));
+        if let Err(full) = self.room(&mut records, key) {
+            return ready(Err(full));
+        }
+        records.insert(key, Entry::Record(value.to_vec()), Instant::now() + ttl);
         ready(Ok(None))
     }
 
@@ -97,17 +165,17 @@ impl Store for MemoryStore {
         value: &'a [u8],
         ttl: Duration,
     ) -> BoxFuture<'a, Result<bool, StoreError>> {
-        let mut entries = self.lock();
-        let same = matches!(Self::live(&entries, key), Some(Entry::Record(existing)) if existing == expected);
+        let mut records = self.lock();
+        let same = matches!(records.live(key), Some(Entry::Record(existing)) if existing == expected);
         if same {
-            entries.insert(key.to_owned(), (Entry::Record(value.to_vec()), Instant::now() + ttl));
+            records.insert(key, Entry::Record(value.to_vec()), Instant::now() + ttl);
         }
         ready(Ok(same))
     }
 
     fn get<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<Option<Vec<u8>>, StoreError>> {
-        let entries = self.lock();
-        let found = match Self::live(&entries, key) {
+        let records = self.lock();
+        let found = match records.live(key) {
             Some(Entry::Record(record)) => Some(record.clone()),
             _ => None,
         };
@@ -115,23 +183,25 @@ impl Store for MemoryStore {
     }
 
     fn remove<'a>(&'a self, key: &'a str, expected: &'a [u8]) -> BoxFuture<'a, Result<(), StoreError>> {
-        let mut entries = self.lock();
-        if matches!(Self::live(&entries, key), Some(Entry::Record(existing)) if existing == expected) {
-            entries.remove(key);
+        let mut records = self.lock();
+        if matches!(records.live(key), Some(Entry::Record(existing)) if existing == expected) {
+            records.remove(key);
         }
         ready(Ok(()))
     }
 
     fn increment<'a>(&'a self, key: &'a str, ttl: Duration) -> BoxFuture<'a, Result<u64, StoreError>> {
-        let mut entries = self.lock();
-        let count = match Self::live(&entries, key) {
+        let mut records = self.lock();
+        let count = match records.live(key) {
             Some(Entry::Count(n)) => n + 1,
             _ => 1,
         };
-        if !entries.contains_key(key) {
-            Self::make_room(&mut entries, self.max);
+        if !records.entries.contains_key(key) {
+            if let Err(full) = self.room(&mut records, key) {
+                return ready(Err(full));
+            }
         }
-        entries.insert(key.to_owned(), (Entry::Count(count), Instant::now() + ttl));
+        records.insert(key, Entry::Count(count), Instant::now() + ttl);
         ready(Ok(count))
     }
 
@@ -176,14 +246,44 @@ mod tests {
     }
 
     #[test]
-    fn a_million_distinct_keys_stay_bounded() {
+    fn a_million_distinct_keys_stay_bounded_and_no_live_record_is_dropped() {
         let store = MemoryStore::with_capacity(10_000);
         let ttl = Duration::from_secs(3600);
+        let mut refused = 0;
         for i in 0..1_000_000u32 {
-            block(store.claim(&format!("toolgate:idem:k{i}"), b"r", ttl)).unwrap();
+            match block(store.claim(&format!("toolgate:idem:-:k{i}"), b"r", ttl)) {
+                Ok(_) => {}
+                Err(StoreError::Full(_)) => refused += 1,
+                Err(other) => panic!("{other}"),
+            }
         }
-        assert!(store.len() <= 10_000, "{}", store.len());
-        // The newest are kept.
-        assert!(block(store.get("toolgate:idem:k999999")).unwrap().is_some());
+        assert_eq!(store.len(), 10_000);
+        assert_eq!(refused, 990_000);
+        // The first are kept: a record is never dropped before it expires.
+        assert!(block(store.get("toolgate:idem:-:k0")).unwrap().is_some());
+    }
+
+    #[test]
+    fn one_owner_fills_its_own_quota_and_never_another_s_records() {
+        let store = MemoryStore::with_capacity(1_000);
+        let ttl = Duration::from_secs(3600);
+        assert_eq!(block(store.claim("toolgate:idem:victim:k", b"r", ttl)).unwrap(), None);
+        let mut kept = 0;
+        for i in 0..10_000u32 {
+            if block(store.claim(&format!("toolgate:idem:flood:k{i}"), b"r", ttl)).is_ok() {
+                kept += 1;
+            }
+        }
+        assert_eq!(kept, 250, "a quarter of the store");
+        assert!(matches!(block(store.increment("toolgate:budget:flood:s:t", ttl)), Err(StoreError::Full(_))));
+        assert_eq!(block(store.claim("toolgate:idem:victim:k", b"again", ttl)).unwrap(), Some(b"r".to_vec()));
+        assert_eq!(block(store.claim("toolgate:idem:victim:other", b"r", ttl)).unwrap(), None);
+        // Expired records make room again.
+        let store = MemoryStore::with_capacity(8);
+        for i in 0..2 {
+            block(store.claim(&format!("toolgate:idem:p:k{i}"), b"r", Duration::from_millis(1))).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(block(store.claim("toolgate:idem:p:fresh", b"r", ttl)).is_ok());
     }
 }

@@ -7,15 +7,15 @@
 //! Two stores: in memory (one process, bounded) and Redis or Valkey
 //! ([`redis::RedisStore`]), which several replicas share.
 //!
-//! Keys are namespaced by the caller: `toolgate:idem:<scope>:<key>` and
-//! `toolgate:budget:<scope>:<session>:<tool>`.
+//! Keys are `toolgate:<kind>:<owner>:<…>`: the owner (a principal) is the
+//! third part, so that a store can hold each owner's records apart.
 
 pub(crate) mod memory;
 pub(crate) mod redis;
 
 use std::{future::Future, pin::Pin, time::Duration};
 
-pub(crate) use memory::MemoryStore;
+pub(crate) use memory::{MemoryStore, DEFAULT_MAX_RECORDS};
 pub(crate) use redis::{check_url, RedisStore};
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -26,6 +26,10 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub(crate) enum StoreError {
     #[error("the state store is unreachable: {0}")]
     Unavailable(String),
+    /// The store holds as many live records of this owner (or in all) as
+    /// it may; none is dropped to make room.
+    #[error("the state store is full for this caller: {0}")]
+    Full(String),
 }
 
 /// Opaque records with a time to live.
@@ -76,6 +80,9 @@ pub(crate) struct StateConfig {
     /// How long an idle session's budgets are kept (default 1 h).
     #[serde(default, with = "humantime_serde_opt")]
     pub(crate) session_ttl: Option<Duration>,
+    /// Without `redis`: records kept in memory at most (default 100,000), a
+    /// quarter of them per principal.
+    pub(crate) max_records: Option<usize>,
 }
 
 /// Durations written as `24h`, `90s`.

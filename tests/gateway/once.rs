@@ -69,13 +69,24 @@ async fn a_key_runs_a_call_once_and_answers_retries_with_its_outcome() {
         .unwrap_err();
     assert_eq!(status.code(), Code::InvalidArgument);
     assert_eq!(status.message(), "idempotency key 'k1' was already used for a different call");
+    // A key holding a bidi control is shown escaped, as names are.
+    let sneaky = "pay\u{202e}1";
+    assert!(call(client, "send_money", args, sneaky, "").await.ok);
+    let other = ExecuteRequest {
+        tool: "send_money".into(),
+        arguments_json: r#"{"to": "eve", "amount": 500}"#.into(),
+        idempotency_key: sneaky.into(),
+        ..Default::default()
+    };
+    let status = client.execute(other).await.unwrap_err();
+    assert_eq!(status.message(), "idempotency key 'pay\\u202e1' was already used for a different call");
 
     // A call that never reached the backend releases its key.
     let invalid = call(client, "send_money", r#"{"to": "bob"}"#, "k2", "").await;
     assert_eq!(invalid.error.unwrap().kind, ErrorKind::InvalidArguments as i32);
     let fixed = call(client, "send_money", args, "k2", "").await;
     assert!(fixed.ok && !fixed.replayed, "{fixed:?}");
-    assert_eq!(http.seen.calls(), 2);
+    assert_eq!(http.seen.calls(), 3, "k1, pay\u{202e}1 and k2 each ran once");
 
     // A timeout of a tool that is not idempotent: a retry does not run it again.
     let timed_out = call(client, "slow_transfer", "{}", "k3", "").await;
@@ -275,4 +286,68 @@ async fn a_key_reused_by_another_principal_is_another_key() {
     }
     // a's and b's `call_0` are two keys: two runs, and a's second call a replay.
     assert_eq!(http.seen.calls(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_principal_s_flood_of_keys_never_evicts_another_s_records() {
+    use toolgate::identity::hash_key;
+    let http = backend::start().await;
+    let principal = |name: &str| format!("{{name: {name}, api_key_sha256: {}, tools: [\"*\"]}}", hash_key(name));
+    // A small store: 400 records, 100 per principal.
+    let gw = TestGateway::registry(&registry(&http))
+        .config(&format!("principals: [{}, {}]", principal("victim"), principal("flood")))
+        .config("state: {max_records: 400}")
+        .start()
+        .await;
+    let mut client = gw.client.clone();
+    let keyed = |who: &str, key: String| {
+        let mut request = tonic::Request::new(ExecuteRequest {
+            tool: "send_money".into(),
+            arguments_json: r#"{"to": "bob", "amount": 5}"#.into(),
+            idempotency_key: key,
+            ..Default::default()
+        });
+        request.metadata_mut().insert("authorization", format!("Bearer {who}").parse().unwrap());
+        request
+    };
+    let first = client.execute(keyed("victim", "pay-1".into())).await.unwrap().into_inner();
+    assert!(first.ok && !first.replayed, "{first:?}");
+    // Another principal sends far more keyed calls than the store holds.
+    let (mut ran, mut refused) = (0, 0);
+    for i in 0..1_000 {
+        let response = client.execute(keyed("flood", format!("k{i}"))).await.unwrap().into_inner();
+        match response.error {
+            None => ran += 1,
+            Some(error) => {
+                assert_eq!(error.kind, ErrorKind::Unavailable as i32, "{error:?}");
+                assert!(error.retryable && error.message.contains("cannot guarantee once-only delivery"), "{error:?}");
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!((ran, refused), (100, 900), "the flood fills its own quarter, then is refused in band");
+    // The victim's retry is still answered from its record: it never runs twice.
+    let retry = client.execute(keyed("victim", "pay-1".into())).await.unwrap().into_inner();
+    assert!(retry.ok && retry.replayed, "{retry:?}");
+    assert_eq!(http.seen.calls(), 1 + 100);
+    // And the victim can still make new keyed calls.
+    let second = client.execute(keyed("victim", "pay-2".into())).await.unwrap().into_inner();
+    assert!(second.ok && !second.replayed, "{second:?}");
+}
+
+#[tokio::test]
+async fn names_that_resolve_to_no_tool_share_a_budget_no_tool_can_share() {
+    // A tool may be named `_unresolved`; it keeps a budget of its own.
+    let registry = "tools:\n  - name: _unresolved\n    description: x\n    \
+                    parameters: {type: object, properties: {n: {type: integer}}, required: [n]}\n    \
+                    backend: {builtin: echo}\n";
+    let mut gw = TestGateway::registry(registry).start().await;
+    for name in ["nope_1", "nope_2", "nope_3"] {
+        let response = call(&mut gw.client, name, "{}", "", "s").await;
+        assert_eq!(response.error.unwrap().kind, ErrorKind::UnknownTool as i32);
+    }
+    let response = call(&mut gw.client, "_unresolved", "{}", "", "s").await;
+    assert_eq!(response.error.unwrap().kind, ErrorKind::InvalidArguments as i32, "its own budget, untouched");
+    let response = call(&mut gw.client, "nope_4", "{}", "", "s").await;
+    assert_eq!(response.error.unwrap().kind, ErrorKind::RetryBudgetExhausted as i32, "the shared one, spent");
 }
