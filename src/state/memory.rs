@@ -52,7 +52,7 @@ impl Default for MemoryStore {
 /// The owner of a key: its third `:`-separated part (`-` for a key of
 /// another shape).
 fn owner_of(key: &str) -> &str {
-    key.splitn(4, ':').nth(2).unwrap_or(SOLE_OWNER)
+    key.split(':').nth(2).unwrap_or(SOLE_OWNER)
 }
 
 impl Records {
