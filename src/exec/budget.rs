@@ -4,7 +4,7 @@
 //! model stops repeating itself. With the store down, budgets fail open: the
 //! outcome is unchanged.
 
-use super::{call_state, Call, ErrorKind, Executor, Outcome, ToolError};
+use super::{call_state, Call, ErrorKind, Executor, Expiry, Outcome, ToolError};
 
 /// The bucket of every name that resolved to no tool: no tool can be named
 /// so (a tool name is letters, digits, `_` and `-`).
@@ -16,7 +16,7 @@ impl Executor {
     /// answers RETRY_BUDGET_EXHAUSTED instead; a success resets the tool's
     /// count. Without a session, or with the store unreachable (the call
     /// proceeds), the outcome is unchanged.
-    pub(super) async fn budgeted(&self, call: &Call, mut outcome: Outcome) -> Outcome {
+    pub(super) async fn budgeted(&self, call: &Call, mut outcome: Outcome, expiry: Expiry) -> Outcome {
         if call.session_id.is_empty() || outcome.replayed {
             return outcome;
         }
@@ -24,8 +24,10 @@ impl Executor {
         let bucket = outcome.tool.clone().unwrap_or_else(|| UNRESOLVED.to_owned());
         let key = call_state::budget_key(&call.caller, &call.session_id, &bucket);
         let counted = match &outcome.result {
-            Ok(_) => state.store.reset(&key).await.map(|()| None),
-            Err(error) if counts(error) => state.store.increment(&key, state.session_ttl).await.map(Some),
+            Ok(_) => state.bounded(expiry, state.store.reset(&key)).await.map(|()| None),
+            Err(error) if counts(error) => {
+                state.bounded(expiry, state.store.increment(&key, state.session_ttl)).await.map(Some)
+            }
             Err(_) => Ok(None),
         };
         let budget = u64::from(state.retry_budget);

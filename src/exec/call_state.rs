@@ -33,6 +33,9 @@ use crate::{
 
 /// An idempotency key or session id is at most this long.
 pub(crate) const MAX_ID_BYTES: usize = 256;
+/// Every state operation, reconnection included, answers within this, or
+/// counts as the store being unreachable.
+pub(crate) const STORE_DEADLINE: Duration = Duration::from_millis(500);
 /// Defaults of `state:` and `policy.retry_budget`.
 pub(crate) const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
 pub(crate) const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(3600);
@@ -68,6 +71,20 @@ impl CallState {
             session_ttl: session_ttl.unwrap_or(DEFAULT_SESSION_TTL),
             retry_budget: retry_budget.unwrap_or(DEFAULT_RETRY_BUDGET),
             warned: Arc::new(Throttle::new(Duration::from_secs(60))),
+        }
+    }
+
+    /// `operation` on the store, within [`STORE_DEADLINE`] or what is left
+    /// of `expiry` if less.
+    pub(crate) async fn bounded<T>(
+        &self,
+        expiry: super::Expiry,
+        operation: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        let limit = expiry.cap(STORE_DEADLINE);
+        match tokio::time::timeout(limit, operation).await {
+            Ok(answered) => answered,
+            Err(_) => Err(StoreError::Unavailable(format!("no answer within {limit:?}"))),
         }
     }
 

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{
     backends::{self, Failure},
-    byte_size, readable_duration, Call, ErrorKind, Executor, Outcome, Ready, ToolError,
+    byte_size, readable_duration, Call, ErrorKind, Executor, Expiry, Outcome, Ready, ToolError,
 };
 use crate::{
     catalog::{Backend, ToolId},
@@ -15,16 +15,16 @@ use crate::{
 
 impl Executor {
     /// Dispatches a ready call; its outcome.
-    pub(super) async fn dispatched(&self, ready: Ready, call: &Call) -> Outcome {
-        let result = self.dispatch(ready.tool, &ready, call).await.map(Some);
+    pub(super) async fn dispatched(&self, ready: Ready, call: &Call, expiry: Expiry) -> Outcome {
+        let result = self.dispatch(ready.tool, &ready, call, expiry).await.map(Some);
         Outcome::of(self.catalog.tool(ready.tool), ready, result)
     }
 
-    /// Runs a ready call under the tool's timeout (or the caller's deadline,
-    /// if sooner) and concurrency limit.
-    async fn dispatch(&self, id: ToolId, ready: &Ready, call: &Call) -> Result<String, ToolError> {
+    /// Runs a ready call under the tool's timeout (or what is left of the
+    /// caller's deadline, if less) and concurrency limit.
+    async fn dispatch(&self, id: ToolId, ready: &Ready, call: &Call, expiry: Expiry) -> Result<String, ToolError> {
         let tool = self.catalog.tool(id);
-        let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
+        let limit = expiry.cap(tool.timeout);
         let started = AtomicBool::new(false);
         // Backends that carry trace context (HTTP, MCP) join the trace through
         // the span of this call when spans are exported, else through the

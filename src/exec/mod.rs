@@ -30,7 +30,10 @@ mod once;
 pub(crate) mod outcome;
 mod prepare;
 
-use std::{sync::Arc, time::Duration};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
@@ -93,6 +96,32 @@ pub struct Call {
     pub idempotency_key: String,
     /// The conversation, for retry budgets: empty for none.
     pub session_id: String,
+}
+
+/// When the caller stops waiting (its deadline, from when the call
+/// arrived), if it said: every wait of the call (the store, a concurrent
+/// holder of its key, the tool) is bounded by what is left of it, so the
+/// answer reaches the caller before it gives up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Expiry(Option<Instant>);
+
+impl Expiry {
+    fn of(call: &Call) -> Self {
+        Self(call.deadline.map(|d| Instant::now() + d))
+    }
+
+    /// `limit`, or what is left of the caller's deadline if that is less.
+    pub(crate) fn cap(self, limit: Duration) -> Duration {
+        match self.0 {
+            Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
+            None => limit,
+        }
+    }
+
+    /// The instant `limit` from now, or the caller's deadline if sooner.
+    pub(crate) fn at(self, limit: Duration) -> Instant {
+        Instant::now() + self.cap(limit)
+    }
 }
 
 impl Call {
@@ -261,7 +290,7 @@ impl Executor {
     /// under an `execute_tool` span that records the repairs, hints and
     /// outcome.
     pub(crate) async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
-        let started = std::time::Instant::now();
+        let started = Instant::now();
         let span = observe::span(&self.shared.observer, call);
         let outcome = span.run(self.run(call)).await?;
         observe::finished(span, &self.shared.observer, &self.catalog, call, &outcome, started.elapsed());
@@ -269,20 +298,21 @@ impl Executor {
     }
 
     async fn run(&self, call: &Call) -> Result<Outcome, RequestError> {
+        let expiry = Expiry::of(call);
         call_state::check_id("idempotency_key", &call.idempotency_key).map_err(RequestError::BadId)?;
         call_state::check_id("session_id", &call.session_id).map_err(RequestError::BadId)?;
         let ready = match self.prepare_async(call).await? {
             Ok(ready) => ready,
-            Err(outcome) => return Ok(self.budgeted(call, outcome).await),
+            Err(outcome) => return Ok(self.budgeted(call, outcome, expiry).await),
         };
         if call.dry_run {
             let tool = self.catalog.tool(ready.tool);
             return Ok(Outcome::of(tool, ready, Ok(None)));
         }
         let outcome = match call.idempotency_key.is_empty() {
-            true => self.dispatched(ready, call).await,
-            false => self.once(ready, call).await?,
+            true => self.dispatched(ready, call, expiry).await,
+            false => self.once(ready, call, expiry).await?,
         };
-        Ok(self.budgeted(call, outcome).await)
+        Ok(self.budgeted(call, outcome, expiry).await)
     }
 }

@@ -3,66 +3,65 @@
 //! gets the first's answer, replayed; a different call with the key is
 //! refused. With the store down, an idempotent tool runs anyway and any other
 //! is refused in-band: once-only fails closed.
+//!
+//! A claim has two phases, so that a claim whose answer was lost never burns
+//! its key. The holder (a random id per attempt) first claims the key as
+//! `claimed`, then turns it into `dispatching` by compare-and-set, and only
+//! then runs the tool. A claim that is still `claimed` after
+//! [`CLAIM_GRACE`] belongs to an attempt that gave up before running
+//! (its store answer came too late) or died before: a retry takes it over,
+//! and the first holder, should it come back, loses its compare-and-set and
+//! does not run. Only a `dispatching` claim whose lease ran out becomes
+//! "effect unknown": it may have run. A claim the holder gave up on is also
+//! released (compare-and-delete) in the background once the store answers.
+//! The final answer is written the same way, and retried in the background
+//! until the lease ends; if it never lands, later retries hear "effect
+//! unknown" (true: the gateway cannot prove the outcome), never a second run.
 
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::{
-    call_state::{self, now_ms, CallState},
-    Call, ErrorKind, Executor, Outcome, Ready, RequestError, ToolError,
+    call_state::{self, now_ms, CallState, STORE_DEADLINE},
+    Call, ErrorKind, Executor, Expiry, Outcome, Ready, RequestError, ToolError,
 };
 use crate::state::StoreError;
 
 /// A running claim lasts the tool's timeout and this much more.
 const LEASE_MARGIN: Duration = Duration::from_secs(5);
+/// A claim not yet dispatching may be taken over after this long: its
+/// holder's compare-and-set would have answered by then.
+const CLAIM_GRACE: Duration = Duration::from_secs(1);
 /// How often a call waiting for the first with its key looks again.
 const POLL: Duration = Duration::from_millis(20);
+/// How often a record the store did not take is written again.
+const REWRITE_EVERY: Duration = Duration::from_millis(250);
 /// What a call is told when once-only delivery cannot be checked.
 const CANNOT_GUARANTEE: &str = "cannot guarantee once-only delivery right now; the call did not run";
+/// What a call is told while another holds its key.
+const STILL_RUNNING: &str = "the first call with this key is still running";
 
 impl Executor {
     /// A call with an idempotency key: the first claims the key and runs;
     /// the same call again gets the first's answer, replayed; a different
     /// call with the key is refused.
-    pub(super) async fn once(&self, ready: Ready, call: &Call) -> Result<Outcome, RequestError> {
+    pub(super) async fn once(&self, ready: Ready, call: &Call, expiry: Expiry) -> Result<Outcome, RequestError> {
         let state = &self.shared.state;
         let metrics = &self.shared.observer.metrics;
         let tool = self.catalog.tool(ready.tool);
         let key = call_state::idempotency_key(&call.caller, &call.idempotency_key);
         let hash = call_state::call_hash(&tool.name, &ready.arguments);
-        let limit = call.deadline.map_or(tool.timeout, |d| d.min(tool.timeout));
-        let running = Record::running(&hash, limit);
-        let in_band = |ready: Ready, message: &str, retryable: bool| {
+        let lease = expiry.cap(tool.timeout) + LEASE_MARGIN;
+        let holder = Holder::new(&hash, lease);
+        let unavailable = |ready: Ready, message: &str| {
             let mut error = ToolError::new(ErrorKind::Unavailable, message, false);
-            error.retryable = retryable;
+            error.retryable = true;
             Outcome::of(tool, ready, Err(error))
         };
-        let existing = match state.store.claim(&key, &running, state.idempotency_ttl).await {
-            Ok(existing) => existing,
-            Err(err) => {
-                state.warn_unreachable("idempotency keys cannot be checked", &err);
-                metrics.store_error("idempotency");
-                if tool.idempotent {
-                    return Ok(self.dispatched(ready, call).await);
-                }
-                return Ok(in_band(ready, CANNOT_GUARANTEE, true));
-            }
-        };
-        let Some(existing) = existing else {
-            let outcome = self.dispatched(ready, call).await;
-            let stored = match to_store(&outcome, tool.idempotent) {
-                Some(kept) => {
-                    let done = Record::done(&hash, &kept);
-                    state.store.replace(&key, &running, &done, state.idempotency_ttl).await.map(|_| ())
-                }
-                None => state.store.remove(&key, &running).await,
-            };
-            if let Err(err) = stored {
-                state.warn_unreachable("an idempotency record could not be written", &err);
-                metrics.store_error("idempotency");
-            }
-            return Ok(outcome);
+        let store_down = |err: &StoreError| {
+            state.warn_unreachable("idempotency keys cannot be checked", err);
+            metrics.store_error("idempotency");
         };
         let replayed = |mut outcome: Outcome| {
             outcome.replayed = true;
@@ -70,33 +69,213 @@ impl Executor {
             outcome
         };
         let reused = || RequestError::KeyReused(call.idempotency_key.clone());
-        match Record::parse(&existing) {
-            Some(record) if record.hash() != hash => Err(reused()),
-            Some(Record::Done { outcome, .. }) => Ok(replayed(*outcome)),
-            _ => {
-                let deadline = Instant::now() + call.deadline.unwrap_or(limit + LEASE_MARGIN);
-                match wait_for_first(state, &key, &hash, &tool.name, deadline).await {
-                    Ok(Waited::Done(outcome)) => Ok(replayed(*outcome)),
-                    Ok(Waited::Different) => Err(reused()),
-                    Ok(Waited::StillRunning) => {
-                        Ok(in_band(ready, "the first call with this key is still running", true))
+        let mut claim = state.bounded(expiry, state.store.claim(&key, &holder.claimed, state.idempotency_ttl)).await;
+        // Waiting for the first holder until its answer, a claim to take
+        // over, or the caller's deadline.
+        let waiting = expiry.at(lease + STORE_DEADLINE);
+        loop {
+            let existing = match claim {
+                Ok(None) => break,
+                Ok(Some(existing)) => existing,
+                Err(err) => {
+                    store_down(&err);
+                    // The claim may yet land: release it when the store answers.
+                    holder.release_later(state, &key);
+                    if tool.idempotent {
+                        return Ok(self.dispatched(ready, call, expiry).await);
                     }
-                    Err(err) => {
-                        state.warn_unreachable("idempotency keys cannot be checked", &err);
-                        Ok(in_band(ready, CANNOT_GUARANTEE, true))
+                    return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                }
+            };
+            match Record::parse(&existing) {
+                Some(record) if record.hash() != hash => return Err(reused()),
+                Some(Record::Done { outcome, .. }) => return Ok(replayed(*outcome)),
+                Some(record) if record.abandoned() => {
+                    // Never dispatched: ours to take, by compare-and-set.
+                    let taken = state.store.replace(&key, &existing, &holder.claimed, state.idempotency_ttl);
+                    match state.bounded(expiry, taken).await {
+                        Ok(true) => break,
+                        Ok(false) => {}
+                        Err(err) => {
+                            store_down(&err);
+                            holder.release_later(state, &key);
+                            return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                        }
                     }
                 }
+                Some(record @ Record::Running { .. }) if record.expired() => {
+                    // Dispatched, and its holder vanished: its effect is
+                    // unknown, for every caller from now on.
+                    let outcome = vanished(&tool.name);
+                    let stored = Record::done(&hash, &outcome);
+                    let replaced = state.store.replace(&key, &existing, &stored, state.idempotency_ttl);
+                    match state.bounded(expiry, replaced).await {
+                        Ok(true) => return Ok(replayed(outcome)),
+                        Ok(false) => {}
+                        Err(err) => {
+                            store_down(&err);
+                            return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                        }
+                    }
+                }
+                _ => {
+                    if Instant::now() + POLL > waiting {
+                        return Ok(unavailable(ready, STILL_RUNNING));
+                    }
+                    tokio::time::sleep(POLL).await;
+                }
+            }
+            claim = match state.bounded(expiry, state.store.get(&key)).await {
+                // Released meanwhile: claim it afresh.
+                Ok(None) => {
+                    state.bounded(expiry, state.store.claim(&key, &holder.claimed, state.idempotency_ttl)).await
+                }
+                Ok(Some(record)) => Ok(Some(record)),
+                Err(err) => Err(err),
+            };
+        }
+        // Claimed: turn it into dispatching, or, if another took it over
+        // meanwhile, do not run.
+        let dispatching = state.store.replace(&key, &holder.claimed, &holder.dispatching, state.idempotency_ttl);
+        match state.bounded(expiry, dispatching).await {
+            Ok(true) => {}
+            Ok(false) => return Ok(unavailable(ready, STILL_RUNNING)),
+            Err(err) => {
+                store_down(&err);
+                holder.release_later(state, &key);
+                return Ok(unavailable(ready, CANNOT_GUARANTEE));
             }
         }
+        let idempotent = tool.idempotent;
+        let outcome = self.dispatched(ready, call, expiry).await;
+        let end = match to_store(&outcome, idempotent) {
+            Some(kept) => End::Keep(Record::done(&hash, &kept)),
+            None => End::Release,
+        };
+        holder.finish(state, &key, end, expiry).await;
+        Ok(outcome)
     }
+}
+
+/// One attempt at a key: its claim, then its dispatching record (the same
+/// but for the phase), with a holder id no other attempt has.
+struct Holder {
+    claimed: Vec<u8>,
+    dispatching: Vec<u8>,
+    /// When the lease ends: writes are retried until then.
+    until: Instant,
+}
+
+/// What becomes of a claim once its call has an outcome.
+enum End {
+    Keep(Vec<u8>),
+    Release,
+}
+
+impl Holder {
+    fn new(hash: &str, lease: Duration) -> Self {
+        let mut id = [0u8; 16];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id)
+            .expect("the system's random source works");
+        let holder: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let (at, until) = (now_ms(), now_ms() + lease.as_millis() as u64);
+        let record = |phase| Record::Running { hash: hash.to_owned(), until, holder: holder.clone(), phase, at };
+        Self {
+            claimed: record(Phase::Claimed).to_bytes(),
+            dispatching: record(Phase::Dispatching).to_bytes(),
+            until: Instant::now() + lease,
+        }
+    }
+
+    /// Writes the end of the call in place of the dispatching record: the
+    /// answer kept, or the key released. A write the store does not take is
+    /// retried in the background until the lease ends.
+    async fn finish(&self, state: &CallState, key: &str, end: End, expiry: Expiry) {
+        let written = match &end {
+            End::Keep(done) => {
+                let write = state.store.replace(key, &self.dispatching, done, state.idempotency_ttl);
+                state.bounded(expiry, write).await.map(|_| ())
+            }
+            End::Release => state.bounded(expiry, state.store.remove(key, &self.dispatching)).await,
+        };
+        if let Err(err) = written {
+            state.warn_unreachable("an idempotency record could not be written (retried until its lease ends)", &err);
+            self.rewrite_later(state, key, end);
+        }
+    }
+
+    /// Releases the claim (if it is still ours and still only claimed) once
+    /// the store answers, until the lease ends.
+    fn release_later(&self, state: &CallState, key: &str) {
+        let (store, key, claimed, until) = (state.store.clone(), key.to_owned(), self.claimed.clone(), self.until);
+        tokio::spawn(async move {
+            while Instant::now() < until {
+                let removed = tokio::time::timeout(STORE_DEADLINE, store.remove(&key, &claimed)).await;
+                if matches!(removed, Ok(Ok(()))) {
+                    return;
+                }
+                tokio::time::sleep(REWRITE_EVERY).await;
+            }
+        });
+    }
+
+    fn rewrite_later(&self, state: &CallState, key: &str, end: End) {
+        let (store, key, dispatching, until) =
+            (state.store.clone(), key.to_owned(), self.dispatching.clone(), self.until);
+        let ttl = state.idempotency_ttl;
+        tokio::spawn(async move {
+            while Instant::now() < until {
+                tokio::time::sleep(REWRITE_EVERY).await;
+                let write = async {
+                    match &end {
+                        End::Keep(done) => store.replace(&key, &dispatching, done, ttl).await.map(|_| ()),
+                        End::Release => store.remove(&key, &dispatching).await,
+                    }
+                };
+                if matches!(tokio::time::timeout(STORE_DEADLINE, write).await, Ok(Ok(()))) {
+                    return;
+                }
+            }
+            tracing::warn!(
+                "an idempotency record could not be written before its lease ended: a retry with its key hears \
+                 that the call's effect is unknown"
+            );
+        });
+    }
+}
+
+/// Where a running claim is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Phase {
+    /// Claimed; the tool has not been called.
+    Claimed,
+    /// The tool may have been called. (Records written without a phase
+    /// are taken to be here: the cautious reading.)
+    #[default]
+    Dispatching,
 }
 
 /// An idempotency record.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "state", rename_all = "snake_case")]
 enum Record {
-    Running { hash: String, until: u64 },
-    Done { hash: String, outcome: Box<Outcome> },
+    Running {
+        hash: String,
+        /// When the lease ends (ms since the epoch).
+        until: u64,
+        #[serde(default)]
+        holder: String,
+        #[serde(default)]
+        phase: Phase,
+        /// When it was claimed (ms since the epoch).
+        #[serde(default)]
+        at: u64,
+    },
+    Done {
+        hash: String,
+        outcome: Box<Outcome>,
+    },
 }
 
 impl Record {
@@ -106,14 +285,24 @@ impl Record {
         }
     }
 
-    fn running(hash: &str, timeout: Duration) -> Vec<u8> {
-        let until = now_ms() + (timeout + LEASE_MARGIN).as_millis() as u64;
-        serde_json::to_vec(&Record::Running { hash: hash.to_owned(), until }).expect("records serialise")
+    /// A claim whose holder never dispatched and is past [`CLAIM_GRACE`]
+    /// (or past its lease): a retry may take it.
+    fn abandoned(&self) -> bool {
+        let grace = CLAIM_GRACE.as_millis() as u64;
+        matches!(self, Record::Running { phase: Phase::Claimed, at, until, .. }
+            if now_ms() >= at.saturating_add(grace) || *until <= now_ms())
+    }
+
+    fn expired(&self) -> bool {
+        matches!(self, Record::Running { until, .. } if *until <= now_ms())
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("records serialise")
     }
 
     fn done(hash: &str, outcome: &Outcome) -> Vec<u8> {
-        serde_json::to_vec(&Record::Done { hash: hash.to_owned(), outcome: Box::new(outcome.clone()) })
-            .expect("records serialise")
+        Record::Done { hash: hash.to_owned(), outcome: Box::new(outcome.clone()) }.to_bytes()
     }
 
     fn parse(bytes: &[u8]) -> Option<Record> {
@@ -148,8 +337,8 @@ fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
     }
 }
 
-/// The answer when a running claim's holder vanished (its lease ran out):
-/// stored in its place, never a second run.
+/// The answer when a dispatched claim's holder vanished (its lease ran
+/// out): stored in its place, never a second run.
 fn vanished(tool: &str) -> Outcome {
     let message = format!(
         "an earlier call with this idempotency key to '{tool}' ended without an answer; its effect is unknown, \
@@ -162,48 +351,5 @@ fn vanished(tool: &str) -> Outcome {
         result: Err(ToolError::new(ErrorKind::Unavailable, message, false)),
         replayed: true,
         budget_remaining: None,
-    }
-}
-
-/// Waits for the first call with a key to finish; its outcome, or why not.
-enum Waited {
-    Done(Box<Outcome>),
-    /// Our deadline came first.
-    StillRunning,
-    /// The record changed to another call's (its hash differs).
-    Different,
-}
-
-/// Polls the record of `key` until it is done, its lease runs out (then it
-/// becomes "effect unknown" for every caller), or `deadline` passes.
-async fn wait_for_first(
-    state: &CallState,
-    key: &str,
-    hash: &str,
-    tool: &str,
-    deadline: Instant,
-) -> Result<Waited, StoreError> {
-    loop {
-        let Some(bytes) = state.store.get(key).await? else {
-            // Released (the first call never reached its backend): treat as
-            // still running for this request; a retry claims it afresh.
-            return Ok(Waited::StillRunning);
-        };
-        match Record::parse(&bytes) {
-            Some(record) if record.hash() != hash => return Ok(Waited::Different),
-            Some(Record::Done { outcome, .. }) => return Ok(Waited::Done(outcome)),
-            Some(Record::Running { until, .. }) if until <= now_ms() => {
-                let outcome = vanished(tool);
-                let stored = Record::done(hash, &outcome);
-                if state.store.replace(key, &bytes, &stored, state.idempotency_ttl).await? {
-                    return Ok(Waited::Done(Box::new(outcome)));
-                }
-            }
-            _ => {}
-        }
-        if Instant::now() + POLL > deadline {
-            return Ok(Waited::StillRunning);
-        }
-        tokio::time::sleep(POLL).await;
     }
 }

@@ -1,5 +1,6 @@
 //! The state in Redis or Valkey, shared by every replica. Each operation is
-//! one atomic command or Lua script. The connection (the `redis` crate's
+//! one atomic command or Lua script, answered within 500 ms in all
+//! (reconnection included) or counted as the store being unreachable. The connection (the `redis` crate's
 //! tokio connection manager, which reconnects by itself) is made on first
 //! use and again after a failure, at most once a second: the gateway starts
 //! while Redis is down, and a call that needs it meanwhile gets
@@ -73,34 +74,50 @@ impl RedisStore {
             return Ok(connection.clone());
         }
         {
-            let mut last = self.last_attempt.lock().unwrap_or_else(|e| e.into_inner());
+            let last = self.last_attempt.lock().unwrap_or_else(|e| e.into_inner());
             if last.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
                 return Err(StoreError::Unavailable("not connected".to_owned()));
             }
-            *last = Some(Instant::now());
         }
         let config = ::redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(TIMEOUT))
             .set_response_timeout(Some(TIMEOUT))
             .set_number_of_retries(1)
             .set_max_delay(RETRY_AFTER);
-        let made = ConnectionManager::new_with_config(self.client.clone(), config)
-            .await
-            .map_err(|err| StoreError::Unavailable(err.to_string()))?;
+        let made = ConnectionManager::new_with_config(self.client.clone(), config).await.map_err(|err| {
+            // Only a failed attempt holds the next one back.
+            *self.last_attempt.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            StoreError::Unavailable(err.to_string())
+        })?;
         tracing::info!("connected to Redis");
         *connection = Some(made.clone());
         Ok(made)
     }
 
+    /// One operation, within [`TIMEOUT`] in all: waiting for the connection
+    /// (or making it) included, so that no caller queues behind a
+    /// reconnection for longer.
     async fn run<T>(
+        &self,
+        f: impl AsyncFnOnce(&mut ConnectionManager) -> ::redis::RedisResult<T>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(TIMEOUT, self.run_unbounded(f)).await {
+            Ok(answered) => answered,
+            Err(_) => Err(StoreError::Unavailable(format!("no answer within {TIMEOUT:?}"))),
+        }
+    }
+
+    async fn run_unbounded<T>(
         &self,
         f: impl AsyncFnOnce(&mut ConnectionManager) -> ::redis::RedisResult<T>,
     ) -> Result<T, StoreError> {
         let mut connection = self.connection().await?;
         f(&mut connection).await.map_err(|err| {
             // A connection that broke is made again on a later call (at most
-            // once a second), whatever the manager's own retries did.
-            if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() || err.is_timeout() {
+            // once a second after a failed attempt), whatever the manager's
+            // own retries did. A slow answer is no broken connection: the
+            // next command waits its turn on the same one.
+            if err.is_io_error() || err.is_connection_dropped() || err.is_connection_refusal() {
                 if let Ok(mut cached) = self.connection.try_lock() {
                     *cached = None;
                 }

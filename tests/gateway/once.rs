@@ -351,3 +351,128 @@ async fn names_that_resolve_to_no_tool_share_a_budget_no_tool_can_share() {
     let response = call(&mut gw.client, "nope_4", "{}", "", "s").await;
     assert_eq!(response.error.unwrap().kind, ErrorKind::RetryBudgetExhausted as i32, "the shared one, spent");
 }
+
+/// A gateway on `registry` with its state in Redis behind `proxy`.
+async fn behind(proxy: &crate::common::proxy::DelayingProxy, http: &backend::HttpBackend) -> TestGateway {
+    TestGateway::registry(&registry(http)).config(&format!("state: {{redis: \"{}\"}}", proxy.url())).start().await
+}
+
+const DID_NOT_RUN: &str = "cannot guarantee once-only delivery right now; the call did not run";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_answered_too_late_never_burns_its_key() {
+    let redis = Redis::start();
+    let proxy = crate::common::proxy::DelayingProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let http = backend::start().await;
+    let mut gw = behind(&proxy, &http).await;
+    let args = r#"{"to": "bob", "amount": 5}"#;
+    assert!(call(&mut gw.client, "send_money", args, "warm-up", "").await.ok, "connected");
+    // Redis answers, but after the store's deadline: the claim lands, the
+    // gateway cannot know it, and says the call did not run.
+    proxy.delay(Duration::from_millis(800));
+    let started = std::time::Instant::now();
+    let late = call(&mut gw.client, "send_money", args, "pay-7", "").await;
+    let took = started.elapsed();
+    let error = late.error.expect("not run");
+    assert_eq!((error.kind, error.message.as_str()), (ErrorKind::Unavailable as i32, DID_NOT_RUN));
+    assert!(error.retryable);
+    assert!(took < Duration::from_millis(1_500), "answered in {took:?}");
+    assert_eq!(http.seen.calls(), 1, "only the warm-up ran");
+    // Redis is fast again (the answers already on their way still arrive
+    // late): the retry runs the tool, once; never "effect unknown".
+    proxy.delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let retry = call(&mut gw.client, "send_money", args, "pay-7", "").await;
+    assert!(retry.ok && !retry.replayed, "{retry:?}");
+    let again = call(&mut gw.client, "send_money", args, "pay-7", "").await;
+    assert!(again.ok && again.replayed, "{again:?}");
+    assert_eq!(http.seen.calls(), 2, "the key ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_store_answers_did_not_run_at_once_and_the_retry_runs_once() {
+    let redis = Redis::start();
+    let proxy = crate::common::proxy::DelayingProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let http = backend::start().await;
+    let gw = behind(&proxy, &http).await;
+    let args = r#"{"to": "bob", "amount": 5}"#;
+    assert!(call(&mut gw.client.clone(), "send_money", args, "warm-up", "").await.ok);
+    redis.pause();
+    let started = std::time::Instant::now();
+    let calls: Vec<_> = (0..10)
+        .map(|i| {
+            let mut client = gw.client.clone();
+            tokio::spawn(async move {
+                let started = std::time::Instant::now();
+                let response = call(&mut client, "send_money", args, &format!("stopped-{i}"), "").await;
+                (response, started.elapsed())
+            })
+        })
+        .collect();
+    for answered in calls {
+        let (response, took) = answered.await.unwrap();
+        let error = response.error.expect("not run");
+        assert_eq!(error.message, DID_NOT_RUN);
+        assert!(took < Duration::from_millis(1_500), "a call waited {took:?} for a stopped store");
+    }
+    assert!(started.elapsed() < Duration::from_secs(3));
+    redis.resume();
+    for i in 0..10 {
+        let response = call(&mut gw.client.clone(), "send_money", args, &format!("stopped-{i}"), "").await;
+        assert!(response.ok && !response.replayed, "{response:?}");
+    }
+    assert_eq!(http.seen.calls(), 11, "each key ran once, after the store came back");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_answer_comes_before_the_callers_deadline_however_slow_the_store() {
+    let redis = Redis::start();
+    let proxy = crate::common::proxy::DelayingProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let http = backend::start().await;
+    let gw = behind(&proxy, &http).await;
+    let args = r#"{"to": "bob", "amount": 5}"#;
+    assert!(call(&mut gw.client.clone(), "send_money", args, "warm-up", "").await.ok);
+    proxy.delay(Duration::from_secs(2));
+    let mut request = tonic::Request::new(ExecuteRequest {
+        tool: "send_money".into(),
+        arguments_json: args.into(),
+        idempotency_key: "hurry".into(),
+        ..Default::default()
+    });
+    request.set_timeout(Duration::from_millis(300));
+    let response = gw.client.clone().execute(request).await.expect("an answer, not a deadline exceeded").into_inner();
+    let error = response.error.expect("not run");
+    assert_eq!(error.message, DID_NOT_RUN);
+    assert!(error.retryable);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_the_store_takes_late_is_written_again_and_replayed() {
+    let redis = Redis::start();
+    let proxy = crate::common::proxy::DelayingProxy::start(([127, 0, 0, 1], redis.port).into()).await;
+    let http = backend::start().await;
+    let gw = behind(&proxy, &http).await;
+    // careful_transfer takes 500 ms: the store slows down while it runs, so
+    // writing its answer misses the deadline.
+    let mut client = gw.client.clone();
+    let first =
+        tokio::spawn(async move { call(&mut client, "careful_transfer", r#"{"n": 1}"#, "slow-write", "").await });
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    proxy.delay(Duration::from_millis(800));
+    let first = first.await.unwrap();
+    assert!(first.ok && !first.replayed, "the caller has its answer: {first:?}");
+    proxy.delay(Duration::ZERO);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The answer is written again in the background; the retry replays it.
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    let retry = loop {
+        let retry = call(&mut gw.client.clone(), "careful_transfer", r#"{"n": 1}"#, "slow-write", "").await;
+        if retry.replayed || std::time::Instant::now() > until {
+            break retry;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(retry.ok && retry.replayed, "{retry:?}");
+    assert_eq!(retry.result_json, first.result_json);
+    assert_eq!(http.seen.calls(), 1, "never run twice");
+}

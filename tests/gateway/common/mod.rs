@@ -5,6 +5,7 @@ pub mod backend;
 pub mod mcp;
 pub mod otlp;
 pub mod pki;
+pub mod proxy;
 pub mod redis;
 pub mod telemetry;
 

@@ -36,6 +36,21 @@ impl Redis {
         }
     }
 
+    /// Stops it (SIGSTOP): connections stay open, nothing is answered.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Lets it go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    }
+
     /// Kills it (the data goes with it: no persistence).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
