@@ -128,7 +128,8 @@ impl App {
         stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
         serving: Serving,
     ) -> Result<(), ServeError> {
-        grpc::serve(listener, self.grpc(), stop, serving).await
+        let gateway = self.grpc().with_tls(serving.tls.clone());
+        grpc::serve(listener, gateway, stop, serving).await
     }
 
     /// Reads `settings`' files and key sets again and swaps in the new

@@ -6,9 +6,10 @@
 //! API key instead); when one is presented it must chain to the client CA.
 
 use std::{
+    collections::HashMap,
     io,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, Mutex},
     task::{Context, Poll},
     time::Duration,
 };
@@ -17,9 +18,10 @@ use arc_swap::ArcSwap;
 use futures::{stream::FuturesUnordered, Stream, StreamExt};
 use rustls::{
     pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
-    server::WebPkiClientVerifier,
+    server::{danger::ClientCertVerifier, WebPkiClientVerifier},
     RootCertStore, ServerConfig,
 };
+use sha2::{Digest, Sha256};
 use tokio_rustls::{server::TlsStream, TlsAcceptor};
 
 use super::connections::{Conn, Incoming, PrefaceWatch};
@@ -35,21 +37,62 @@ const REFUSED_LOG_PERIOD: Duration = Duration::from_secs(10);
 pub(crate) struct ServerTls {
     files: TlsConfig,
     config: ArcSwap<ServerConfig>,
+    /// The client CA's verifier of the configuration in use, to check again
+    /// the certificates of connections made before the CA changed.
+    verifier: ArcSwap<Option<Arc<dyn ClientCertVerifier>>>,
+    /// What [`ServerTls::trusts`] found, by the end-entity certificate's
+    /// SHA-256; cleared with every reload.
+    checked: Mutex<HashMap<[u8; 32], bool>>,
 }
+
+/// Certificates whose check is remembered at most (then all are forgotten).
+const MAX_CHECKED: usize = 10_000;
 
 impl ServerTls {
     /// Reads the certificate chain, key and client CA; the error names the
     /// file and what is wrong with it.
     pub(crate) fn load(files: &TlsConfig) -> Result<Self, String> {
-        let config = build(files)?;
-        Ok(Self { files: files.clone(), config: ArcSwap::from_pointee(config) })
+        let (config, verifier) = build(files)?;
+        Ok(Self {
+            files: files.clone(),
+            config: ArcSwap::from_pointee(config),
+            verifier: ArcSwap::from_pointee(verifier),
+            checked: Mutex::default(),
+        })
     }
 
     /// Reads the files again (certificate rotation). On an error the
-    /// configuration in use stays, and the error says why.
+    /// configuration in use stays, and the error says why. New connections
+    /// use the new files; connections already open keep their TLS session,
+    /// but their client certificate is checked again against the new client
+    /// CA on every call ([`ServerTls::trusts`]).
     pub(crate) fn reload(&self) -> Result<(), String> {
-        self.config.store(Arc::new(build(&self.files)?));
+        let (config, verifier) = build(&self.files)?;
+        self.config.store(Arc::new(config));
+        self.verifier.store(Arc::new(verifier));
+        self.checked.lock().unwrap_or_else(|e| e.into_inner()).clear();
         Ok(())
+    }
+
+    /// Whether the client CA in use now (re-read on reload) still vouches for
+    /// this chain, presented when its connection was made: a connection made
+    /// before the CA was rotated proves nothing the new CA does not.
+    pub(crate) fn trusts(&self, chain: &[CertificateDer<'_>]) -> bool {
+        let Some((end_entity, intermediates)) = chain.split_first() else { return false };
+        let digest: [u8; 32] = Sha256::digest(end_entity.as_ref()).into();
+        let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&trusted) = checked.get(&digest) {
+            return trusted;
+        }
+        let verifier = self.verifier.load();
+        let trusted = verifier.as_ref().as_ref().is_some_and(|verifier| {
+            verifier.verify_client_cert(end_entity, intermediates, rustls::pki_types::UnixTime::now()).is_ok()
+        });
+        if checked.len() >= MAX_CHECKED {
+            checked.clear();
+        }
+        checked.insert(digest, trusted);
+        trusted
     }
 
     fn acceptor(&self) -> TlsAcceptor {
@@ -57,7 +100,10 @@ impl ServerTls {
     }
 }
 
-fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
+/// The server configuration of `files`, and its client certificate
+/// verifier when there is a client CA.
+#[allow(clippy::type_complexity)]
+fn build(files: &TlsConfig) -> Result<(ServerConfig, Option<Arc<dyn ClientCertVerifier>>), String> {
     let read = |what: &str, path: &std::path::Path| {
         crate::catalog::read_bounded(path).map_err(|why| format!("the TLS {what} {}: {why}", path.display()))
     };
@@ -70,6 +116,7 @@ fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
     let key = PrivateKeyDer::from_pem_slice(&read("key", &files.key)?)
         .map_err(|err| format!("the TLS key {}: {err}", files.key.display()))?;
     let builder = ServerConfig::builder();
+    let mut client_verifier: Option<Arc<dyn ClientCertVerifier>> = None;
     let builder = match &files.client_ca {
         None => builder.with_no_client_auth(),
         Some(ca) => {
@@ -82,6 +129,7 @@ fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
                 .allow_unauthenticated()
                 .build()
                 .map_err(|err| format!("the TLS client CA {}: {err}", ca.display()))?;
+            client_verifier = Some(Arc::clone(&verifier));
             builder.with_client_cert_verifier(verifier)
         }
     };
@@ -89,7 +137,7 @@ fn build(files: &TlsConfig) -> Result<ServerConfig, String> {
         format!("the TLS certificate {} and key {}: {err}", files.cert.display(), files.key.display())
     })?;
     config.alpn_protocols = vec![b"h2".to_vec()];
-    Ok(config)
+    Ok((config, client_verifier))
 }
 
 /// A TLS connection, its plaintext read for the HTTP/2 preface.

@@ -861,3 +861,34 @@ async fn the_readme_certificates_work_and_refused_handshakes_and_credentials_are
     assert!(!log.text().contains("tg_not_a_key_of_anyone"), "{}", log.text());
     child.kill().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_ca_checks_again_the_connections_made_before() {
+    let (server_ca, old_ca, new_ca) = (Ca::new("server CA"), Ca::new("old client CA"), Ca::new("new client CA"));
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    server_files(&dir, &server_ca);
+    let client_ca = dir.file("certs/client-ca.pem", &old_ca.pem());
+    dir.file(
+        "toolgate.yaml",
+        "tls: {cert: certs/server.pem, key: certs/server.key, client_ca: certs/client-ca.pem}\n\
+         principals:\n  - name: agent\n    client_cert: agent\n    tools: [\"*\"]\n",
+    );
+    let (mut child, log, addr) = serve(dir.dir.path(), &[]);
+    let log = crate::common::LogLines::follow(log);
+    let (old, new) = (old_ca.issue("agent", &[]), new_ca.issue("agent", &[]));
+    let mut before = tls_client(&addr, &server_ca, Some((&old.cert, &old.key))).await.unwrap();
+    assert!(before.list_tools(ListToolsRequest::default()).await.is_ok());
+
+    // The client CA is rotated: the connection made before keeps its TLS
+    // session, not its proof.
+    let temporary = client_ca.with_extension("tmp");
+    std::fs::write(&temporary, new_ca.pem()).unwrap();
+    std::fs::rename(&temporary, &client_ca).unwrap();
+    log.wait_for("TLS certificate, key and client CA re-read", 1).await;
+    let status = before.list_tools(ListToolsRequest::default()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    let mut after = tls_client(&addr, &server_ca, Some((&new.cert, &new.key))).await.unwrap();
+    assert!(after.list_tools(ListToolsRequest::default()).await.is_ok());
+    child.kill().unwrap();
+}

@@ -28,6 +28,7 @@ use crate::{
     identity::{Caller, Credentials},
     live::{Snapshot, SnapshotSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
+    server::ServerTls,
     telemetry::{propagation, Observer},
 };
 use status::RpcError;
@@ -39,12 +40,22 @@ pub struct Gateway {
     current: SnapshotSlot,
     /// The same for every snapshot (they share it).
     observer: Observer,
+    /// The listener's TLS, whose client CA checks client certificates again
+    /// after a rotation.
+    tls: Option<Arc<ServerTls>>,
 }
 
 impl Gateway {
     pub(crate) fn new(current: SnapshotSlot) -> Self {
         let observer = current.load().executor.observer().clone();
-        Self { current, observer }
+        Self { current, observer, tls: None }
+    }
+
+    /// Client certificates are those `tls` (the listener's) accepted, and
+    /// still trusts.
+    pub(crate) fn with_tls(mut self, tls: Option<Arc<ServerTls>>) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The snapshot a request works on, and who sent the request, from its
@@ -59,7 +70,7 @@ impl Gateway {
             |name: &str| -> Vec<Option<&str>> { metadata.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
         let authorization = values("authorization");
         let user_token = snapshot.identity.user_header().map(values).unwrap_or_default();
-        let certificate = client_certificate_names(extensions);
+        let certificate = client_certificate_names(extensions, self.tls.as_deref());
         let peer = extensions
             .get::<tonic::transport::server::TcpConnectInfo>()
             .and_then(|info| info.remote_addr())
@@ -78,11 +89,16 @@ impl Gateway {
     }
 }
 
-/// The names of the client certificate the connection presented (mTLS).
-fn client_certificate_names(extensions: &tonic::Extensions) -> Option<Vec<String>> {
+/// The names of the client certificate the connection presented (mTLS),
+/// if the client CA in use now still vouches for it: a connection made
+/// before the CA was rotated keeps its session, not its proof.
+fn client_certificate_names(extensions: &tonic::Extensions, tls: Option<&ServerTls>) -> Option<Vec<String>> {
     use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
     let info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>()?;
     let certs = info.peer_certs()?;
+    if !tls?.trusts(&certs) {
+        return None;
+    }
     Some(crate::identity::names_of(certs.first()?.as_ref()))
 }
 
