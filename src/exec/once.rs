@@ -204,14 +204,22 @@ impl Holder {
         }
     }
 
-    /// Releases the claim (if it is still ours and still only claimed) once
-    /// the store answers, until the lease ends.
+    /// Releases the key (if the record is still ours: claimed, or turned
+    /// into dispatching by a compare-and-set whose answer was lost; either
+    /// way the tool was not called) once the store answers, until the lease
+    /// ends.
     fn release_later(&self, state: &CallState, key: &str) {
-        let (store, key, claimed, until) = (state.store.clone(), key.to_owned(), self.claimed.clone(), self.until);
+        let (store, key, until) = (state.store.clone(), key.to_owned(), self.until);
+        let ours = [self.claimed.clone(), self.dispatching.clone()];
         tokio::spawn(async move {
             while Instant::now() < until {
-                let removed = tokio::time::timeout(STORE_DEADLINE, store.remove(&key, &claimed)).await;
-                if matches!(removed, Ok(Ok(()))) {
+                let release = async {
+                    for record in &ours {
+                        store.remove(&key, record).await?;
+                    }
+                    Ok::<_, StoreError>(())
+                };
+                if matches!(tokio::time::timeout(STORE_DEADLINE, release).await, Ok(Ok(()))) {
                     return;
                 }
                 tokio::time::sleep(REWRITE_EVERY).await;
