@@ -23,6 +23,7 @@ mod budget;
 mod builtins;
 pub(crate) mod call_state;
 mod dispatch;
+mod expiry;
 pub(crate) mod limits;
 mod listing;
 mod observe;
@@ -40,6 +41,7 @@ use tokio::sync::Semaphore;
 
 use backends::HttpClients;
 pub(crate) use call_state::CallState;
+pub(crate) use expiry::Expiry;
 pub(crate) use limits::{byte_size, readable_duration};
 pub(crate) use limits::{ArgumentLimits, ExecLimits};
 pub use outcome::{ErrorKind, Outcome, Repair, RepairKind, ToolError};
@@ -96,32 +98,6 @@ pub struct Call {
     pub idempotency_key: String,
     /// The conversation, for retry budgets: empty for none.
     pub session_id: String,
-}
-
-/// When the caller stops waiting (its deadline, from when the call
-/// arrived), if it said: every wait of the call (the store, a concurrent
-/// holder of its key, the tool) is bounded by what is left of it, so the
-/// answer reaches the caller before it gives up.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Expiry(Option<Instant>);
-
-impl Expiry {
-    fn of(call: &Call) -> Self {
-        Self(call.deadline.map(|d| Instant::now() + d))
-    }
-
-    /// `limit`, or what is left of the caller's deadline if that is less.
-    pub(crate) fn cap(self, limit: Duration) -> Duration {
-        match self.0 {
-            Some(at) => limit.min(at.saturating_duration_since(Instant::now())),
-            None => limit,
-        }
-    }
-
-    /// The instant `limit` from now, or the caller's deadline if sooner.
-    pub(crate) fn at(self, limit: Duration) -> Instant {
-        Instant::now() + self.cap(limit)
-    }
 }
 
 impl Call {
