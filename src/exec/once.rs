@@ -166,6 +166,24 @@ struct Holder {
     until: Instant,
 }
 
+/// A holder id no other attempt has, in any process: 64 random bits drawn
+/// once per process, then a counter.
+fn holder_id() -> String {
+    use std::sync::{
+        atomic::{AtomicU64, Ordering},
+        OnceLock,
+    };
+    static PROCESS: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let process = PROCESS.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+            .expect("the system's random source works");
+        u64::from_le_bytes(bytes)
+    });
+    format!("{process:016x}-{:x}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
 /// What becomes of a claim once its call has an outcome.
 enum End {
     Keep(Vec<u8>),
@@ -174,11 +192,9 @@ enum End {
 
 impl Holder {
     fn new(hash: &str, lease: Duration) -> Self {
-        let mut id = [0u8; 16];
-        ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut id)
-            .expect("the system's random source works");
-        let holder: String = id.iter().map(|b| format!("{b:02x}")).collect();
-        let (at, until) = (now_ms(), now_ms() + lease.as_millis() as u64);
+        let holder = holder_id();
+        let at = now_ms();
+        let until = at + lease.as_millis() as u64;
         let record = |phase| Record::Running { hash: hash.to_owned(), until, holder: holder.clone(), phase, at };
         Self {
             claimed: record(Phase::Claimed).to_bytes(),

@@ -58,8 +58,16 @@ fn owner_of(key: &str) -> &str {
 impl Records {
     fn insert(&mut self, key: &str, entry: Entry, until: Instant) {
         self.earliest = Some(self.earliest.map_or(until, |e| e.min(until)));
-        if self.entries.insert(key.to_owned(), (entry, until)).is_none() {
-            *self.owners.entry(owner_of(key).to_owned()).or_default() += 1;
+        if let Some(held) = self.entries.get_mut(key) {
+            *held = (entry, until);
+            return;
+        }
+        self.entries.insert(key.to_owned(), (entry, until));
+        match self.owners.get_mut(owner_of(key)) {
+            Some(count) => *count += 1,
+            None => {
+                self.owners.insert(owner_of(key).to_owned(), 1);
+            }
         }
     }
 
