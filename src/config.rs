@@ -87,7 +87,30 @@ pub struct FileConfig {
     pub(crate) policy: PolicyConfig,
     #[serde(default)]
     pub(crate) limits: LimitsConfig,
+    pub(crate) mcp_front_door: Option<McpFrontDoorConfig>,
 }
+
+/// `mcp_front_door:` of the configuration file (off unless set).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct McpFrontDoorConfig {
+    /// Streamable HTTP on this address (TLS from `tls:` when that is set).
+    pub(crate) listen: Option<String>,
+    /// Browser origins allowed to call; a request with another `Origin`
+    /// header is refused (403).
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
+}
+
+/// The MCP front door's settings, when it is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct McpSettings {
+    pub(crate) listen: SocketAddr,
+    pub(crate) allowed_origins: Vec<String>,
+}
+
+/// The environment variable that sets `--mcp-listen`.
+pub(crate) const MCP_LISTEN_ENV: &str = "TOOLGATE_MCP_LISTEN";
 
 /// `tls:` of the configuration file; paths relative to the file.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -172,6 +195,8 @@ pub struct Flags {
     /// `--tls-cert` and `--tls-key` (both or neither).
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// `--mcp-listen`: the MCP front door's address.
+    pub mcp_listen: Option<String>,
 }
 
 /// Settings after every source is merged and checked.
@@ -197,6 +222,8 @@ pub struct Settings {
     pub(crate) retry_budget: Option<u32>,
     /// What a reload cannot change: compared with the running one's.
     pub(crate) fixed: Fixed,
+    /// The MCP front door, when it is on.
+    pub(crate) mcp: Option<McpSettings>,
 }
 
 /// The settings a reload cannot change (they are bound to sockets, or to
@@ -209,6 +236,7 @@ pub(crate) struct Fixed {
     listen: SocketAddr,
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
+    mcp_listen: Option<SocketAddr>,
     state: StateConfig,
     retry_budget: Option<u32>,
 }
@@ -225,6 +253,7 @@ impl Fixed {
         check(self.listen != next.listen, "listen");
         check(self.tls != next.tls, "tls");
         check(self.health_listen != next.health_listen, "health_listen");
+        check(self.mcp_listen != next.mcp_listen, "mcp_front_door.listen");
         check(self.state != next.state, "state");
         check(self.retry_budget != next.retry_budget, "policy.retry_budget");
         changed
@@ -301,10 +330,41 @@ impl Settings {
             crate::state::check_url(url).map_err(ConfigError::Redis)?;
         }
         let retry_budget = file.policy.retry_budget;
-        let fixed = Fixed { listen, tls: tls.clone(), health_listen, state: state.clone(), retry_budget };
+        // The MCP front door: `--mcp-listen`, then TOOLGATE_MCP_LISTEN, then
+        // the file's `mcp_front_door.listen`; off when none is set.
+        let door = file.mcp_front_door.unwrap_or_default();
+        let mcp_listen = flags.mcp_listen.or_else(|| env.get(MCP_LISTEN_ENV).map(str::to_owned)).or(door.listen);
+        let mcp = match mcp_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
+            Some(text) => Some(McpSettings {
+                listen: text.parse().map_err(|_| ConfigError::Listen(text.to_owned()))?,
+                allowed_origins: door.allowed_origins,
+            }),
+            None => None,
+        };
+        let fixed = Fixed {
+            listen,
+            tls: tls.clone(),
+            health_listen,
+            mcp_listen: mcp.as_ref().map(|m| m.listen),
+            state: state.clone(),
+            retry_budget,
+        };
         let limits = file.limits.limits();
         let principals = Arc::new(principals);
-        Ok(Self { listen, load, policy, limits, tls, health_listen, principals, users, state, retry_budget, fixed })
+        Ok(Self {
+            listen,
+            load,
+            policy,
+            limits,
+            tls,
+            health_listen,
+            principals,
+            users,
+            state,
+            retry_budget,
+            fixed,
+            mcp,
+        })
     }
 }
 
@@ -314,14 +374,22 @@ impl Settings {
     /// principals (every caller on the network trusted), or with principals
     /// but without TLS (API keys in clear).
     pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
-        exposure(self.listen, &self.principals, self.tls.is_some(), allow_remote)
+        exposure(self.listen, &self.principals, self.tls.is_some(), allow_remote)?;
+        match &self.mcp {
+            Some(mcp) => exposure(mcp.listen, &self.principals, self.tls.is_some(), allow_remote),
+            None => Ok(()),
+        }
     }
 
     /// [`Settings::check_exposure`] for settings reloaded into a gateway
     /// that listens as `running` says (a reload changes neither the address
     /// nor TLS): the same guard as at start, on the new principals.
     pub(crate) fn check_reload_exposure(&self, running: &Fixed, allow_remote: bool) -> Result<(), ConfigError> {
-        exposure(running.listen, &self.principals, running.tls.is_some(), allow_remote)
+        exposure(running.listen, &self.principals, running.tls.is_some(), allow_remote)?;
+        match running.mcp_listen {
+            Some(listen) => exposure(listen, &self.principals, running.tls.is_some(), allow_remote),
+            None => Ok(()),
+        }
     }
 }
 

@@ -132,6 +132,33 @@ impl App {
         grpc::serve(listener, gateway, stop, serving).await
     }
 
+    /// Serves the MCP front door (streamable HTTP) on `listener` until `stop`
+    /// says.
+    pub(crate) fn serve_mcp(
+        &self,
+        listener: TcpListener,
+        settings: crate::config::McpSettings,
+        connections: ConnectionSettings,
+        stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
+    ) -> impl std::future::Future<Output = ()> {
+        crate::front::mcp::http::serve(listener, self.live.current(), settings, connections, stop)
+    }
+
+    /// Serves MCP on this process's stdin and stdout for the caller that
+    /// `principal` and `user_token` name, until the client closes them.
+    pub(crate) async fn serve_mcp_stdio(
+        &self,
+        principal: Option<&str>,
+        user_token: Option<&str>,
+    ) -> anyhow::Result<()> {
+        use rmcp::ServiceExt;
+        let caller = self.snapshot().identity.local(principal, user_token).map_err(|why| anyhow!(why))?;
+        let door = crate::front::mcp::Door::for_caller(self.live.current(), caller);
+        let running = door.serve(rmcp::transport::stdio()).await.context("cannot serve MCP on stdio")?;
+        running.waiting().await.context("MCP on stdio ended")?;
+        Ok(())
+    }
+
     /// Reads `settings`' files and key sets again and swaps in the new
     /// snapshot if the whole is valid (the files are read on the blocking
     /// pool). What only a restart changes is left as it is: compare the

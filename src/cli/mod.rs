@@ -54,6 +54,9 @@ enum Command {
     /// Ask a running gateway's grpc.health.v1 service; exit 0 only when it
     /// is SERVING (the probe for compose and for anyone without grpcurl).
     Health(HealthArgs),
+    /// Serve MCP on stdin and stdout (what desktop clients launch); logs go
+    /// to stderr.
+    McpStdio(McpStdioArgs),
     /// Run a command tool, and end everything it started when it ends (the
     /// gateway runs each command tool this way).
     #[command(hide = true)]
@@ -72,6 +75,16 @@ struct HealthArgs {
     /// How long to wait for the answer.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "5s")]
     timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+struct McpStdioArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    /// The principal whose grants apply (required when principals are
+    /// configured). A user token may come in TOOLGATE_USER_TOKEN.
+    #[arg(long, value_name = "NAME")]
+    principal: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -137,6 +150,10 @@ struct ServeArgs {
     /// The server's TLS private key (PEM); with --tls-cert. Re-read on SIGHUP.
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
+    /// Serve MCP (streamable HTTP) on this address too; also
+    /// TOOLGATE_MCP_LISTEN, or `mcp_front_door.listen` in the configuration.
+    #[arg(long, value_name = "ADDR")]
+    mcp_listen: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -207,6 +224,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call(args),
         Command::Health(args) => health(&args),
+        Command::McpStdio(args) => mcp_stdio(&args, &env),
         Command::Auth(AuthCommand::NewKey) => {
             let (key, hash) = crate::identity::new_key();
             emit(&format!("key:            {key}\napi_key_sha256: {hash}"))?;
@@ -225,16 +243,21 @@ pub fn run() -> anyhow::Result<ExitCode> {
     }
 }
 
-fn settings(args: &CatalogArgs, listen: Option<String>, env: &Env) -> anyhow::Result<Settings> {
-    settings_with_tls(args, listen, (None, None), env)
+/// The settings of a command that takes only the catalogue flags.
+fn settings(args: &CatalogArgs, env: &Env) -> anyhow::Result<Settings> {
+    settings_with(args, ServeFlags::default(), env)
 }
 
-fn settings_with_tls(
-    args: &CatalogArgs,
+/// What `serve` adds to the catalogue flags.
+#[derive(Clone, Default)]
+struct ServeFlags {
     listen: Option<String>,
-    (tls_cert, tls_key): (Option<PathBuf>, Option<PathBuf>),
-    env: &Env,
-) -> anyhow::Result<Settings> {
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    mcp_listen: Option<String>,
+}
+
+fn settings_with(args: &CatalogArgs, serve: ServeFlags, env: &Env) -> anyhow::Result<Settings> {
     let file = match &args.config {
         Some(path) => FileConfig::read(path)?,
         None => FileConfig::default(),
@@ -244,16 +267,27 @@ fn settings_with_tls(
         packs_dir: args.packs_dir.clone(),
         packs: args.pack.clone(),
         strict: args.strict,
-        listen,
-        tls_cert,
-        tls_key,
+        listen: serve.listen,
+        tls_cert: serve.tls_cert,
+        tls_key: serve.tls_key,
+        mcp_listen: serve.mcp_listen,
     };
     Ok(Settings::build(flags, file, env)?)
 }
 
+impl ServeArgs {
+    fn flags(&self) -> ServeFlags {
+        ServeFlags {
+            listen: self.listen.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            mcp_listen: self.mcp_listen.clone(),
+        }
+    }
+}
+
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let tls = (args.tls_cert.clone(), args.tls_key.clone());
-    let settings = settings_with_tls(&args.catalog, args.listen.clone(), tls, env)?;
+    let settings = settings_with(&args.catalog, args.flags(), env)?;
     settings.check_exposure(args.allow_remote)?;
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
@@ -289,12 +323,12 @@ async fn serve_with(
     observer: crate::telemetry::Observer,
 ) -> anyhow::Result<ExitCode> {
     // Every handler first: SIGHUP's default action would end the process.
-    let (shutdown, again) = shutdown_signals()?;
+    let signals = shutdown_signals()?;
     let hangup = {
         use tokio::signal::unix::{signal, SignalKind};
         signal(SignalKind::hangup()).context("cannot handle SIGHUP")?
     };
-    let mut shutdown = Box::pin(shutdown);
+    let mut shutdown = Box::pin(signals.first());
     let host = Host { env: env.clone(), observer, supervisor: supervisor() };
     let (app, _) = tokio::select! {
         started = start(settings, host, Report::Log) => started?,
@@ -316,6 +350,16 @@ async fn serve_with(
             app.shutdown().await;
             return Err(err);
         }
+    };
+    let mcp = match &settings.mcp {
+        Some(mcp) => match TcpListener::bind(mcp.listen).await {
+            Ok(listener) => Some((listener, mcp.clone())),
+            Err(err) => {
+                app.shutdown().await;
+                return Err(err).with_context(|| format!("cannot listen on {} (mcp_front_door)", mcp.listen));
+            }
+        },
+        None => None,
     };
     let addr: SocketAddr = listener.local_addr()?;
     let catalog = app.catalog();
@@ -341,9 +385,21 @@ async fn serve_with(
     };
     let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
     tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());
+    let mcp = match mcp {
+        Some((listener, mcp)) => {
+            tracing::info!("MCP (streamable HTTP) on http://{}/mcp", listener.local_addr()?);
+            let stop = server::Stop { shutdown: signals.first(), drain: args.drain_timeout, now: signals.second() };
+            let connections = ConnectionSettings::default();
+            Some(tokio::spawn(app.serve_mcp(listener, mcp, connections, stop)))
+        }
+        None => None,
+    };
     tracing::info!("toolgate listening on {addr} ({} tools)", catalog.tools().len());
-    let stop = server::Stop { shutdown, drain: args.drain_timeout, now: again };
+    let stop = server::Stop { shutdown, drain: args.drain_timeout, now: signals.second() };
     let served = app.serve_grpc(listener, stop, serving).await;
+    if let Some(mcp) = mcp {
+        let _ = mcp.await;
+    }
     app.shutdown().await;
     served?;
     tracing::info!("toolgate stopped");
@@ -352,11 +408,8 @@ async fn serve_with(
 
 /// Reads the settings again as `serve` read them at start.
 fn rebuild(args: &ServeArgs, env: &Env) -> reload::Rebuild {
-    let catalog = args.catalog.clone();
-    let listen = args.listen.clone();
-    let tls = (args.tls_cert.clone(), args.tls_key.clone());
-    let env = env.clone();
-    Arc::new(move || settings_with_tls(&catalog, listen.clone(), tls.clone(), &env))
+    let (catalog, serve, env) = (args.catalog.clone(), args.flags(), env.clone());
+    Arc::new(move || settings_with(&catalog, serve.clone(), &env))
 }
 
 /// A background task ended with the command.
@@ -368,33 +421,51 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Two futures: the first completes on Ctrl-C or SIGTERM, the second on the
-/// next one (a second signal ends the drain at once). The handlers are
-/// installed before this returns, so a signal that arrives once the gateway
-/// says it is listening always ends it gracefully.
-fn shutdown_signals() -> anyhow::Result<(impl Future<Output = ()>, impl Future<Output = ()>)> {
+/// Ctrl-C and SIGTERM: the first asks every listener to stop, the next ends
+/// the drain at once.
+struct Signals {
+    first: tokio::sync::watch::Receiver<bool>,
+    second: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Signals {
+    /// Completes on the first signal.
+    fn first(&self) -> impl Future<Output = ()> + Send + 'static {
+        Self::after(self.first.clone())
+    }
+
+    /// Completes on the second signal.
+    fn second(&self) -> impl Future<Output = ()> + Send + 'static {
+        Self::after(self.second.clone())
+    }
+
+    async fn after(mut signalled: tokio::sync::watch::Receiver<bool>) {
+        let _ = signalled.wait_for(|&s| s).await;
+    }
+}
+
+/// The handlers are installed before this returns, so a signal that arrives
+/// once the gateway says it is listening always ends it gracefully.
+fn shutdown_signals() -> anyhow::Result<Signals> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let (first, first_rx) = tokio::sync::oneshot::channel::<()>();
-    let (second, second_rx) = tokio::sync::oneshot::channel::<()>();
+    let (first, first_rx) = tokio::sync::watch::channel(false);
+    let (second, second_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         for sender in [first, second] {
             tokio::select! {
                 _ = interrupt.recv() => {},
                 _ = terminate.recv() => {},
             }
-            let _ = sender.send(());
+            let _ = sender.send(true);
         }
     });
-    let wait = |rx: tokio::sync::oneshot::Receiver<()>| async move {
-        let _ = rx.await;
-    };
-    Ok((wait(first_rx), wait(second_rx)))
+    Ok(Signals { first: first_rx, second: second_rx })
 }
 
 fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let settings = settings(args, None, env)?;
+    let settings = settings(args, env)?;
     let (catalog, warnings) = inspect(&settings, env)?;
     emit(&format!(
         "catalogue ok: {} tools, {} toolsets, {} warnings{}",
@@ -407,7 +478,7 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
 }
 
 fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let settings = settings(&args.catalog, None, env)?;
+    let settings = settings(&args.catalog, env)?;
     let (catalog, _) = inspect(&settings, env)?;
     let tools = catalog.tools();
     let text = match args.format {
@@ -422,7 +493,7 @@ fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
 }
 
 fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let settings = settings(&args.catalog, None, env)?;
+    let settings = settings(&args.catalog, env)?;
     resolve::check_names("names", &args.names)?;
     let (catalog, _) = inspect(&settings, env)?;
     let catalog: &Catalog = &catalog;
@@ -439,6 +510,26 @@ fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
+
+/// `toolgate mcp-stdio`: the gateway started as `serve` starts it, serving
+/// MCP on stdio for one caller until the client closes it.
+fn mcp_stdio(args: &McpStdioArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args.catalog, env)?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let host =
+            Host { env: env.clone(), observer: crate::telemetry::Observer::disabled(), supervisor: supervisor() };
+        let (app, _) = start(&settings, host, Report::Log).await?;
+        let served = app.serve_mcp_stdio(args.principal.as_deref(), env.get(USER_TOKEN_ENV)).await;
+        app.shutdown().await;
+        served?;
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The environment variable that carries `mcp-stdio`'s user token.
+const USER_TOKEN_ENV: &str = "TOOLGATE_USER_TOKEN";
 
 /// `toolgate health`: SERVING exits 0; anything else, or no answer, says
 /// what it got on stderr and exits 1.

@@ -79,6 +79,21 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// The proto's enum name without its prefix (`UNKNOWN_TOOL`), as front
+    /// doors other than gRPC spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::UnknownTool => "UNKNOWN_TOOL",
+            ErrorKind::InvalidArguments => "INVALID_ARGUMENTS",
+            ErrorKind::NotFound => "NOT_FOUND",
+            ErrorKind::Refused => "REFUSED",
+            ErrorKind::ToolCrashed => "TOOL_CRASHED",
+            ErrorKind::Timeout => "TIMEOUT",
+            ErrorKind::Unavailable => "UNAVAILABLE",
+            ErrorKind::RetryBudgetExhausted => "RETRY_BUDGET_EXHAUSTED",
+        }
+    }
+
     /// The outcome label of metrics: the kind in snake case.
     pub(crate) fn label(self) -> &'static str {
         match self {
@@ -182,6 +197,17 @@ pub enum RepairKind {
 }
 
 impl RepairKind {
+    /// The proto's enum name without its prefix (`TOOL_NAME`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RepairKind::ToolName => "TOOL_NAME",
+            RepairKind::ArgumentName => "ARGUMENT_NAME",
+            RepairKind::ArgumentsJson => "ARGUMENTS_JSON",
+            RepairKind::ArgumentValue => "ARGUMENT_VALUE",
+            RepairKind::ArgumentsEnvelope => "ARGUMENTS_ENVELOPE",
+        }
+    }
+
     /// `toolgate.repair.kind`.
     pub(crate) fn label(self) -> &'static str {
         match self {

@@ -4,3 +4,4 @@
 //! a new one is a new folder here and nothing else.
 
 pub(crate) mod grpc;
+pub(crate) mod mcp;

@@ -59,6 +59,9 @@ pub(crate) enum Proof {
     /// A client certificate (mTLS), alone or with a key of the same
     /// principal.
     Certificate,
+    /// The process that started the gateway on its own stdio, naming the
+    /// principal whose grants apply (`mcp-stdio --principal`).
+    Local,
 }
 
 impl Proof {
@@ -68,6 +71,7 @@ impl Proof {
             Proof::None => "none",
             Proof::ApiKey => "api_key",
             Proof::Certificate => "certificate",
+            Proof::Local => "local",
         }
     }
 }
@@ -181,6 +185,27 @@ impl Identity {
             }
             Unauthenticated
         })
+    }
+
+    /// The caller of a process that serves its own stdio: the principal it
+    /// names (required when principals are configured; unknown is an
+    /// error), and the user of a token it holds, verified like any other.
+    pub(crate) fn local(&self, principal: Option<&str>, user_token: Option<&str>) -> Result<Caller, String> {
+        let mut caller = match (principal, self.principals.is_empty()) {
+            (None, true) => Caller::default(),
+            (None, false) => {
+                return Err("principals are configured: name the one whose grants apply with --principal".to_owned())
+            }
+            (Some(name), _) => match self.principals.grants().find(|(n, _)| &***n == name) {
+                Some((name, _)) => Caller { principal: Some(Arc::clone(name)), user: None, proof: Proof::Local },
+                None => return Err(format!("no principal is named '{name}' in the configuration")),
+            },
+        };
+        if let Some(token) = user_token.map(str::trim).filter(|t| !t.is_empty()) {
+            let users = self.users.as_ref().ok_or("a user token was given, and users.jwt is not configured")?;
+            caller.user = Some(users.verify(token).map_err(|why| format!("the user token was refused: {why}"))?);
+        }
+        Ok(caller)
     }
 
     fn proven(&self, credentials: &Credentials<'_>) -> Result<Caller, Refusal> {

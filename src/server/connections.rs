@@ -111,6 +111,12 @@ impl Registry {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned()
     }
 
+    /// A call in flight on the connection of `peer` until the guard drops
+    /// (with the response body): the connection is not idle meanwhile.
+    pub(crate) fn call(&self, peer: SocketAddr) -> Option<CallGuard> {
+        self.calls(peer).map(CallGuard::new)
+    }
+
     /// Connections open now.
     pub(crate) fn len(&self) -> usize {
         self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -140,6 +146,8 @@ fn now_millis() -> u64 {
 pub(crate) struct Incoming {
     listener: TcpListener,
     settings: Arc<ConnectionSettings>,
+    /// An HTTP/1.1 request head counts as a preface (the MCP listener).
+    http1: bool,
     registry: Arc<Registry>,
     permits: Arc<Semaphore>,
     /// A permit held for the next accepted connection.
@@ -157,6 +165,7 @@ impl Incoming {
         Self {
             listener,
             settings: Arc::new(settings),
+            http1: false,
             registry,
             permits,
             permit: None,
@@ -164,6 +173,13 @@ impl Incoming {
             backoff: None,
             next_backoff: BACKOFF_FIRST,
         }
+    }
+
+    /// Connections may speak HTTP/1.1 as well: its first request head is
+    /// what must arrive before the handshake deadline.
+    pub(crate) fn http1(mut self) -> Self {
+        self.http1 = true;
+        self
     }
 
     fn poll_permit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
@@ -216,6 +232,7 @@ impl Incoming {
             registry: Arc::clone(&self.registry),
             settings: Arc::clone(&self.settings),
             preface: Preface::default(),
+            http1: self.http1,
             watch: Watch::Bytes,
             timer: Box::pin(tokio::time::sleep_until(deadline.into())),
             _permit: self.permit.take().expect("a permit was taken before accepting"),
@@ -297,6 +314,8 @@ pub(crate) struct Conn {
     settings: Arc<ConnectionSettings>,
     /// How much of the preface has arrived.
     preface: Preface,
+    /// An HTTP/1.1 request head counts as one.
+    http1: bool,
     /// Where the preface is read: the bytes of this socket, or (under TLS)
     /// the plaintext of the stream above it.
     watch: Watch,
@@ -334,27 +353,38 @@ enum Preface {
     Header(usize, u32),
     /// This many octets of the SETTINGS payload still to come.
     Payload(u32),
+    /// An HTTP/1.1 request head (where one is allowed): how much of the
+    /// `\r\n\r\n` that ends it has been seen.
+    Head(u8),
     Done,
     /// Not a preface: the server will close the connection.
     Wrong,
 }
 
 impl Preface {
-    /// Takes the next bytes read; whether the preface is now complete.
-    fn feed(&mut self, bytes: &[u8]) -> bool {
+    /// Takes the next bytes read; whether the preface is now complete. With
+    /// `http1`, a whole HTTP/1.1 request head counts as one too.
+    fn feed(&mut self, bytes: &[u8], http1: bool) -> bool {
         for &byte in bytes {
             *self = match *self {
-                Preface::Start => Preface::Magic(0).next(byte),
-                state @ (Preface::Magic(_) | Preface::Header(..) | Preface::Payload(_)) => state.next(byte),
+                Preface::Start => Preface::Magic(0).next(byte, http1),
+                state @ (Preface::Magic(_) | Preface::Header(..) | Preface::Payload(_) | Preface::Head(_)) => {
+                    state.next(byte, http1)
+                }
                 Preface::Done | Preface::Wrong => break,
             };
         }
         *self == Preface::Done
     }
 
-    fn next(self, byte: u8) -> Preface {
+    fn next(self, byte: u8, http1: bool) -> Preface {
         match self {
+            Preface::Magic(seen) if CLIENT_PREFACE[seen] != byte && http1 => Preface::Head(0).next(byte, http1),
             Preface::Magic(seen) if CLIENT_PREFACE[seen] != byte => Preface::Wrong,
+            Preface::Head(3) if byte == b'\n' => Preface::Done,
+            Preface::Head(seen) if byte == b"\r\n\r\n"[usize::from(seen)] => Preface::Head(seen + 1),
+            Preface::Head(_) if byte == b'\r' => Preface::Head(1),
+            Preface::Head(_) => Preface::Head(0),
             Preface::Magic(seen) if seen + 1 == CLIENT_PREFACE.len() => Preface::Header(0, 0),
             Preface::Magic(seen) => Preface::Magic(seen + 1),
             // Length (3 octets), type, flags, stream id (4 octets).
@@ -377,11 +407,13 @@ pub(crate) struct PrefaceWatch<S> {
     inner: S,
     preface: Preface,
     done: Arc<AtomicBool>,
+    /// An HTTP/1.1 request head counts as a preface.
+    http1: bool,
 }
 
 impl<S> PrefaceWatch<S> {
-    pub(crate) fn new(inner: S, done: Arc<AtomicBool>) -> Self {
-        Self { inner, preface: Preface::default(), done }
+    pub(crate) fn new(inner: S, done: Arc<AtomicBool>, http1: bool) -> Self {
+        Self { inner, preface: Preface::default(), done, http1 }
     }
 }
 
@@ -399,7 +431,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for PrefaceWatch<S> {
         let read = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(read, Poll::Ready(Ok(()))) && !matches!(self.preface, Preface::Done | Preface::Wrong) {
             let this = &mut *self;
-            if this.preface.feed(&buf.filled()[before..]) {
+            if this.preface.feed(&buf.filled()[before..], this.http1) {
                 this.done.store(true, Ordering::Release);
             }
         }
@@ -443,6 +475,11 @@ impl Conn {
     #[cfg(test)]
     pub(crate) fn nodelay(&self) -> io::Result<bool> {
         self.io.nodelay()
+    }
+
+    /// Whether an HTTP/1.1 request head counts as a preface here.
+    pub(crate) fn http1(&self) -> bool {
+        self.http1
     }
 
     /// From now on the preface is read above this connection (TLS), and its
@@ -512,7 +549,7 @@ impl AsyncRead for Conn {
         match Pin::new(&mut self.io).poll_read(cx, buf) {
             Poll::Ready(Ok(())) if matches!(self.watch, Watch::Bytes) && self.preface != Preface::Done => {
                 let this = &mut *self;
-                if this.preface.feed(&buf.filled()[before..]) {
+                if this.preface.feed(&buf.filled()[before..], this.http1) {
                     // From now on the timer watches idleness.
                     let first = (Instant::now() + this.settings.idle_timeout).into();
                     this.timer.as_mut().reset(first);
@@ -650,14 +687,20 @@ where
 }
 
 /// A response body that holds its call's [`CallGuard`] until it is done.
-pub(crate) struct Guarded {
-    body: tonic::body::Body,
+pub(crate) struct Guarded<B = tonic::body::Body> {
+    body: B,
     _guard: Option<CallGuard>,
 }
 
-impl http_body::Body for Guarded {
-    type Data = tonic::codegen::Bytes;
-    type Error = tonic::Status;
+impl<B> Guarded<B> {
+    pub(crate) fn new(body: B, guard: Option<CallGuard>) -> Self {
+        Self { body, _guard: guard }
+    }
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
+    type Data = B::Data;
+    type Error = B::Error;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
@@ -684,7 +727,7 @@ mod tests {
     fn fed(chunks: &[&[u8]]) -> Preface {
         let mut preface = Preface::default();
         for chunk in chunks {
-            preface.feed(chunk);
+            preface.feed(chunk, false);
         }
         preface
     }

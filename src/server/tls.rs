@@ -180,8 +180,9 @@ impl Stream for TlsIncoming {
                     this.handshakes.push(Box::pin(async move {
                         match tokio::time::timeout(limit, accept).await {
                             Ok(Ok(mut stream)) => {
+                                let http1 = stream.get_ref().0.http1();
                                 let done = stream.get_mut().0.preface_above();
-                                Some(PrefaceWatch::new(stream, done))
+                                Some(PrefaceWatch::new(stream, done, http1))
                             }
                             Ok(Err(err)) => {
                                 // A client that cannot connect sees only a

@@ -1,0 +1,107 @@
+//! Core values to MCP's and back: catalogue tools as `tools/list` shows
+//! them, outcomes as `tools/call` answers them, the request errors as
+//! JSON-RPC errors.
+
+use std::sync::Arc;
+
+use rmcp::{
+    model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, MetaObject, Tool as McpTool, ToolAnnotations},
+    ErrorData,
+};
+use serde_json::{json, Map, Value};
+
+use crate::{
+    catalog::Tool,
+    exec::{ErrorKind, Outcome, RequestError, ToolError},
+};
+
+/// The `_meta` names of results and requests.
+pub(crate) const META_REPAIRS: &str = "dev.toolgate/repairs";
+pub(crate) const META_REPLAYED: &str = "dev.toolgate/replayed";
+pub(crate) const META_ERROR_KIND: &str = "dev.toolgate/error_kind";
+pub(crate) const META_RETRYABLE: &str = "dev.toolgate/retryable";
+pub(crate) const META_IDEMPOTENCY_KEY: &str = "dev.toolgate/idempotency_key";
+pub(crate) const META_SESSION_ID: &str = "dev.toolgate/session_id";
+
+/// A catalogue tool as `tools/list` shows it: the model-facing schema (bound
+/// parameters left out), and the hint that a call may run again when the
+/// tool says it is idempotent.
+pub(crate) fn tool(tool: &Tool) -> McpTool {
+    let schema = match tool.parameters.json() {
+        Value::Object(object) => object,
+        _ => JsonObject::new(),
+    };
+    let mut listed = McpTool::new(tool.name.clone(), tool.description.clone(), Arc::new(schema));
+    let mut annotations = ToolAnnotations::default();
+    annotations.idempotent_hint = Some(tool.idempotent);
+    listed.annotations = Some(annotations);
+    listed
+}
+
+/// The answer of a call: the result as text (a JSON string as itself,
+/// anything else as compact JSON) and, for an object, as structured content;
+/// or the error, flagged, its message exactly the gRPC `error.message`.
+/// `_meta` says what was repaired, whether it was replayed, and for an error
+/// its kind and whether retrying can help.
+pub(crate) fn result(outcome: Outcome) -> CallToolResult {
+    let mut meta = MetaObject::default();
+    let repairs: Vec<Value> = outcome
+        .repairs
+        .iter()
+        .map(|r| json!({"kind": r.kind.name(), "original": r.original, "repaired": r.repaired}))
+        .collect();
+    meta.0.insert(META_REPAIRS.to_owned(), Value::Array(repairs));
+    meta.0.insert(META_REPLAYED.to_owned(), Value::Bool(outcome.replayed));
+    let mut result = match outcome.result {
+        Ok(text) => success(text.unwrap_or_default()),
+        Err(error) => {
+            meta.0.insert(META_ERROR_KIND.to_owned(), Value::String(error.kind.name().to_owned()));
+            meta.0.insert(META_RETRYABLE.to_owned(), Value::Bool(error.retryable));
+            CallToolResult::error(vec![ContentBlock::text(error.message)])
+        }
+    };
+    result.meta = Some(meta);
+    result
+}
+
+fn success(json_text: String) -> CallToolResult {
+    let value: Option<Value> = serde_json::from_str(&json_text).ok();
+    let text = match &value {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => serde_json::to_string(other).expect("JSON values serialise"),
+        None => json_text,
+    };
+    let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
+    if let Some(object @ Value::Object(_)) = value {
+        result.structured_content = Some(object);
+    }
+    result
+}
+
+/// A name that could not be repaired: JSON-RPC -32602, its message the
+/// model-facing sentence, its data the name and the suggestions.
+pub(crate) fn unknown_tool(emitted: &str, error: &ToolError) -> ErrorData {
+    let data = json!({"unknown": emitted, "suggestions": error.suggestions});
+    ErrorData::new(ErrorCode::INVALID_PARAMS, error.message.clone(), Some(data))
+}
+
+/// Whether an outcome is a name that matched no tool.
+pub(crate) fn is_unknown_tool(outcome: &Outcome) -> Option<&ToolError> {
+    outcome.result.as_ref().err().filter(|e| e.kind == ErrorKind::UnknownTool)
+}
+
+/// A request that cannot be executed as sent.
+pub(crate) fn request_error(err: RequestError) -> ErrorData {
+    ErrorData::new(ErrorCode::INVALID_PARAMS, err.to_string(), None)
+}
+
+/// The arguments of a call as the text the core parses: an object as JSON,
+/// a string as the text the model emitted (repaired like any other), absent
+/// as none.
+pub(crate) fn arguments_text(arguments: Option<&Map<String, Value>>, text: Option<&str>) -> String {
+    match (text, arguments) {
+        (Some(text), _) => text.to_owned(),
+        (None, Some(object)) => serde_json::to_string(object).expect("JSON values serialise"),
+        (None, None) => String::new(),
+    }
+}

@@ -1,0 +1,153 @@
+//! The MCP front door (docs/architecture.md, "Front doors"): MCP clients
+//! (over streamable HTTP, [`http`], or stdio) reach the same core as gRPC
+//! callers: `tools/list` is the caller's tools (one toolset of them on
+//! `/mcp/toolsets/NAME`), `tools/call` runs [`crate::exec::Executor::execute`]
+//! with the emitted name and arguments, so a call is repaired, validated,
+//! bound, run once and counted exactly as over gRPC.
+//!
+//! Taken from rmcp: the protocol model, both eras of the transport (the
+//! stateless 2026-07-28 revision with `server/discover` and per-request
+//! `_meta`, and the session era with `initialize` and `Mcp-Session-Id`),
+//! JSON-RPC framing and the checks of headers against bodies. Written here:
+//! what a request means for toolgate (who calls, which tools, the result
+//! and error mapping, `_meta`) and the HTTP edge (routing, `Origin`, who
+//! calls, the connection guards every listener gets).
+
+mod convert;
+pub(crate) mod http;
+
+use std::{borrow::Cow, sync::Arc};
+
+use crate::{
+    exec::Call,
+    identity::Caller,
+    live::{Snapshot, SnapshotSlot},
+};
+use rmcp::{
+    model::{
+        CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
+        ProtocolVersion, ServerCapabilities, ServerConfig,
+    },
+    service::RequestContext,
+    ErrorData, RoleServer, ServerHandler,
+};
+
+/// The revisions served: the stateless one, and the session era (an older
+/// client is offered 2025-06-18 by version negotiation).
+const VERSIONS: &[ProtocolVersion] =
+    &[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2025_06_18];
+
+/// What the edge found out about one request, for the handler: the snapshot
+/// it works on, who sent it and the toolset its endpoint names.
+#[derive(Clone)]
+pub(crate) struct Asked {
+    pub(crate) snapshot: Arc<Snapshot>,
+    pub(crate) caller: Caller,
+    pub(crate) toolset: Option<String>,
+}
+
+/// The handler of every MCP request: a view of the current snapshot.
+#[derive(Clone)]
+pub(crate) struct Door {
+    current: SnapshotSlot,
+    /// The caller of every request, when the transport does not say (stdio:
+    /// the process speaks for one caller).
+    fixed: Option<Caller>,
+}
+
+impl Door {
+    /// The door of an HTTP listener: each request says who calls.
+    pub(crate) fn new(current: SnapshotSlot) -> Self {
+        Self { current, fixed: None }
+    }
+
+    /// The door of one process's stdio: every request is `caller`'s.
+    pub(crate) fn for_caller(current: SnapshotSlot, caller: Caller) -> Self {
+        Self { current, fixed: Some(caller) }
+    }
+
+    /// The snapshot, caller and toolset of a request.
+    fn asked(&self, context: &RequestContext<RoleServer>) -> Result<Asked, ErrorData> {
+        if let Some(caller) = &self.fixed {
+            return Ok(Asked { snapshot: self.current.load_full(), caller: caller.clone(), toolset: None });
+        }
+        context
+            .extensions
+            .get::<::http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Asked>())
+            .cloned()
+            .ok_or_else(|| ErrorData::new(ErrorCode::INTERNAL_ERROR, "the request came by no known way", None))
+    }
+}
+
+impl ServerHandler for Door {
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("toolgate", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::V_2026_07_28)
+    }
+
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(VERSIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let asked = self.asked(&context)?;
+        let executor = asked.snapshot.executor();
+        let names = asked.toolset.into_iter().collect();
+        let mut ids = executor.list(&asked.caller, names).await.map_err(convert::request_error)?;
+        // In name order (the catalogue's own order, which a toolset's
+        // expansion does not keep).
+        ids.sort_unstable_by_key(|id| id.0);
+        let catalog = executor.catalog();
+        let tools = ids.into_iter().map(|id| convert::tool(catalog.tool(id))).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let asked = self.asked(&context)?;
+        let meta = request.meta.as_ref().map(|m| &m.0 .0);
+        let read = |key: &str| -> Option<String> { meta?.get(key)?.as_str().map(str::to_owned) };
+        let session = read(convert::META_SESSION_ID).or_else(|| session_of(&context)).unwrap_or_default();
+        let call = Call {
+            tool: request.name.to_string(),
+            arguments_json: convert::arguments_text(request.arguments.as_ref(), None),
+            tools: asked.toolset.iter().cloned().collect(),
+            traceparent: read("traceparent"),
+            idempotency_key: read(convert::META_IDEMPOTENCY_KEY).unwrap_or_default(),
+            session_id: session,
+            ..Call::default()
+        }
+        .by(asked.caller);
+        // Cancellation (a closed stream, `notifications/cancelled`) drops the
+        // call, as a gRPC cancellation does: a command tool's processes end.
+        let executor = asked.snapshot.executor();
+        let outcome = tokio::select! {
+            outcome = executor.execute(&call) => outcome.map_err(convert::request_error)?,
+            () = context.ct.cancelled() => {
+                return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None));
+            }
+        };
+        if let Some(error) = convert::is_unknown_tool(&outcome) {
+            return Err(convert::unknown_tool(&request.name, error));
+        }
+        Ok(convert::result(outcome).into())
+    }
+}
+
+/// The session-era session of a request (`Mcp-Session-Id`), the default
+/// conversation for retry budgets.
+fn session_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<::http::request::Parts>()?;
+    let value = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+    Some(value.to_owned()).filter(|v| !v.is_empty())
+}
