@@ -22,6 +22,9 @@ pub(crate) const META_ERROR_KIND: &str = "dev.toolgate/error_kind";
 pub(crate) const META_RETRYABLE: &str = "dev.toolgate/retryable";
 pub(crate) const META_IDEMPOTENCY_KEY: &str = "dev.toolgate/idempotency_key";
 pub(crate) const META_SESSION_ID: &str = "dev.toolgate/session_id";
+/// Where the HTTP edge puts arguments sent as text (a string where an
+/// object belongs), for the handler to repair like any emitted arguments.
+pub(crate) const META_ARGUMENTS_TEXT: &str = "dev.toolgate/arguments_text";
 
 /// A catalogue tool as `tools/list` shows it: the model-facing schema (bound
 /// parameters left out), and the hint that a call may run again when the

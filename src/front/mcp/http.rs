@@ -15,6 +15,7 @@ use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{
     session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
+use serde_json::{json, Map, Value};
 use tokio::net::TcpListener;
 use tokio_stream::StreamExt;
 
@@ -103,7 +104,7 @@ pub(crate) async fn serve(
 }
 
 impl Edge {
-    async fn handle(&self, mut request: Request<Body>, peer: SocketAddr) -> Reply {
+    async fn handle(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
         let toolset = match endpoint(request.uri().path()) {
             Some(toolset) => toolset,
             None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
@@ -135,11 +136,88 @@ impl Edge {
                 return plain(StatusCode::NOT_FOUND, &message);
             }
         }
-        request.extensions_mut().insert(Asked { snapshot, caller, toolset });
         let guard = self.registry.call(peer);
-        let response = self.transport.handle(request).await;
+        let deleting = request.method() == hyper::Method::DELETE;
+        let (mut parts, body) = request.into_parts();
+        parts.extensions.insert(Asked { snapshot, caller, toolset });
+        let body = match parts.method {
+            hyper::Method::POST => match message(body).await {
+                Ok(bytes) => bytes,
+                Err(reply) => return reply,
+            },
+            _ => Bytes::new(),
+        };
+        let mut response = self.transport.handle(Request::from_parts(parts, Full::new(body))).await;
+        // A session ended by DELETE: 200, as clients expect (rmcp says 202).
+        if deleting && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::OK;
+        }
         response.map(|body| Guarded::new(body, guard).boxed())
     }
+}
+
+/// The body of a POST, read whole (at most [`MAX_BODY_BYTES`]) and checked
+/// to be one JSON-RPC message the transport can route: JSON (else -32700),
+/// one object (a batch is refused, -32600: both eras forbid them), and for
+/// `tools/call` a name and arguments that are an object or the arguments'
+/// JSON text (else -32602). Arguments sent as text are moved to
+/// `_meta["dev.toolgate/arguments_text"]` for the handler, which repairs
+/// them like any emitted arguments.
+async fn message(body: Body) -> Result<Bytes, Reply> {
+    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    let bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
+            let message = format!("the request body is larger than {} MiB", MAX_BODY_BYTES / (1024 * 1024));
+            return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &message));
+        }
+        Err(err) => return Err(plain(StatusCode::BAD_REQUEST, &format!("the request body could not be read: {err}"))),
+    };
+    let mut value: Value = match serde_json::from_slice(&bytes) {
+        Ok(value) => value,
+        Err(err) => return Err(rpc_error(Value::Null, -32700, &format!("Parse error: {err}"))),
+    };
+    let Value::Object(message) = &mut value else {
+        let why = match value {
+            Value::Array(_) => "Invalid Request: batches are not supported",
+            _ => "Invalid Request: a JSON-RPC message is an object",
+        };
+        return Err(rpc_error(Value::Null, -32600, why));
+    };
+    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return Ok(bytes);
+    }
+    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let invalid = |why: &str| rpc_error(id.clone(), -32602, &format!("Invalid params: {why}"));
+    let Some(Value::Object(params)) = message.get_mut("params") else {
+        return Err(invalid("tools/call needs params with the tool's name"));
+    };
+    if !params.get("name").is_some_and(Value::is_string) {
+        return Err(invalid("tools/call needs the tool's name, a string"));
+    }
+    match params.remove("arguments") {
+        None | Some(Value::Null) => {}
+        Some(object @ Value::Object(_)) => {
+            params.insert("arguments".to_owned(), object);
+        }
+        Some(Value::String(text)) => {
+            let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+            let Value::Object(meta) = meta else { return Err(invalid("_meta must be an object")) };
+            meta.insert(super::convert::META_ARGUMENTS_TEXT.to_owned(), Value::String(text));
+        }
+        Some(_) => return Err(invalid("arguments must be an object (or the arguments' JSON text)")),
+    }
+    Ok(Bytes::from(serde_json::to_vec(&value).expect("JSON values serialise")))
+}
+
+/// 400 with a JSON-RPC error.
+fn rpc_error(id: Value, code: i64, message: &str) -> Reply {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    Response::builder()
+        .status(StatusCode::BAD_REQUEST)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(body.to_string())).boxed())
+        .expect("a valid response")
 }
 
 /// The toolset an endpoint names: `Some(None)` for `/mcp`, `Some(Some(name))`

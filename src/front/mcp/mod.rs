@@ -115,12 +115,18 @@ impl ServerHandler for Door {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let asked = self.asked(&context)?;
-        let meta = request.meta.as_ref().map(|m| &m.0 .0);
-        let read = |key: &str| -> Option<String> { meta?.get(key)?.as_str().map(str::to_owned) };
+        // The request's `_meta` (rmcp hands it over in the context).
+        let metas = [request.meta.as_ref().map(|m| &m.0 .0), Some(&context.meta.0 .0)];
+        let read = |key: &str| -> Option<String> {
+            metas.iter().flatten().find_map(|meta| meta.get(key)?.as_str().map(str::to_owned))
+        };
         let session = read(convert::META_SESSION_ID).or_else(|| session_of(&context)).unwrap_or_default();
         let call = Call {
             tool: request.name.to_string(),
-            arguments_json: convert::arguments_text(request.arguments.as_ref(), None),
+            arguments_json: convert::arguments_text(
+                request.arguments.as_ref(),
+                read(convert::META_ARGUMENTS_TEXT).as_deref(),
+            ),
             tools: asked.toolset.iter().cloned().collect(),
             traceparent: read("traceparent"),
             idempotency_key: read(convert::META_IDEMPOTENCY_KEY).unwrap_or_default(),

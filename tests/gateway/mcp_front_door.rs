@@ -1,0 +1,329 @@
+//! The MCP front door, through the real binary: the Python reference SDK
+//! (both protocol eras, over streamable HTTP and stdio), and raw HTTP for
+//! what a well-behaved SDK never sends.
+
+use std::{path::Path, time::Duration};
+
+use serde_json::{json, Value};
+
+use crate::common::{mcp::python, repo, toolgate, CatalogDir, LogLines, Reaped};
+
+/// A registry: a search tool on the built-in echo, and a tool whose run
+/// leaves a marker file (for grants: it must never run when not granted).
+fn catalogue(dir: &CatalogDir) {
+    dir.file(
+        "registry/mark.py",
+        "import json, sys\nargs = json.load(sys.stdin)\nopen('ran', 'a').write('x')\nprint(json.dumps({'ok': True, 'result': 'marked'}))\n",
+    );
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: web_search\n    description: Search the web.\n    \
+         parameters: {type: object, properties: {query: {type: string}, limit: {type: integer}}, required: [query], additionalProperties: false}\n    \
+         backend: {builtin: echo}\n  \
+         - name: mark\n    description: Leaves a mark.\n    backend: {command: {argv: [python3, mark.py]}}\n\
+         toolsets:\n  research: [web_search]\n",
+    );
+}
+
+/// `toolgate serve` with the MCP front door on a free port; its MCP URL and
+/// its log.
+fn serve(dir: &Path, args: &[&str]) -> (Reaped, String, LogLines) {
+    use std::io::BufRead;
+    let mut command = toolgate();
+    command
+        .current_dir(dir)
+        .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
+        .args(args);
+    let mut child = Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut url = None;
+    let mut seen = Vec::new();
+    loop {
+        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
+        if let Some(at) = line.find("MCP (streamable HTTP) on ") {
+            url = Some(line[at + "MCP (streamable HTTP) on ".len()..].trim().to_owned());
+        }
+        if line.contains("toolgate listening on ") {
+            break;
+        }
+        seen.push(line);
+    }
+    (child, url.expect("the MCP listener is logged"), LogLines::follow(lines))
+}
+
+/// Runs the SDK client script; its JSON lines.
+fn sdk(args: &[&str]) -> Vec<Value> {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/mcp/front_door_client.py"))
+        .args(args)
+        .output()
+        .unwrap();
+    let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|_| panic!("not JSON: {l}")))
+        .collect();
+    assert!(out.status.success(), "the SDK client failed: {lines:?}\n{}", String::from_utf8_lossy(&out.stderr));
+    lines
+}
+
+/// The names `tools/list` gave, from the SDK's lines.
+fn names(lines: &[Value]) -> Vec<String> {
+    let tools = lines.iter().find_map(|l| l.get("tools")).expect("a listing");
+    tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+fn answer<'a>(lines: &'a [Value], tool: &str) -> &'a Value {
+    lines.iter().find(|l| l["call"] == tool).unwrap_or_else(|| panic!("no answer for {tool}: {lines:?}"))
+}
+
+#[test]
+fn the_python_sdk_in_both_eras_gets_the_catalogue_repaired_and_mapped() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (_child, url, _log) = serve(dir.dir.path(), &[]);
+    for (era, version) in [("discover", "2026-07-28"), ("initialize", "2025-11-25")] {
+        let lines = sdk(&[
+            "--url",
+            &url,
+            "--era",
+            era,
+            r#"WebSearch={"query": "rust"}"#,
+            r#"web_search={"query": 5}"#,
+            r#"web_serch={"query": "x"}"#,
+        ]);
+        assert_eq!(lines[0]["protocol_version"], version, "{era}");
+        assert_eq!(names(&lines), ["calculator", "current_time", "echo", "mark", "web_search"], "{era}");
+        // A drifted name: repaired, said in _meta, the result as text and structured.
+        let repaired = &answer(&lines[1..], "WebSearch")["result"];
+        assert_eq!(repaired["isError"], false, "{era}: {repaired}");
+        assert_eq!(repaired["content"][0]["text"], r#"{"query":"rust"}"#);
+        assert_eq!(repaired["structuredContent"], json!({"query": "rust"}));
+        assert_eq!(
+            repaired["_meta"]["dev.toolgate/repairs"],
+            json!([{"kind": "TOOL_NAME", "original": "WebSearch", "repaired": "web_search"}])
+        );
+        assert_eq!(repaired["_meta"]["dev.toolgate/replayed"], false);
+        // A value the schema refuses: an error result, its text the gRPC message.
+        let invalid = &answer(&lines[1..], "web_search")["result"];
+        assert_eq!(invalid["isError"], true);
+        assert_eq!(invalid["_meta"]["dev.toolgate/error_kind"], "INVALID_ARGUMENTS");
+        assert_eq!(invalid["_meta"]["dev.toolgate/retryable"], true);
+        assert!(invalid["content"][0]["text"].as_str().unwrap().contains("'query'"), "{invalid}");
+        // A name that cannot be repaired: -32602 with the did-you-mean.
+        let unknown = &answer(&lines[1..], "web_serch")["error"];
+        assert_eq!(unknown["code"], -32602, "{unknown}");
+        assert!(unknown["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Tool 'web_serch' not found. Did you mean 'web_search'?"));
+        assert_eq!(unknown["data"], json!({"unknown": "web_serch", "suggestions": ["web_search"]}));
+    }
+    // One toolset's endpoint offers its tools only.
+    let lines = sdk(&["--url", &url.replace("/mcp", "/mcp/toolsets/research"), r#"mark={}"#]);
+    assert_eq!(names(&lines), ["web_search"]);
+    assert_eq!(answer(&lines, "mark")["error"]["code"], -32602, "outside the toolset: unknown");
+    assert!(!dir.registry().join("ran").exists(), "mark never ran");
+}
+
+#[test]
+fn mcp_stdio_serves_the_same_catalogue_for_one_principal() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let hash = toolgate::identity::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!("principals:\n  - name: researcher\n    api_key_sha256: {hash}\n    tools: [research]\n"),
+    );
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let root = dir.dir.path().display().to_string();
+    let stdio = |principal: &str| {
+        let argv = json!([
+            binary,
+            "mcp-stdio",
+            "--config",
+            "toolgate.yaml",
+            "--catalog",
+            "registry",
+            "--principal",
+            principal
+        ]);
+        let argv = argv.to_string();
+        sdk(&["--stdio", &argv, "--cwd", &root, "--era", "initialize", r#"web-search={"query": "rust"}"#, r#"mark={}"#])
+    };
+    let lines = stdio("researcher");
+    assert_eq!(names(&lines), ["web_search"], "the principal's grants");
+    assert_eq!(answer(&lines, "web-search")["result"]["isError"], false);
+    assert_eq!(answer(&lines, "mark")["error"]["code"], -32602);
+    assert!(!dir.registry().join("ran").exists(), "mark never ran");
+}
+
+/// A raw POST to the front door; the status, headers and body.
+async fn post(
+    url: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<reqwest::Body>,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let client = reqwest::Client::new();
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.body(body).timeout(Duration::from_secs(10)).send().await.unwrap();
+    let (status, headers) = (response.status().as_u16(), response.headers().clone());
+    (status, headers, response.text().await.unwrap())
+}
+
+/// The JSON-RPC message of an answer (plain JSON, or the data of an SSE event).
+fn rpc(body: &str) -> Value {
+    if let Ok(value) = serde_json::from_str(body) {
+        return value;
+    }
+    let data = body.lines().filter_map(|l| l.strip_prefix("data: ")).find(|d| d.starts_with('{'));
+    serde_json::from_str(data.unwrap_or_else(|| panic!("no message in {body}"))).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_the_specs_answer_and_nothing_runs() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    dir.file("toolgate.yaml", "mcp_front_door: {allowed_origins: [\"https://app.example.com\"]}\n");
+    let (_child, url, log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    // A session-era session to send requests in.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, headers, body) = post(&url, &[], init).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(rpc(&body)["result"]["protocolVersion"], "2025-06-18");
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let in_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    post(&url, &in_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+
+    /// What is sent (headers, body), the status wanted, and the JSON-RPC error code.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, String, u16, Option<i64>);
+    let cases: Vec<Case> = vec![
+        ("invalid JSON", in_session.to_vec(), "{nope".into(), 400, Some(-32700)),
+        ("a batch", in_session.to_vec(), r#"[{"jsonrpc":"2.0","id":2,"method":"ping"}]"#.into(), 400, Some(-32600)),
+        (
+            "tools/call without a name",
+            in_session.to_vec(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"arguments":{}}}"#.into(),
+            400,
+            Some(-32602),
+        ),
+        (
+            "arguments that are a number",
+            in_session.to_vec(),
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"mark","arguments":5}}"#.into(),
+            400,
+            Some(-32602),
+        ),
+        (
+            "an unknown method",
+            in_session.to_vec(),
+            r#"{"jsonrpc":"2.0","id":5,"method":"nope/x"}"#.into(),
+            200,
+            Some(-32601),
+        ),
+        (
+            "a notification with an id",
+            in_session.to_vec(),
+            r#"{"jsonrpc":"2.0","id":6,"method":"notifications/initialized"}"#.into(),
+            200,
+            Some(-32601),
+        ),
+        (
+            "a 5 MiB body",
+            in_session.to_vec(),
+            format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"mark","arguments":{{"x":"{}"}}}}}}"#,
+                "a".repeat(5 << 20)
+            ),
+            413,
+            None,
+        ),
+        (
+            "a wrong session id",
+            vec![("mcp-session-id", "nope"), ("mcp-protocol-version", "2025-06-18")],
+            r#"{"jsonrpc":"2.0","id":8,"method":"tools/list"}"#.into(),
+            404,
+            None,
+        ),
+        (
+            "an unsupported protocol version",
+            vec![("mcp-session-id", session.as_str()), ("mcp-protocol-version", "1999-01-01")],
+            r#"{"jsonrpc":"2.0","id":9,"method":"tools/list"}"#.into(),
+            400,
+            None,
+        ),
+        (
+            "an Origin not allowed",
+            [in_session.to_vec(), vec![("origin", "https://evil.example")]].concat(),
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"mark","arguments":{}}}"#.into(),
+            403,
+            None,
+        ),
+    ];
+    for (what, headers, body, want, code) in cases {
+        let (status, _, answered) = post(&url, &headers, body).await;
+        assert_eq!(status, want, "{what}: {answered}");
+        if let Some(code) = code {
+            assert_eq!(rpc(&answered)["error"]["code"], code, "{what}: {answered}");
+        }
+    }
+    // Arguments sent as their JSON text are repaired like any emitted ones.
+    let text = r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"web_search","arguments":"{'query': 'rust',}"}}"#;
+    let (status, _, answered) = post(&url, &in_session, text).await;
+    assert_eq!(status, 200, "{answered}");
+    let result = &rpc(&answered)["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["_meta"]["dev.toolgate/repairs"][0]["kind"], "ARGUMENTS_JSON");
+    // An allowed Origin passes.
+    let allowed = [in_session.to_vec(), vec![("origin", "https://app.example.com")]].concat();
+    let (status, _, answered) = post(&url, &allowed, r#"{"jsonrpc":"2.0","id":12,"method":"tools/list"}"#).await;
+    assert_eq!(status, 200, "{answered}");
+    // After DELETE the session is gone.
+    let client = reqwest::Client::new();
+    let deleted = client.delete(&url).header("mcp-session-id", &session).send().await.unwrap();
+    assert_eq!(deleted.status().as_u16(), 200);
+    let (status, _, _) = post(&url, &in_session, r#"{"jsonrpc":"2.0","id":13,"method":"tools/list"}"#).await;
+    assert_eq!(status, 404);
+    assert!(!dir.registry().join("ran").exists(), "nothing ran");
+    // Still serving.
+    let (status, _, _) = post(&url, &[], init).await;
+    assert_eq!(status, 200, "{}", log.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_principals_a_caller_without_a_key_gets_401_and_grants_bound_what_it_sees() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let hash = toolgate::identity::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!("principals:\n  - name: researcher\n    api_key_sha256: {hash}\n    tools: [research]\n"),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, headers, _) = post(&url, &[], list).await;
+    assert_eq!(status, 401);
+    assert_eq!(headers["www-authenticate"], "Bearer");
+    let (status, headers, _) = post(&url, &[("authorization", "Bearer wrong")], list).await;
+    assert_eq!(status, 401);
+    assert_eq!(headers["www-authenticate"], r#"Bearer error="invalid_token""#);
+    let lines =
+        sdk(&["--url", &url, "--header", "Authorization=Bearer k", r#"mark={}"#, r#"WebSearch={"query": "x"}"#]);
+    assert_eq!(names(&lines), ["web_search"]);
+    assert_eq!(answer(&lines, "mark")["error"]["code"], -32602, "not granted: unknown, never suggested");
+    assert!(!answer(&lines, "mark")["error"]["message"].as_str().unwrap().contains("Did you mean"));
+    assert_eq!(answer(&lines, "WebSearch")["result"]["isError"], false);
+    assert!(!dir.registry().join("ran").exists(), "mark never ran");
+    // An unknown toolset: 404 with a did-you-mean.
+    let (status, _, body) =
+        post(&url.replace("/mcp", "/mcp/toolsets/reserch"), &[("authorization", "Bearer k")], list).await;
+    assert_eq!(status, 404);
+    assert_eq!(body, "unknown toolset 'reserch', did you mean 'research'?");
+}

@@ -1,0 +1,80 @@
+"""An MCP client of toolgate's front door, with the Python reference SDK:
+lists the tools and makes the calls named on the command line, printing one
+JSON line per answer for the Rust test to read.
+
+    front_door_client.py (--url URL | --stdio ARGV_JSON) [--era discover|initialize]
+        [--header NAME=VALUE]... [--cwd DIR] CALL...
+
+CALL is NAME=ARGUMENTS_JSON, or NAME=ARGUMENTS_JSON@KEY (with an idempotency
+key in _meta).
+"""
+
+import argparse
+import json
+import sys
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+
+def call_of(spec):
+    name, arguments = spec.split("=", 1)
+    meta = None
+    if not arguments.endswith("}"):
+        arguments, key = arguments.rsplit("@", 1)
+        meta = {"dev.toolgate/idempotency_key": key}
+    return name, json.loads(arguments), meta
+
+
+async def run(session, era, calls):
+    if era == "discover":
+        await session.discover()
+    else:
+        await session.initialize()
+    print(json.dumps({"protocol_version": str(session.protocol_version)}), flush=True)
+    tools = await session.list_tools()
+    print(json.dumps({"tools": [t.model_dump(by_alias=True, exclude_none=True) for t in tools.tools]}), flush=True)
+    for spec in calls:
+        name, arguments, meta = call_of(spec)
+        try:
+            result = await session.call_tool(name, arguments, meta=meta)
+            print(json.dumps({"call": name, "result": result.model_dump(by_alias=True, exclude_none=True)}), flush=True)
+        except Exception as err:  # the SDK raises JSON-RPC errors
+            error = getattr(err, "error", None)
+            print(json.dumps({"call": name, "error": {
+                "code": getattr(error, "code", None), "message": getattr(error, "message", str(err)),
+                "data": getattr(error, "data", None)}}), flush=True)
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--url")
+    parser.add_argument("--stdio", help="the server's argv, as a JSON array")
+    parser.add_argument("--era", default="discover")
+    parser.add_argument("--header", action="append", default=[])
+    parser.add_argument("--cwd")
+    parser.add_argument("calls", nargs="*")
+    args = parser.parse_args()
+    calls = args.calls
+    if args.url:
+        headers = dict(h.split("=", 1) for h in args.header)
+        async with create_mcp_http_client(headers=headers) as client:
+            async with streamable_http_client(args.url, http_client=client) as (read, write, *_):
+                async with ClientSession(read, write) as session:
+                    await run(session, args.era, calls)
+    else:
+        argv = json.loads(args.stdio)
+        params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=args.cwd)
+        async with stdio_client(params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await run(session, args.era, calls)
+
+
+if __name__ == "__main__":
+    try:
+        anyio.run(main)
+    except Exception as err:
+        print(json.dumps({"failed": repr(err)}), flush=True)
+        sys.exit(1)
