@@ -132,16 +132,17 @@ impl App {
         grpc::serve(listener, gateway, stop, serving).await
     }
 
-    /// Serves the MCP front door (streamable HTTP) on `listener` until `stop`
-    /// says.
+    /// Serves the MCP front door (streamable HTTP, through `tls` when set)
+    /// on `listener` until `stop` says.
     pub(crate) fn serve_mcp(
         &self,
         listener: TcpListener,
         settings: crate::config::McpSettings,
         connections: ConnectionSettings,
+        tls: Option<Arc<ServerTls>>,
         stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
     ) -> impl std::future::Future<Output = ()> {
-        crate::front::mcp::http::serve(listener, self.live.current(), settings, connections, stop)
+        crate::front::mcp::http::serve(listener, self.live.current(), settings, connections, tls, stop)
     }
 
     /// Serves MCP on this process's stdin and stdout for the caller that

@@ -387,10 +387,11 @@ async fn serve_with(
     tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());
     let mcp = match mcp {
         Some((listener, mcp)) => {
-            tracing::info!("MCP (streamable HTTP) on http://{}/mcp", listener.local_addr()?);
+            let scheme = if serving.tls.is_some() { "https" } else { "http" };
+            tracing::info!("MCP (streamable HTTP) on {scheme}://{}/mcp", listener.local_addr()?);
             let stop = server::Stop { shutdown: signals.first(), drain: args.drain_timeout, now: signals.second() };
             let connections = ConnectionSettings::default();
-            Some(tokio::spawn(app.serve_mcp(listener, mcp, connections, stop)))
+            Some(tokio::spawn(app.serve_mcp(listener, mcp, connections, serving.tls.clone(), stop)))
         }
         None => None,
     };

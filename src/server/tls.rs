@@ -1,4 +1,4 @@
-//! TLS for the gRPC listener, terminated here with tokio-rustls rather than
+//! TLS for the gateway's listeners (gRPC and MCP), terminated here with tokio-rustls rather than
 //! by tonic, whose TLS configuration cannot change once built: the server's
 //! certificate, key and client CA are re-read on SIGHUP ([`ServerTls::reload`])
 //! and apply to every connection accepted after, while connections already
@@ -37,6 +37,8 @@ const REFUSED_LOG_PERIOD: Duration = Duration::from_secs(10);
 pub(crate) struct ServerTls {
     files: TlsConfig,
     config: ArcSwap<ServerConfig>,
+    /// The same, offering HTTP/1.1 besides HTTP/2 (the MCP listener).
+    config_http1: ArcSwap<ServerConfig>,
     /// The client CA's verifier of the configuration in use, to check again
     /// the certificates of connections made before the CA changed.
     verifier: ArcSwap<Option<Arc<dyn ClientCertVerifier>>>,
@@ -55,6 +57,7 @@ impl ServerTls {
         let (config, verifier) = build(files)?;
         Ok(Self {
             files: files.clone(),
+            config_http1: ArcSwap::from_pointee(with_http1(&config)),
             config: ArcSwap::from_pointee(config),
             verifier: ArcSwap::from_pointee(verifier),
             checked: Mutex::default(),
@@ -68,6 +71,7 @@ impl ServerTls {
     /// CA on every call ([`ServerTls::trusts`]).
     pub(crate) fn reload(&self) -> Result<(), String> {
         let (config, verifier) = build(&self.files)?;
+        self.config_http1.store(Arc::new(with_http1(&config)));
         self.config.store(Arc::new(config));
         self.verifier.store(Arc::new(verifier));
         self.checked.lock().unwrap_or_else(|e| e.into_inner()).clear();
@@ -95,9 +99,19 @@ impl ServerTls {
         trusted
     }
 
-    fn acceptor(&self) -> TlsAcceptor {
-        TlsAcceptor::from(self.config.load_full())
+    fn acceptor(&self, http1: bool) -> TlsAcceptor {
+        match http1 {
+            true => TlsAcceptor::from(self.config_http1.load_full()),
+            false => TlsAcceptor::from(self.config.load_full()),
+        }
     }
+}
+
+/// `config` offering HTTP/1.1 after HTTP/2 in ALPN: MCP clients speak either.
+fn with_http1(config: &ServerConfig) -> ServerConfig {
+    let mut config = config.clone();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config
 }
 
 /// The server configuration of `files`, and its client certificate
@@ -174,7 +188,7 @@ impl Stream for TlsIncoming {
             match Pin::new(&mut this.inner).poll_next(cx) {
                 Poll::Ready(Some(Ok(conn))) => {
                     let peer = conn.peer();
-                    let accept = this.tls.acceptor().accept(conn);
+                    let accept = this.tls.acceptor(conn.http1()).accept(conn);
                     let limit = this.handshake_timeout;
                     let refused = Arc::clone(&this.refused);
                     this.handshakes.push(Box::pin(async move {

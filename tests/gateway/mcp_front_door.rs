@@ -6,7 +6,7 @@ use std::{path::Path, time::Duration};
 
 use serde_json::{json, Value};
 
-use crate::common::{mcp::python, repo, toolgate, CatalogDir, LogLines, Reaped};
+use crate::common::{mcp::python, pki::Ca, repo, toolgate, CatalogDir, LogLines, Reaped};
 
 /// A registry: a search tool on the built-in echo, and a tool whose run
 /// leaves a marker file (for grants: it must never run when not granted).
@@ -326,4 +326,69 @@ async fn with_principals_a_caller_without_a_key_gets_401_and_grants_bound_what_i
         post(&url.replace("/mcp", "/mcp/toolsets/reserch"), &[("authorization", "Bearer k")], list).await;
     assert_eq!(status, 404);
     assert_eq!(body, "unknown toolset 'reserch', did you mean 'research'?");
+}
+
+#[test]
+fn over_tls_a_client_certificate_names_its_principal_as_on_grpc() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (server_ca, client_ca, stranger_ca) = (Ca::new("server CA"), Ca::new("client CA"), Ca::new("another CA"));
+    let server = server_ca.issue("toolgate", &["127.0.0.1", "localhost"]);
+    dir.file("certs/server.pem", &server.cert);
+    dir.file("certs/server.key", &server.key);
+    dir.file("certs/server-ca.pem", &server_ca.pem());
+    dir.file("certs/clients.pem", &client_ca.pem());
+    for (name, issued) in
+        [("researcher", client_ca.issue("researcher", &[])), ("stranger", stranger_ca.issue("researcher", &[]))]
+    {
+        dir.file(&format!("certs/{name}.pem"), &issued.cert);
+        dir.file(&format!("certs/{name}.key"), &issued.key);
+    }
+    let hash = toolgate::identity::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: researcher\n    client_cert: researcher\n    tools: [research]\n  \
+             - name: admin\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n\
+             tls: {{cert: certs/server.pem, key: certs/server.key, client_ca: certs/clients.pem}}\n"
+        ),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    assert!(url.starts_with("https://"), "{url}");
+    let certs = dir.dir.path().join("certs");
+    let path = |file: &str| certs.join(file).display().to_string();
+    let tls = |client: Option<&str>| {
+        let mut args = vec!["--ca".to_owned(), path("server-ca.pem")];
+        if let Some(name) = client {
+            args.extend([
+                "--cert".to_owned(),
+                path(&format!("{name}.pem")),
+                "--key".to_owned(),
+                path(&format!("{name}.key")),
+            ]);
+        }
+        args
+    };
+    // The certificate's CN names the principal: its grants bound the listing.
+    let mut args = tls(Some("researcher"));
+    args.extend(["--url".to_owned(), url.clone(), r#"web_search={"query": "x"}"#.to_owned()]);
+    let lines = sdk(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(names(&lines), ["web_search"]);
+    assert_eq!(answer(&lines, "web_search")["result"]["isError"], false);
+    // An API key over TLS without a certificate, in the session era too.
+    let mut args = tls(None);
+    args.extend(["--url", &url, "--era", "initialize", "--header", "Authorization=Bearer k"].map(str::to_owned));
+    let lines = sdk(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(names(&lines), ["calculator", "current_time", "echo", "mark", "web_search"]);
+    // A certificate from another CA is refused at the handshake; no credential at all is a 401.
+    for client in [Some("stranger"), None] {
+        let mut args = tls(client);
+        args.extend(["--url".to_owned(), url.clone()]);
+        let out = std::process::Command::new(python())
+            .arg(repo().join("tests/mcp/front_door_client.py"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{client:?} was let in: {}", String::from_utf8_lossy(&out.stdout));
+    }
 }

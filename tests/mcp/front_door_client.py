@@ -3,7 +3,10 @@ lists the tools and makes the calls named on the command line, printing one
 JSON line per answer for the Rust test to read.
 
     front_door_client.py (--url URL | --stdio ARGV_JSON) [--era discover|initialize]
-        [--header NAME=VALUE]... [--cwd DIR] CALL...
+        [--header NAME=VALUE]... [--ca PEM [--cert PEM --key PEM]] [--cwd DIR] CALL...
+
+With --ca the server's certificate must chain to that CA (https), and
+--cert/--key present a client certificate.
 
 CALL is NAME=ARGUMENTS_JSON, or NAME=ARGUMENTS_JSON@KEY (with an idempotency
 key in _meta).
@@ -13,7 +16,10 @@ import argparse
 import json
 import sys
 
+import ssl
+
 import anyio
+import httpx2
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
@@ -55,12 +61,22 @@ async def main():
     parser.add_argument("--era", default="discover")
     parser.add_argument("--header", action="append", default=[])
     parser.add_argument("--cwd")
+    parser.add_argument("--ca")
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     parser.add_argument("calls", nargs="*")
     args = parser.parse_args()
     calls = args.calls
     if args.url:
         headers = dict(h.split("=", 1) for h in args.header)
-        async with create_mcp_http_client(headers=headers) as client:
+        if args.ca:
+            context = ssl.create_default_context(cafile=args.ca)
+            if args.cert:
+                context.load_cert_chain(args.cert, args.key)
+            client = httpx2.AsyncClient(headers=headers, verify=context, timeout=httpx2.Timeout(30, read=300))
+        else:
+            client = create_mcp_http_client(headers=headers)
+        async with client:
             async with streamable_http_client(args.url, http_client=client) as (read, write, *_):
                 async with ClientSession(read, write) as session:
                     await run(session, args.era, calls)

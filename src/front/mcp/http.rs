@@ -15,9 +15,14 @@ use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{
     session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
+use rustls::pki_types::CertificateDer;
 use serde_json::{json, Map, Value};
-use tokio::net::TcpListener;
-use tokio_stream::StreamExt;
+use tokio::{
+    io::{AsyncRead, AsyncWrite},
+    net::TcpListener,
+};
+use tokio_stream::{Stream, StreamExt};
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use super::{Asked, Door};
 use crate::{
@@ -28,7 +33,8 @@ use crate::{
     resolve::message::quote_emitted,
     server::{
         connections::{Guarded, Registry},
-        ConnectionSettings, Incoming, Stop,
+        tls::TlsIncoming,
+        ConnectionSettings, Incoming, ServerTls, Stop,
     },
 };
 
@@ -43,15 +49,19 @@ struct Edge {
     allowed_origins: Vec<String>,
     transport: StreamableHttpService<Door, LocalSessionManager>,
     registry: Arc<Registry>,
+    /// The listener's TLS, whose client CA checks client certificates.
+    tls: Option<Arc<ServerTls>>,
 }
 
-/// Serves MCP on `listener` until `stop` says; calls in flight get the
+/// Serves MCP on `listener` (through TLS when `tls` is set, client
+/// certificates as on gRPC) until `stop` says; calls in flight get the
 /// drain time to finish.
 pub(crate) async fn serve(
     listener: TcpListener,
     current: SnapshotSlot,
     settings: McpSettings,
     connections: ConnectionSettings,
+    tls: Option<Arc<ServerTls>>,
     stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
 ) {
     let door = Door::new(Arc::clone(&current));
@@ -67,8 +77,25 @@ pub(crate) async fn serve(
         allowed_origins: settings.allowed_origins,
         transport,
         registry: Arc::clone(&registry),
+        tls: tls.clone(),
     });
-    let mut incoming = Incoming::new(listener, connections, registry).http1();
+    let handshake_timeout = connections.handshake_timeout;
+    let incoming = Incoming::new(listener, connections, registry).http1();
+    match tls {
+        None => accept(incoming, edge, stop).await,
+        Some(tls) => accept(TlsIncoming::new(incoming, tls, handshake_timeout), edge, stop).await,
+    }
+}
+
+/// Serves each connection of `incoming` with `edge` until `stop` says.
+async fn accept<C>(
+    mut incoming: impl Stream<Item = std::io::Result<C>> + Unpin,
+    edge: Arc<Edge>,
+    stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
+) where
+    C: AsyncRead + AsyncWrite + Connected + Send + Unpin + 'static,
+    C::ConnectInfo: Peer,
+{
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = Builder::new(TokioExecutor::new());
     let Stop { shutdown, drain, now } = stop;
@@ -82,11 +109,13 @@ pub(crate) async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let peer = conn.peer();
+        let info = conn.connect_info();
+        let Some(peer) = info.address() else { continue };
+        let chain = info.chain();
         let edge = Arc::clone(&edge);
         let service = hyper::service::service_fn(move |request| {
-            let edge = Arc::clone(&edge);
-            async move { Ok::<_, Infallible>(edge.handle(request, peer).await) }
+            let (edge, chain) = (Arc::clone(&edge), chain.clone());
+            async move { Ok::<_, Infallible>(edge.handle(request, peer, chain.as_deref()).await) }
         });
         let connection =
             graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
@@ -103,8 +132,40 @@ pub(crate) async fn serve(
     }
 }
 
+/// Who is at the other end of a connection: its address and, over TLS,
+/// the certificate chain it presented.
+trait Peer {
+    fn address(&self) -> Option<SocketAddr>;
+    fn chain(&self) -> Option<Arc<Vec<CertificateDer<'static>>>>;
+}
+
+impl Peer for TcpConnectInfo {
+    fn address(&self) -> Option<SocketAddr> {
+        self.remote_addr()
+    }
+
+    fn chain(&self) -> Option<Arc<Vec<CertificateDer<'static>>>> {
+        None
+    }
+}
+
+impl Peer for TlsConnectInfo<TcpConnectInfo> {
+    fn address(&self) -> Option<SocketAddr> {
+        self.get_ref().remote_addr()
+    }
+
+    fn chain(&self) -> Option<Arc<Vec<CertificateDer<'static>>>> {
+        self.peer_certs()
+    }
+}
+
 impl Edge {
-    async fn handle(&self, request: Request<Body>, peer: SocketAddr) -> Reply {
+    async fn handle(
+        &self,
+        request: Request<Body>,
+        peer: SocketAddr,
+        chain: Option<&Vec<CertificateDer<'static>>>,
+    ) -> Reply {
         let toolset = match endpoint(request.uri().path()) {
             Some(toolset) => toolset,
             None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
@@ -121,8 +182,18 @@ impl Edge {
             |name: &str| -> Vec<Option<&str>> { headers.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
         let authorization = values("authorization");
         let user_token = snapshot.identity.user_header().map(values).unwrap_or_default();
-        let credentials =
-            Credentials { authorization: &authorization, certificate: None, user_token: &user_token, peer: Some(peer) };
+        // A client certificate proves only what the client CA in use now
+        // still vouches for (the CA may have changed since the handshake).
+        let certificate = chain
+            .filter(|chain| self.tls.as_ref().is_some_and(|tls| tls.trusts(chain)))
+            .and_then(|chain| chain.first())
+            .map(|end_entity| crate::identity::names_of(end_entity.as_ref()));
+        let credentials = Credentials {
+            authorization: &authorization,
+            certificate: certificate.as_deref(),
+            user_token: &user_token,
+            peer: Some(peer),
+        };
         let caller = match snapshot.identity.authenticate(&credentials) {
             Ok(caller) => caller,
             Err(refused) => return unauthenticated(!authorization.is_empty(), &refused.to_string()),
