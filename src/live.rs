@@ -80,6 +80,9 @@ struct Current {
 pub(crate) struct LiveCatalog {
     shared: Arc<Shared>,
     slot: SnapshotSlot,
+    /// Counts the swaps of the snapshot, for whoever tells clients that
+    /// their tools changed (MCP's `list_changed`).
+    swaps: tokio::sync::watch::Sender<u64>,
     /// Held while a snapshot is assembled, so that reloads and MCP updates
     /// take turns.
     current: Mutex<Current>,
@@ -111,6 +114,7 @@ impl LiveCatalog {
         let live = Arc::new(Self {
             shared,
             slot: Arc::new(ArcSwap::from_pointee(snapshot)),
+            swaps: tokio::sync::watch::Sender::new(0),
             current: Mutex::new(Current {
                 sources,
                 listings: listings.into_iter().map(|l| (l.server.clone(), l)).collect(),
@@ -133,6 +137,12 @@ impl LiveCatalog {
     /// What records the gateway's telemetry.
     pub(crate) fn observer(&self) -> &Observer {
         self.shared.observer()
+    }
+
+    /// Changes with every snapshot swapped in (a reload, an MCP server's
+    /// new listing).
+    pub(crate) fn swaps(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.swaps.subscribe()
     }
 
     /// The slot the service reads the current snapshot from.
@@ -189,6 +199,7 @@ impl LiveCatalog {
             ended: retired.names(),
         };
         let old = self.slot.swap(Arc::new(next));
+        self.swaps.send_modify(|n| *n += 1);
         *current = Current { sources, listings };
         drop(current);
         self.shared.observer().metrics.reload("ok");
@@ -252,6 +263,7 @@ impl LiveCatalog {
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();
                 self.slot.store(Arc::new(snapshot(&current.sources, loaded.catalog, &self.shared)));
+                self.swaps.send_modify(|n| *n += 1);
                 tracing::info!(catalog_version = version, tools, "catalogue updated");
             }
             Err(err) => {

@@ -115,6 +115,12 @@ impl App {
         self.live.current().load_full()
     }
 
+    /// The current snapshot and its swaps, for a front door that tells its
+    /// clients when their tools change.
+    fn view(&self) -> crate::front::mcp::View {
+        crate::front::mcp::View { current: self.live.current(), swaps: self.live.swaps() }
+    }
+
     /// The gRPC front door over the current snapshot.
     pub fn grpc(&self) -> Gateway {
         Gateway::new(self.live.current())
@@ -142,7 +148,7 @@ impl App {
         tls: Option<Arc<ServerTls>>,
         stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
     ) -> impl std::future::Future<Output = ()> {
-        crate::front::mcp::http::serve(listener, self.live.current(), settings, connections, tls, stop)
+        crate::front::mcp::http::serve(listener, self.view(), settings, connections, tls, stop)
     }
 
     /// Serves MCP on this process's stdin and stdout for the caller that
@@ -154,7 +160,7 @@ impl App {
     ) -> anyhow::Result<()> {
         use rmcp::ServiceExt;
         let caller = self.snapshot().identity.local(principal, user_token).map_err(|why| anyhow!(why))?;
-        let door = crate::front::mcp::Door::for_caller(self.live.current(), caller);
+        let door = crate::front::mcp::Door::for_caller(self.view(), caller);
         let running = door.serve(rmcp::transport::stdio()).await.context("cannot serve MCP on stdio")?;
         running.waiting().await.context("MCP on stdio ended")?;
         Ok(())

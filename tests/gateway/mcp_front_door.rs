@@ -392,3 +392,273 @@ fn over_tls_a_client_certificate_names_its_principal_as_on_grpc() {
         assert!(!out.status.success(), "{client:?} was let in: {}", String::from_utf8_lossy(&out.stdout));
     }
 }
+
+/// The SDK client with `--watch`, its JSON lines as they come.
+struct Watching {
+    _child: Reaped,
+    lines: std::sync::mpsc::Receiver<Value>,
+}
+
+impl Watching {
+    fn start(args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut command = std::process::Command::new(python());
+        command.arg(repo().join("tests/mcp/front_door_client.py")).arg("--watch").args(args);
+        let mut child = Reaped::spawn(command.stdout(std::process::Stdio::piped()));
+        let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(Result::ok) {
+                let _ = send.send(serde_json::from_str(&line).unwrap_or_else(|_| panic!("not JSON: {line}")));
+            }
+        });
+        let watching = Self { _child: child, lines };
+        watching.until("listening");
+        watching
+    }
+
+    /// The next line with `key` (others skipped); a failure ends the test.
+    fn until(&self, key: &str) -> Value {
+        loop {
+            let line = self.lines.recv_timeout(Duration::from_secs(60)).unwrap_or_else(|_| panic!("no {key} line"));
+            assert!(line.get("failed").is_none(), "{line}");
+            if let Some(value) = line.get(key) {
+                return value.clone();
+            }
+        }
+    }
+}
+
+#[test]
+fn listening_clients_are_told_when_a_reload_changes_what_they_see() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (_child, url, _log) = serve(dir.dir.path(), &[]);
+    let research = url.replace("/mcp", "/mcp/toolsets/research");
+    let everything = Watching::start(&["--url", &url, "--era", "discover"]);
+    let session = Watching::start(&["--url", &url, "--era", "initialize"]);
+    let toolset = Watching::start(&["--url", &research, "--era", "initialize"]);
+    // A new tool outside the toolset: the clients of /mcp are told.
+    let tools = std::fs::read_to_string(dir.registry().join("tools.yaml")).unwrap();
+    let added = tools.replace(
+        "toolsets:",
+        "  - name: weather\n    description: The weather.\n    backend: {builtin: echo}\ntoolsets:",
+    );
+    dir.file("registry/tools.yaml", &added);
+    for watching in [&everything, &session] {
+        let changed = watching.until("changed");
+        assert!(changed.get("weather").is_some(), "{changed}");
+    }
+    // web_search's description changes: the toolset's client is told now
+    // (had it been told before, it would have listed the old description).
+    dir.file("registry/tools.yaml", &added.replace("Search the web.", "Search the whole web."));
+    let changed = toolset.until("changed");
+    assert_eq!(changed, json!({"web_search": "Search the whole web."}));
+}
+
+/// The resident memory of a process, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_idle_sessions_are_bounded_and_the_oldest_idle_ends_first() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    use futures::StreamExt;
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (child, url, log) = serve(dir.dir.path(), &[]);
+    let client = reqwest::Client::new();
+    let open = |n: usize| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let init = format!(
+                r#"{{"jsonrpc":"2.0","id":{n},"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"idle","version":"1"}}}}}}"#
+            );
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(init)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let id = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+            response.bytes().await.unwrap();
+            id
+        }
+    };
+    let list = |session: String| {
+        let (client, url) = (client.clone(), url.clone());
+        async move {
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .body(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
+                .send()
+                .await
+                .unwrap();
+            response.status().as_u16()
+        }
+    };
+    let before = rss_kib(child.id());
+    let first = open(0).await;
+    let second = open(1).await;
+    // The second is used again: the first is now the one idle longest.
+    assert_eq!(list(second.clone()).await, 200);
+    let rest: Vec<String> = futures::stream::iter(2..10_000).map(open).buffer_unordered(16).collect().await;
+    let at_bound = rss_kib(child.id());
+    assert_eq!(list(first.clone()).await, 200, "10,000 sessions fit");
+    assert_eq!(list(second.clone()).await, 200);
+    // Past the bound: each new session ends the one idle longest.
+    let newest = open(10_000).await;
+    let third = open(10_001).await;
+    assert_eq!(list(first).await, 200, "used recently: kept");
+    assert_eq!(list(newest).await, 200);
+    assert_eq!(list(third).await, 200);
+    // Two of those opened in bulk (the first opened, idle since) ended.
+    let statuses: Vec<u16> = futures::stream::iter(rest[..64].to_vec()).map(list).buffered(16).collect().await;
+    assert_eq!(statuses.iter().filter(|&&s| s == 404).count(), 2, "{statuses:?}");
+    assert!(statuses.iter().all(|&s| s == 200 || s == 404));
+    let more: Vec<String> = futures::stream::iter(10_002..12_000).map(open).buffer_unordered(16).collect().await;
+    assert_eq!(list(more[more.len() - 1].clone()).await, 200);
+    let after = rss_kib(child.id());
+    println!("RSS: {before} KiB at start, {at_bound} KiB with 10,000 sessions, {after} KiB after 12,000");
+    assert!(after < at_bound + at_bound / 4, "memory stays bounded: {at_bound} KiB then {after} KiB");
+    assert!(log.text().contains("the one idle longest is ended"), "{}", log.text());
+}
+
+/// A POST of one 2026-07-28 request (no session: the headers and `_meta`
+/// carry the protocol version); the response, not yet read.
+async fn stateless(url: &str, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
+    stateless_as(url, method, method, name, params).await
+}
+
+/// The same, with an `Mcp-Method` header that may say another method.
+async fn stateless_as(url: &str, header: &str, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", header);
+    if let Some(name) = name {
+        request = request.header("mcp-name", name);
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    request.body(body.to_string()).send().await.unwrap()
+}
+
+/// Waits until `path` names a process (the tool wrote its pid), and returns it.
+async fn started(path: &Path) -> i32 {
+    for _ in 0..200 {
+        if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|p| p.trim().parse().ok()) {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the tool did not start");
+}
+
+/// Waits until process `pid` is gone.
+async fn ended(pid: i32) {
+    for _ in 0..200 {
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("process {pid} still runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_kills_the_tools_processes_in_both_eras() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    let pids = dir.dir.path().join("pids");
+    std::fs::create_dir(&pids).unwrap();
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: slow\n    description: Sleeps.\n    parameters: {{type: object, properties: {{n: {{type: string}}}}}}\n    \
+             backend: {{command: {{argv: [sh, -c, 'echo $$ > {}/$(cat | tr -dc a-z0-9); exec sleep 60']}}}}\n",
+            pids.display()
+        ),
+    );
+    let (_child, url, log) = serve(dir.dir.path(), &[]);
+    // 2026-07-28: the client closes the response stream mid-call.
+    let call = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let response =
+                stateless(&url, "tools/call", Some("slow"), json!({"name": "slow", "arguments": {"n": "a"}})).await;
+            let _ = response.bytes().await;
+        }
+    });
+    let pid = started(&pids.join("na")).await;
+    call.abort();
+    ended(pid).await;
+    // Headers that disagree with the body, and a version no one speaks: the
+    // spec's errors, and nothing runs.
+    let mismatch = stateless(&url, "tools/call", Some("other"), json!({"name": "slow", "arguments": {"n": "b"}})).await;
+    assert_eq!(mismatch.status().as_u16(), 400);
+    assert_eq!(rpc(&mismatch.text().await.unwrap())["error"]["code"], -32020);
+    let mismatch =
+        stateless_as(&url, "tools/list", "tools/call", None, json!({"name": "slow", "arguments": {"n": "b"}})).await;
+    assert_eq!(mismatch.status().as_u16(), 400);
+    assert_eq!(rpc(&mismatch.text().await.unwrap())["error"]["code"], -32020);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "slow", "arguments": {"n": "b"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2030-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let unsupported = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2030-01-01")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "slow")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsupported.status().as_u16(), 400);
+    let error = rpc(&unsupported.text().await.unwrap())["error"].clone();
+    assert_eq!(error["code"], -32022, "{error}");
+    assert_eq!(error["data"]["supported"], json!(["2026-07-28", "2025-11-25", "2025-06-18"]));
+    // Session era: a closed stream is not cancellation; notifications/cancelled is.
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (_, headers, _) = post(&url, &[], init).await;
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let in_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+    post(&url, &in_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    let call = tokio::spawn({
+        let (url, session) = (url.clone(), session.clone());
+        async move {
+            let in_session = [("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-11-25")];
+            let body =
+                r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","arguments":{"n":"c"}}}"#;
+            post(&url, &in_session, body).await
+        }
+    });
+    let pid = started(&pids.join("nc")).await;
+    let cancel =
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"the user stopped"}}"#;
+    let (status, _, _) = post(&url, &in_session, cancel).await;
+    assert_eq!(status, 202);
+    ended(pid).await;
+    call.abort();
+    assert!(!pids.join("nb").exists(), "a refused request ran nothing");
+    // Still serving.
+    let (status, _, _) = post(&url, &[], init).await;
+    assert_eq!(status, 200, "{}", log.text());
+}

@@ -5,6 +5,10 @@ JSON line per answer for the Rust test to read.
     front_door_client.py (--url URL | --stdio ARGV_JSON) [--era discover|initialize]
         [--header NAME=VALUE]... [--ca PEM [--cert PEM --key PEM]] [--cwd DIR] CALL...
 
+With --watch, after the calls the client says it is listening and waits
+(at most 60 s) until it is told its tools changed (session era: on the GET
+stream; 2026-07-28: with subscriptions/listen), then lists them again.
+
 With --ca the server's certificate must chain to that CA (https), and
 --cert/--key present a client certificate.
 
@@ -20,7 +24,9 @@ import ssl
 
 import anyio
 import httpx2
+import mcp.types
 from mcp import ClientSession, StdioServerParameters
+from mcp.client.subscriptions import listen
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
@@ -34,7 +40,29 @@ def call_of(spec):
     return name, json.loads(arguments), meta
 
 
-async def run(session, era, calls):
+CHANGED = anyio.Event()
+
+
+async def on_message(message):
+    if isinstance(message, mcp.types.ToolListChangedNotification):
+        CHANGED.set()
+
+
+async def watch(session, era):
+    with anyio.fail_after(60):
+        if era == "discover":
+            async with listen(session, tools_list_changed=True) as subscription:
+                print(json.dumps({"listening": True}), flush=True)
+                async for _event in subscription:
+                    break
+        else:
+            print(json.dumps({"listening": True}), flush=True)
+            await CHANGED.wait()
+    tools = await session.list_tools()
+    print(json.dumps({"changed": {t.name: t.description for t in tools.tools}}), flush=True)
+
+
+async def run(session, era, calls, watching=False):
     if era == "discover":
         await session.discover()
     else:
@@ -52,6 +80,8 @@ async def run(session, era, calls):
             print(json.dumps({"call": name, "error": {
                 "code": getattr(error, "code", None), "message": getattr(error, "message", str(err)),
                 "data": getattr(error, "data", None)}}), flush=True)
+    if watching:
+        await watch(session, era)
 
 
 async def main():
@@ -61,6 +91,7 @@ async def main():
     parser.add_argument("--era", default="discover")
     parser.add_argument("--header", action="append", default=[])
     parser.add_argument("--cwd")
+    parser.add_argument("--watch", action="store_true")
     parser.add_argument("--ca")
     parser.add_argument("--cert")
     parser.add_argument("--key")
@@ -78,14 +109,14 @@ async def main():
             client = create_mcp_http_client(headers=headers)
         async with client:
             async with streamable_http_client(args.url, http_client=client) as (read, write, *_):
-                async with ClientSession(read, write) as session:
-                    await run(session, args.era, calls)
+                async with ClientSession(read, write, message_handler=on_message) as session:
+                    await run(session, args.era, calls, args.watch)
     else:
         argv = json.loads(args.stdio)
         params = StdioServerParameters(command=argv[0], args=argv[1:], cwd=args.cwd)
         async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write) as session:
-                await run(session, args.era, calls)
+            async with ClientSession(read, write, message_handler=on_message) as session:
+                await run(session, args.era, calls, args.watch)
 
 
 if __name__ == "__main__":

@@ -12,9 +12,7 @@ use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::{body::Incoming as Body, Request, Response, StatusCode};
 use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
-use rmcp::transport::streamable_http_server::{
-    session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
-};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, Map, Value};
 use tokio::{
@@ -24,7 +22,10 @@ use tokio::{
 use tokio_stream::{Stream, StreamExt};
 use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
-use super::{Asked, Door};
+use super::{
+    sessions::{Sessions, MAX_SESSIONS},
+    Asked, Door, View,
+};
 use crate::{
     catalog::Name,
     config::McpSettings,
@@ -47,7 +48,7 @@ type Reply = Response<BoxBody<Bytes, Infallible>>;
 struct Edge {
     current: SnapshotSlot,
     allowed_origins: Vec<String>,
-    transport: StreamableHttpService<Door, LocalSessionManager>,
+    transport: StreamableHttpService<Door, Sessions>,
     registry: Arc<Registry>,
     /// The listener's TLS, whose client CA checks client certificates.
     tls: Option<Arc<ServerTls>>,
@@ -58,19 +59,20 @@ struct Edge {
 /// drain time to finish.
 pub(crate) async fn serve(
     listener: TcpListener,
-    current: SnapshotSlot,
+    view: View,
     settings: McpSettings,
     connections: ConnectionSettings,
     tls: Option<Arc<ServerTls>>,
     stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
 ) {
-    let door = Door::new(Arc::clone(&current));
+    let current = view.current.clone();
+    let door = Door::new(view);
     let config = StreamableHttpServerConfig::default()
         .disable_allowed_hosts()
         .with_legacy_session_mode(true)
         .with_max_request_body_bytes(MAX_BODY_BYTES);
     let transport =
-        StreamableHttpService::new(move || Ok(door.clone()), Arc::new(LocalSessionManager::default()), config);
+        StreamableHttpService::new(move || Ok(door.session()), Arc::new(Sessions::new(MAX_SESSIONS)), config);
     let registry = Arc::new(Registry::default());
     let edge = Arc::new(Edge {
         current,

@@ -13,8 +13,10 @@
 //! and error mapping, `_meta`) and the HTTP edge (routing, `Origin`, who
 //! calls, the connection guards every listener gets).
 
+mod changes;
 mod convert;
 pub(crate) mod http;
+mod sessions;
 
 use std::{borrow::Cow, sync::Arc};
 
@@ -25,12 +27,13 @@ use crate::{
 };
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResponse, ErrorCode, Implementation, ListToolsResult, PaginatedRequestParams,
-        ProtocolVersion, ServerCapabilities, ServerConfig,
+        CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, Implementation, ListToolsResult,
+        PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
     },
-    service::RequestContext,
+    service::{NotificationContext, RequestContext, SubscriptionContext},
     ErrorData, RoleServer, ServerHandler,
 };
+use tokio::sync::watch;
 
 /// The revisions served: the stateless one, and the session era (an older
 /// client is offered 2025-06-18 by version negotiation).
@@ -46,33 +49,48 @@ pub(crate) struct Asked {
     pub(crate) toolset: Option<String>,
 }
 
-/// The handler of every MCP request: a view of the current snapshot.
+/// The current snapshot, and what changes with each swap of it.
+#[derive(Clone)]
+pub(crate) struct View {
+    pub(crate) current: SnapshotSlot,
+    pub(crate) swaps: watch::Receiver<u64>,
+}
+
+/// The handler of every MCP request: a view of the current snapshot. The
+/// transport makes one per session (and per stateless request).
 #[derive(Clone)]
 pub(crate) struct Door {
-    current: SnapshotSlot,
+    view: View,
     /// The caller of every request, when the transport does not say (stdio:
     /// the process speaks for one caller).
     fixed: Option<Caller>,
+    /// Dropped with this session's last clone of the door: what listens
+    /// for changes on the session's behalf then stops.
+    alive: Arc<watch::Sender<()>>,
 }
 
 impl Door {
     /// The door of an HTTP listener: each request says who calls.
-    pub(crate) fn new(current: SnapshotSlot) -> Self {
-        Self { current, fixed: None }
+    pub(crate) fn new(view: View) -> Self {
+        Self { view, fixed: None, alive: Arc::new(watch::Sender::new(())) }
     }
 
     /// The door of one process's stdio: every request is `caller`'s.
-    pub(crate) fn for_caller(current: SnapshotSlot, caller: Caller) -> Self {
-        Self { current, fixed: Some(caller) }
+    pub(crate) fn for_caller(view: View, caller: Caller) -> Self {
+        Self { fixed: Some(caller), ..Self::new(view) }
+    }
+
+    /// The door of a new session.
+    pub(crate) fn session(&self) -> Self {
+        Self { alive: Arc::new(watch::Sender::new(())), ..self.clone() }
     }
 
     /// The snapshot, caller and toolset of a request.
-    fn asked(&self, context: &RequestContext<RoleServer>) -> Result<Asked, ErrorData> {
+    fn asked(&self, extensions: &Extensions) -> Result<Asked, ErrorData> {
         if let Some(caller) = &self.fixed {
-            return Ok(Asked { snapshot: self.current.load_full(), caller: caller.clone(), toolset: None });
+            return Ok(Asked { snapshot: self.view.current.load_full(), caller: caller.clone(), toolset: None });
         }
-        context
-            .extensions
+        extensions
             .get::<::http::request::Parts>()
             .and_then(|parts| parts.extensions.get::<Asked>())
             .cloned()
@@ -97,16 +115,39 @@ impl ServerHandler for Door {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let asked = self.asked(&context)?;
-        let executor = asked.snapshot.executor();
-        let names = asked.toolset.into_iter().collect();
-        let mut ids = executor.list(&asked.caller, names).await.map_err(convert::request_error)?;
-        // In name order (the catalogue's own order, which a toolset's
-        // expansion does not keep).
-        ids.sort_unstable_by_key(|id| id.0);
-        let catalog = executor.catalog();
-        let tools = ids.into_iter().map(|id| convert::tool(catalog.tool(id))).collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let asked = self.asked(&context.extensions)?;
+        Ok(ListToolsResult::with_all_items(listing(&asked).await?))
+    }
+
+    /// A session-era client is told when its tools change, on its GET
+    /// stream, for as long as the session lives.
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let Ok(asked) = self.asked(&context.extensions) else { return };
+        let mut alive = self.alive.subscribe();
+        let ended = async move { while alive.changed().await.is_ok() {} };
+        let peer = context.peer;
+        let notify = move || {
+            let peer = peer.clone();
+            async move { peer.notify_tool_list_changed().await.is_ok() }
+        };
+        tokio::spawn(changes::tell(self.view.clone(), asked, ended, notify));
+    }
+
+    /// A 2026-07-28 client listens with `subscriptions/listen`: only for
+    /// `tools/list_changed`.
+    fn accepted_subscription_filter(&self, _requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, subscription: SubscriptionContext) -> Result<(), ErrorData> {
+        let asked = self.asked(&subscription.request_context().extensions)?;
+        let sink = subscription.sink().clone();
+        let notify = move || {
+            let sink = sink.clone();
+            async move { sink.notify_tool_list_changed().await.is_ok() }
+        };
+        changes::tell(self.view.clone(), asked, subscription.cancelled(), notify).await;
+        Ok(())
     }
 
     async fn call_tool(
@@ -114,7 +155,7 @@ impl ServerHandler for Door {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let asked = self.asked(&context)?;
+        let asked = self.asked(&context.extensions)?;
         // The request's `_meta` (rmcp hands it over in the context).
         let metas = [request.meta.as_ref().map(|m| &m.0 .0), Some(&context.meta.0 .0)];
         let read = |key: &str| -> Option<String> {
@@ -148,6 +189,17 @@ impl ServerHandler for Door {
         }
         Ok(convert::result(outcome).into())
     }
+}
+
+/// The tools `asked` offers, as MCP lists them: in name order (the
+/// catalogue's own order, which a toolset's expansion does not keep).
+async fn listing(asked: &Asked) -> Result<Vec<Tool>, ErrorData> {
+    let executor = asked.snapshot.executor();
+    let names = asked.toolset.iter().cloned().collect();
+    let mut ids = executor.list(&asked.caller, names).await.map_err(convert::request_error)?;
+    ids.sort_unstable_by_key(|id| id.0);
+    let catalog = executor.catalog();
+    Ok(ids.into_iter().map(|id| convert::tool(catalog.tool(id))).collect())
 }
 
 /// The session-era session of a request (`Mcp-Session-Id`), the default
