@@ -11,10 +11,10 @@ use std::{
 use super::{
     error::CatalogProblems,
     expand::expand,
-    raw::{RawBackend, RawMcpServer, RawMcpTransport, RawTool},
+    raw::{RawAnnotations, RawBackend, RawMcpServer, RawMcpTransport, RawTool},
     schema::SchemaCache,
-    Backend, BindSource, Binding, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place, Secret,
-    Source, Tool, DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
+    Backend, BindSource, Binding, BuiltinTool, CommandBackend, HttpBackend, McpServer, McpTransport, Place,
+    Presentation, Secret, Source, Tool, DEFAULT_MAX_CONCURRENCY, DEFAULT_MCP_STARTUP_TIMEOUT, DEFAULT_TIMEOUT,
 };
 use crate::{env::Env, similar};
 
@@ -64,6 +64,10 @@ pub(crate) fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogP
             ok = false;
         }
     }
+    if raw.title.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        problems.error(origin, format!("{path}.title"), "must not be empty when given (or leave it out)");
+        ok = false;
+    }
     if raw.max_concurrency == Some(0) {
         problems.error(origin, format!("{path}.max_concurrency"), "must be at least 1");
         ok = false;
@@ -111,6 +115,8 @@ pub(crate) fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogP
         None => return None,
     };
     let (Some(backend), Some(parameters), true) = (backend, parameters, ok) else { return None };
+    let idempotent = raw.idempotent.unwrap_or(false);
+    let presentation = presentation(raw.title, raw.annotations, idempotent);
     Some(Tool {
         name: raw.name?,
         description: raw.description?.trim().to_owned(),
@@ -118,12 +124,33 @@ pub(crate) fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogP
         binding,
         aliases: raw.aliases,
         source: file.source.clone(),
-        idempotent: raw.idempotent.unwrap_or(false),
+        idempotent,
         timeout: raw.timeout.unwrap_or(DEFAULT_TIMEOUT),
         max_concurrency: raw.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
         backend,
         declared_at: Place { origin: file.origin.clone(), path: raw.path },
+        presentation: Arc::new(presentation),
     })
+}
+
+/// What MCP clients are shown of a registry tool: its `title` and
+/// `annotations`, `idempotentHint` derived from `idempotent` when the
+/// annotations do not say.
+fn presentation(title: Option<String>, annotations: Option<RawAnnotations>, idempotent: bool) -> Presentation {
+    let hints = annotations.unwrap_or_default();
+    let mut map = serde_json::Map::new();
+    let given = [
+        ("readOnlyHint", hints.read_only_hint),
+        ("destructiveHint", hints.destructive_hint),
+        ("idempotentHint", Some(hints.idempotent_hint.unwrap_or(idempotent))),
+        ("openWorldHint", hints.open_world_hint),
+    ];
+    for (key, value) in given {
+        if let Some(value) = value {
+            map.insert(key.to_owned(), serde_json::Value::Bool(value));
+        }
+    }
+    Presentation { title: title.map(|t| t.trim().to_owned()), annotations: Some(map), ..Presentation::default() }
 }
 
 /// Checks `bind:` against the tool's schema (each entry names a declared

@@ -73,6 +73,14 @@ impl BuiltinTool {
     pub(crate) fn idempotent(self) -> bool {
         true
     }
+
+    /// What MCP clients are told: these read nothing and change nothing
+    /// outside the gateway (the clock is read, not changed).
+    pub(crate) fn presentation(self) -> super::Presentation {
+        let hints = [("readOnlyHint", true), ("idempotentHint", true), ("openWorldHint", false)];
+        let annotations = hints.into_iter().map(|(k, v)| (k.to_owned(), serde_json::Value::Bool(v))).collect();
+        super::Presentation { annotations: Some(annotations), ..super::Presentation::default() }
+    }
 }
 
 /// Built-in aliases: extra exact names for built-in tools.

@@ -340,6 +340,7 @@ fn builtins(decls: &mut Declarations) {
             max_concurrency: super::DEFAULT_MAX_CONCURRENCY,
             backend: Backend::Builtin(builtin),
             declared_at: place(format!("tools.{}", builtin.name())),
+            presentation: Arc::new(builtin.presentation()),
         };
         let at = tool.declared_at.clone();
         decls.tools.push(ToolDecl {

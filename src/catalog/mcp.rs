@@ -34,6 +34,9 @@ pub(crate) struct McpToolInfo {
     pub(crate) input_schema: Value,
     /// `idempotentHint` or `readOnlyHint`.
     pub(crate) idempotent: bool,
+    /// `title`, `annotations`, `outputSchema` and `icons` as listed, passed
+    /// on to MCP clients unchanged.
+    pub(crate) presentation: Arc<super::Presentation>,
 }
 
 /// Adds the tools of `server` (the `index`th named in its layer) to `decls`.
@@ -123,6 +126,7 @@ fn declare_tools(
             max_concurrency: DEFAULT_MAX_CONCURRENCY,
             backend: Backend::Mcp(McpBackend { server: server.name.clone(), tool: info.name.clone() }),
             declared_at: place.clone(),
+            presentation: Arc::clone(&info.presentation),
         };
         decls.tools.push(ToolDecl { name: Some(name), layer, place, tool: Some(tool), aliases: Vec::new() });
     }

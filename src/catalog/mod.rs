@@ -171,6 +171,19 @@ pub struct CommandBackend {
     pub(crate) env: Vec<(String, Secret)>,
 }
 
+/// What MCP clients are shown of a tool beside its name, description and
+/// schema: for a registry tool its catalogue `title` and `annotations`; for
+/// a tool federated from an MCP server what that server listed, unchanged.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Presentation {
+    pub title: Option<String>,
+    /// MCP's tool annotations (`readOnlyHint`, `destructiveHint`,
+    /// `idempotentHint`, `openWorldHint`, …), as JSON.
+    pub annotations: Option<serde_json::Map<String, serde_json::Value>>,
+    pub output_schema: Option<serde_json::Map<String, serde_json::Value>>,
+    pub icons: Option<serde_json::Value>,
+}
+
 /// One tool of the catalogue.
 #[derive(Clone, Debug)]
 pub struct Tool {
@@ -187,6 +200,8 @@ pub struct Tool {
     pub(crate) max_concurrency: u32,
     pub backend: Backend,
     pub(crate) declared_at: Place,
+    /// Shown to MCP clients only; never read by the gateway itself.
+    pub presentation: Arc<Presentation>,
 }
 
 /// Where a bound parameter's value comes from.

@@ -16,8 +16,19 @@ use super::error::CatalogProblems;
 use crate::similar;
 
 pub(crate) const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
-pub(crate) const TOOL_KEYS: &[&str] =
-    &["name", "description", "aliases", "parameters", "idempotent", "timeout", "max_concurrency", "backend", "bind"];
+pub(crate) const TOOL_KEYS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "aliases",
+    "parameters",
+    "idempotent",
+    "timeout",
+    "max_concurrency",
+    "backend",
+    "bind",
+    "annotations",
+];
 /// Keys every tool entry must have, and why, for the message.
 const REQUIRED_TOOL_KEYS: &[(&str, &str)] =
     &[("name", ""), ("description", " (it is what the model reads)"), ("backend", " (one of: http, command, builtin)")];
@@ -51,7 +62,22 @@ pub(crate) struct RawTool {
     pub(crate) backend: Option<RawBackend>,
     /// `bind: {parameter: user | principal}`.
     pub(crate) bind: Vec<(String, String)>,
+    /// `title`, shown to MCP clients.
+    pub(crate) title: Option<String>,
+    /// `annotations`: the four MCP hints.
+    pub(crate) annotations: Option<RawAnnotations>,
     pub(crate) broken: bool,
+}
+
+/// A tool's `annotations`: hints passed to MCP clients, independent of the
+/// tool's own `idempotent` setting.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct RawAnnotations {
+    pub(crate) read_only_hint: Option<bool>,
+    pub(crate) destructive_hint: Option<bool>,
+    pub(crate) idempotent_hint: Option<bool>,
+    pub(crate) open_world_hint: Option<bool>,
 }
 
 #[derive(Debug)]
@@ -279,6 +305,8 @@ impl Reader<'_> {
         tool.parameters = self.json(map, &tool.path, "parameters");
         tool.backend = self.backend(map.get("backend"), &join(&tool.path, "backend"));
         tool.bind = self.string_map(map, &tool.path, "bind").unwrap_or_default();
+        tool.title = self.field(map, &tool.path, "title").unwrap_or(None);
+        tool.annotations = self.field(map, &tool.path, "annotations").unwrap_or(None);
         tool.broken = self.problems.len() != before;
         tool
     }

@@ -150,5 +150,14 @@ pub(crate) fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
         description: tool.description.as_deref().map(str::to_owned),
         input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
         idempotent: hint(|h| h.idempotent_hint) || hint(|h| h.read_only_hint),
+        presentation: std::sync::Arc::new(crate::catalog::Presentation {
+            title: tool.title.clone(),
+            annotations: tool.annotations.as_ref().and_then(|a| match serde_json::to_value(a) {
+                Ok(serde_json::Value::Object(map)) => Some(map),
+                _ => None,
+            }),
+            output_schema: tool.output_schema.as_deref().cloned(),
+            icons: tool.icons.as_ref().and_then(|icons| serde_json::to_value(icons).ok()),
+        }),
     }
 }

@@ -662,3 +662,63 @@ async fn a_cancelled_call_kills_the_tools_processes_in_both_eras() {
     let (status, _, _) = post(&url, &[], init).await;
     assert_eq!(status, 200, "{}", log.text());
 }
+
+#[test]
+fn tools_show_their_title_and_annotations_and_federated_ones_what_their_server_listed() {
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: wipe\n    title: Wipe the disk\n    description: Wipes.\n    \
+             annotations: {{destructiveHint: true, openWorldHint: false}}\n    backend: {{builtin: echo}}\n  \
+             - name: lookup\n    description: Looks up.\n    idempotent: true\n    backend: {{builtin: echo}}\n\
+             mcp_servers:\n{}",
+            crate::common::mcp::stdio_server(
+                "notes",
+                "notes_server.py",
+                &[],
+                "    prefix: notes_\n    include: [list_notes, add_note]\n"
+            )
+        ),
+    );
+    let hash = toolgate::identity::hash_key("k");
+    dir.file("toolgate.yaml", &format!("principals:\n  - name: all\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n"));
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let lines = sdk(&["--url", &url, "--header", "Authorization=Bearer k", r#"notes_list_notes={}"#]);
+    let tools = lines.iter().find_map(|l| l.get("tools")).unwrap().as_array().unwrap();
+    let tool = |name: &str| tools.iter().find(|t| t["name"] == name).unwrap_or_else(|| panic!("no {name}"));
+    // A registry tool: its title and hints; idempotentHint from `idempotent`.
+    assert_eq!(tool("wipe")["title"], "Wipe the disk");
+    assert_eq!(
+        tool("wipe")["annotations"],
+        json!({"destructiveHint": true, "idempotentHint": false, "openWorldHint": false})
+    );
+    assert_eq!(tool("lookup")["annotations"], json!({"idempotentHint": true}));
+    assert!(tool("lookup").get("title").is_none());
+    // A federated tool: what the server listed, unchanged.
+    let listed = tool("notes_list_notes");
+    assert_eq!(listed["title"], "List notes");
+    assert_eq!(listed["annotations"], json!({"readOnlyHint": true, "openWorldHint": false}));
+    assert_eq!(listed["icons"], json!([{"src": "data:image/png;base64,iVBORw0KGgo=", "mimeType": "image/png"}]));
+    assert_eq!(listed["outputSchema"]["properties"]["result"]["type"], "array", "{listed}");
+    // Its structured result passes through.
+    let result = &answer(&lines, "notes_list_notes")["result"];
+    assert_eq!(result["structuredContent"], json!({"result": ["ideas", "todo"]}), "{result}");
+}
+
+#[test]
+fn a_title_or_annotations_the_catalogue_cannot_take_are_reported_at_load() {
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: a\n    title: \" \"\n    description: A.\n    backend: {builtin: echo}\n  \
+         - name: b\n    description: B.\n    annotations: {readOnly: true}\n    backend: {builtin: echo}\n  \
+         - name: c\n    description: C.\n    annotations: {destructiveHint: \"yes\"}\n    backend: {builtin: echo}\n",
+    );
+    let out = toolgate().current_dir(dir.dir.path()).args(["validate", "--catalog", "registry"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("tools[0] (a).title: must not be empty"), "{text}");
+    assert!(text.contains("tools[1] (b).annotations: unknown field `readOnly`"), "{text}");
+    assert!(text.contains("tools[2] (c).annotations"), "{text}");
+}

@@ -14,6 +14,7 @@ import time
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import Icon, ToolAnnotations
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--pid-file")
@@ -37,7 +38,11 @@ app = MCPServer("notes")
 NOTES = {"todo": "buy milk", "ideas": "a gateway for tools"}
 
 
-@app.tool()
+@app.tool(
+    title="List notes",
+    annotations=ToolAnnotations(readOnlyHint=True, openWorldHint=False),
+    icons=[Icon(src="data:image/png;base64,iVBORw0KGgo=", mimeType="image/png")],
+)
 def list_notes() -> list[str]:
     """List the names of all notes."""
     return sorted(NOTES)

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use rmcp::{
-    model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, MetaObject, Tool as McpTool, ToolAnnotations},
+    model::{CallToolResult, ContentBlock, ErrorCode, JsonObject, MetaObject, Tool as McpTool},
     ErrorData,
 };
 use serde_json::{json, Map, Value};
@@ -27,17 +27,19 @@ pub(crate) const META_SESSION_ID: &str = "dev.toolgate/session_id";
 pub(crate) const META_ARGUMENTS_TEXT: &str = "dev.toolgate/arguments_text";
 
 /// A catalogue tool as `tools/list` shows it: the model-facing schema (bound
-/// parameters left out), and the hint that a call may run again when the
-/// tool says it is idempotent.
+/// parameters left out) and what the tool's presentation says (for a
+/// federated tool, what its server listed, unchanged).
 pub(crate) fn tool(tool: &Tool) -> McpTool {
     let schema = match tool.parameters.json() {
         Value::Object(object) => object,
         _ => JsonObject::new(),
     };
     let mut listed = McpTool::new(tool.name.clone(), tool.description.clone(), Arc::new(schema));
-    let mut annotations = ToolAnnotations::default();
-    annotations.idempotent_hint = Some(tool.idempotent);
-    listed.annotations = Some(annotations);
+    let shown = &tool.presentation;
+    listed.title = shown.title.clone();
+    listed.annotations = shown.annotations.as_ref().and_then(|a| serde_json::from_value(Value::Object(a.clone())).ok());
+    listed.output_schema = shown.output_schema.as_ref().map(|schema| Arc::new(schema.clone()));
+    listed.icons = shown.icons.as_ref().and_then(|icons| serde_json::from_value(icons.clone()).ok());
     listed
 }
 

@@ -27,7 +27,7 @@ use crate::{
 };
 use rmcp::{
     model::{
-        CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, Implementation, ListToolsResult,
+        CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, Implementation, ListToolsResult,
         PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
@@ -116,7 +116,13 @@ impl ServerHandler for Door {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let asked = self.asked(&context.extensions)?;
-        Ok(ListToolsResult::with_all_items(listing(&asked).await?))
+        let mut result = ListToolsResult::with_all_items(listing(&asked).await?);
+        // What one caller sees is not what another may: with principals,
+        // only the caller's client may cache the list.
+        if !asked.snapshot.identity.principals().is_empty() {
+            result = result.with_cache_scope(CacheScope::Private);
+        }
+        Ok(result)
     }
 
     /// A session-era client is told when its tools change, on its GET
