@@ -4,12 +4,13 @@ use std::{collections::HashMap, time::Duration};
 
 use process_wrap::tokio::ChildWrapper;
 use rmcp::{
-    service::{NotificationContext, RunningService},
+    model::{ClientConfig, Implementation, ProtocolVersion, ServerNotification, SubscriptionFilter},
+    service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService},
     transport::{
         async_rw::AsyncRwTransport, streamable_http_client::StreamableHttpClientTransportConfig,
         StreamableHttpClientTransport,
     },
-    ClientHandler, Peer, RoleClient, ServiceExt,
+    ClientHandler, Peer, RoleClient,
 };
 use tokio::sync::mpsc;
 
@@ -36,6 +37,15 @@ struct Notifier {
 }
 
 impl ClientHandler for Notifier {
+    /// toolgate, proposing 2025-11-25 when it initializes (a session-era
+    /// revision: 2026-07-28 has no `initialize`).
+    fn get_info(&self) -> ClientConfig {
+        let mut info = ClientConfig::default();
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        info.client_info = Implementation::new("toolgate", env!("CARGO_PKG_VERSION"));
+        info
+    }
+
     fn on_tool_list_changed(
         &self,
         _context: NotificationContext<RoleClient>,
@@ -50,6 +60,17 @@ pub(crate) struct Connection {
     service: RunningService<RoleClient, Notifier>,
     /// The stdio server's process (group leader); `None` over HTTP.
     child: Option<Box<dyn ChildWrapper>>,
+    /// On a 2026-07-28 connection, what reads the server's change
+    /// notifications; ended with the connection.
+    listening: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if let Some(listening) = &self.listening {
+            listening.abort();
+        }
+    }
 }
 
 impl Connection {
@@ -60,15 +81,45 @@ impl Connection {
         events: mpsc::UnboundedSender<Event>,
     ) -> Result<Self, String> {
         let notifier = Notifier { server: spec.name.clone(), events };
+        let http = matches!(spec.transport, McpTransport::Http { .. });
+        let mut connection = match Self::start(spec, inherited, notifier.clone(), lifecycle()).await {
+            Ok(connection) => connection,
+            // A server that answered `server/discover` with something that
+            // is neither a discovery nor a session-era refusal (an empty
+            // result, an HTTP error) is initialized afresh: over HTTP after
+            // any failure (a connection is cheap), over stdio (a new process)
+            // only when it did answer.
+            Err(failed) if http || failed.answered => {
+                tracing::debug!(server = %spec.name, "server/discover failed ({}); initializing", failed.why);
+                Self::start(spec, inherited, notifier.clone(), ClientLifecycleMode::Initialize)
+                    .await
+                    .map_err(|failed| failed.why)?
+            }
+            Err(failed) => return Err(failed.why),
+        };
+        let peer = connection.peer();
+        let modern = peer.peer_info().is_some_and(|info| info.protocol_version >= ProtocolVersion::V_2026_07_28);
+        if modern {
+            connection.listening = Some(tokio::spawn(listen(peer, notifier)));
+        }
+        Ok(connection)
+    }
+
+    async fn start(
+        spec: &McpServer,
+        inherited: &Inherited,
+        notifier: Notifier,
+        lifecycle: ClientLifecycleMode,
+    ) -> Result<Self, Failed> {
         match &spec.transport {
             McpTransport::Stdio { program, args, cwd, env } => {
                 let env = env.iter().map(|(k, v)| (k.as_str(), v.expose()));
                 let mut child = process::spawn(program, args, cwd, inherited, env)
-                    .map_err(|err| format!("cannot start {}: {err}", program.display()))?;
+                    .map_err(|err| Failed::before(format!("cannot start {}: {err}", program.display())))?;
                 let (Some(stdin), Some(stdout), Some(stderr)) =
                     (child.stdin().take(), child.stdout().take(), child.stderr().take())
                 else {
-                    return Err("the server's stdio could not be captured".to_owned());
+                    return Err(Failed::before("the server's stdio could not be captured".to_owned()));
                 };
                 let server = spec.name.clone();
                 tokio::spawn(process::log_lines(
@@ -77,19 +128,20 @@ impl Connection {
                     move |line| tracing::info!(server = %server, "stderr: {line}"),
                 ));
                 let transport = AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(MAX_MESSAGE_BYTES);
-                match notifier.serve(transport).await {
-                    Ok(service) => Ok(Self { service, child: Some(child) }),
+                match notifier.serve_with_lifecycle(transport, lifecycle).await {
+                    Ok(service) => Ok(Self { service, child: Some(child), listening: None }),
                     Err(err) => {
                         end(child).await;
-                        Err(format!("initialize failed: {err}"))
+                        Err(Failed::from(err))
                     }
                 }
             }
             McpTransport::Http { url, headers } => {
                 let mut custom = HashMap::new();
                 for (name, value) in headers {
-                    let name = name.parse().map_err(|_| format!("invalid header name '{name}'"))?;
-                    let value = value.expose().parse().map_err(|_| "a header value is not valid".to_owned())?;
+                    let name = name.parse().map_err(|_| Failed::before(format!("invalid header name '{name}'")))?;
+                    let value =
+                        value.expose().parse().map_err(|_| Failed::before("a header value is not valid".to_owned()))?;
                     custom.insert(name, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
@@ -101,10 +153,10 @@ impl Connection {
                     .pool_max_idle_per_host(0)
                     .redirect(reqwest::redirect::Policy::none())
                     .build()
-                    .map_err(|err| format!("cannot build the HTTP client: {err}"))?;
+                    .map_err(|err| Failed::before(format!("cannot build the HTTP client: {err}")))?;
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                let service = notifier.serve(transport).await.map_err(|err| format!("initialize failed: {err}"))?;
-                Ok(Self { service, child: None })
+                let service = notifier.serve_with_lifecycle(transport, lifecycle).await.map_err(Failed::from)?;
+                Ok(Self { service, child: None, listening: None })
             }
         }
     }
@@ -138,6 +190,68 @@ async fn end(mut child: Box<dyn ChildWrapper>) {
     // The leader may be gone; what it started may not be.
     let _ = child.start_kill();
     let _ = tokio::time::timeout(EXIT_GRACE, child.wait()).await;
+}
+
+/// Why a connection could not be made, and whether the server answered.
+struct Failed {
+    why: String,
+    answered: bool,
+}
+
+impl Failed {
+    /// Nothing was sent to the server.
+    fn before(why: String) -> Self {
+        Self { why, answered: false }
+    }
+}
+
+impl From<ClientInitializeError> for Failed {
+    fn from(err: ClientInitializeError) -> Self {
+        let answered = matches!(
+            err,
+            ClientInitializeError::ExpectedInitResponse(_)
+                | ClientInitializeError::ExpectedInitResult(_)
+                | ClientInitializeError::ConflictInitResponseId(..)
+                | ClientInitializeError::UncorrelatedErrorResponse { .. }
+                | ClientInitializeError::JsonRpcError(_)
+                | ClientInitializeError::NoCompatibleProtocolVersion { .. }
+        );
+        Self { why: format!("initialize failed: {err}"), answered }
+    }
+}
+
+/// Reads the change notifications of a 2026-07-28 server, which sends them
+/// only on a `subscriptions/listen` stream, for as long as the connection
+/// lives (a stream the server ends is opened again, after a pause). A
+/// server that does not offer `subscriptions/listen` sends none to miss.
+async fn listen(peer: Peer<RoleClient>, notifier: Notifier) {
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    while !peer.is_transport_closed() {
+        let mut subscription = match peer.listen(filter.clone()).await {
+            Ok(subscription) => subscription,
+            Err(err) => {
+                tracing::debug!(server = %notifier.server, "MCP server takes no subscriptions/listen: {err}");
+                return;
+            }
+        };
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(notification, ServerNotification::ToolListChangedNotification(_)) {
+                tracing::info!(server = %notifier.server, "MCP server's tools changed");
+                let _ = notifier.events.send(Event::ToolsChanged(notifier.server.clone()));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// How a connection starts: `server/discover` (2026-07-28) first; a server
+/// that answers it as a session-era server would (or not within 10 s) is
+/// initialized with 2025-11-25, which it may negotiate down.
+fn lifecycle() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        legacy_version: Some(ProtocolVersion::V_2025_11_25),
+    }
 }
 
 /// A listed tool, as the catalogue takes it.

@@ -22,6 +22,7 @@ mod identity;
 mod layers;
 mod list_tools;
 mod mcp;
+mod mcp_conformance;
 mod mcp_front_door;
 mod model_output;
 mod once;

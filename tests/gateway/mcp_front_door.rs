@@ -10,7 +10,7 @@ use crate::common::{mcp::python, pki::Ca, repo, toolgate, CatalogDir, LogLines, 
 
 /// A registry: a search tool on the built-in echo, and a tool whose run
 /// leaves a marker file (for grants: it must never run when not granted).
-fn catalogue(dir: &CatalogDir) {
+pub(crate) fn catalogue(dir: &CatalogDir) {
     dir.file(
         "registry/mark.py",
         "import json, sys\nargs = json.load(sys.stdin)\nopen('ran', 'a').write('x')\nprint(json.dumps({'ok': True, 'result': 'marked'}))\n",
@@ -27,7 +27,7 @@ fn catalogue(dir: &CatalogDir) {
 
 /// `toolgate serve` with the MCP front door on a free port; its MCP URL and
 /// its log.
-fn serve(dir: &Path, args: &[&str]) -> (Reaped, String, LogLines) {
+pub(crate) fn serve(dir: &Path, args: &[&str]) -> (Reaped, String, LogLines) {
     use std::io::BufRead;
     let mut command = toolgate();
     command
@@ -67,12 +67,12 @@ fn sdk(args: &[&str]) -> Vec<Value> {
 }
 
 /// The names `tools/list` gave, from the SDK's lines.
-fn names(lines: &[Value]) -> Vec<String> {
+pub(crate) fn names(lines: &[Value]) -> Vec<String> {
     let tools = lines.iter().find_map(|l| l.get("tools")).expect("a listing");
     tools.as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
 }
 
-fn answer<'a>(lines: &'a [Value], tool: &str) -> &'a Value {
+pub(crate) fn answer<'a>(lines: &'a [Value], tool: &str) -> &'a Value {
     lines.iter().find(|l| l["call"] == tool).unwrap_or_else(|| panic!("no answer for {tool}: {lines:?}"))
 }
 

@@ -117,7 +117,10 @@ async def learn(name: str, ctx: Context) -> str:
         return f"I am {name}"
 
     app.add_tool(learned, name=name, description=f"A tool learned at run time: {name}.")
+    # Both eras: session-era clients on the session, 2026-07-28 clients on
+    # their subscriptions/listen streams.
     await ctx.session.send_tool_list_changed()
+    await ctx.notify_tools_changed()
     return f"learned {name}"
 
 

@@ -52,6 +52,9 @@ struct Edge {
     registry: Arc<Registry>,
     /// The listener's TLS, whose client CA checks client certificates.
     tls: Option<Arc<ServerTls>>,
+    /// The listener is on a loopback address: requests must name a loopback
+    /// host (DNS rebinding).
+    loopback: bool,
 }
 
 /// Serves MCP on `listener` (through TLS when `tls` is set, client
@@ -80,6 +83,7 @@ pub(crate) async fn serve(
         transport,
         registry: Arc::clone(&registry),
         tls: tls.clone(),
+        loopback: listener.local_addr().is_ok_and(|addr| addr.ip().is_loopback()),
     });
     let handshake_timeout = connections.handshake_timeout;
     let incoming = Incoming::new(listener, connections, registry).http1();
@@ -172,11 +176,8 @@ impl Edge {
             Some(toolset) => toolset,
             None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
         };
-        if let Some(origin) = request.headers().get(hyper::header::ORIGIN) {
-            let allowed = origin.to_str().is_ok_and(|o| self.allowed_origins.iter().any(|a| a == o));
-            if !allowed {
-                return plain(StatusCode::FORBIDDEN, "forbidden: this Origin may not call the gateway");
-            }
+        if let Some(refused) = self.refused_origin(&request) {
+            return refused;
         }
         let snapshot = self.current.load_full();
         let headers = request.headers();
@@ -227,6 +228,45 @@ impl Edge {
         }
         response.map(|body| Guarded::new(body, guard).boxed())
     }
+}
+
+impl Edge {
+    /// A browser's request from a page the gateway does not trust: 403. An
+    /// `Origin` must be one of `allowed_origins` or a loopback origin (a page
+    /// served from this machine). On a loopback listener the `Host` must be
+    /// a loopback name too: a page whose name was made to resolve to
+    /// 127.0.0.1 (DNS rebinding) names its own host.
+    fn refused_origin(&self, request: &Request<Body>) -> Option<Reply> {
+        let headers = request.headers();
+        if self.loopback {
+            let host = headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok());
+            let host = host.or_else(|| request.uri().authority().map(|a| a.as_str()));
+            if !host.is_some_and(|host| is_loopback_host(host)) {
+                return Some(plain(StatusCode::FORBIDDEN, "forbidden: this Host is not the gateway's"));
+            }
+        }
+        let origin = headers.get(hyper::header::ORIGIN)?;
+        let allowed = origin.to_str().is_ok_and(|origin| {
+            self.allowed_origins.iter().any(|a| a == origin)
+                || origin
+                    .split_once("://")
+                    .is_some_and(|(scheme, host)| matches!(scheme, "http" | "https") && is_loopback_host(host))
+        });
+        (!allowed).then(|| plain(StatusCode::FORBIDDEN, "forbidden: this Origin may not call the gateway"))
+    }
+}
+
+/// `localhost`, `127.0.0.1` or `[::1]` (the loopback names), with or
+/// without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or(v6, |(address, _)| address),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| match port.parse::<u16>() {
+            Ok(_) => name,
+            Err(_) => host,
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The body of a POST, read whole (at most [`MAX_BODY_BYTES`]) and checked
@@ -327,6 +367,16 @@ fn unauthenticated(sent: bool, message: &str) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in ["localhost", "LOCALHOST:8765", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:8765", "127.9.9.9"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["evil.example.com", "evil.example.com:8765", "localhost.evil.com", "10.0.0.1:80", "[::2]", ""] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
 
     #[test]
     fn endpoints() {

@@ -51,3 +51,27 @@ impl McpGateway {
         TestGateway::dir(dir).env(test_env(env)).strict(strict).try_start().await
     }
 }
+
+/// `tests/mcp/js/node_modules/.bin`: Node 22, the TypeScript SDK and the
+/// MCP conformance suite (installed by `scripts/test`). The tests fail,
+/// never skip, without them.
+pub fn node_bin() -> PathBuf {
+    let bin = super::repo().join("tests/mcp/js/node_modules/.bin");
+    assert!(
+        bin.join("node").exists() && bin.join("conformance").exists(),
+        "the MCP client tests need tests/mcp/js/node_modules: run scripts/test, which runs npm ci there"
+    );
+    bin
+}
+
+/// A command run with [`node_bin`] first on `PATH` (the suite's scripts
+/// start with `#!/usr/bin/env node`).
+pub fn node_command(program: &str) -> std::process::Command {
+    let bin = node_bin();
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths = vec![bin.clone()];
+    paths.extend(std::env::split_paths(&path));
+    let mut command = std::process::Command::new(bin.join(program));
+    command.env("PATH", std::env::join_paths(paths).expect("valid PATH"));
+    command
+}
