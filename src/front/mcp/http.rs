@@ -241,7 +241,7 @@ impl Edge {
         if self.loopback {
             let host = headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok());
             let host = host.or_else(|| request.uri().authority().map(|a| a.as_str()));
-            if !host.is_some_and(|host| is_loopback_host(host)) {
+            if !host.is_some_and(is_loopback_host) {
                 return Some(plain(StatusCode::FORBIDDEN, "forbidden: this Host is not the gateway's"));
             }
         }
