@@ -98,6 +98,8 @@ pub struct Call {
     pub idempotency_key: String,
     /// The conversation, for retry budgets: empty for none.
     pub session_id: String,
+    /// How the call came in (for telemetry only).
+    pub front_door: crate::telemetry::FrontDoor,
 }
 
 impl Call {

@@ -22,7 +22,10 @@ const MAX_CONTENT: usize = 4096;
 /// the tool once it is resolved.
 pub(crate) fn span(observer: &Observer, call: &Call) -> Span {
     Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, || {
-        let mut attributes = vec![KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL)];
+        let mut attributes = vec![
+            KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
+            KeyValue::new(semconv::FRONT_DOOR, call.front_door.label()),
+        ];
         if !call.call_id.is_empty() {
             attributes.push(KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call.call_id.clone()));
         }
@@ -124,7 +127,7 @@ pub(crate) fn finished(
     };
     span.end();
     let (principal, user) = call.caller.identity();
-    metrics.call(tool, principal, label, error_type, took.as_secs_f64());
+    metrics.call(tool, principal, call.front_door.label(), label, error_type, took.as_secs_f64());
     // The audit line: who ran what, and how it ended; never the arguments.
     // Only for calls with an identity: without principals or users there is
     // no one to audit, and a line per call costs a busy gateway about 7 µs
@@ -136,6 +139,7 @@ pub(crate) fn finished(
         target: "toolgate::audit",
         principal = principal.unwrap_or("-"),
         auth = call.caller.proof.label(),
+        front_door = call.front_door.label(),
         user = user.unwrap_or("-"),
         tool = tool.unwrap_or("_unresolved"),
         outcome = label,

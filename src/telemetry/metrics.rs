@@ -27,6 +27,7 @@ pub struct Metrics {
     violations: Counter<u64>,
     duration: Histogram<f64>,
     rpc_duration: Histogram<f64>,
+    mcp_duration: Histogram<f64>,
     replays: Counter<u64>,
     exhaustions: Counter<u64>,
     state_errors: Counter<u64>,
@@ -53,6 +54,11 @@ impl Metrics {
                 .f64_histogram(semconv::RPC_DURATION)
                 .with_unit("s")
                 .with_description("Duration of RPCs served")
+                .build(),
+            mcp_duration: meter
+                .f64_histogram(semconv::MCP_DURATION)
+                .with_unit("s")
+                .with_description("Duration of MCP requests served, by method")
                 .build(),
             replays: meter
                 .u64_counter(semconv::REPLAYS)
@@ -109,11 +115,16 @@ impl Metrics {
         &self,
         tool: Option<&str>,
         principal: Option<&str>,
+        front_door: &'static str,
         outcome: &'static str,
         error_type: Option<&'static str>,
         seconds: f64,
     ) {
-        let mut attributes = vec![self.tool(tool), KeyValue::new(semconv::OUTCOME, outcome)];
+        let mut attributes = vec![
+            self.tool(tool),
+            KeyValue::new(semconv::OUTCOME, outcome),
+            KeyValue::new(semconv::FRONT_DOOR, front_door),
+        ];
         if let Some(error_type) = error_type {
             attributes.push(KeyValue::new(semconv::ERROR_TYPE, error_type));
         }
@@ -161,5 +172,18 @@ impl Metrics {
             KeyValue::new(semconv::RPC_RESPONSE_STATUS_CODE, status),
         ];
         self.rpc_duration.record(seconds, &attributes);
+    }
+
+    /// One MCP request answered: its method, the tool it called (resolved,
+    /// labelled as calls are), and `error.type` when it failed.
+    pub(crate) fn mcp(&self, method: &'static str, tool: Option<&str>, error: Option<&'static str>, seconds: f64) {
+        let mut attributes = vec![KeyValue::new(semconv::MCP_METHOD_NAME, method)];
+        if tool.is_some() {
+            attributes.push(self.tool(tool));
+        }
+        if let Some(error) = error {
+            attributes.push(KeyValue::new(semconv::ERROR_TYPE, error));
+        }
+        self.mcp_duration.record(seconds, &attributes);
     }
 }

@@ -32,6 +32,24 @@ use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::Subscrib
 
 pub use metrics::Metrics;
 
+/// The way a call came in, the `toolgate.front_door` attribute and label of
+/// its span, metrics and audit line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FrontDoor {
+    #[default]
+    Grpc,
+    Mcp,
+}
+
+impl FrontDoor {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            FrontDoor::Grpc => "grpc",
+            FrontDoor::Mcp => "mcp",
+        }
+    }
+}
+
 use crate::env::Env;
 
 /// The default log filter: rmcp narrates every connection at info.

@@ -19,6 +19,9 @@ pub(crate) const EXECUTE_TOOL: &str = "execute_tool";
 /// Who called (span attributes): the principal, and the end user's id.
 pub(crate) const PRINCIPAL: &str = "toolgate.principal";
 pub(crate) const USER_ID: &str = "user.id";
+/// The front door a call came through (`grpc` | `mcp`): span attribute and
+/// metric label.
+pub(crate) const FRONT_DOOR: &str = "toolgate.front_door";
 /// The metric label of the principal (bounded: principals come from configuration).
 pub(crate) const PRINCIPAL_LABEL: &str = "principal";
 
@@ -38,6 +41,13 @@ pub(crate) const HINTS: &str = "toolgate.tool.hints";
 pub(crate) const VIOLATIONS: &str = "toolgate.tool.violations";
 pub(crate) const DURATION: &str = "toolgate.tool.duration";
 pub(crate) const RPC_DURATION: &str = "rpc.server.call.duration";
+
+// MCP (server spans and the operation duration of the MCP front door).
+pub(crate) const MCP_METHOD_NAME: &str = "mcp.method.name";
+pub(crate) const MCP_SESSION_ID: &str = "mcp.session.id";
+pub(crate) const MCP_PROTOCOL_VERSION: &str = "mcp.protocol.version";
+pub(crate) const JSONRPC_REQUEST_ID: &str = "jsonrpc.request.id";
+pub(crate) const MCP_DURATION: &str = "mcp.server.operation.duration";
 /// Span attributes of once-only calls and budgets.
 pub(crate) const REPLAYED: &str = "toolgate.idempotency.replayed";
 pub(crate) const BUDGET_REMAINING: &str = "toolgate.retry_budget.remaining";

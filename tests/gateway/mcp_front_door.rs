@@ -28,12 +28,18 @@ pub(crate) fn catalogue(dir: &CatalogDir) {
 /// `toolgate serve` with the MCP front door on a free port; its MCP URL and
 /// its log.
 pub(crate) fn serve(dir: &Path, args: &[&str]) -> (Reaped, String, LogLines) {
+    serve_env(dir, args, &[])
+}
+
+/// The same, with `env` set for the gateway.
+pub(crate) fn serve_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Reaped, String, LogLines) {
     use std::io::BufRead;
     let mut command = toolgate();
     command
         .current_dir(dir)
         .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
-        .args(args);
+        .args(args)
+        .envs(env.iter().copied());
     let mut child = Reaped::spawn(&mut command);
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let mut url = None;
@@ -158,7 +164,7 @@ fn mcp_stdio_serves_the_same_catalogue_for_one_principal() {
 }
 
 /// A raw POST to the front door; the status, headers and body.
-async fn post(
+pub(crate) async fn post(
     url: &str,
     headers: &[(&str, &str)],
     body: impl Into<reqwest::Body>,
@@ -177,7 +183,7 @@ async fn post(
 }
 
 /// The JSON-RPC message of an answer (plain JSON, or the data of an SSE event).
-fn rpc(body: &str) -> Value {
+pub(crate) fn rpc(body: &str) -> Value {
     if let Ok(value) = serde_json::from_str(body) {
         return value;
     }
@@ -536,7 +542,7 @@ async fn ten_thousand_idle_sessions_are_bounded_and_the_oldest_idle_ends_first()
 
 /// A POST of one 2026-07-28 request (no session: the headers and `_meta`
 /// carry the protocol version); the response, not yet read.
-async fn stateless(url: &str, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
+pub(crate) async fn stateless(url: &str, method: &str, name: Option<&str>, params: Value) -> reqwest::Response {
     stateless_as(url, method, method, name, params).await
 }
 

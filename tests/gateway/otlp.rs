@@ -181,3 +181,70 @@ async fn a_collector_that_never_answers_holds_up_the_exit_two_seconds_at_most() 
     assert!(took < Duration::from_secs(4), "the exit took {took:?}: {rest:#?}");
     assert!(rest.iter().any(|l| l.contains("telemetry not flushed within 2s")), "{rest:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_requests_have_server_spans_in_the_callers_trace_and_the_front_door_label() {
+    use crate::mcp_front_door::{catalogue, post, rpc, serve_env};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let (collector, received) = receiver(Duration::ZERO).await;
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let hash = toolgate::identity::hash_key("k");
+    dir.file("toolgate.yaml", &format!("principals:\n  - name: bot\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n"));
+    let endpoint = format!("http://{collector}");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+    ];
+    let (child, url, log) = serve_env(dir.dir.path(), &["--config", "toolgate.yaml"], &env);
+    let key = ("authorization", "Bearer k");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (_, headers, _) = post(&url, &[key], init).await;
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let in_session = [key, ("mcp-session-id", session.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    post(&url, &in_session, r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    // The caller's trace in _meta, and in the HTTP header.
+    let in_meta = "44444444444444444444444444444444";
+    let in_header = "55555555555555555555555555555555";
+    let call = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"WebSearch","arguments":{{"query":"x"}},"_meta":{{"traceparent":"{}"}}}}}}"#,
+        traceparent(in_meta)
+    );
+    let (status, _, body) = post(&url, &in_session, call).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
+    let header = traceparent(in_header);
+    let headed = [in_session.as_slice(), &[("traceparent", header.as_str())]].concat();
+    let call =
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"web_search","arguments":{"query":"y"}}}"#;
+    let (status, _, _) = post(&url, &headed, call).await;
+    assert_eq!(status, 200);
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    assert_eq!(tokio::task::spawn_blocking(move || child.wait().unwrap().code()).await.unwrap(), Some(0));
+
+    let spans = received.span_list();
+    let in_trace = |trace: &str, name: &str| spans.iter().find(|(t, n, _)| t == trace && n == name).cloned();
+    let (_, _, attributes) = in_trace(in_meta, "tools/call web_search").unwrap_or_else(|| panic!("{spans:?}"));
+    let has = |key: &str, value: &str| attributes.iter().any(|(k, v)| k == key && v.contains(value));
+    assert!(has("mcp.method.name", "tools/call"), "{attributes:?}");
+    assert!(has("mcp.session.id", &session), "{attributes:?}");
+    assert!(has("mcp.protocol.version", "2025-06-18"), "{attributes:?}");
+    assert!(has("jsonrpc.request.id", "7"), "{attributes:?}");
+    assert!(has("toolgate.front_door", "mcp"), "{attributes:?}");
+    let (_, _, attributes) = in_trace(in_meta, "execute_tool web_search").expect("the call's span");
+    assert!(attributes.iter().any(|(k, v)| k == "toolgate.front_door" && v.contains("mcp")), "{attributes:?}");
+    assert!(in_trace(in_header, "tools/call web_search").is_some(), "{spans:?}");
+    // The chain: the caller's span, the MCP request's, the call's.
+    let parents = received.span_parents();
+    let request = parents.iter().find(|(n, _, p)| n == "tools/call web_search" && p == "00f067aa0ba902b7");
+    let (_, request_id, _) = request.unwrap_or_else(|| panic!("{parents:?}"));
+    assert!(parents.iter().any(|(n, _, p)| n == "execute_tool web_search" && p == request_id), "{parents:?}");
+    let metrics = received.metric_names();
+    assert!(metrics.contains(&"mcp.server.operation.duration".to_owned()), "{metrics:?}");
+    let audit = log.text();
+    assert!(
+        audit.lines().any(|l| l.contains("audit: execute") && l.contains("front_door") && l.contains("mcp")),
+        "{audit}"
+    );
+}

@@ -16,6 +16,7 @@
 mod changes;
 mod convert;
 pub(crate) mod http;
+mod observe;
 mod sessions;
 
 use std::{borrow::Cow, sync::Arc};
@@ -24,7 +25,9 @@ use crate::{
     exec::Call,
     identity::Caller,
     live::{Snapshot, SnapshotSlot},
+    telemetry::FrontDoor,
 };
+use observe::Served;
 use rmcp::{
     model::{
         CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, Implementation, ListToolsResult,
@@ -116,7 +119,11 @@ impl ServerHandler for Door {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let asked = self.asked(&context.extensions)?;
-        let mut result = ListToolsResult::with_all_items(listing(&asked).await?);
+        let observer = asked.snapshot.executor().observer().clone();
+        let served = Served::start(&observer, observe::TOOLS_LIST, &context, &[Some(&context.meta.0 .0)], None);
+        let listed = served.span().run(listing(&asked)).await;
+        served.end(&observer, None, listed.as_ref().err().map(|_| "tools_list_failed"));
+        let mut result = ListToolsResult::with_all_items(listed?);
         // What one caller sees is not what another may: with principals,
         // only the caller's client may cache the list.
         if !asked.snapshot.identity.principals().is_empty() {
@@ -167,7 +174,10 @@ impl ServerHandler for Door {
         let read = |key: &str| -> Option<String> {
             metas.iter().flatten().find_map(|meta| meta.get(key)?.as_str().map(str::to_owned))
         };
-        let session = read(convert::META_SESSION_ID).or_else(|| session_of(&context)).unwrap_or_default();
+        let mcp_session = session_of(&context);
+        let session = read(convert::META_SESSION_ID).or_else(|| mcp_session.clone()).unwrap_or_default();
+        let observer = asked.snapshot.executor().observer().clone();
+        let served = Served::start(&observer, observe::TOOLS_CALL, &context, &metas, mcp_session.as_deref());
         let call = Call {
             tool: request.name.to_string(),
             arguments_json: convert::arguments_text(
@@ -175,9 +185,11 @@ impl ServerHandler for Door {
                 read(convert::META_ARGUMENTS_TEXT).as_deref(),
             ),
             tools: asked.toolset.iter().cloned().collect(),
-            traceparent: read("traceparent"),
+            // With spans exported, backends are given the call's own span.
+            traceparent: read("traceparent").filter(|_| observer.tracer.is_none()),
             idempotency_key: read(convert::META_IDEMPOTENCY_KEY).unwrap_or_default(),
             session_id: session,
+            front_door: FrontDoor::Mcp,
             ..Call::default()
         }
         .by(asked.caller);
@@ -185,14 +197,25 @@ impl ServerHandler for Door {
         // call, as a gRPC cancellation does: a command tool's processes end.
         let executor = asked.snapshot.executor();
         let outcome = tokio::select! {
-            outcome = executor.execute(&call) => outcome.map_err(convert::request_error)?,
+            outcome = served.span().run(executor.execute(&call)) => outcome,
             () = context.ct.cancelled() => {
+                served.end(&observer, None, Some("cancelled"));
                 return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None));
             }
         };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err(err) => {
+                served.end(&observer, None, Some("invalid_request"));
+                return Err(convert::request_error(err));
+            }
+        };
         if let Some(error) = convert::is_unknown_tool(&outcome) {
+            served.end(&observer, None, Some("unknown_tool"));
             return Err(convert::unknown_tool(&request.name, error));
         }
+        let error = outcome.result.as_ref().err().map(|error| error.kind.error_type());
+        served.end(&observer, outcome.tool.as_deref(), error);
         Ok(convert::result(outcome).into())
     }
 }

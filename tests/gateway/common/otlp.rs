@@ -155,6 +155,14 @@ impl Received {
         out
     }
 
+    /// Every span received as (name, span id, parent span id), in hex.
+    pub fn span_parents(&self) -> Vec<(String, String, String)> {
+        let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        let spans = self.spans.lock().unwrap();
+        let all = spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans);
+        all.map(|span| (span.name.clone(), hex(&span.span_id), hex(&span.parent_span_id))).collect()
+    }
+
     /// The `service.name` of the resources that sent spans.
     pub fn service_names(&self) -> Vec<String> {
         self.spans
