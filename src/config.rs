@@ -100,6 +100,79 @@ pub struct McpFrontDoorConfig {
     /// header is refused (403).
     #[serde(default)]
     pub(crate) allowed_origins: Vec<String>,
+    /// Be an OAuth 2.1 resource server: access tokens as credentials.
+    pub(crate) oauth: Option<OauthConfig>,
+}
+
+/// `mcp_front_door.oauth:` (MCP authorization): access tokens of an
+/// authorization server, verified like `users.jwt` tokens, are credentials
+/// at the MCP front door.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OauthConfig {
+    /// The canonical URI of the MCP endpoint; tokens must name it as their
+    /// audience.
+    pub resource: String,
+    /// Where clients get tokens (the protected resource metadata says).
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    /// The tokens' `iss`.
+    pub issuer: String,
+    /// The authorization server's JWKS: a file (relative to the configuration
+    /// file)…
+    pub jwks_file: Option<PathBuf>,
+    /// …or a URL, fetched at start and every 5 minutes.
+    pub jwks_url: Option<String>,
+    /// Scopes every token must hold (`scope`, space-separated, or `scp`);
+    /// none required when empty.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Whose grants apply to a token's caller, unless a principal's
+    /// `oauth_client_id` is the token's `client_id` (or `azp`).
+    pub principal: Option<String>,
+}
+
+impl OauthConfig {
+    /// The settings' own shape: a `resource` URL without a fragment, an
+    /// issuer, one key set, and a `principal` that names a principal.
+    fn check(&self, principals: &Principals) -> Result<(), String> {
+        let resource = url::Url::parse(&self.resource)
+            .map_err(|err| format!("mcp_front_door.oauth.resource '{}': {err}", self.resource))?;
+        if !matches!(resource.scheme(), "https" | "http") || resource.fragment().is_some() {
+            return Err(format!(
+                "mcp_front_door.oauth.resource '{}': an http(s) URI without a fragment",
+                self.resource
+            ));
+        }
+        if self.issuer.trim().is_empty() {
+            return Err("mcp_front_door.oauth.issuer must not be empty".to_owned());
+        }
+        for server in &self.authorization_servers {
+            url::Url::parse(server)
+                .map_err(|err| format!("mcp_front_door.oauth.authorization_servers '{server}': {err}"))?;
+        }
+        self.jwt().check().map_err(|why| why.replace("users.jwt", "mcp_front_door.oauth"))?;
+        if let Some(name) = &self.principal {
+            if !principals.grants().any(|(n, _)| &**n == name) {
+                let names = principals.grants().map(|(n, _)| &**n);
+                let statement = format!("mcp_front_door.oauth.principal: no principal is named '{name}'");
+                return Err(crate::similar::did_you_mean(&statement, name, names, String::new));
+            }
+        }
+        Ok(())
+    }
+
+    /// How its tokens are verified: as `users.jwt` tokens whose audience is
+    /// the resource.
+    pub(crate) fn jwt(&self) -> crate::identity::JwtConfig {
+        crate::identity::JwtConfig {
+            issuer: self.issuer.clone(),
+            audience: self.resource.clone(),
+            jwks_file: self.jwks_file.clone(),
+            jwks_url: self.jwks_url.clone(),
+            header: None,
+        }
+    }
 }
 
 /// The MCP front door's settings, when it is on.
@@ -107,6 +180,7 @@ pub struct McpFrontDoorConfig {
 pub(crate) struct McpSettings {
     pub(crate) listen: SocketAddr,
     pub(crate) allowed_origins: Vec<String>,
+    pub(crate) oauth: Option<OauthConfig>,
 }
 
 /// The environment variable that sets `--mcp-listen`.
@@ -164,6 +238,11 @@ impl FileConfig {
         let dir = path.parent().unwrap_or(Path::new(""));
         if let Some(jwt) = config.users.as_mut().and_then(|u| u.jwt.as_mut()) {
             if let Some(file) = &mut jwt.jwks_file {
+                *file = dir.join(&*file);
+            }
+        }
+        if let Some(oauth) = config.mcp_front_door.as_mut().and_then(|d| d.oauth.as_mut()) {
+            if let Some(file) = &mut oauth.jwks_file {
                 *file = dir.join(&*file);
             }
         }
@@ -338,6 +417,13 @@ impl Settings {
             Some(text) => Some(McpSettings {
                 listen: text.parse().map_err(|_| ConfigError::Listen(text.to_owned()))?,
                 allowed_origins: door.allowed_origins,
+                oauth: match door.oauth {
+                    Some(oauth) => {
+                        oauth.check(&principals).map_err(ConfigError::Users)?;
+                        Some(oauth)
+                    }
+                    None => None,
+                },
             }),
             None => None,
         };
@@ -374,30 +460,38 @@ impl Settings {
     /// principals (every caller on the network trusted), or with principals
     /// but without TLS (API keys in clear).
     pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
-        exposure(self.listen, &self.principals, self.tls.is_some(), allow_remote)?;
+        exposure(self.listen, !self.principals.is_empty(), self.tls.is_some(), allow_remote)?;
         match &self.mcp {
-            Some(mcp) => exposure(mcp.listen, &self.principals, self.tls.is_some(), allow_remote),
+            Some(mcp) => exposure(mcp.listen, self.mcp_authenticates(), self.tls.is_some(), allow_remote),
             None => Ok(()),
         }
+    }
+
+    /// Whether the MCP front door asks for credentials: principals, or an
+    /// OAuth authorization server.
+    fn mcp_authenticates(&self) -> bool {
+        !self.principals.is_empty() || self.mcp.as_ref().is_some_and(|m| m.oauth.is_some())
     }
 
     /// [`Settings::check_exposure`] for settings reloaded into a gateway
     /// that listens as `running` says (a reload changes neither the address
     /// nor TLS): the same guard as at start, on the new principals.
     pub(crate) fn check_reload_exposure(&self, running: &Fixed, allow_remote: bool) -> Result<(), ConfigError> {
-        exposure(running.listen, &self.principals, running.tls.is_some(), allow_remote)?;
+        exposure(running.listen, !self.principals.is_empty(), running.tls.is_some(), allow_remote)?;
         match running.mcp_listen {
-            Some(listen) => exposure(listen, &self.principals, running.tls.is_some(), allow_remote),
+            Some(listen) => exposure(listen, self.mcp_authenticates(), running.tls.is_some(), allow_remote),
             None => Ok(()),
         }
     }
 }
 
-fn exposure(listen: SocketAddr, principals: &Principals, tls: bool, allow_remote: bool) -> Result<(), ConfigError> {
+/// A listener on the network needs credentials (`authenticates`) and TLS,
+/// unless `--allow-remote` says otherwise.
+fn exposure(listen: SocketAddr, authenticates: bool, tls: bool, allow_remote: bool) -> Result<(), ConfigError> {
     if listen.ip().is_loopback() || allow_remote {
         return Ok(());
     }
-    if principals.is_empty() {
+    if !authenticates {
         return Err(ConfigError::Unauthenticated(listen));
     }
     if !tls {

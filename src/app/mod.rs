@@ -23,7 +23,7 @@ use crate::{
     env::Env,
     exec::{CallState, Shared},
     front::grpc,
-    identity::{Identity, Principals, UserVerifier},
+    identity::{Identity, OauthVerifier, Principals, UserVerifier},
     live::{LiveCatalog, Sources},
     mcp::McpPool,
     process::Inherited,
@@ -143,12 +143,11 @@ impl App {
     pub(crate) fn serve_mcp(
         &self,
         listener: TcpListener,
-        settings: crate::config::McpSettings,
         connections: ConnectionSettings,
         tls: Option<Arc<ServerTls>>,
         stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
     ) -> impl std::future::Future<Output = ()> {
-        crate::front::mcp::http::serve(listener, self.view(), settings, connections, tls, stop)
+        crate::front::mcp::http::serve(listener, self.view(), connections, tls, stop)
     }
 
     /// Serves MCP on this process's stdin and stdout for the caller that
@@ -171,10 +170,10 @@ impl App {
     /// pool). What only a restart changes is left as it is: compare the
     /// settings' fixed parts to say so.
     pub async fn reload(&self, settings: &Settings) -> Result<Reloaded, ReloadError> {
-        let previous = self.live.current().load().identity.users().cloned();
+        let previous = Arc::clone(&self.live.current().load().identity);
         let (settings_now, env) = (settings.clone(), self.env.clone());
         let read = tokio::task::spawn_blocking(move || {
-            let identity = identity(&settings_now, previous.as_ref())?;
+            let identity = identity(&settings_now, Some(&previous))?;
             Ok::<_, String>(sources(&settings_now, &env, identity))
         });
         let sources = match read.await {
@@ -210,15 +209,16 @@ pub async fn serving(settings: &Settings, connections: ConnectionSettings) -> an
     Ok(Serving { connections, tls, health })
 }
 
-/// Who may call under `settings`: their principals, and a verifier of
-/// users' tokens. A verifier of a JWKS URL with unchanged settings is kept
-/// (its keys and its refresh); any other is built anew, so a JWKS file is
-/// read again on every reload and tokens verified with the old keys are
-/// forgotten.
-fn identity(settings: &Settings, previous: Option<&Arc<UserVerifier>>) -> Result<Arc<Identity>, String> {
+/// Who may call under `settings`: their principals, a verifier of users'
+/// tokens and one of the MCP front door's access tokens. A verifier of a
+/// JWKS URL with unchanged settings is kept from `previous` (its keys and
+/// its refresh); any other is built anew, so a JWKS file is read again on
+/// every reload and tokens verified with the old keys are forgotten.
+fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc<Identity>, String> {
+    let previous_users = previous.and_then(|p| p.users());
     let users = match &settings.users {
         None => None,
-        Some(jwt) => match previous.filter(|p| p.config() == jwt && jwt.jwks_url.is_some()) {
+        Some(jwt) => match previous_users.filter(|p| p.config() == jwt && jwt.jwks_url.is_some()) {
             Some(kept) => Some(Arc::clone(kept)),
             None => {
                 let verifier = Arc::new(UserVerifier::new(jwt.clone())?);
@@ -227,7 +227,12 @@ fn identity(settings: &Settings, previous: Option<&Arc<UserVerifier>>) -> Result
             }
         },
     };
-    Ok(Arc::new(Identity::new(Principals::clone(&settings.principals), users)))
+    let oauth = match settings.mcp.as_ref().and_then(|m| m.oauth.as_ref()) {
+        Some(config) => Some(Arc::new(OauthVerifier::new(config, previous.and_then(|p| p.oauth()))?)),
+        None => None,
+    };
+    let origins = settings.mcp.as_ref().map(|m| m.allowed_origins.clone()).unwrap_or_default();
+    Ok(Arc::new(Identity::new(Principals::clone(&settings.principals), users, oauth).with_origins(origins)))
 }
 
 /// What a snapshot is built from: the files `settings` name (with the

@@ -353,7 +353,7 @@ async fn serve_with(
     };
     let mcp = match &settings.mcp {
         Some(mcp) => match TcpListener::bind(mcp.listen).await {
-            Ok(listener) => Some((listener, mcp.clone())),
+            Ok(listener) => Some(listener),
             Err(err) => {
                 app.shutdown().await;
                 return Err(err).with_context(|| format!("cannot listen on {} (mcp_front_door)", mcp.listen));
@@ -386,12 +386,12 @@ async fn serve_with(
     let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
     tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());
     let mcp = match mcp {
-        Some((listener, mcp)) => {
+        Some(listener) => {
             let scheme = if serving.tls.is_some() { "https" } else { "http" };
             tracing::info!("MCP (streamable HTTP) on {scheme}://{}/mcp", listener.local_addr()?);
             let stop = server::Stop { shutdown: signals.first(), drain: args.drain_timeout, now: signals.second() };
             let connections = ConnectionSettings::default();
-            Some(tokio::spawn(app.serve_mcp(listener, mcp, connections, serving.tls.clone(), stop)))
+            Some(tokio::spawn(app.serve_mcp(listener, connections, serving.tls.clone(), stop)))
         }
         None => None,
     };

@@ -18,6 +18,7 @@
 
 mod cert;
 pub(crate) mod grants;
+pub(crate) mod oauth;
 pub(crate) mod principals;
 pub(crate) mod users;
 
@@ -25,6 +26,7 @@ use std::{sync::Arc, time::Duration};
 
 pub(crate) use cert::names_of;
 pub(crate) use grants::Granted;
+pub(crate) use oauth::OauthVerifier;
 pub use principals::{hash_key, PrincipalConfig};
 pub(crate) use principals::{new_key, Principals};
 pub(crate) use users::UsersConfig;
@@ -62,6 +64,8 @@ pub(crate) enum Proof {
     /// The process that started the gateway on its own stdio, naming the
     /// principal whose grants apply (`mcp-stdio --principal`).
     Local,
+    /// An OAuth access token for the MCP front door (`mcp_front_door.oauth`).
+    OAuth,
 }
 
 impl Proof {
@@ -72,6 +76,7 @@ impl Proof {
             Proof::ApiKey => "api_key",
             Proof::Certificate => "certificate",
             Proof::Local => "local",
+            Proof::OAuth => "oauth",
         }
     }
 }
@@ -112,6 +117,9 @@ pub(crate) struct Credentials<'a> {
     pub(crate) user_token: &'a [Option<&'a str>],
     /// Where the request came from, for the log of a refusal.
     pub(crate) peer: Option<std::net::SocketAddr>,
+    /// Whether an OAuth access token may be the credential (the MCP front
+    /// door, when `mcp_front_door.oauth` is set).
+    pub(crate) access_tokens: bool,
 }
 
 /// Why credentials proved no one: for the operator's log only (the caller
@@ -131,13 +139,25 @@ pub(crate) enum Refusal {
     UserToken(String),
     #[error("a repeated or malformed user-token header")]
     UserTokenHeader,
+    #[error("an access token that does not verify: {0}")]
+    AccessToken(String),
+    #[error("an access token without the scope '{0}'")]
+    Scope(String),
+    #[error("an access token of a client that is no principal's (and no oauth.principal)")]
+    NoPrincipal,
+    #[error("an access token beside a user token")]
+    TwoUsers,
 }
 
 /// A request whose credentials prove no caller. Front doors answer it with
 /// [`UNAUTHENTICATED`] and nothing more.
 #[derive(Debug, thiserror::Error)]
 #[error("{UNAUTHENTICATED}")]
-pub(crate) struct Unauthenticated;
+pub(crate) struct Unauthenticated {
+    /// A valid access token without a scope the resource asks for (MCP
+    /// answers 403 `insufficient_scope`).
+    pub(crate) insufficient_scope: bool,
+}
 
 /// Who may call under one configuration: its principals and the verifier of
 /// its users' tokens. Part of each snapshot.
@@ -145,6 +165,10 @@ pub(crate) struct Unauthenticated;
 pub(crate) struct Identity {
     principals: Principals,
     users: Option<Arc<UserVerifier>>,
+    /// Access tokens of the MCP front door, when `mcp_front_door.oauth` is set.
+    oauth: Option<Arc<OauthVerifier>>,
+    /// Browser origins the MCP front door takes requests from.
+    origins: Vec<String>,
     /// Refusals are logged at WARN, one every 10 s at most.
     refusals: Throttle,
 }
@@ -153,8 +177,29 @@ pub(crate) struct Identity {
 const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
 
 impl Identity {
-    pub(crate) fn new(principals: Principals, users: Option<Arc<UserVerifier>>) -> Self {
-        Self { principals, users, refusals: Throttle::new(REFUSAL_LOG_PERIOD) }
+    pub(crate) fn new(
+        principals: Principals,
+        users: Option<Arc<UserVerifier>>,
+        oauth: Option<Arc<OauthVerifier>>,
+    ) -> Self {
+        Self { principals, users, oauth, origins: Vec::new(), refusals: Throttle::new(REFUSAL_LOG_PERIOD) }
+    }
+
+    /// The same, taking browser requests to the MCP front door from these
+    /// origins (`mcp_front_door.allowed_origins`).
+    pub(crate) fn with_origins(mut self, origins: Vec<String>) -> Self {
+        self.origins = origins;
+        self
+    }
+
+    /// `mcp_front_door.allowed_origins`.
+    pub(crate) fn allowed_origins(&self) -> &[String] {
+        &self.origins
+    }
+
+    /// The MCP front door's access-token verifier, when `oauth` is set.
+    pub(crate) fn oauth(&self) -> Option<&Arc<OauthVerifier>> {
+        self.oauth.as_ref()
     }
 
     pub(crate) fn principals(&self) -> &Principals {
@@ -183,7 +228,7 @@ impl Identity {
                 Some(skipped) => tracing::warn!(peer, "authentication refused: {why}{}", throttle::more(skipped)),
                 None => tracing::debug!(peer, "authentication refused: {why}"),
             }
-            Unauthenticated
+            Unauthenticated { insufficient_scope: matches!(why, Refusal::Scope(_)) }
         })
     }
 
@@ -209,11 +254,27 @@ impl Identity {
     }
 
     fn proven(&self, credentials: &Credentials<'_>) -> Result<Caller, Refusal> {
-        let mut caller = match self.principals.is_empty() {
-            true => Caller::default(),
-            false => self.principals.authenticate(credentials)?,
+        let oauth = self.oauth.as_ref().filter(|_| credentials.access_tokens);
+        let mut caller = match (self.principals.is_empty(), oauth) {
+            (true, None) => Caller::default(),
+            (false, None) => self.principals.authenticate(credentials)?,
+            // A bearer value that is no principal's key may be an access
+            // token.
+            (_, Some(oauth)) => match self.principals.authenticate(credentials) {
+                Err(Refusal::UnknownKey) => match credentials.authorization {
+                    [Some(value)] => {
+                        let token = principals::bearer(value).ok_or(Refusal::Malformed)?;
+                        oauth.authenticate(token, &self.principals)?
+                    }
+                    _ => return Err(Refusal::Malformed),
+                },
+                other => other?,
+            },
         };
         let Some(users) = &self.users else { return Ok(caller) };
+        if caller.proof == Proof::OAuth && !credentials.user_token.is_empty() {
+            return Err(Refusal::TwoUsers);
+        }
         match credentials.user_token {
             [] => {}
             [Some(token)] => match users.verify(token.trim()) {

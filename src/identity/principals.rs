@@ -25,6 +25,9 @@ pub struct PrincipalConfig {
     /// Grants: tool, alias or toolset names, or `"*"` for every tool.
     #[serde(default)]
     pub(crate) tools: Vec<String>,
+    /// The OAuth client whose access tokens act as this principal at the
+    /// MCP front door (the token's `client_id`, or `azp`).
+    pub(crate) oauth_client_id: Option<String>,
 }
 
 /// A validated principal.
@@ -33,6 +36,7 @@ pub(crate) struct Principal {
     pub(crate) name: Arc<str>,
     key_sha256: Option<[u8; 32]>,
     client_cert: Option<String>,
+    oauth_client_id: Option<String>,
     tools: Vec<String>,
     /// `principals[0] (support-bot)`.
     path: String,
@@ -79,8 +83,9 @@ impl Principals {
                 },
             };
             let client_cert = config.client_cert.as_deref().map(str::trim).filter(|c| !c.is_empty());
-            if config.api_key_sha256.is_none() && client_cert.is_none() {
-                problem("a principal needs a credential: api_key_sha256 or client_cert".to_owned());
+            let oauth_client_id = config.oauth_client_id.as_deref().map(str::trim).filter(|c| !c.is_empty());
+            if config.api_key_sha256.is_none() && client_cert.is_none() && oauth_client_id.is_none() {
+                problem("a principal needs a credential: api_key_sha256, client_cert or oauth_client_id".to_owned());
             }
             if config.tools.is_empty() {
                 problem("a principal needs grants: tools: [tool, alias or toolset names] or [\"*\"]".to_owned());
@@ -95,11 +100,15 @@ impl Principals {
                 if client_cert.is_some() && earlier.client_cert.as_deref() == client_cert {
                     problem(format!("the same certificate subject is also that of {}", earlier.path));
                 }
+                if oauth_client_id.is_some() && earlier.oauth_client_id.as_deref() == oauth_client_id {
+                    problem(format!("the same oauth_client_id is also that of {}", earlier.path));
+                }
             }
             list.push(Principal {
                 name: name.into(),
                 key_sha256,
                 client_cert: client_cert.map(str::to_owned),
+                oauth_client_id: oauth_client_id.map(str::to_owned),
                 tools: config.tools.clone(),
                 path,
             });
@@ -164,6 +173,16 @@ impl Principals {
         Ok(Caller { principal: Some(Arc::clone(&principal.name)), user: None, proof })
     }
 
+    /// The principal an OAuth client acts as (its `oauth_client_id`).
+    pub(crate) fn by_client_id(&self, client_id: &str) -> Option<&Arc<str>> {
+        self.list.iter().find(|p| p.oauth_client_id.as_deref() == Some(client_id)).map(|p| &p.name)
+    }
+
+    /// The principal of this name.
+    pub(crate) fn named(&self, name: &str) -> Option<&Arc<str>> {
+        self.list.iter().find(|p| &*p.name == name).map(|p| &p.name)
+    }
+
     /// The principal whose key hashes to this key's SHA-256; every stored
     /// hash is compared, in constant time.
     fn by_key(&self, key: &str) -> Option<&Principal> {
@@ -193,7 +212,7 @@ impl Principals {
 
 /// The token of `Bearer <token>` (the scheme in any case, one space or
 /// more); `None` for any other shape.
-fn bearer(value: &str) -> Option<&str> {
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     let token = token.trim_start();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && !token.contains(char::is_whitespace))
@@ -237,19 +256,22 @@ mod tests {
                 api_key_sha256: Some(hash_key("k1")),
                 client_cert: None,
                 tools: vec!["*".into()],
+                oauth_client_id: None,
             },
             PrincipalConfig {
                 name: "agent".into(),
                 api_key_sha256: Some(hash_key("k2")),
                 client_cert: Some("agent.example".into()),
                 tools: vec!["echo".into()],
+                oauth_client_id: None,
             },
         ];
         Principals::from_config(&configs, "toolgate.yaml").unwrap()
     }
 
     fn auth(p: &Principals, authorization: &[Option<&str>], cert: Option<&[String]>) -> Result<String, Refusal> {
-        let credentials = Credentials { authorization, certificate: cert, user_token: &[], peer: None };
+        let credentials =
+            Credentials { authorization, certificate: cert, user_token: &[], peer: None, access_tokens: false };
         p.authenticate(&credentials).map(|c| c.principal.unwrap().to_string())
     }
 
@@ -286,6 +308,7 @@ mod tests {
             api_key_sha256: key.map(hash_key),
             client_cert: cert.map(str::to_owned),
             tools: vec!["*".into()],
+            oauth_client_id: None,
         };
         let problems = Principals::from_config(
             &[
@@ -302,7 +325,7 @@ mod tests {
             [
                 "t.yaml: principals[1] (b): the same API key is also the key of principals[0] (a)",
                 "t.yaml: principals[2] (c): the same certificate subject is also that of principals[0] (a)",
-                "t.yaml: principals[3] (d): a principal needs a credential: api_key_sha256 or client_cert",
+                "t.yaml: principals[3] (d): a principal needs a credential: api_key_sha256, client_cert or oauth_client_id",
             ]
         );
     }

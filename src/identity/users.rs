@@ -92,9 +92,25 @@ pub enum TokenError {
 struct Claims {
     sub: String,
     exp: u64,
+    /// OAuth access tokens: the granted scopes, space-separated (RFC 9068)…
+    scope: Option<String>,
+    /// …or as some authorization servers write them (a list, or text).
+    scp: Option<serde_json::Value>,
+    /// The OAuth client the token was issued to (RFC 9068), or OpenID's `azp`.
+    client_id: Option<String>,
+    azp: Option<String>,
 }
 
-type Verified = (Arc<User>, u64);
+/// What a verified token proves.
+#[derive(Debug)]
+pub(crate) struct Verified {
+    pub(crate) user: Arc<User>,
+    exp: u64,
+    /// Its scopes (`scope` or `scp`).
+    pub(crate) scopes: Vec<String>,
+    /// Its client (`client_id`, else `azp`).
+    pub(crate) client_id: Option<String>,
+}
 
 /// A key of the JWKS, with the one algorithm it verifies.
 struct Key {
@@ -108,8 +124,11 @@ pub struct UserVerifier {
     config: JwtConfig,
     header: String,
     keys: ArcSwap<Vec<Key>>,
-    /// Verified tokens by their SHA-256: the user and the token's `exp`.
-    verified: Mutex<HashMap<[u8; 32], Verified>>,
+    /// Verified tokens by their SHA-256.
+    verified: Mutex<HashMap<[u8; 32], Arc<Verified>>>,
+    /// Whether a tool that asks may be given the token (a user token); an
+    /// access token for the gateway itself is never passed on.
+    forwardable: bool,
 }
 
 impl std::fmt::Debug for UserVerifier {
@@ -132,7 +151,14 @@ impl UserVerifier {
             }
             None => Vec::new(),
         };
-        Ok(Self { config, header, keys: ArcSwap::from_pointee(keys), verified: Mutex::default() })
+        Ok(Self { config, header, keys: ArcSwap::from_pointee(keys), verified: Mutex::default(), forwardable: true })
+    }
+
+    /// A verifier of OAuth access tokens for the gateway (`audience` is the
+    /// resource): as [`UserVerifier::new`], but the users it proves carry no
+    /// token, so none reaches a tool or an upstream server.
+    pub(crate) fn for_access_tokens(config: JwtConfig) -> Result<Self, String> {
+        Ok(Self { forwardable: false, ..Self::new(config)? })
     }
 
     /// The metadata header that carries the token (lowercase).
@@ -183,11 +209,16 @@ impl UserVerifier {
 
     /// The user a token proves.
     pub fn verify(&self, token: &str) -> Result<Arc<User>, TokenError> {
+        self.verified(token).map(|verified| Arc::clone(&verified.user))
+    }
+
+    /// What a token proves: its user, scopes and client.
+    pub(crate) fn verified(&self, token: &str) -> Result<Arc<Verified>, TokenError> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        if let Some((user, exp)) = self.verified.lock().unwrap_or_else(|e| e.into_inner()).get(&digest) {
-            if now <= exp + LEEWAY_SECONDS {
-                return Ok(Arc::clone(user));
+        if let Some(verified) = self.verified.lock().unwrap_or_else(|e| e.into_inner()).get(&digest) {
+            if now <= verified.exp + LEEWAY_SECONDS {
+                return Ok(Arc::clone(verified));
             }
         }
         let header = jsonwebtoken::decode_header(token)?;
@@ -215,16 +246,31 @@ impl UserVerifier {
         if claims.sub.is_empty() || claims.sub.chars().any(char::is_control) {
             return Err(TokenError::Subject);
         }
-        let user = Arc::new(User { id: claims.sub, token: token.to_owned() });
-        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if verified.len() >= MAX_CACHED {
-            verified.retain(|_, (_, exp)| now <= *exp + LEEWAY_SECONDS);
-            if verified.len() >= MAX_CACHED {
-                verified.clear();
+        let token = if self.forwardable { token.to_owned() } else { String::new() };
+        let mut scopes: Vec<String> =
+            claims.scope.iter().flat_map(|s| s.split_whitespace()).map(str::to_owned).collect();
+        match claims.scp {
+            Some(serde_json::Value::String(text)) => scopes.extend(text.split_whitespace().map(str::to_owned)),
+            Some(serde_json::Value::Array(list)) => {
+                scopes.extend(list.iter().filter_map(|s| s.as_str()).map(str::to_owned));
+            }
+            _ => {}
+        }
+        let verified = Arc::new(Verified {
+            user: Arc::new(User { id: claims.sub, token }),
+            exp: claims.exp,
+            scopes,
+            client_id: claims.client_id.or(claims.azp),
+        });
+        let mut cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= MAX_CACHED {
+            cache.retain(|_, v| now <= v.exp + LEEWAY_SECONDS);
+            if cache.len() >= MAX_CACHED {
+                cache.clear();
             }
         }
-        verified.insert(digest, (Arc::clone(&user), claims.exp));
-        Ok(user)
+        cache.insert(digest, Arc::clone(&verified));
+        Ok(verified)
     }
 }
 

@@ -13,7 +13,11 @@ use toolgate::proto::v1::{
     tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest, ListToolsRequest, ResolveRequest,
 };
 
-use crate::common::{pki::Ca, stderr, stdout, toolgate, CatalogDir, Reaped, Stderr};
+use crate::common::{
+    jwt::{b64, Signer},
+    pki::Ca,
+    stderr, stdout, toolgate, CatalogDir, Reaped, Stderr,
+};
 
 const KEY_SUPPORT: &str = "tg_support_key_0123456789";
 const KEY_ADMIN: &str = "tg_admin_key_9876543210";
@@ -166,7 +170,7 @@ fn principals_and_grants_are_checked_at_load() {
     );
     assert!(
         text.contains(
-            "toolgate.yaml: principals[2] (c): a principal needs a credential: api_key_sha256 or client_cert"
+            "toolgate.yaml: principals[2] (c): a principal needs a credential: api_key_sha256, client_cert or oauth_client_id"
         ),
         "{text}"
     );
@@ -399,56 +403,12 @@ async fn each_backend_is_told_who_calls_and_no_one_else_can_say() {
     child.kill().unwrap();
 }
 
-/// A signing key of the tests' identity provider, and its public JWK.
-struct Signer {
-    key: jsonwebtoken::EncodingKey,
-    algorithm: jsonwebtoken::Algorithm,
-    kid: String,
-    public: Vec<u8>,
-}
-
-impl Signer {
-    fn new(algorithm: jsonwebtoken::Algorithm, kid: &str) -> Self {
-        let (scheme, from_der): (&rcgen::SignatureAlgorithm, fn(&[u8]) -> jsonwebtoken::EncodingKey) = match algorithm {
-            jsonwebtoken::Algorithm::ES256 => (&rcgen::PKCS_ECDSA_P256_SHA256, jsonwebtoken::EncodingKey::from_ec_der),
-            _ => (&rcgen::PKCS_ED25519, jsonwebtoken::EncodingKey::from_ed_der),
-        };
-        let pair = rcgen::KeyPair::generate_for(scheme).unwrap();
-        let public = pair.public_key_raw().to_vec();
-        Self { key: from_der(&pair.serialize_der()), algorithm, kid: kid.to_owned(), public }
-    }
-
-    fn jwk(&self) -> serde_json::Value {
-        let mut jwk = match self.algorithm {
-            // jsonwebtoken makes no OKP JWK: the raw public key is its `x`.
-            jsonwebtoken::Algorithm::EdDSA => {
-                serde_json::json!({"kty": "OKP", "crv": "Ed25519", "alg": "EdDSA", "x": b64(&self.public)})
-            }
-            _ => serde_json::to_value(jsonwebtoken::jwk::Jwk::from_encoding_key(&self.key, self.algorithm).unwrap())
-                .unwrap(),
-        };
-        jwk["kid"] = self.kid.clone().into();
-        jwk
-    }
-
-    fn token(&self, claims: serde_json::Value) -> String {
-        let mut header = jsonwebtoken::Header::new(self.algorithm);
-        header.kid = Some(self.kid.clone());
-        jsonwebtoken::encode(&header, &claims, &self.key).unwrap()
-    }
-}
-
 fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
 }
 
 fn claims(sub: &str) -> serde_json::Value {
     serde_json::json!({"sub": sub, "iss": "https://idp.test/", "aud": "toolgate", "exp": now() + 600})
-}
-
-fn b64(bytes: &[u8]) -> String {
-    use base64::Engine;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

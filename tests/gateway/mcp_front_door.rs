@@ -728,3 +728,96 @@ fn a_title_or_annotations_the_catalogue_cannot_take_are_reported_at_load() {
     assert!(text.contains("tools[1] (b).annotations: unknown field `readOnly`"), "{text}");
     assert!(text.contains("tools[2] (c).annotations"), "{text}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_an_oauth_resource_server_access_tokens_name_principals_and_are_never_passed_on() {
+    use crate::common::jwt::Signer;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let backend = crate::common::backend::start().await;
+    let (idp, stranger) =
+        (Signer::new(jsonwebtoken::Algorithm::ES256, "idp-1"), Signer::new(jsonwebtoken::Algorithm::ES256, "idp-1"));
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let tools = std::fs::read_to_string(dir.registry().join("tools.yaml")).unwrap();
+    dir.file(
+        "registry/tools.yaml",
+        &tools.replace(
+            "toolsets:",
+            &format!(
+                "  - name: whoami\n    description: Says who calls.\n    \
+                 backend: {{http: {{url: \"{}\", forward_user_token: true}}}}\ntoolsets:",
+                backend.url("/echo")
+            ),
+        ),
+    );
+    dir.file("jwks.json", &json!({"keys": [idp.jwk()]}).to_string());
+    let hash = toolgate::identity::hash_key("ops-key");
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: researcher\n    oauth_client_id: research-app\n    tools: [research, whoami]\n  \
+             - name: mcp-users\n    api_key_sha256: {hash}\n    tools: [calculator]\n\
+             mcp_front_door:\n  oauth:\n    resource: https://tools.example.test/mcp\n    \
+             authorization_servers: [https://idp.example.test]\n    issuer: https://idp.example.test\n    \
+             jwks_file: jwks.json\n    scopes: [tools]\n    principal: mcp-users\n"
+        ),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    // The protected resource metadata (RFC 9728), at both well-known paths.
+    let base = url.trim_end_matches("/mcp");
+    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+        let response = reqwest::get(format!("{base}{path}")).await.unwrap();
+        assert_eq!(response.status().as_u16(), 200);
+        let metadata: Value = response.json().await.unwrap();
+        assert_eq!(
+            metadata,
+            json!({"resource": "https://tools.example.test/mcp", "authorization_servers": ["https://idp.example.test"],
+                   "scopes_supported": ["tools"], "bearer_methods_supported": ["header"]})
+        );
+    }
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let claims = |client: &str, scope: &str, audience: &str| {
+        json!({"sub": "alice", "iss": "https://idp.example.test", "aud": audience, "exp": now + 600,
+               "client_id": client, "scope": scope})
+    };
+    let resource = "https://tools.example.test/mcp";
+    let metadata = r#"resource_metadata="https://tools.example.test/.well-known/oauth-protected-resource/mcp""#;
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    // No credential: 401 pointing at the metadata.
+    let (status, headers, _) = post(&url, &[], init).await;
+    assert_eq!((status, headers["www-authenticate"].to_str().unwrap()), (401, format!("Bearer {metadata}").as_str()));
+    // A token for another audience, signed by a stranger, or expired: 401 invalid_token.
+    let expired = json!({"sub": "alice", "iss": "https://idp.example.test", "aud": resource, "exp": now - 3600,
+                         "client_id": "research-app", "scope": "tools"});
+    for token in [
+        idp.token(claims("research-app", "tools", "https://elsewhere.test/mcp")),
+        stranger.token(claims("research-app", "tools", resource)),
+        idp.token(expired),
+    ] {
+        let bearer = format!("Bearer {token}");
+        let (status, headers, _) = post(&url, &[("authorization", &bearer)], init).await;
+        assert_eq!(status, 401);
+        assert_eq!(headers["www-authenticate"], format!(r#"Bearer error="invalid_token", {metadata}"#).as_str());
+    }
+    // Without the scope: 403 insufficient_scope.
+    let bearer = format!("Bearer {}", idp.token(claims("research-app", "read", resource)));
+    let (status, headers, _) = post(&url, &[("authorization", &bearer)], init).await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        headers["www-authenticate"],
+        format!(r#"Bearer error="insufficient_scope", scope="tools", {metadata}"#).as_str()
+    );
+    // The token's client names its principal; another client gets oauth.principal's grants.
+    let researcher = format!("Authorization=Bearer {}", idp.token(claims("research-app", "tools openid", resource)));
+    let lines = sdk(&["--url", &url, "--header", &researcher, r#"whoami={}"#, r#"mark={}"#]);
+    assert_eq!(names(&lines), ["web_search", "whoami"]);
+    assert_eq!(answer(&lines, "whoami")["result"]["isError"], false, "{lines:?}");
+    assert_eq!(backend.seen.last_header("x-toolgate-principal").as_deref(), Some("researcher"));
+    assert_eq!(backend.seen.last_header("x-toolgate-user").as_deref(), Some("alice"));
+    assert_eq!(backend.seen.last_header("authorization"), None, "the access token is never passed on");
+    let other = format!("Authorization=Bearer {}", idp.token(claims("other-app", "tools", resource)));
+    assert_eq!(names(&sdk(&["--url", &url, "--header", &other])), ["calculator"]);
+    // The principal's API key still works beside OAuth.
+    assert_eq!(names(&sdk(&["--url", &url, "--header", "Authorization=Bearer ops-key"])), ["calculator"]);
+    assert!(!dir.registry().join("ran").exists(), "mark never ran");
+}

@@ -99,7 +99,10 @@ pub(crate) async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<
             }
         }
     }
-    if let (true, Some(user)) = (backend.forward_user_token, &request.caller.user) {
+    // A user proven by an access token for the gateway itself carries none.
+    if let (true, Some(user)) =
+        (backend.forward_user_token, request.caller.user.as_ref().filter(|u| !u.token.is_empty()))
+    {
         if let Ok(mut value) = header::HeaderValue::from_str(&format!("Bearer {}", user.token)) {
             value.set_sensitive(true);
             identity.insert(header::AUTHORIZATION, value);

@@ -83,6 +83,7 @@ impl Gateway {
             certificate: certificate.as_deref(),
             user_token: &user_token,
             peer,
+            access_tokens: false,
         };
         let caller = snapshot.identity.authenticate(&credentials)?;
         Ok((snapshot, caller))

@@ -28,8 +28,7 @@ use super::{
 };
 use crate::{
     catalog::Name,
-    config::McpSettings,
-    identity::Credentials,
+    identity::{oauth, Credentials, OauthVerifier},
     live::SnapshotSlot,
     resolve::message::quote_emitted,
     server::{
@@ -47,7 +46,6 @@ type Reply = Response<BoxBody<Bytes, Infallible>>;
 /// What every request of the listener shares.
 struct Edge {
     current: SnapshotSlot,
-    allowed_origins: Vec<String>,
     transport: StreamableHttpService<Door, Sessions>,
     registry: Arc<Registry>,
     /// The listener's TLS, whose client CA checks client certificates.
@@ -63,7 +61,6 @@ struct Edge {
 pub(crate) async fn serve(
     listener: TcpListener,
     view: View,
-    settings: McpSettings,
     connections: ConnectionSettings,
     tls: Option<Arc<ServerTls>>,
     stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
@@ -79,7 +76,6 @@ pub(crate) async fn serve(
     let registry = Arc::new(Registry::default());
     let edge = Arc::new(Edge {
         current,
-        allowed_origins: settings.allowed_origins,
         transport,
         registry: Arc::clone(&registry),
         tls: tls.clone(),
@@ -172,14 +168,21 @@ impl Edge {
         peer: SocketAddr,
         chain: Option<&Vec<CertificateDer<'static>>>,
     ) -> Reply {
-        let toolset = match endpoint(request.uri().path()) {
+        let snapshot = self.current.load_full();
+        if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins()) {
+            return refused;
+        }
+        let path = request.uri().path();
+        if let Some(oauth) = snapshot.identity.oauth().filter(|_| path.starts_with(oauth::METADATA_PATH)) {
+            return match request.method() == hyper::Method::GET {
+                true => json_reply(StatusCode::OK, &oauth.metadata()),
+                false => plain(StatusCode::METHOD_NOT_ALLOWED, "the resource metadata is read with GET"),
+            };
+        }
+        let toolset = match endpoint(path) {
             Some(toolset) => toolset,
             None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
         };
-        if let Some(refused) = self.refused_origin(&request) {
-            return refused;
-        }
-        let snapshot = self.current.load_full();
         let headers = request.headers();
         let values =
             |name: &str| -> Vec<Option<&str>> { headers.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
@@ -196,10 +199,14 @@ impl Edge {
             certificate: certificate.as_deref(),
             user_token: &user_token,
             peer: Some(peer),
+            access_tokens: true,
         };
         let caller = match snapshot.identity.authenticate(&credentials) {
             Ok(caller) => caller,
-            Err(refused) => return unauthenticated(!authorization.is_empty(), &refused.to_string()),
+            Err(refused) => {
+                let oauth = snapshot.identity.oauth().map(|o| o.as_ref());
+                return unauthenticated(oauth, !authorization.is_empty(), refused.insufficient_scope);
+            }
         };
         if let Some(name) = &toolset {
             let catalog = snapshot.executor().catalog();
@@ -236,7 +243,7 @@ impl Edge {
     /// served from this machine). On a loopback listener the `Host` must be
     /// a loopback name too: a page whose name was made to resolve to
     /// 127.0.0.1 (DNS rebinding) names its own host.
-    fn refused_origin(&self, request: &Request<Body>) -> Option<Reply> {
+    fn refused_origin(&self, request: &Request<Body>, allowed_origins: &[String]) -> Option<Reply> {
         let headers = request.headers();
         if self.loopback {
             let host = headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok());
@@ -247,7 +254,7 @@ impl Edge {
         }
         let origin = headers.get(hyper::header::ORIGIN)?;
         let allowed = origin.to_str().is_ok_and(|origin| {
-            self.allowed_origins.iter().any(|a| a == origin)
+            allowed_origins.iter().any(|a| a == origin)
                 || origin
                     .split_once("://")
                     .is_some_and(|(scheme, host)| matches!(scheme, "http" | "https") && is_loopback_host(host))
@@ -353,15 +360,48 @@ fn plain(status: StatusCode, message: &str) -> Reply {
 }
 
 /// 401 with `WWW-Authenticate: Bearer`, saying `error="invalid_token"` when
-/// a credential was sent.
-fn unauthenticated(sent: bool, message: &str) -> Reply {
-    let challenge = match sent {
-        true => r#"Bearer error="invalid_token""#,
-        false => "Bearer",
+/// a credential was sent, and with `oauth` where its metadata is; or, for
+/// an access token without a required scope, 403 `insufficient_scope`
+/// naming the scopes.
+fn unauthenticated(oauth: Option<&OauthVerifier>, sent: bool, insufficient_scope: bool) -> Reply {
+    let mut parameters = Vec::new();
+    let status = match (insufficient_scope, oauth) {
+        (true, Some(oauth)) => {
+            parameters.push(r#"error="insufficient_scope""#.to_owned());
+            parameters.push(format!(r#"scope="{}""#, oauth.scopes().join(" ")));
+            StatusCode::FORBIDDEN
+        }
+        _ => {
+            if sent {
+                parameters.push(r#"error="invalid_token""#.to_owned());
+            }
+            StatusCode::UNAUTHORIZED
+        }
     };
-    let mut reply = plain(StatusCode::UNAUTHORIZED, message);
-    reply.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, hyper::header::HeaderValue::from_static(challenge));
+    if let Some(oauth) = oauth {
+        parameters.push(format!(r#"resource_metadata="{}""#, oauth.metadata_url()));
+    }
+    let challenge = match parameters.is_empty() {
+        true => "Bearer".to_owned(),
+        false => format!("Bearer {}", parameters.join(", ")),
+    };
+    let message = match status {
+        StatusCode::FORBIDDEN => "forbidden: the access token lacks a scope this resource requires",
+        _ => crate::identity::UNAUTHENTICATED,
+    };
+    let mut reply = plain(status, message);
+    if let Ok(value) = hyper::header::HeaderValue::from_str(&challenge) {
+        reply.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, value);
+    }
     reply
+}
+
+fn json_reply(status: StatusCode, value: &Value) -> Reply {
+    Response::builder()
+        .status(status)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(value.to_string())).boxed())
+        .expect("a valid response")
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! on 127.0.0.1:0, and the `toolgate` binary.
 
 pub mod backend;
+pub mod jwt;
 pub mod mcp;
 pub mod otlp;
 pub mod pki;
