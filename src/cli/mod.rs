@@ -29,7 +29,7 @@ use output::{describe_outcome, emit, table};
 use start::{inspect, start, supervisor, Report};
 
 #[derive(Parser, Debug)]
-#[command(name = "toolgate", version, about = "A gRPC tool gateway for LLM agent backends")]
+#[command(name = "toolgate", version, about = "A tool gateway for LLM agent backends, over gRPC and MCP")]
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,7 +37,7 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Load the catalogue and serve the gateway over gRPC.
+    /// Load the catalogue and serve the gateway over gRPC (and MCP, with --mcp-listen).
     Serve(ServeArgs),
     /// Load the catalogue, report every problem, and exit non-zero if any is an error.
     Validate(CatalogArgs),

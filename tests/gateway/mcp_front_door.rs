@@ -33,13 +33,18 @@ pub(crate) fn serve(dir: &Path, args: &[&str]) -> (Reaped, String, LogLines) {
 
 /// The same, with `env` set for the gateway.
 pub(crate) fn serve_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Reaped, String, LogLines) {
-    use std::io::BufRead;
     let mut command = toolgate();
     command
         .current_dir(dir)
         .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
         .args(args)
         .envs(env.iter().copied());
+    serve_command(command)
+}
+
+/// Runs a `serve` command with an MCP listener; its MCP URL and its log.
+fn serve_command(mut command: std::process::Command) -> (Reaped, String, LogLines) {
+    use std::io::BufRead;
     let mut child = Reaped::spawn(&mut command);
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let mut url = None;
@@ -820,4 +825,57 @@ async fn as_an_oauth_resource_server_access_tokens_name_principals_and_are_never
     // The principal's API key still works beside OAuth.
     assert_eq!(names(&sdk(&["--url", &url, "--header", "Authorization=Bearer ops-key"])), ["calculator"]);
     assert!(!dir.registry().join("ran").exists(), "mark never ran");
+}
+
+/// The README's section on the MCP front door.
+fn readme_section() -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme.find("## The MCP front door").expect("the section is in the README");
+    let end = readme[start + 3..].find("\n## ").map_or(readme.len(), |at| start + 3 + at);
+    readme[start..end].to_owned()
+}
+
+#[test]
+fn the_readmes_client_snippets_are_valid_and_work_on_the_shipped_catalogue() {
+    let section = readme_section();
+    let blocks: Vec<Value> = section
+        .split("```json\n")
+        .skip(1)
+        .map(|rest| {
+            let block = &rest[..rest.find("```").unwrap()];
+            serde_json::from_str(block).unwrap_or_else(|err| panic!("a JSON snippet does not parse ({err}):\n{block}"))
+        })
+        .collect();
+    assert_eq!(blocks.len(), 3, "Claude Desktop, Cursor and VS Code");
+    // Claude Desktop's: the command it launches serves the shipped catalogue over stdio.
+    let server = &blocks[0]["mcpServers"]["toolgate"];
+    assert_eq!(server["command"], "toolgate");
+    let mut argv = vec![Value::String(env!("CARGO_BIN_EXE_toolgate").to_owned())];
+    argv.extend(server["args"].as_array().unwrap().iter().cloned());
+    let argv = Value::Array(argv).to_string();
+    let root = repo().display().to_string();
+    let lines = sdk(&["--stdio", &argv, "--cwd", &root, "--era", "initialize", r#"TrackParcel={"code": "PK-1001"}"#]);
+    assert!(names(&lines).contains(&"track_parcel".to_owned()), "{lines:?}");
+    assert!(answer(&lines, "TrackParcel").get("result").is_some(), "{lines:?}");
+    // VS Code's: one toolset's endpoint, on the shipped catalogue with the courier pack.
+    let url = blocks[2]["servers"]["toolgate"]["url"].as_str().unwrap();
+    let path = &url[url.find("/mcp").unwrap()..];
+    assert_eq!(blocks[1]["mcpServers"]["toolgate"]["url"], url.replace("/toolsets/courier", ""));
+    let mut command = toolgate();
+    command.current_dir(repo()).args([
+        "serve",
+        "--pack",
+        "courier",
+        "--listen",
+        "127.0.0.1:0",
+        "--mcp-listen",
+        "127.0.0.1:0",
+    ]);
+    let (_child, served, _log) = serve_command(command);
+    let lines = sdk(&["--url", &served.replace("/mcp", path)]);
+    assert_eq!(names(&lines), ["reschedule_delivery", "track_parcel"]);
+    // The documented names are the gateway's own.
+    for name in ["dev.toolgate/repairs", "dev.toolgate/replayed", "dev.toolgate/error_kind", "dev.toolgate/retryable"] {
+        assert!(section.contains(name), "{name}");
+    }
 }
