@@ -22,7 +22,7 @@ use crate::{
     catalog::LoadOptions,
     env::Env,
     exec::{ArgumentLimits, ExecLimits},
-    identity::{JwtConfig, PrincipalConfig, Principals, UsersConfig},
+    identity::{JwtConfig, OauthConfig, PrincipalConfig, Principals, UsersConfig},
     state::StateConfig,
 };
 
@@ -102,77 +102,6 @@ pub struct McpFrontDoorConfig {
     pub(crate) allowed_origins: Vec<String>,
     /// Be an OAuth 2.1 resource server: access tokens as credentials.
     pub(crate) oauth: Option<OauthConfig>,
-}
-
-/// `mcp_front_door.oauth:` (MCP authorization): access tokens of an
-/// authorization server, verified like `users.jwt` tokens, are credentials
-/// at the MCP front door.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct OauthConfig {
-    /// The canonical URI of the MCP endpoint; tokens must name it as their
-    /// audience.
-    pub resource: String,
-    /// Where clients get tokens (the protected resource metadata says).
-    #[serde(default)]
-    pub authorization_servers: Vec<String>,
-    /// The tokens' `iss`.
-    pub issuer: String,
-    /// The authorization server's JWKS: a file (relative to the configuration
-    /// file)…
-    pub jwks_file: Option<PathBuf>,
-    /// …or a URL, fetched at start and every 5 minutes.
-    pub jwks_url: Option<String>,
-    /// Scopes every token must hold (`scope`, space-separated, or `scp`);
-    /// none required when empty.
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// Whose grants apply to a token's caller, unless a principal's
-    /// `oauth_client_id` is the token's `client_id` (or `azp`).
-    pub principal: Option<String>,
-}
-
-impl OauthConfig {
-    /// The settings' own shape: a `resource` URL without a fragment, an
-    /// issuer, one key set, and a `principal` that names a principal.
-    fn check(&self, principals: &Principals) -> Result<(), String> {
-        let resource = url::Url::parse(&self.resource)
-            .map_err(|err| format!("mcp_front_door.oauth.resource '{}': {err}", self.resource))?;
-        if !matches!(resource.scheme(), "https" | "http") || resource.fragment().is_some() {
-            return Err(format!(
-                "mcp_front_door.oauth.resource '{}': an http(s) URI without a fragment",
-                self.resource
-            ));
-        }
-        if self.issuer.trim().is_empty() {
-            return Err("mcp_front_door.oauth.issuer must not be empty".to_owned());
-        }
-        for server in &self.authorization_servers {
-            url::Url::parse(server)
-                .map_err(|err| format!("mcp_front_door.oauth.authorization_servers '{server}': {err}"))?;
-        }
-        self.jwt().check().map_err(|why| why.replace("users.jwt", "mcp_front_door.oauth"))?;
-        if let Some(name) = &self.principal {
-            if !principals.grants().any(|(n, _)| &**n == name) {
-                let names = principals.grants().map(|(n, _)| &**n);
-                let statement = format!("mcp_front_door.oauth.principal: no principal is named '{name}'");
-                return Err(crate::similar::did_you_mean(&statement, name, names, String::new));
-            }
-        }
-        Ok(())
-    }
-
-    /// How its tokens are verified: as `users.jwt` tokens whose audience is
-    /// the resource.
-    pub(crate) fn jwt(&self) -> crate::identity::JwtConfig {
-        crate::identity::JwtConfig {
-            issuer: self.issuer.clone(),
-            audience: self.resource.clone(),
-            jwks_file: self.jwks_file.clone(),
-            jwks_url: self.jwks_url.clone(),
-            header: None,
-        }
-    }
 }
 
 /// The MCP front door's settings, when it is on.

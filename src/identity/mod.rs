@@ -26,6 +26,7 @@ use std::{sync::Arc, time::Duration};
 
 pub(crate) use cert::names_of;
 pub(crate) use grants::Granted;
+pub use oauth::OauthConfig;
 pub(crate) use oauth::OauthVerifier;
 pub use principals::{hash_key, PrincipalConfig};
 pub(crate) use principals::{new_key, Principals};

@@ -7,12 +7,84 @@
 //! `oauth.principal`), and it must hold every scope `oauth.scopes` asks for.
 //! The token is never passed on: the user it proves carries none.
 
-use std::sync::Arc;
+use std::{path::PathBuf, sync::Arc};
 
 use serde_json::{json, Value};
 
-use super::{Caller, Principals, Proof, Refusal, UserVerifier};
-use crate::config::OauthConfig;
+use serde::Deserialize;
+
+use super::{Caller, JwtConfig, Principals, Proof, Refusal, UserVerifier};
+
+/// `mcp_front_door.oauth:` (MCP authorization): access tokens of an
+/// authorization server, verified like `users.jwt` tokens, are credentials
+/// at the MCP front door.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct OauthConfig {
+    /// The canonical URI of the MCP endpoint; tokens must name it as their
+    /// audience.
+    pub resource: String,
+    /// Where clients get tokens (the protected resource metadata says).
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    /// The tokens' `iss`.
+    pub issuer: String,
+    /// The authorization server's JWKS: a file (relative to the configuration
+    /// file)…
+    pub jwks_file: Option<PathBuf>,
+    /// …or a URL, fetched at start and every 5 minutes.
+    pub jwks_url: Option<String>,
+    /// Scopes every token must hold (`scope`, space-separated, or `scp`);
+    /// none required when empty.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// Whose grants apply to a token's caller, unless a principal's
+    /// `oauth_client_id` is the token's `client_id` (or `azp`).
+    pub principal: Option<String>,
+}
+
+impl OauthConfig {
+    /// The settings' own shape: a `resource` URL without a fragment, an
+    /// issuer, one key set, and a `principal` that names a principal.
+    pub(crate) fn check(&self, principals: &Principals) -> Result<(), String> {
+        let resource = url::Url::parse(&self.resource)
+            .map_err(|err| format!("mcp_front_door.oauth.resource '{}': {err}", self.resource))?;
+        if !matches!(resource.scheme(), "https" | "http") || resource.fragment().is_some() {
+            return Err(format!(
+                "mcp_front_door.oauth.resource '{}': an http(s) URI without a fragment",
+                self.resource
+            ));
+        }
+        if self.issuer.trim().is_empty() {
+            return Err("mcp_front_door.oauth.issuer must not be empty".to_owned());
+        }
+        for server in &self.authorization_servers {
+            url::Url::parse(server)
+                .map_err(|err| format!("mcp_front_door.oauth.authorization_servers '{server}': {err}"))?;
+        }
+        self.jwt().check().map_err(|why| why.replace("users.jwt", "mcp_front_door.oauth"))?;
+        if let Some(name) = &self.principal {
+            if !principals.grants().any(|(n, _)| &**n == name) {
+                let names = principals.grants().map(|(n, _)| &**n);
+                let statement = format!("mcp_front_door.oauth.principal: no principal is named '{name}'");
+                return Err(crate::similar::did_you_mean(&statement, name, names, String::new));
+            }
+        }
+        Ok(())
+    }
+
+    /// How its tokens are verified: as `users.jwt` tokens whose audience is
+    /// the resource.
+    pub(crate) fn jwt(&self) -> JwtConfig {
+        JwtConfig {
+            issuer: self.issuer.clone(),
+            audience: self.resource.clone(),
+            jwks_file: self.jwks_file.clone(),
+            jwks_url: self.jwks_url.clone(),
+            header: None,
+        }
+    }
+}
 
 /// The well-known path of protected resource metadata (RFC 9728).
 pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
