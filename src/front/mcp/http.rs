@@ -315,17 +315,16 @@ async fn message(body: Body) -> Result<Bytes, Reply> {
     if !params.get("name").is_some_and(Value::is_string) {
         return Err(invalid("tools/call needs the tool's name, a string"));
     }
-    match params.remove("arguments") {
-        None | Some(Value::Null) => {}
-        Some(object @ Value::Object(_)) => {
-            params.insert("arguments".to_owned(), object);
-        }
-        Some(Value::String(text)) => {
-            let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-            let Value::Object(meta) = meta else { return Err(invalid("_meta must be an object")) };
-            meta.insert(super::convert::META_ARGUMENTS_TEXT.to_owned(), Value::String(text));
-        }
+    match params.get("arguments") {
+        // As sent: the transport reads the same bytes.
+        None | Some(Value::Null | Value::Object(_)) => return Ok(bytes),
+        Some(Value::String(_)) => {}
         Some(_) => return Err(invalid("arguments must be an object (or the arguments' JSON text)")),
+    }
+    if let Some(Value::String(text)) = params.remove("arguments") {
+        let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
+        let Value::Object(meta) = meta else { return Err(invalid("_meta must be an object")) };
+        meta.insert(super::convert::META_ARGUMENTS_TEXT.to_owned(), Value::String(text));
     }
     Ok(Bytes::from(serde_json::to_vec(&value).expect("JSON values serialise")))
 }

@@ -124,9 +124,10 @@ impl ServerHandler for Door {
         let listed = served.span().run(listing(&asked)).await;
         served.end(&observer, None, listed.as_ref().err().map(|_| "tools_list_failed"));
         let mut result = ListToolsResult::with_all_items(listed?);
-        // What one caller sees is not what another may: with principals,
-        // only the caller's client may cache the list.
-        if !asked.snapshot.identity.principals().is_empty() {
+        // What one caller sees is not what another may: with principals or
+        // OAuth, only the caller's client may cache the list.
+        let identity = &asked.snapshot.identity;
+        if !identity.principals().is_empty() || identity.oauth().is_some() {
             result = result.with_cache_scope(CacheScope::Private);
         }
         Ok(result)
