@@ -50,8 +50,8 @@ pub(crate) fn words(emitted: &str) -> Vec<Word<'_>> {
     let mut at = 0;
     while at < emitted.len() {
         let rest = &emitted[at..];
-        if let Some(end) = rest.strip_prefix("<|").and_then(|inner| inner.find("|>")) {
-            at += 2 + end + 2;
+        if let Some(len) = special_token_len(rest) {
+            at += len;
             region += 1;
             continue;
         }
@@ -74,6 +74,86 @@ pub(crate) fn words(emitted: &str) -> Vec<Word<'_>> {
         at += len;
     }
     words
+}
+
+/// Characters some tokenizers write for the `|` of a special token
+/// (full-width, mathematical, box drawing and other variant forms).
+fn is_bar(c: char) -> bool {
+    matches!(c, '|' | '\u{FF5C}' | '\u{2223}' | '\u{01C0}' | '\u{2502}' | '\u{FFE8}' | '\u{FE31}' | '\u{2758}')
+}
+
+/// `<` and its variant forms (full-width, small, angle brackets).
+fn is_open_angle(c: char) -> bool {
+    matches!(c, '<' | '\u{FF1C}' | '\u{FE64}' | '\u{2039}' | '\u{3008}' | '\u{27E8}' | '\u{2329}')
+}
+
+/// `>` and its variant forms.
+fn is_close_angle(c: char) -> bool {
+    matches!(c, '>' | '\u{FF1E}' | '\u{FE65}' | '\u{203A}' | '\u{3009}' | '\u{27E9}' | '\u{232A}')
+}
+
+/// The length in bytes of the special token `text` starts with, in any
+/// alphabet: `<|tool_call_begin|>`, and the same written with full-width
+/// bars and `▁` between its words (`<｜tool▁call▁begin｜>`) or other
+/// variant forms of `<`, `|` and `>`. A token has no whitespace inside and
+/// is at most 64 characters long; an unclosed one is not a token.
+pub(crate) fn special_token_len(text: &str) -> Option<usize> {
+    let mut chars = text.char_indices();
+    let (_, open) = chars.next()?;
+    let (_, bar) = chars.next()?;
+    if !is_open_angle(open) || !is_bar(bar) {
+        return None;
+    }
+    let mut previous_bar = false;
+    for (count, (at, c)) in chars.enumerate() {
+        if count > 64 || c.is_whitespace() || is_open_angle(c) || matches!(c, '{' | '}') {
+            return None;
+        }
+        if previous_bar && is_close_angle(c) {
+            return Some(at + c.len_utf8());
+        }
+        previous_bar = is_bar(c);
+    }
+    None
+}
+
+/// `text` with every special token in another alphabet written in ASCII
+/// (`<｜tool▁sep｜>` → `<|tool_sep|>`); the rest is unchanged. Borrowed
+/// when there is nothing to rewrite (ASCII text always).
+pub(crate) fn fold_tokens(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.is_ascii() {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    let mut changed = false;
+    while at < text.len() {
+        let rest = &text[at..];
+        if let Some(len) = special_token_len(rest) {
+            let token = &rest[..len];
+            let inner: String = token
+                .chars()
+                .map(|c| match c {
+                    c if is_bar(c) => '|',
+                    c if is_open_angle(c) => '<',
+                    c if is_close_angle(c) => '>',
+                    '\u{2581}' => '_',
+                    c => c,
+                })
+                .collect();
+            changed |= inner != token;
+            out.push_str(&inner);
+            at += len;
+            continue;
+        }
+        let c = rest.chars().next().expect("not at the end");
+        out.push(c);
+        at += c.len_utf8();
+    }
+    match changed {
+        true => std::borrow::Cow::Owned(out),
+        false => std::borrow::Cow::Borrowed(text),
+    }
 }
 
 /// Whether `text` starts with a word that is not a call index.
@@ -139,6 +219,22 @@ mod tests {
     fn glued_residue_is_not_split() {
         assert_eq!(plain("get_weatherjson"), ["get_weatherjson"]);
         assert_eq!(plain("get_weather json"), ["get_weather"]);
+    }
+
+    #[test]
+    fn tokens_in_other_alphabets_are_tokens() {
+        let deepseek =
+            "<\u{FF5C}tool\u{2581}call\u{2581}begin\u{FF5C}>function<\u{FF5C}tool\u{2581}sep\u{FF5C}>get_weather";
+        let found = words(deepseek);
+        assert_eq!(found.iter().map(|w| (w.text, w.region)).collect::<Vec<_>>(), [("function", 1), ("get_weather", 2)]);
+        assert_eq!(plain("\u{FF1C}\u{FF5C}python_tag\u{FF5C}\u{FF1E}get_weather"), ["get_weather"]);
+        assert_eq!(
+            fold_tokens("{\"a\": 1}<\u{FF5C}tool\u{2581}call\u{2581}end\u{FF5C}>"),
+            "{\"a\": 1}<|tool_call_end|>"
+        );
+        // Outside a token, variant characters are text.
+        assert_eq!(fold_tokens("a \u{FF5C} b \u{2581}"), "a \u{FF5C} b \u{2581}");
+        assert_eq!(special_token_len("<| a |>"), None);
     }
 
     #[test]

@@ -138,9 +138,16 @@ async fn json_slips_and_argument_names_are_repaired_and_recorded() {
     let http = backend::start().await;
     let mut gw = gateway(&http).await;
     let emitted = "```json\n{'Query': 'rust', 'Limit': 5, 'lang': None,}\n```";
-    // lang: None → null is then a value problem: repair never hides one.
+    // lang: None → null for an optional parameter that does not allow it:
+    // left out, and recorded.
     let response = execute(&mut gw.client, "web_search", emitted).await;
-    assert_eq!(error_of(&response), "'lang' must be one of ['en', 'fr', 'de'], got null");
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.arguments_json, r#"{"query":"rust","limit":5}"#);
+    let last = response.repairs.last().unwrap();
+    assert_eq!((last.kind, last.original.as_str()), (RepairKind::ArgumentValue as i32, "lang: null"));
+    // A required parameter sent as null is the model's to fix.
+    let response = execute(&mut gw.client, "web_search", r#"{"query": null}"#).await;
+    assert!(error_of(&response).contains("'query'"), "{}", error_of(&response));
     let emitted = "```json\n{'Query': 'rust', 'Limit': 5,}\n```";
     let response = execute(&mut gw.client, "web_search", emitted).await;
     assert!(response.ok, "{response:?}");
@@ -384,10 +391,10 @@ tools:
     }
     // More than one reading, or a required parameter: errors.
     for (tool, emitted, message) in [
-        ("find_file", r#"{"path": "/a"}{"path": "/b"}"#, "arguments are not valid JSON: trailing characters"),
+        ("find_file", r#"{"path": "/a"}{"path": "/b"}"#, "2 tool calls arrived in one, and none was run"),
         ("find_file", r#"{"path": "/a"#, "arguments are not valid JSON: EOF while parsing"),
         ("find_file", "null", "arguments must be a JSON object, got null"),
-        ("find_file", r#"[{"path": "/a"}, {"path": "/b"}]"#, "arguments must be a JSON object, got an array"),
+        ("find_file", r#"[{"path": "/a"}, {"path": "/b"}]"#, "2 tool calls arrived in one, and none was run"),
     ] {
         let response = execute(&mut gw.client, tool, emitted).await;
         assert!(error_of(&response).starts_with(message), "{emitted}: {}", error_of(&response));

@@ -11,22 +11,32 @@
 
 use serde_json::{Map, Value};
 
+use super::syntax::literal;
+use crate::exec::limits::ArgumentLimits;
+
 /// Call kinds a `type` beside the arguments may name.
-const CALL_TYPES: &[&str] = &["function", "tool_use", "tool_call", "function_call", "tool"];
+pub(super) const CALL_TYPES: &[&str] = &["function", "tool_use", "tool_call", "function_call", "tool"];
 
 /// The arguments `object` holds inside an envelope or beside call metadata,
 /// if that reading exists (`declared`: the tool's parameters; `tool`: its
 /// canonical name). The caller keeps it only if it validates.
-pub(crate) fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &str) -> Option<Map<String, Value>> {
+pub(crate) fn unwrap(
+    object: &Map<String, Value>,
+    declared: &[String],
+    tool: &str,
+    limits: ArgumentLimits,
+) -> Option<Map<String, Value>> {
     let undeclared: Vec<&String> = object.keys().filter(|k| !declared.contains(k)).collect();
     if undeclared.is_empty() {
         return None;
     }
+    // Call metadata, or an empty wrapper (`"arguments": {}`) beside the
+    // real arguments: nothing is lost by leaving it out.
     let metadata = |key: &str, value: &Value| match key {
         "name" => value.as_str() == Some(tool),
         "type" => value.as_str().is_some_and(|t| CALL_TYPES.contains(&t)),
         "id" => value.is_string(),
-        _ => false,
+        _ => value.as_object().is_some_and(Map::is_empty) || value.as_str().is_some_and(|t| t.trim() == "{}"),
     };
     let others: Vec<&String> = undeclared.iter().copied().filter(|k| !metadata(k, &object[k.as_str()])).collect();
     match others.as_slice() {
@@ -35,6 +45,17 @@ pub(crate) fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &st
         // One envelope holding an object, nothing declared beside it.
         [envelope] if undeclared.len() == object.len() && object[envelope.as_str()].is_object() => {
             object[envelope.as_str()].as_object().cloned()
+        }
+        // One envelope holding the arguments' JSON text.
+        [envelope]
+            if undeclared.len() == object.len()
+                && object[envelope.as_str()].as_str().is_some_and(|t| t.trim_start().starts_with('{')) =>
+        {
+            let text = object[envelope.as_str()].as_str().expect("a string");
+            literal(text, limits).and_then(|inner| match inner {
+                Value::Object(inner) => Some(inner),
+                _ => None,
+            })
         }
         // Keys flattened under one dotted prefix: `args.path`.
         _ => {
@@ -60,32 +81,34 @@ pub(crate) fn unwrap(object: &Map<String, Value>, declared: &[String], tool: &st
     }
 }
 
-/// A whole call sent where only its arguments belong, the tool's name left
-/// empty: `{"name": "get_weather", "arguments": {...}}`. The name, and the
-/// text of the arguments under the one other key (an object serialised, or
-/// the JSON text of one as sent, which the caller parses like any arguments,
-/// under the same limits; none at all is `{}`), beside which only call
-/// metadata (`type`, `id`) may lie. The name is then resolved like any
-/// emitted name, inside the caller's available set.
-pub(crate) fn named_call(object: &Map<String, Value>) -> Option<(String, String)> {
-    let name = object.get("name")?.as_str()?;
-    let mut arguments = None;
+/// The members of the only object parameter sent at the top level
+/// (`{"status": "open"}` for a tool whose one object parameter `filter`
+/// declares `status`): every sent key that is not a parameter must be a
+/// member of that one, and it must not be sent itself. The caller keeps
+/// the result only if it validates.
+pub(crate) fn lift(object: &Map<String, Value>, schema: &Value) -> Option<Map<String, Value>> {
+    let properties = schema.get("properties")?.as_object()?;
+    let mut objects = properties.iter().filter(|(_, p)| p.get("type").and_then(Value::as_str) == Some("object"));
+    let (Some((parameter, inner)), None) = (objects.next(), objects.next()) else { return None };
+    if object.contains_key(parameter) {
+        return None;
+    }
+    let members = inner.get("properties")?.as_object()?;
+    let (mut outer, mut lifted) = (Map::new(), Map::new());
     for (key, value) in object {
-        match key.as_str() {
-            "name" => {}
-            "type" if value.as_str().is_some_and(|t| CALL_TYPES.contains(&t)) => {}
-            "id" if value.is_string() => {}
-            _ if arguments.is_none() => arguments = Some(value),
-            _ => return None,
+        if properties.contains_key(key) {
+            outer.insert(key.clone(), value.clone());
+        } else if members.contains_key(key) {
+            lifted.insert(key.clone(), value.clone());
+        } else {
+            return None;
         }
     }
-    let text = match arguments {
-        None => "{}".to_owned(),
-        Some(inner @ Value::Object(_)) => serde_json::to_string(inner).expect("JSON values serialise"),
-        Some(Value::String(text)) if text.trim_start().starts_with('{') => text.clone(),
-        Some(_) => return None,
-    };
-    Some((name.to_owned(), text))
+    if lifted.is_empty() {
+        return None;
+    }
+    outer.insert(parameter.clone(), Value::Object(lifted));
+    Some(outer)
 }
 
 #[cfg(test)]
@@ -94,7 +117,7 @@ mod tests {
 
     fn run(args: Value, declared: &[&str]) -> Option<Value> {
         let declared: Vec<String> = declared.iter().map(|d| d.to_string()).collect();
-        unwrap(args.as_object().unwrap(), &declared, "search").map(Value::Object)
+        unwrap(args.as_object().unwrap(), &declared, "search", ArgumentLimits::default()).map(Value::Object)
     }
 
     #[test]
@@ -123,26 +146,5 @@ mod tests {
         // Dotted keys under two prefixes, or over undeclared names.
         assert_eq!(run(serde_json::json!({"a.query": "x", "b.limit": 1}), &["query", "limit"]), None);
         assert_eq!(run(serde_json::json!({"args.other": "x"}), &["query"]), None);
-    }
-
-    fn call(args: Value) -> Option<(String, String)> {
-        named_call(args.as_object().unwrap())
-    }
-
-    #[test]
-    fn a_whole_call_in_the_arguments() {
-        let expected = Some(("get_weather".to_owned(), r#"{"city":"Oslo"}"#.to_owned()));
-        assert_eq!(call(serde_json::json!({"name": "get_weather", "arguments": {"city": "Oslo"}})), expected);
-        // The JSON text of the arguments is kept as sent, for the parser.
-        assert_eq!(
-            call(serde_json::json!({"type": "function", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"})),
-            Some(("get_weather".to_owned(), r#"{"city": "Oslo"}"#.to_owned()))
-        );
-        assert_eq!(call(serde_json::json!({"name": "now"})), Some(("now".to_owned(), "{}".to_owned())));
-        // Two candidates for the arguments, no name, arguments not an object.
-        assert_eq!(call(serde_json::json!({"name": "x", "arguments": {}, "input": {}})), None);
-        assert_eq!(call(serde_json::json!({"arguments": {"city": "Oslo"}})), None);
-        assert_eq!(call(serde_json::json!({"name": "x", "arguments": [1]})), None);
-        assert_eq!(call(serde_json::json!({"name": "x", "arguments": "hello"})), None);
     }
 }

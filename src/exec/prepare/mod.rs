@@ -27,6 +27,7 @@
 //! this list, with its reason in a doc comment and its counter-cases tested.
 
 mod bind;
+mod calls;
 mod envelope;
 mod keys;
 mod lookup;
@@ -34,7 +35,7 @@ mod syntax;
 mod validate;
 mod values;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 pub(crate) use lookup::Inventory;
 
@@ -110,9 +111,12 @@ impl Draft<'_> {
 /// `Ok(Err)` is the in-band answer of a call that stopped at a stage.
 pub(crate) fn prepare(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     let call = cx.call;
-    let whole = whole_call(cx);
+    let whole = match whole_call(cx) {
+        Ok(whole) => whole,
+        Err(error) => return Ok(Err(Outcome::failed(None, Vec::new(), String::new(), error))),
+    };
     let (emitted, text) = match &whole {
-        Some((name, inner)) => (name.as_str(), inner.as_str()),
+        Some(whole) => (whole.name.as_str(), whole.text.as_str()),
         None => (call.tool.as_str(), call.arguments_json.as_str()),
     };
     let (id, name_repair) = match name(cx, emitted) {
@@ -123,22 +127,36 @@ pub(crate) fn prepare(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, Reques
     if bind::needs_user(tool) && call.caller.user.is_none() {
         return Err(RequestError::NoUser(tool.name.clone()));
     }
-    let repairs: Vec<Repair> = match &whole {
-        Some((_, inner)) => vec![
-            Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: tool.name.clone() },
-            Repair {
-                kind: RepairKind::ArgumentsEnvelope,
-                original: call.arguments_json.clone(),
-                repaired: inner.clone(),
-            },
-        ],
+    let mut repairs: Vec<Repair> = match &whole {
+        Some(whole) => {
+            let mut repairs =
+                vec![Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: tool.name.clone() }];
+            if let Some(kind) = whole.arguments_read {
+                repairs.push(Repair { kind, original: call.arguments_json.clone(), repaired: whole.text.clone() });
+            }
+            repairs
+        }
         None => name_repair.into_iter().collect(),
     };
 
     let all_optional = tool.parameters.required().is_empty();
-    let parsed = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional) {
-        Ok(parsed) => parsed,
-        Err(error) => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), error))),
+    let (parsed, text) = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional) {
+        Ok(parsed) => (parsed, text),
+        Err(error) => match (!cx.strict).then(|| written_otherwise(cx, id, text)).flatten() {
+            Some(Ok(inner)) => match syntax::parse(&inner, false, cx.limits.arguments, all_optional) {
+                Ok(parsed) => {
+                    repairs.push(Repair {
+                        kind: RepairKind::ArgumentsJson,
+                        original: text.to_owned(),
+                        repaired: inner,
+                    });
+                    (parsed, "")
+                }
+                Err(error) => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), error))),
+            },
+            Some(Err(many)) => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), many))),
+            None => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), error))),
+        },
     };
     // Empty arguments are sent to the backend as `{}`.
     let unchanged = (!text.trim().is_empty()).then_some(text);
@@ -148,7 +166,7 @@ pub(crate) fn prepare(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, Reques
 
     if !cx.strict {
         argument_names(&mut draft);
-        if !draft.is_valid() && !unwrap_envelope(&mut draft) {
+        if !draft.is_valid() && !unwrap_envelope(&mut draft, cx.limits) {
             coerce_values(&mut draft, cx.limits);
         }
     }
@@ -168,21 +186,100 @@ pub(crate) fn prepare(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, Reques
     Ok(Ok(draft.ready()))
 }
 
-/// Stage "whole call": a call sent whole where only its arguments belong,
-/// its own name empty or only template residue (`{"name": "get_weather",
-/// "arguments": {...}}`): the name and the arguments' text it carries
-/// ([`envelope::named_call`]). Skipped when strict, and when the emitted
-/// name is a tool's, alias included.
-fn whole_call(cx: &Context<'_>) -> Option<(String, String)> {
+/// A call read whole from the name or the arguments: the name to resolve,
+/// the arguments' text, and the kind of the repair if the arguments were
+/// read from the call (not sent as they are).
+struct Whole {
+    name: String,
+    text: String,
+    arguments_read: Option<RepairKind>,
+}
+
+/// Stage "whole call": a call written whole where only its name or only
+/// its arguments belong ([`calls`]): in the name (`get_weather(city=
+/// "Paris")`, with no other arguments sent), or in the arguments, its name
+/// agreeing with the emitted one ([`agrees`]): `{"name": "get_weather",
+/// "arguments": {...}}` with the name empty, `<tool_call><function=…>` in
+/// any syntax, a parallel wrapper holding one call under
+/// `multi_tool_use.parallel`. Text holding several calls is an error, never
+/// cut to one. Skipped when strict, and when the emitted name is a tool's,
+/// alias included (a tool outside the caller's set too: its call is never
+/// read as another's).
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
     let call = cx.call;
     if cx.strict || cx.catalog.lookup(&call.tool).is_some() {
-        return None;
+        return Ok(None);
     }
-    if !residue::words(&call.tool).iter().all(|w| w.markup) {
-        return None;
+    let limits = cx.limits.arguments;
+    if call.tool.contains(['(', '{', '<', '[']) {
+        match calls::read(&call.tool, limits) {
+            calls::Reading::One(calls::Found { name: Some(name), arguments }) => {
+                let sent = call.arguments_json.trim();
+                let whole = match arguments.into_text() {
+                    None => Whole { name, text: call.arguments_json.clone(), arguments_read: None },
+                    Some(text) if sent.is_empty() || sent == "{}" => {
+                        Whole { name, text, arguments_read: Some(RepairKind::ArgumentsJson) }
+                    }
+                    // Arguments in the name and others beside it: two readings.
+                    Some(_) => return Ok(None),
+                };
+                return Ok(Some(whole));
+            }
+            calls::Reading::Many(count) => return Err(calls::many(count)),
+            _ => {}
+        }
     }
-    let parsed = syntax::parse(&call.arguments_json, false, cx.limits.arguments, false).ok()?;
-    envelope::named_call(&parsed.object)
+    let kind = match call.arguments_json.trim_start().starts_with(['{', '[']) {
+        true => RepairKind::ArgumentsEnvelope,
+        false => RepairKind::ArgumentsJson,
+    };
+    match calls::read(&call.arguments_json, limits) {
+        calls::Reading::One(calls::Found { name: Some(name), arguments }) if agrees(cx, &call.tool, &name) => {
+            let text = arguments.into_text().unwrap_or_else(|| "{}".to_owned());
+            Ok(Some(Whole { name, text, arguments_read: Some(kind) }))
+        }
+        calls::Reading::Many(count) => Err(calls::many(count)),
+        _ => Ok(None),
+    }
+}
+
+/// Whether a call named `inner`, found inside the arguments, is the one
+/// call the emitted name allows: `inner` means one tool of the caller's
+/// set, and the emitted name is empty or residue, means that same tool
+/// (anywhere in the catalogue), or means none and suggests no other.
+fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
+    let lookup::Resolved::Tool(id, _) = lookup::resolve_tool(cx.catalog, cx.set, inner, false) else { return false };
+    if residue::words(emitted).iter().all(|w| w.markup) {
+        return true;
+    }
+    match lookup::resolve_tool(cx.catalog, &AvailableSet::All, emitted, false) {
+        lookup::Resolved::Tool(named, _) => named == id,
+        lookup::Resolved::Missing { suggestions } => {
+            suggestions.is_empty() || suggestions.iter().any(|s| *s == cx.catalog.tool(id).name)
+        }
+    }
+}
+
+/// Stage "syntax", second reading: arguments that are not JSON, read as a
+/// call written whole in another syntax ([`calls`]) with no name or the
+/// name of the tool already resolved: the arguments' JSON text, or the
+/// error of several calls; `None` when there is no such reading.
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<String, ToolError>> {
+    match calls::read(text, cx.limits.arguments) {
+        calls::Reading::One(calls::Found { name, arguments }) => {
+            let same = match &name {
+                None => true,
+                Some(name) => {
+                    matches!(lookup::resolve_tool(cx.catalog, cx.set, name, false), lookup::Resolved::Tool(found, _) if found == id)
+                }
+            };
+            same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
+        }
+        calls::Reading::Many(count) => Some(Err(calls::many(count))),
+        calls::Reading::Nothing => None,
+    }
 }
 
 /// Stage "name": the one tool `emitted` means inside the call's set, with
@@ -212,15 +309,18 @@ fn argument_names(draft: &mut Draft<'_>) {
 /// Stage "envelope": the arguments inside an envelope or beside call
 /// metadata ([`envelope::unwrap`]), kept only if they then validate;
 /// whether they were.
-fn unwrap_envelope(draft: &mut Draft<'_>) -> bool {
+fn unwrap_envelope(draft: &mut Draft<'_>, limits: ExecLimits) -> bool {
     let object = draft.arguments.as_object().expect("arguments are an object");
-    let Some(inner) = envelope::unwrap(object, draft.tool.parameters.parameters(), &draft.tool.name) else {
+    let tool = draft.tool;
+    let valid = |inner: Map<String, Value>| {
+        let inner = Value::Object(inner);
+        tool.parameters.validator().is_valid(&inner).then_some(inner)
+    };
+    let unwrapped =
+        envelope::unwrap(object, tool.parameters.parameters(), &tool.name, limits.arguments).and_then(valid);
+    let Some(inner) = unwrapped.or_else(|| envelope::lift(object, tool.parameters.parsed()).and_then(valid)) else {
         return false;
     };
-    let inner = Value::Object(inner);
-    if !draft.tool.parameters.validator().is_valid(&inner) {
-        return false;
-    }
     let original = serde_json::to_string(&draft.arguments).expect("JSON values serialise");
     let repaired = serde_json::to_string(&inner).expect("JSON values serialise");
     draft.arguments = inner;

@@ -24,7 +24,10 @@
 
 use serde_json::{Map, Value};
 
-use super::validate::{json_type, type_with_article};
+use super::{
+    calls,
+    validate::{json_type, type_with_article},
+};
 use crate::exec::{
     limits::{byte_size, ArgumentLimits},
     outcome::{Repair, RepairKind, ToolError},
@@ -59,7 +62,10 @@ pub(crate) fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_option
     let (mut value, mut repaired) = match parse_json(text, limits) {
         Ok(value) => (value, None),
         Err(JsonError::Syntax(err)) => {
-            let fixed = (!strict).then(|| lenient(text, limits)).flatten();
+            let fixed = match strict {
+                true => None,
+                false => lenient(text, limits)?,
+            };
             match fixed {
                 Some((value, fixed)) => (value, Some(fixed)),
                 None => {
@@ -98,6 +104,10 @@ pub(crate) fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_option
                 let repaired = serde_json::to_string(&object).expect("JSON values serialise");
                 repairs.push(Repair { kind: RepairKind::ArgumentsEnvelope, original: text.to_owned(), repaired });
                 object
+            }
+            // Several argument objects: as many calls, never one of them.
+            Value::Array(items) if items.len() > 1 && items.iter().all(Value::is_object) => {
+                return Err(calls::many(items.len()))
             }
             empty if all_optional && is_empty(&empty) => {
                 let repaired = "{}".to_owned();
@@ -311,24 +321,62 @@ fn exceeds_depth(text: &[u8], max: usize) -> bool {
 }
 
 /// The repairs of the module comment: the value and the text it was read
-/// from, or `None` when no repair makes one JSON value of the text.
-fn lenient(text: &str, limits: ArgumentLimits) -> Option<(Value, String)> {
-    let unfenced = strip_fence(text.trim());
+/// from, or `None` when no repair makes one JSON value of the text; an
+/// error when text after the first object holds more calls (never cut off).
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn lenient(text: &str, limits: ArgumentLimits) -> Result<Option<(Value, String)>, ToolError> {
+    let unfenced = strip_language_tag(strip_fence(text.trim()));
+    // A whole object whose quotes were escaped once too often.
+    if let Some(unescaped) = unescape_once(unfenced) {
+        if let Ok(value @ Value::Object(_)) = parse_json(&unescaped, limits) {
+            return Ok(Some((value, unescaped)));
+        }
+    }
     let halved = halve_braces(unfenced);
     let fixed = fix_tokens(halved.as_deref().unwrap_or(unfenced));
     match parse_json(&fixed, limits) {
-        Ok(value) => return Some((value, fixed)),
+        Ok(value) => return Ok(Some((value, fixed))),
         Err(JsonError::Syntax(_)) => {}
-        Err(_) => return None,
+        Err(_) => return Ok(None),
     }
-    // One complete object, then characters that do not start another value.
-    let end = first_value_end(&fixed)?;
-    if fixed[end..].trim_start().starts_with(['{', '[']) {
-        return None;
+    // One complete object, then characters that hold no other call and do
+    // not start another value.
+    let Some(end) = first_value_end(&fixed) else { return Ok(None) };
+    let rest = &fixed[end..];
+    if fixed.starts_with(['{', '[']) {
+        let more = calls::count(rest, limits);
+        if more > 0 {
+            return Err(calls::many(1 + more));
+        }
+    }
+    if rest.trim_start().starts_with(['{', '[']) {
+        return Ok(None);
     }
     let head = &fixed[..end];
-    let value = parse_json(head, limits).ok().filter(Value::is_object)?;
-    Some((value, head.to_owned()))
+    let Some(value) = parse_json(head, limits).ok().filter(Value::is_object) else { return Ok(None) };
+    Ok(Some((value, head.to_owned())))
+}
+
+/// `text` read once as the inside of a JSON string, when it is an object
+/// or array all of whose quotes are escaped (`{\"a\": 1}`): quotes
+/// escaped once too often.
+fn unescape_once(text: &str) -> Option<String> {
+    if !text.starts_with(['{', '[']) || !text.contains("\\\"") {
+        return None;
+    }
+    let unescaped: String = serde_json::from_str(&format!("\"{text}\"")).ok()?;
+    Some(unescaped)
+}
+
+/// `text` without a language tag on a line of its own before the object
+/// (`json\n{…}`: a fence's tag whose fence was lost).
+fn strip_language_tag(text: &str) -> &str {
+    match text.split_once('\n') {
+        Some((first, rest)) if rest.trim_start().starts_with(['{', '[']) && calls::is_language_tag(first.trim()) => {
+            rest.trim_start()
+        }
+        _ => text,
+    }
 }
 
 /// Where the first complete JSON value of `text` ends, if it has one.
@@ -391,6 +439,47 @@ fn fix_tokens(text: &str) -> String {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
+        // Comments outside strings.
+        if c == '/' && chars.get(i + 1) == Some(&'/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+            continue;
+        }
+        if c == '/' && chars.get(i + 1) == Some(&'*') {
+            if let Some(end) = find(&chars, i + 2, &['*', '/']) {
+                i = end + 2;
+                continue;
+            }
+        }
+        if c == '\\' {
+            match chars.get(i + 1) {
+                // A literal `\n` or `\t` between tokens: whitespace.
+                Some('n' | 't' | 'r') => {
+                    out.push(' ');
+                    i += 2;
+                    continue;
+                }
+                // A string whose quotes are escaped once too often.
+                Some('"') => {
+                    if let Some(end) = find(&chars, i + 2, &['\\', '"']) {
+                        push_json_string(&chars[i + 2..end], &mut out);
+                        i = end + 2;
+                        continue;
+                    }
+                }
+                _ => {}
+            }
+        }
+        // A template's quote token used as a string's quotes.
+        if let Some(token) = QUOTE_TOKENS.iter().find(|t| starts_with(&chars, i, t)) {
+            let token: Vec<char> = token.chars().collect();
+            if let Some(end) = find(&chars, i + token.len(), &token) {
+                push_json_string(&chars[i + token.len()..end], &mut out);
+                i = end + token.len();
+                continue;
+            }
+        }
         if let Some(close) = closers(c) {
             // A string in other quotes becomes a double-quoted one.
             out.push('"');
@@ -457,20 +546,77 @@ fn fix_tokens(text: &str) -> String {
     out
 }
 
-/// Copies the double-quoted string starting at `start`; returns the index after it.
+/// Template tokens some models write for a string's quotes.
+const QUOTE_TOKENS: &[&str] = &["<|\"|>", "<escape>"];
+
+fn starts_with(chars: &[char], at: usize, token: &str) -> bool {
+    let mut rest = chars.get(at..).unwrap_or_default().iter();
+    token.chars().all(|t| rest.next() == Some(&t))
+}
+
+/// Where `needle` next occurs in `chars` from `from`.
+fn find(chars: &[char], from: usize, needle: &[char]) -> Option<usize> {
+    (from..chars.len().saturating_sub(needle.len() - 1)).find(|&i| chars[i..].starts_with(needle))
+}
+
+/// `text` as a JSON string, every character as itself.
+fn push_json_string(text: &[char], out: &mut String) {
+    let text: String = text.iter().collect();
+    out.push_str(&serde_json::to_string(&text).expect("strings serialise"));
+}
+
+/// Whether the escape at `chars[at]` (a backslash) is one JSON has.
+fn valid_escape(chars: &[char], at: usize) -> bool {
+    match chars.get(at + 1) {
+        Some('"' | '\\' | '/' | 'b' | 'f' | 'n' | 'r' | 't') => true,
+        Some('u') => chars.get(at + 2..at + 6).is_some_and(|hex| hex.iter().all(char::is_ascii_hexdigit)),
+        _ => false,
+    }
+}
+
+/// Copies the double-quoted string starting at `start`; returns the index
+/// after it. Raw control characters inside are escaped; an invalid escape
+/// (`C:\Users`) keeps its backslash as a character, but only when no
+/// escape in the same string could itself have been meant literally
+/// (`\n`, `\t`, `\\`, `\u…`, …; `\"` cannot): then the string has two
+/// readings and stays as it is.
 fn copy_string(chars: &[char], start: usize, out: &mut String) -> usize {
+    let (mut invalid, mut ambiguous) = (false, false);
+    let mut i = start + 1;
+    while i < chars.len() && chars[i] != '"' {
+        if chars[i] == '\\' {
+            match valid_escape(chars, i) {
+                true => ambiguous |= chars.get(i + 1) != Some(&'"'),
+                false => invalid = true,
+            }
+            i += 2;
+            continue;
+        }
+        i += 1;
+    }
+    let literal_backslashes = invalid && !ambiguous;
     out.push('"');
     let mut i = start + 1;
     while i < chars.len() {
         let c = chars[i];
-        out.push(c);
-        if c == '\\' {
-            if let Some(&next) = chars.get(i + 1) {
-                out.push(next);
-                i += 1;
+        match c {
+            '\\' if literal_backslashes && !valid_escape(chars, i) => out.push_str("\\\\"),
+            '\\' => {
+                out.push('\\');
+                if let Some(&next) = chars.get(i + 1) {
+                    out.push(next);
+                    i += 1;
+                }
             }
-        } else if c == '"' {
-            return i + 1;
+            '"' => {
+                out.push('"');
+                return i + 1;
+            }
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
         }
         i += 1;
     }
@@ -553,7 +699,7 @@ mod tests {
     fn slips_with_two_readings_stay_errors() {
         // Two concatenated objects, an object then an array, a single brace
         // among doubled ones, truncation.
-        assert!(err(r#"{"a": 1}{"b": 2}"#, false).starts_with("arguments are not valid JSON: trailing characters"));
+        assert_eq!(err(r#"{"a": 1}{"b": 2}"#, false), calls::many(2).message);
         assert!(err(r#"{"a": 1} [2]"#, false).starts_with("arguments are not valid JSON"));
         assert!(err(r#"{{"a": {"b": 1}}}"#, false).starts_with("arguments are not valid JSON"));
         assert!(err(r#"{"a": {"b": 1}"#, false).starts_with("arguments are not valid JSON: EOF while parsing"));
@@ -566,7 +712,8 @@ mod tests {
         let parsed = ok(r#"[{"a": 1}]"#, false);
         assert_eq!(serde_json::to_string(&parsed.object).unwrap(), r#"{"a":1}"#);
         assert_eq!(parsed.repairs[0].kind, RepairKind::ArgumentsEnvelope);
-        assert_eq!(err(r#"[{"a": 1}, {"a": 2}]"#, false), "arguments must be a JSON object, got an array");
+        assert_eq!(err(r#"[{"a": 1}, {"a": 2}]"#, false), calls::many(2).message);
+        assert_eq!(err(r#"[{"a": 1}, {"a": 2}]"#, true), "arguments must be a JSON object, got an array");
         assert_eq!(err(r#"[{"a": 1}]"#, true), "arguments must be a JSON object, got an array");
     }
 

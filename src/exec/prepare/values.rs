@@ -50,6 +50,30 @@ fn in_object(
     repairs: &mut Vec<Repair>,
 ) {
     let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
+    // `null` for an optional parameter whose schema does not allow it: the
+    // model's way of leaving it out.
+    let required = schema.get("required").and_then(Value::as_array);
+    let dropped: Vec<String> = object
+        .iter()
+        .filter(|(name, value)| {
+            value.is_null()
+                && !required.is_some_and(|r| r.iter().any(|n| n.as_str() == Some(name.as_str())))
+                && properties.get(name.as_str()).is_some_and(refuses_null)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in dropped {
+        object.remove(&name);
+        let field = match path {
+            "" => name,
+            _ => format!("{path}/{name}"),
+        };
+        repairs.push(Repair {
+            kind: RepairKind::ArgumentValue,
+            original: format!("{field}: null"),
+            repaired: format!("{field} left out"),
+        });
+    }
     for (name, value) in object.iter_mut() {
         let Some(property) = properties.get(name) else { continue };
         let field = match path {
@@ -94,6 +118,23 @@ fn in_value(
     }
 }
 
+/// Whether `property` has one type, not `null` (no `null` in its `enum`,
+/// no `anyOf`/`oneOf`).
+fn refuses_null(property: &Value) -> bool {
+    let one_type = property.get("type").and_then(Value::as_str).is_some_and(|t| t != "null");
+    let enum_null = property.get("enum").and_then(Value::as_array).is_some_and(|e| e.contains(&Value::Null));
+    one_type && !enum_null && property.get("anyOf").is_none() && property.get("oneOf").is_none()
+}
+
+/// Whether `value` is of JSON Schema type `wanted`.
+fn is_of(wanted: &str, value: &Value) -> bool {
+    match (wanted, value) {
+        ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("number", Value::Number(_)) => true,
+        ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
+        _ => false,
+    }
+}
+
 /// `value` as the one type `property` wants, if it is not of it and has
 /// exactly one reading as it.
 fn coerced(value: &Value, property: &Value, limits: ArgumentLimits) -> Option<Value> {
@@ -121,6 +162,15 @@ fn coerced(value: &Value, property: &Value, limits: ArgumentLimits) -> Option<Va
         }
         ("object", Value::String(text)) if text.trim_start().starts_with('{') => {
             literal(text, limits).filter(Value::is_object)
+        }
+        // A one-element array where one value belongs: its element (itself
+        // read by these rules).
+        ("string" | "integer" | "number" | "boolean", Value::Array(items)) if items.len() == 1 => {
+            let item = &items[0];
+            match is_of(wanted, item) {
+                true => Some(item.clone()),
+                false => coerced(item, property, limits).filter(|c| is_of(wanted, c)),
+            }
         }
         ("array", single) if !single.is_array() => {
             let items = property.get("items")?;

@@ -1,0 +1,355 @@
+//! Calls written in tags: `<function=NAME><parameter=KEY>VALUE</parameter>
+//! </function>`, `<invoke name="NAME"><parameter name="KEY">…`, a
+//! `<function=NAME>` element around a JSON object, `NAME<arg_key>K</arg_key>
+//! <arg_value>V</arg_value>`, a `<function>NAME</function>` element beside
+//! a JSON object, and wrapper elements (`<tool_call>`, `<function_calls>`,
+//! `<minimax:tool_call>`, …) read again inside. Every element must be
+//! closed: a value cut off mid-way is never completed.
+
+use serde_json::{Map, Value};
+
+use super::{read_in, Arguments, Found, Reading};
+use crate::exec::{limits::ArgumentLimits, prepare::syntax::literal};
+
+/// Elements that are one call when they carry a name (`<function=NAME>`,
+/// `<invoke name="NAME">`).
+const CALL_TAGS: &[&str] =
+    &["function", "invoke", "tool", "call", "tool_use", "use_tool", "function_call", "tool_call"];
+
+/// Elements holding one argument, named by `=KEY` or a `name` attribute.
+const PARAMETER_TAGS: &[&str] = &["parameter", "param", "arg", "argument"];
+
+/// Elements holding the arguments as a JSON object, beside a name element.
+const ARGUMENTS_TAGS: &[&str] = &["arguments", "parameters", "args", "input"];
+
+/// Elements holding a call's name as their text, beside its arguments.
+const NAME_TAGS: &[&str] = &["function", "name", "tool_name", "tool"];
+
+/// One element: its tag, `=VALUE` (`<function=get_weather>`), attributes,
+/// the raw text inside and where it ends.
+#[derive(Debug)]
+struct Element<'a> {
+    tag: &'a str,
+    value: Option<String>,
+    attributes: Vec<(&'a str, String)>,
+    inner: &'a str,
+    end: usize,
+}
+
+impl Element<'_> {
+    fn is(&self, tags: &[&str]) -> bool {
+        tags.iter().any(|t| t.eq_ignore_ascii_case(self.tag))
+    }
+
+    /// The name `=NAME` or a `name`-like attribute gives.
+    fn name(&self) -> Option<&str> {
+        self.value.as_deref().or_else(|| {
+            self.attributes
+                .iter()
+                .find(|(k, _)| matches!(*k, "name" | "tool_name" | "function"))
+                .map(|(_, v)| v.as_str())
+        })
+    }
+}
+
+/// The element `text` starts with, closed by its matching end tag.
+fn element(text: &str) -> Option<Element<'_>> {
+    let rest = text.strip_prefix('<')?;
+    let tag_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':' | '.')))?;
+    if tag_len == 0 {
+        return None;
+    }
+    let tag = &rest[..tag_len];
+    let close = rest.find('>')?;
+    let head = &rest[tag_len..close];
+    let (value, attributes) = match head.strip_prefix('=') {
+        Some(value) => (Some(unquote(value.trim()).to_owned()), Vec::new()),
+        None => (None, attributes(head)?),
+    };
+    let body_start = 1 + close + 1;
+    if head.trim_end().ends_with('/') {
+        return Some(Element { tag, value, attributes, inner: "", end: body_start });
+    }
+    let (open, end_tag) = (format!("<{tag}"), format!("</{tag}>"));
+    let mut depth = 1usize;
+    let mut at = body_start;
+    loop {
+        let next_close = at + text[at..].find(&end_tag)?;
+        let mut search = at;
+        while let Some(found) = text[search..next_close].find(&open) {
+            let found = search + found;
+            let after = text[found + open.len()..].chars().next();
+            if matches!(after, Some('>' | '=' | '/') | Some(' ' | '\n' | '\t')) {
+                depth += 1;
+            }
+            search = found + open.len();
+        }
+        depth -= 1;
+        if depth == 0 {
+            return Some(Element {
+                tag,
+                value,
+                attributes,
+                inner: &text[body_start..next_close],
+                end: next_close + end_tag.len(),
+            });
+        }
+        at = next_close + end_tag.len();
+    }
+}
+
+/// `key="value" key='value' key=value`, or `None` for anything else.
+fn attributes(head: &str) -> Option<Vec<(&str, String)>> {
+    let mut found = Vec::new();
+    let mut rest = head.trim().trim_end_matches('/').trim();
+    while !rest.is_empty() {
+        let eq = rest.find('=')?;
+        let key = rest[..eq].trim();
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':')) {
+            return None;
+        }
+        let after = rest[eq + 1..].trim_start();
+        let (value, next) = match after.chars().next()? {
+            q @ ('"' | '\'') => {
+                let end = after[1..].find(q)?;
+                (&after[1..1 + end], &after[1 + end + 1..])
+            }
+            _ => {
+                let end = after.find(char::is_whitespace).unwrap_or(after.len());
+                (&after[..end], &after[end..])
+            }
+        };
+        found.push((key, value.to_owned()));
+        rest = next.trim_start();
+    }
+    Some(found)
+}
+
+fn unquote(text: &str) -> &str {
+    for q in ['"', '\''] {
+        if let Some(inner) = text.strip_prefix(q).and_then(|t| t.strip_suffix(q)) {
+            return inner;
+        }
+    }
+    text
+}
+
+/// A part of a text in tags: an element, or text between elements.
+enum Part<'a> {
+    Element(Element<'a>),
+    Text(&'a str),
+}
+
+/// The top-level parts of `text`; blank text between elements dropped.
+fn parts(text: &str) -> Vec<Part<'_>> {
+    let mut parts = Vec::new();
+    let mut at = 0;
+    let mut text_start = None;
+    while at < text.len() {
+        let rest = &text[at..];
+        if rest.starts_with('<') {
+            if let Some(found) = element(rest) {
+                if let Some(start) = text_start.take() {
+                    push_text(&mut parts, &text[start..at]);
+                }
+                at += found.end;
+                parts.push(Part::Element(found));
+                continue;
+            }
+        }
+        text_start.get_or_insert(at);
+        at += rest.chars().next().map_or(1, char::len_utf8);
+    }
+    if let Some(start) = text_start {
+        push_text(&mut parts, &text[start..]);
+    }
+    parts
+}
+
+fn push_text<'a>(parts: &mut Vec<Part<'a>>, text: &'a str) {
+    if !text.trim().is_empty() {
+        parts.push(Part::Text(text));
+    }
+}
+
+/// The calls `text`, starting with a tag, holds.
+pub(super) fn read(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
+    // Only parameters: the arguments of a call whose name was sent apart.
+    if starts_parameters(text) {
+        return match parameters(text, limits) {
+            Some(values) => Reading::One(Found { name: None, arguments: Arguments::Values(values) }),
+            None => Reading::Nothing,
+        };
+    }
+    let parts = parts(text);
+    if let Some(found) = name_beside_arguments(&parts, limits) {
+        return Reading::One(found);
+    }
+    let mut calls = Vec::new();
+    let mut count = 0;
+    for part in parts {
+        let Part::Element(element) = part else { return Reading::Nothing };
+        match element_calls(element, limits, depth) {
+            Reading::Nothing => return Reading::Nothing,
+            Reading::One(found) => {
+                count += 1;
+                calls.push(found);
+            }
+            Reading::Many(n) => count += n,
+        }
+    }
+    match (count, calls.len()) {
+        (1, 1) => Reading::One(calls.pop().expect("one")),
+        (0, _) => Reading::Nothing,
+        (n, _) => Reading::Many(n),
+    }
+}
+
+/// The calls one element holds: a named call element, or a wrapper read
+/// again inside.
+fn element_calls(element: Element<'_>, limits: ArgumentLimits, depth: usize) -> Reading {
+    if element.is(CALL_TAGS) {
+        if let Some(name) = element.name() {
+            return match body_arguments(element.inner, limits) {
+                Some(arguments) => Reading::One(Found { name: Some(name.to_owned()), arguments }),
+                None => Reading::Nothing,
+            };
+        }
+    }
+    read_in(element.inner, limits, depth + 1)
+}
+
+/// `<function>NAME</function>` (or `<name>`) beside a JSON object, or
+/// beside an `<arguments>` element holding one.
+fn name_beside_arguments(parts: &[Part<'_>], limits: ArgumentLimits) -> Option<Found> {
+    let [first, second] = parts else { return None };
+    let (named, other) = match (first, second) {
+        (Part::Element(e), other) if e.is(NAME_TAGS) && e.name().is_none() => (e, other),
+        (other, Part::Element(e)) if e.is(NAME_TAGS) && e.name().is_none() => (e, other),
+        _ => return None,
+    };
+    let name = named.inner.trim();
+    if name.is_empty() || name.contains(|c: char| c.is_whitespace() || matches!(c, '<' | '{')) {
+        return None;
+    }
+    let object = match other {
+        Part::Text(text) => text.trim(),
+        Part::Element(e) if e.is(ARGUMENTS_TAGS) && e.name().is_none() => e.inner.trim(),
+        Part::Element(_) => return None,
+    };
+    literal(object, limits).filter(Value::is_object)?;
+    Some(Found { name: Some(name.to_owned()), arguments: Arguments::Text(object.to_owned()) })
+}
+
+/// The arguments inside a named call element: none, a JSON object, or
+/// parameter elements.
+fn body_arguments(inner: &str, limits: ArgumentLimits) -> Option<Arguments> {
+    let body = inner.trim();
+    if body.is_empty() {
+        return Some(Arguments::Absent);
+    }
+    if body.starts_with('{') {
+        return literal(body, limits).filter(Value::is_object).map(|_| Arguments::Text(body.to_owned()));
+    }
+    parameters(body, limits).map(Arguments::Values)
+}
+
+/// Whether `text` starts with an argument written in tags.
+pub(super) fn starts_parameters(text: &str) -> bool {
+    ["<parameter", "<param=", "<param ", "<arg_key>", "<argument="].iter().any(|p| text.starts_with(p))
+}
+
+/// Arguments written as parameter elements (`<parameter=KEY>VALUE
+/// </parameter>`, `<parameter name="KEY">`) or `<arg_key>`/`<arg_value>`
+/// pairs, and nothing else; values are their text, one newline on each
+/// side set aside. A key given twice is two readings: none.
+pub(super) fn parameters(body: &str, _limits: ArgumentLimits) -> Option<Map<String, Value>> {
+    let mut values = Map::new();
+    let mut pending_key: Option<String> = None;
+    for part in parts(body) {
+        let Part::Element(element) = part else { return None };
+        let (key, value) = if element.is(PARAMETER_TAGS) {
+            (element.name()?.to_owned(), element.inner)
+        } else if element.tag == "arg_key" && pending_key.is_none() {
+            pending_key = Some(element.inner.trim().to_owned());
+            continue;
+        } else if element.tag == "arg_value" {
+            (pending_key.take()?, element.inner)
+        } else {
+            return None;
+        };
+        if pending_key.is_some() || key.is_empty() || values.contains_key(&key) {
+            return None;
+        }
+        let value = value.strip_prefix('\n').unwrap_or(value);
+        let value = value.strip_suffix('\n').unwrap_or(value);
+        values.insert(key, Value::String(value.to_owned()));
+    }
+    (pending_key.is_none() && !values.is_empty()).then_some(values)
+}
+
+/// The calls of the element `text` starts with, and where it ends; `None`
+/// when it holds none.
+pub(super) fn calls_at(text: &str, limits: ArgumentLimits) -> Option<(usize, usize)> {
+    let found = element(text)?;
+    let end = found.end;
+    match element_calls(found, limits, 0) {
+        Reading::Nothing => None,
+        Reading::One(_) => Some((1, end)),
+        Reading::Many(n) => Some((n, end)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(text: &str) -> Found {
+        match read(text, ArgumentLimits::default(), 0) {
+            Reading::One(found) => found,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    fn values(pairs: &[(&str, &str)]) -> Arguments {
+        Arguments::Values(pairs.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect())
+    }
+
+    #[test]
+    fn parameter_elements_and_json_bodies() {
+        let qwen = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
+        assert_eq!(
+            one(qwen),
+            Found { name: Some("get_weather".into()), arguments: values(&[("city", "Paris"), ("days", "3")]) }
+        );
+        let minimax = "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>";
+        assert_eq!(one(minimax), Found { name: Some("get_weather".into()), arguments: values(&[("city", "Paris")]) });
+        let llama = "<function=get_weather>{\"city\": \"Paris\"}</function>";
+        assert_eq!(one(llama).arguments, Arguments::Text("{\"city\": \"Paris\"}".into()));
+        let hermes = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+        assert_eq!(one(hermes).name.as_deref(), Some("get_weather"));
+        let beside = "<function>get_weather</function>\n{\"city\": \"Paris\"}";
+        assert_eq!(one(beside).arguments, Arguments::Text("{\"city\": \"Paris\"}".into()));
+        // A value keeps inner newlines and markup.
+        let code = "<function=write><parameter=text>\na <b>\nc\n</parameter></function>";
+        assert_eq!(one(code).arguments, values(&[("text", "a <b>\nc")]));
+    }
+
+    #[test]
+    fn what_is_not_one_call() {
+        let limits = ArgumentLimits::default();
+        // Two calls.
+        let two = "<tool_call><function=a></function></tool_call><tool_call><function=b></function></tool_call>";
+        assert_eq!(read(two, limits, 0), Reading::Many(2));
+        // Cut off: never completed.
+        assert_eq!(read("<function=get_weather><parameter=city>Par", limits, 0), Reading::Nothing);
+        assert_eq!(read("<function=get_weather><parameter=city>Paris</parameter>", limits, 0), Reading::Nothing);
+        // A key twice, prose beside the call, an element that is not a call.
+        assert_eq!(
+            read("<function=f><parameter=a>1</parameter><parameter=a>2</parameter></function>", limits, 0),
+            Reading::Nothing
+        );
+        assert_eq!(read("Sure! <function=f></function>", limits, 0), Reading::Nothing);
+        assert_eq!(read("<b>bold</b>", limits, 0), Reading::Nothing);
+    }
+}
