@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::syntax::literal;
+use super::json::literal;
 use crate::exec::limits::ArgumentLimits;
 
 /// Call kinds a `type` beside the arguments may name.
@@ -146,5 +146,33 @@ mod tests {
         // Dotted keys under two prefixes, or over undeclared names.
         assert_eq!(run(serde_json::json!({"a.query": "x", "b.limit": 1}), &["query", "limit"]), None);
         assert_eq!(run(serde_json::json!({"args.other": "x"}), &["query"]), None);
+    }
+
+    #[test]
+    fn wrappers_holding_text_empty_wrappers_and_members_sent_at_the_top() {
+        assert_eq!(
+            run(serde_json::json!({"arguments": "{\"query\": \"x\"}"}), &["query"]),
+            Some(serde_json::json!({"query": "x"}))
+        );
+        assert_eq!(
+            run(serde_json::json!({"query": "x", "arguments": {}}), &["query"]),
+            Some(serde_json::json!({"query": "x"}))
+        );
+        assert_eq!(run(serde_json::json!({"arguments": "not json"}), &["query"]), None);
+        let schema = serde_json::json!({"properties": {
+            "filter": {"type": "object", "properties": {"status": {}, "customer": {}}},
+            "limit": {"type": "integer"}
+        }});
+        let lifted = |args: Value| lift(args.as_object().unwrap(), &schema).map(Value::Object);
+        assert_eq!(
+            lifted(serde_json::json!({"status": "open", "limit": 2})),
+            Some(serde_json::json!({"limit": 2, "filter": {"status": "open"}}))
+        );
+        // The parameter sent too, a key of neither, nothing to lift, two object parameters.
+        assert_eq!(lifted(serde_json::json!({"status": "open", "filter": {}})), None);
+        assert_eq!(lifted(serde_json::json!({"status": "open", "other": 1})), None);
+        assert_eq!(lifted(serde_json::json!({"limit": 2})), None);
+        let two = serde_json::json!({"properties": {"a": {"type": "object", "properties": {"x": {}}}, "b": {"type": "object", "properties": {"x": {}}}}});
+        assert_eq!(lift(serde_json::json!({"x": 1}).as_object().unwrap(), &two), None);
     }
 }

@@ -7,10 +7,10 @@
 //!
 //! | stage | file | what it does |
 //! |---|---|---|
-//! | whole call | [`envelope`] | a call sent whole in the arguments, its name left empty |
+//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments); several calls are an error |
 //! | name | [`lookup`] | the emitted name → one tool inside the caller's set |
 //! | user | [`bind`] | a tool that acts for a user needs one |
-//! | syntax | [`syntax`] | the arguments' text → one JSON object, slips repaired |
+//! | syntax | [`syntax`] | the arguments' text → one JSON object, dialect slips repaired ([`json`]); else read as a call in another syntax ([`calls`]); a call after the arguments is an error |
 //! | argument names | [`keys`] | drifted argument names renamed |
 //! | envelope | [`envelope`] | arguments wrapped or beside call metadata, unwrapped |
 //! | values | [`values`] | values of another type than their schema's, coerced |
@@ -29,6 +29,7 @@
 mod bind;
 mod calls;
 mod envelope;
+mod json;
 mod keys;
 mod lookup;
 mod syntax;

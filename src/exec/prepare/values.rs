@@ -24,7 +24,7 @@
 
 use serde_json::{Map, Value};
 
-use super::syntax::literal;
+use super::json::literal;
 use crate::exec::{
     limits::ArgumentLimits,
     outcome::{Repair, RepairKind},
@@ -285,5 +285,32 @@ mod tests {
             originals,
             ["items/0/qty: \"2\"", "filter: \"{\\\"archived\\\": \\\"false\\\"}\"", "filter/archived: \"false\""]
         );
+    }
+
+    #[test]
+    fn null_for_an_optional_parameter_is_left_out_and_one_element_arrays_are_their_element() {
+        let schema = serde_json::json!({
+            "properties": {
+                "city": {"type": "string"},
+                "days": {"type": "integer"},
+                "note": {"type": ["string", "null"]},
+                "pick": {"enum": ["a", null]}
+            },
+            "required": ["city"]
+        });
+        let (value, repairs) = run(schema.clone(), serde_json::json!({"city": ["Oslo"], "days": null}));
+        assert_eq!((value, repairs), (serde_json::json!({"city": "Oslo"}), 2));
+        let (value, _) = run(schema.clone(), serde_json::json!({"city": "Oslo", "days": ["3"]}));
+        assert_eq!(value, serde_json::json!({"city": "Oslo", "days": 3}));
+        // A required parameter, a schema allowing null, two elements, an element that does not fit: left alone.
+        for args in [
+            serde_json::json!({"city": null}),
+            serde_json::json!({"city": "Oslo", "note": null, "pick": null}),
+            serde_json::json!({"city": ["Oslo", "Rome"]}),
+            serde_json::json!({"city": "Oslo", "days": ["three"]}),
+        ] {
+            let (value, repairs) = run(schema.clone(), args.clone());
+            assert_eq!((value, repairs), (args, 0));
+        }
     }
 }

@@ -42,7 +42,7 @@ mod tags;
 
 use serde_json::{Map, Value};
 
-use super::syntax::literal;
+use super::json::literal;
 use crate::{
     exec::{limits::ArgumentLimits, outcome::ToolError},
     similar::residue,

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::{read_in, Arguments, Found, Reading};
-use crate::exec::{limits::ArgumentLimits, prepare::syntax::literal};
+use crate::exec::{limits::ArgumentLimits, prepare::json::literal};
 
 /// Elements that are one call when they carry a name (`<function=NAME>`,
 /// `<invoke name="NAME">`).
