@@ -19,9 +19,12 @@ use serde::Deserialize;
 
 pub(crate) use crate::exec::Policy;
 use crate::{
-    catalog::LoadOptions,
+    catalog::{GrantDecl, LoadOptions, Place},
     env::Env,
-    exec::{ArgumentLimits, ExecLimits},
+    exec::{
+        rate::{RateLimits, RateLimitsConfig},
+        ArgumentLimits, ExecLimits,
+    },
     identity::{JwtConfig, OauthConfig, PrincipalConfig, Principals, UsersConfig},
     state::StateConfig,
 };
@@ -88,6 +91,7 @@ pub struct FileConfig {
     #[serde(default)]
     pub(crate) limits: LimitsConfig,
     pub(crate) mcp_front_door: Option<McpFrontDoorConfig>,
+    pub(crate) rate_limits: Option<RateLimitsConfig>,
 }
 
 /// `mcp_front_door:` of the configuration file (off unless set).
@@ -232,6 +236,10 @@ pub struct Settings {
     pub(crate) fixed: Fixed,
     /// The MCP front door, when it is on.
     pub(crate) mcp: Option<McpSettings>,
+    /// `rate_limits` and the principals' `rate`, checked (reloadable).
+    pub(crate) rates: Arc<RateLimits>,
+    /// The file the settings came from, for messages.
+    pub(crate) origin: String,
 }
 
 /// The settings a reload cannot change (they are bound to sockets, or to
@@ -326,6 +334,9 @@ impl Settings {
         };
         let origin = file.origin.as_deref().unwrap_or("<configuration>");
         let principals = Principals::from_config(&file.principals, origin).map_err(ConfigError::Principals)?;
+        let rates = RateLimits::from_config(file.rate_limits.as_ref(), &file.principals, origin)
+            .map_err(ConfigError::Principals)?;
+        let origin = origin.to_owned();
         if principals.use_certificates() && tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
             return Err(ConfigError::NoClientCa);
         }
@@ -379,11 +390,24 @@ impl Settings {
             retry_budget,
             fixed,
             mcp,
+            rates: Arc::new(rates),
+            origin,
         })
     }
 }
 
 impl Settings {
+    /// The tools `rate_limits.tools` names, for the catalogue to check like
+    /// grants (an unknown one is a load error with a did-you-mean).
+    pub(crate) fn rate_limit_decl(&self) -> Vec<GrantDecl> {
+        let names: Vec<(usize, String)> = self.rates.tool_names().map(|n| (0, n.to_owned())).collect();
+        if names.is_empty() {
+            return Vec::new();
+        }
+        let place = Place { origin: self.origin.as_str().into(), path: "rate_limits.tools".to_owned() };
+        vec![GrantDecl { owner: "rate_limits.tools".to_owned(), names, place, keyed: true }]
+    }
+
     /// Refuses settings that would expose the gateway, unless
     /// `allow_remote`: a listen address other than loopback with no
     /// principals (every caller on the network trusted), or with principals

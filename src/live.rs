@@ -17,7 +17,7 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
     catalog::{self, Files, McpListing, Problem},
-    exec::{ExecLimits, Executor, Policy, Shared},
+    exec::{rate::RateLimits, ExecLimits, Executor, Policy, Shared},
     identity::{Granted, Identity},
     mcp::{Event, Retired},
     telemetry::Observer,
@@ -56,6 +56,7 @@ pub(crate) struct Sources {
     pub(crate) limits: ExecLimits,
     pub(crate) policy: Policy,
     pub(crate) identity: Arc<Identity>,
+    pub(crate) rates: Arc<RateLimits>,
 }
 
 /// A reload that was swapped in.
@@ -280,7 +281,14 @@ impl LiveCatalog {
 /// resolved in this catalogue, once.
 fn snapshot(sources: &Sources, catalog: catalog::Catalog, shared: &Arc<Shared>) -> Snapshot {
     let granted = Granted::resolve(sources.identity.principals(), &catalog);
-    let executor = Executor::new(Arc::new(catalog), sources.limits, sources.policy, Arc::clone(shared), granted);
+    let executor = Executor::new(
+        Arc::new(catalog),
+        sources.limits,
+        sources.policy,
+        Arc::clone(shared),
+        granted,
+        Arc::clone(&sources.rates),
+    );
     Snapshot { identity: Arc::clone(&sources.identity), executor }
 }
 

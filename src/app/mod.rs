@@ -240,7 +240,8 @@ fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc
 fn sources(settings: &Settings, env: &Env, identity: Arc<Identity>) -> Sources {
     let mut files = catalog::read(&settings.load, env);
     files.add_grants(identity.principals().grant_decls());
-    Sources { files, limits: settings.limits, policy: settings.policy, identity }
+    files.add_grants(settings.rate_limit_decl());
+    Sources { files, limits: settings.limits, policy: settings.policy, identity, rates: Arc::clone(&settings.rates) }
 }
 
 /// Logs every problem, one line each; under strict validation a warning is

@@ -95,6 +95,9 @@ pub(crate) struct GrantDecl {
     pub(crate) names: Vec<(usize, String)>,
     /// Where the list is: the configuration file, `principals[0] (support-bot).tools`.
     pub(crate) place: Place,
+    /// The names are keys of a map (`rate_limits.tools.NAME`), not items
+    /// of a list (`….tools[0]`).
+    pub(crate) keyed: bool,
 }
 
 /// An MCP server whose tools are still to come. A toolset member or alias
@@ -312,12 +315,18 @@ impl Claims<'_> {
                 if names.contains_key(name) {
                     continue;
                 }
-                let path = format!("{}[{i}]", grant.place.path);
+                let path = match grant.keyed {
+                    true => format!("{}.{name}", grant.place.path),
+                    false => format!("{}[{i}]", grant.place.path),
+                };
                 if let Some(warning) = still_to_come(&self.pending, &grant.owner, name) {
                     self.problems.warning(&grant.place.origin, path, warning);
                     continue;
                 }
-                let statement = format!("{} is granted unknown tool '{name}'", grant.owner);
+                let statement = match grant.keyed {
+                    true => format!("{} names unknown tool '{name}'", grant.owner),
+                    false => format!("{} is granted unknown tool '{name}'", grant.owner),
+                };
                 let message = similar::did_you_mean(&statement, name, names.keys().map(String::as_str), String::new);
                 self.problems.error(&grant.place.origin, path, message);
             }

@@ -11,6 +11,8 @@
 //!   `{"hash", "state": "running", "holder", "phase", "until"}` while the
 //!   first call runs (a lease of the tool's timeout and a margin), then
 //!   `{"hash", "state": "done", "outcome"}` for `idempotency_ttl`.
+//! - `toolgate:rate:<owner>:principal`, `…:user:<user>`, `…:tool:<tool>[:<user>]`
+//!   and `toolgate:rate:*:tool:<tool>`: rate-limit buckets (GCRA times).
 //! - `toolgate:budget:<owner>:<sha256 of principal, user and session>:<tool>`:
 //!   the count of consecutive failures the model could fix, for
 //!   `session_ttl`; names that resolve to no tool share the bucket
@@ -148,6 +150,16 @@ pub(crate) const ANONYMOUS_OWNER: &str = "-";
 
 pub(crate) fn idempotency_key(caller: &Caller, key: &str) -> String {
     format!("toolgate:idem:{}:{}", owner(caller), scoped(caller, key))
+}
+
+/// A rate-limit bucket of the caller's principal: `toolgate:rate:<owner>:<what>`.
+pub(crate) fn rate_key(caller: &Caller, what: &str) -> String {
+    format!("toolgate:rate:{}:{what}", owner(caller))
+}
+
+/// The first 16 hex digits of `text`'s SHA-256 (a user in a key).
+pub(crate) fn digest(text: &str) -> String {
+    hex(&Sha256::digest(text.as_bytes())[..8])
 }
 
 pub(crate) fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {

@@ -30,6 +30,7 @@ mod observe;
 mod once;
 pub(crate) mod outcome;
 mod prepare;
+pub(crate) mod rate;
 
 use std::{
     sync::Arc,
@@ -156,6 +157,8 @@ pub(crate) struct Shared {
     inherited: Inherited,
     observer: Observer,
     state: CallState,
+    /// Requests in flight per principal (`concurrent`), across snapshots.
+    in_flight: rate::InFlight,
 }
 
 impl Shared {
@@ -167,7 +170,7 @@ impl Shared {
         observer: Observer,
         state: CallState,
     ) -> Result<Arc<Self>, reqwest::Error> {
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, state }))
+        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, state, in_flight: Default::default() }))
     }
 
     pub(crate) fn mcp(&self) -> &Arc<McpPool> {
@@ -192,6 +195,8 @@ pub struct Executor {
     everything: prepare::Inventory,
     /// What each principal may use in this snapshot.
     granted: Granted,
+    /// This snapshot's rate limits.
+    rates: Arc<rate::RateLimits>,
 }
 
 impl Executor {
@@ -201,10 +206,11 @@ impl Executor {
         policy: Policy,
         shared: Arc<Shared>,
         granted: Granted,
+        rates: Arc<rate::RateLimits>,
     ) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
         let everything = prepare::Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
-        Self { catalog, limits, policy, shared, permits, everything, granted }
+        Self { catalog, limits, policy, shared, permits, everything, granted, rates }
     }
 
     pub(crate) fn catalog(&self) -> &Arc<Catalog> {
@@ -288,7 +294,17 @@ impl Executor {
             return Ok(Outcome::of(tool, ready, Ok(None)));
         }
         let outcome = match call.idempotency_key.is_empty() {
-            true => self.dispatched(ready, call, expiry).await,
+            true => {
+                let tool = self.catalog.tool(ready.tool);
+                match self.within_rate(&call.caller, &tool.name).await {
+                    Ok(room) => {
+                        let mut outcome = self.dispatched(ready, call, expiry).await;
+                        outcome.rate_remaining = room;
+                        outcome
+                    }
+                    Err(limited) => Outcome::of(tool, ready, Err(limited)),
+                }
+            }
             false => self.once(ready, call, expiry).await?,
         };
         Ok(self.budgeted(call, outcome, expiry).await)

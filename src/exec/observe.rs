@@ -66,6 +66,9 @@ pub(crate) fn finished(
     if outcome.replayed {
         span.set(semconv::REPLAYED, true);
     }
+    if let Some(remaining) = outcome.rate_remaining {
+        span.set(semconv::RATE_REMAINING, i64::from(remaining));
+    }
     if let Some(remaining) = outcome.budget_remaining {
         span.set(semconv::BUDGET_REMAINING, remaining as i64);
     }

@@ -135,9 +135,13 @@ impl Executor {
             };
         }
         // Claimed: turn it into dispatching, or, if another took it over
-        // meanwhile, do not run.
+        // meanwhile, do not run. The call's rate limits are taken at the
+        // same time (a replay, answered above, never counts): no round
+        // trip more than a keyed call without limits.
         let dispatching = state.store.replace(&key, &holder.claimed, &holder.dispatching, state.idempotency_ttl);
-        match state.bounded(expiry, dispatching).await {
+        let (dispatching, rated) =
+            tokio::join!(state.bounded(expiry, dispatching), self.within_rate(&call.caller, &tool.name));
+        match dispatching {
             Ok(true) => {}
             Ok(false) => return Ok(unavailable(ready, STILL_RUNNING)),
             Err(err) => {
@@ -146,8 +150,16 @@ impl Executor {
                 return Ok(unavailable(ready, CANNOT_GUARANTEE));
             }
         }
+        let room = match rated {
+            Ok(room) => room,
+            Err(limited) => {
+                holder.finish(state, &key, End::Release, expiry).await;
+                return Ok(Outcome::of(tool, ready, Err(limited)));
+            }
+        };
         let idempotent = tool.idempotent;
-        let outcome = self.dispatched(ready, call, expiry).await;
+        let mut outcome = self.dispatched(ready, call, expiry).await;
+        outcome.rate_remaining = room;
         let end = match to_store(&outcome, idempotent) {
             Some(kept) => End::Keep(Record::done(&hash, &kept)),
             None => End::Release,
@@ -341,7 +353,10 @@ fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
     match error.kind {
         ErrorKind::NotFound | ErrorKind::Refused | ErrorKind::ToolCrashed => Some(outcome.clone()),
         // The tool did not act, or never got the call: the key may be used again.
-        ErrorKind::InvalidArguments | ErrorKind::UnknownTool | ErrorKind::RetryBudgetExhausted => None,
+        ErrorKind::InvalidArguments
+        | ErrorKind::UnknownTool
+        | ErrorKind::RetryBudgetExhausted
+        | ErrorKind::RateLimited => None,
         ErrorKind::Unavailable => None,
         // It may have acted: an idempotent tool may run again, any other
         // must not.
@@ -375,5 +390,6 @@ fn vanished(tool: &str) -> Outcome {
         result: Err(ToolError::new(ErrorKind::Unavailable, message, false)),
         replayed: true,
         budget_remaining: None,
+        rate_remaining: None,
     }
 }

@@ -76,6 +76,9 @@ pub enum ErrorKind {
     Unavailable,
     /// The session used its retries for this tool.
     RetryBudgetExhausted,
+    /// A user or tool rate limit: the call did not run; it would pass
+    /// after `retry_after`.
+    RateLimited,
 }
 
 impl ErrorKind {
@@ -91,6 +94,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "TIMEOUT",
             ErrorKind::Unavailable => "UNAVAILABLE",
             ErrorKind::RetryBudgetExhausted => "RETRY_BUDGET_EXHAUSTED",
+            ErrorKind::RateLimited => "RATE_LIMITED",
         }
     }
 
@@ -105,6 +109,7 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::RetryBudgetExhausted => "retry_budget_exhausted",
+            ErrorKind::RateLimited => "rate_limited",
         }
     }
 
@@ -122,7 +127,7 @@ impl ErrorKind {
     /// idempotent tool.
     pub(crate) fn retryable(self, idempotent: bool) -> bool {
         match self {
-            ErrorKind::UnknownTool | ErrorKind::InvalidArguments => true,
+            ErrorKind::UnknownTool | ErrorKind::InvalidArguments | ErrorKind::RateLimited => true,
             ErrorKind::Timeout | ErrorKind::Unavailable => idempotent,
             ErrorKind::NotFound | ErrorKind::Refused | ErrorKind::ToolCrashed | ErrorKind::RetryBudgetExhausted => {
                 false
@@ -161,6 +166,9 @@ pub struct ToolError {
     pub(crate) available_tools_total: u32,
     pub(crate) expected_parameters: Option<ExpectedParameters>,
     pub(crate) violations: Vec<Violation>,
+    /// RATE_LIMITED: how long until the call would pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) retry_after: Option<std::time::Duration>,
 }
 
 impl ToolError {
@@ -176,6 +184,7 @@ impl ToolError {
             available_tools_total: 0,
             expected_parameters: None,
             violations: Vec::new(),
+            retry_after: None,
         }
     }
 
@@ -245,6 +254,10 @@ pub struct Outcome {
     /// RETRY_BUDGET_EXHAUSTED, when the call has a session (for telemetry).
     #[serde(skip)]
     pub(crate) budget_remaining: Option<u64>,
+    /// Calls the tightest of its rate limits would still take (none
+    /// configured: `None`).
+    #[serde(skip)]
+    pub(crate) rate_remaining: Option<u32>,
 }
 
 impl Outcome {
@@ -257,6 +270,7 @@ impl Outcome {
             result,
             replayed: false,
             budget_remaining: None,
+            rate_remaining: None,
         }
     }
 
@@ -270,6 +284,7 @@ impl Outcome {
             result: Err(error),
             replayed: false,
             budget_remaining: None,
+            rate_remaining: None,
         }
     }
 }

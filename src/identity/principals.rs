@@ -28,6 +28,9 @@ pub struct PrincipalConfig {
     /// The OAuth client whose access tokens act as this principal at the
     /// MCP front door (the token's `client_id`, or `azp`).
     pub(crate) oauth_client_id: Option<String>,
+    /// This principal's own request limit (instead of
+    /// `rate_limits.principal`).
+    pub(crate) rate: Option<crate::exec::rate::RateConfig>,
 }
 
 /// A validated principal.
@@ -145,6 +148,7 @@ impl Principals {
             owner: format!("principal '{}'", p.name),
             names: p.tools.iter().enumerate().filter(|(_, n)| !is_every_tool(n)).map(|(i, n)| (i, n.clone())).collect(),
             place: Place { origin: Arc::clone(&origin), path: format!("{}.tools", p.path) },
+            keyed: false,
         };
         self.list.iter().map(decl).collect()
     }
@@ -257,6 +261,7 @@ mod tests {
                 client_cert: None,
                 tools: vec!["*".into()],
                 oauth_client_id: None,
+                rate: None,
             },
             PrincipalConfig {
                 name: "agent".into(),
@@ -264,6 +269,7 @@ mod tests {
                 client_cert: Some("agent.example".into()),
                 tools: vec!["echo".into()],
                 oauth_client_id: None,
+                rate: None,
             },
         ];
         Principals::from_config(&configs, "toolgate.yaml").unwrap()
@@ -309,6 +315,7 @@ mod tests {
             client_cert: cert.map(str::to_owned),
             tools: vec!["*".into()],
             oauth_client_id: None,
+            rate: None,
         };
         let problems = Principals::from_config(
             &[

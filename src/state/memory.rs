@@ -14,7 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::{BoxFuture, Store, StoreError};
+use super::{gcra, Admission, BoxFuture, Bucket, Store, StoreError};
 
 /// Records kept at most, by default.
 pub(crate) const DEFAULT_MAX_RECORDS: usize = 100_000;
@@ -39,6 +39,11 @@ struct Records {
 
 pub(crate) struct MemoryStore {
     records: Mutex<Records>,
+    /// Rate-limit buckets: each one's theoretical arrival time, µs after
+    /// `epoch`. A bucket whose time has passed is as good as absent, and is
+    /// swept when there are more than `max`.
+    buckets: Mutex<HashMap<String, u64>>,
+    epoch: Instant,
     max: usize,
     per_owner: usize,
 }
@@ -113,7 +118,13 @@ impl MemoryStore {
     /// A store of at most `max` records, a quarter of them per owner.
     pub(crate) fn with_capacity(max: usize) -> Self {
         let max = max.max(1);
-        Self { records: Mutex::new(Records::default()), max, per_owner: (max / 4).max(1) }
+        Self {
+            records: Mutex::new(Records::default()),
+            buckets: Mutex::new(HashMap::new()),
+            epoch: Instant::now(),
+            max,
+            per_owner: (max / 4).max(1),
+        }
     }
 
     /// Records held now (expired ones not yet swept included).
@@ -216,6 +227,32 @@ impl Store for MemoryStore {
     fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         self.lock().remove(key);
         ready(Ok(()))
+    }
+
+    fn admit<'a>(&'a self, buckets: &'a [Bucket]) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        let now = self.epoch.elapsed().as_micros() as u64;
+        let mut held = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let tats: Vec<u64> = buckets.iter().map(|b| held.get(&b.key).copied().unwrap_or(0)).collect();
+        let admission = match gcra(buckets, &tats, now) {
+            Ok(next) => {
+                if held.len() >= self.max {
+                    held.retain(|_, tat| *tat > now);
+                }
+                let mut rooms = Vec::with_capacity(next.len());
+                for (bucket, (tat, room)) in buckets.iter().zip(next) {
+                    match held.get_mut(&bucket.key) {
+                        Some(held) => *held = tat,
+                        None => {
+                            held.insert(bucket.key.clone(), tat);
+                        }
+                    }
+                    rooms.push(room);
+                }
+                Admission::Admitted(rooms)
+            }
+            Err((index, retry_after)) => Admission::Limited { index, retry_after },
+        };
+        ready(Ok(admission))
     }
 }
 

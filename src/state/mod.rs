@@ -7,6 +7,10 @@
 //! Two stores: in memory (one process, bounded) and Redis or Valkey
 //! ([`redis::RedisStore`]), which several replicas share.
 //!
+//! Rate limits are GCRA buckets ([`Store::admit`]): a bucket is one time
+//! (its theoretical arrival time), checked and moved atomically for every
+//! bucket a call touches, all or none.
+//!
 //! Keys are `toolgate:<kind>:<owner>:<…>`: the owner (a principal) is the
 //! third part, so that a store can hold each owner's records apart.
 
@@ -66,6 +70,51 @@ pub(crate) trait Store: Send + Sync {
 
     /// Removes the counter `key`.
     fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>>;
+
+    /// One call through every bucket of `buckets`, atomically: if each has
+    /// room, each takes the call; if one is empty, none does.
+    fn admit<'a>(&'a self, buckets: &'a [Bucket]) -> BoxFuture<'a, Result<Admission, StoreError>>;
+}
+
+/// A rate-limit bucket (GCRA, a token bucket without timers): one call
+/// every `interval` sustained, `burst` back to back on a full bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Bucket {
+    pub(crate) key: String,
+    pub(crate) interval: Duration,
+    pub(crate) burst: u32,
+}
+
+/// What [`Store::admit`] answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Every bucket took the call: how many more calls each would take now.
+    Admitted(Vec<u32>),
+    /// Bucket `index` had no room: no bucket took the call, which would pass
+    /// after `retry_after`.
+    Limited { index: usize, retry_after: Duration },
+}
+
+/// GCRA over buckets whose theoretical arrival times (µs, on the clock
+/// `now` reads) are `tats` (0: never used): the new times and the room
+/// left in each, or the first bucket without room and how long until it
+/// has some. A bucket has room while its time is at most `interval ×
+/// (burst − 1)` ahead of now.
+pub(crate) fn gcra(buckets: &[Bucket], tats: &[u64], now: u64) -> Result<Vec<(u64, u32)>, (usize, Duration)> {
+    let mut next = Vec::with_capacity(buckets.len());
+    for (index, (bucket, &tat)) in buckets.iter().zip(tats).enumerate() {
+        let interval = bucket.interval.as_micros().max(1) as u64;
+        let tolerance = interval * u64::from(bucket.burst.max(1) - 1);
+        let tat = tat.max(now);
+        let ahead = tat - now;
+        if ahead > tolerance {
+            return Err((index, Duration::from_micros(ahead - tolerance)));
+        }
+        let new = tat + interval;
+        let room = (interval * u64::from(bucket.burst.max(1))).saturating_sub(new - now) / interval;
+        next.push((new, room as u32));
+    }
+    Ok(next)
 }
 
 /// `state:` of the configuration file.
@@ -94,5 +143,29 @@ mod humantime_serde_opt {
     pub(crate) fn deserialize<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<Duration>, D::Error> {
         let text: Option<String> = Option::deserialize(deserializer)?;
         text.map(|t| humantime::parse_duration(&t).map_err(serde::de::Error::custom)).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gcra_lets_a_burst_through_then_one_call_per_interval() {
+        let bucket = Bucket { key: "k".into(), interval: Duration::from_secs(30), burst: 2 };
+        let second = 1_000_000;
+        let buckets = std::slice::from_ref(&bucket);
+        // Two back to back (burst 2), then the third waits 30 s.
+        let [(tat, room)] = gcra(buckets, &[0], 100 * second).unwrap()[..] else { panic!() };
+        assert_eq!(room, 1);
+        let [(tat, room)] = gcra(buckets, &[tat], 100 * second).unwrap()[..] else { panic!() };
+        assert_eq!(room, 0);
+        assert_eq!(gcra(buckets, &[tat], 100 * second), Err((0, Duration::from_secs(30))));
+        assert_eq!(gcra(buckets, &[tat], 120 * second), Err((0, Duration::from_secs(10))));
+        assert!(gcra(buckets, &[tat], 130 * second).is_ok());
+        // All or none: the second bucket's refusal names it.
+        let full = Bucket { key: "f".into(), interval: Duration::from_secs(1), burst: 1 };
+        let both = [bucket.clone(), full];
+        assert_eq!(gcra(&both, &[0, 5 * second], 4 * second), Err((1, Duration::from_secs(1))));
     }
 }

@@ -14,7 +14,7 @@ use std::{
 use ::redis::{aio::ConnectionManager, AsyncCommands, Client, Script};
 use tokio::sync::Mutex as AsyncMutex;
 
-use super::{BoxFuture, Store, StoreError};
+use super::{Admission, BoxFuture, Bucket, Store, StoreError};
 
 /// How long one command may take, and a connection attempt.
 const TIMEOUT: Duration = Duration::from_millis(500);
@@ -29,6 +29,7 @@ pub(crate) struct RedisStore {
     replace: Script,
     remove: Script,
     increment: Script,
+    admit: Script,
 }
 
 /// Whether `url` is a Redis URL this store can use (`redis://`, `rediss://`,
@@ -63,6 +64,10 @@ impl RedisStore {
             increment: Script::new(
                 "local n = redis.call('INCR', KEYS[1]) redis.call('PEXPIRE', KEYS[1], ARGV[1]) return n",
             ),
+            // GCRA over every bucket, all or none (state::gcra, in Lua), on
+            // the server's clock so that replicas share one: {1, room…}, or
+            // {0, index, µs to wait}.
+            admit: Script::new(ADMIT),
         })
     }
 
@@ -127,6 +132,30 @@ impl RedisStore {
     }
 }
 
+/// [`super::gcra`] in Lua. Times in µs (exact in a Lua number until the
+/// year 2255); ARGV holds each bucket's interval and burst.
+const ADMIT: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local next = {}
+for i = 1, #KEYS do
+  local interval = tonumber(ARGV[2 * i - 1])
+  local tolerance = interval * (tonumber(ARGV[2 * i]) - 1)
+  local tat = tonumber(redis.call('GET', KEYS[i]) or '0')
+  if tat < now then tat = now end
+  if tat - now > tolerance then return {0, i - 1, tat - now - tolerance} end
+  next[i] = tat + interval
+end
+local answer = {1}
+for i = 1, #KEYS do
+  local interval = tonumber(ARGV[2 * i - 1])
+  local ahead = next[i] - now
+  redis.call('SET', KEYS[i], string.format('%.0f', next[i]), 'PX', math.ceil(ahead / 1000))
+  answer[i + 1] = math.floor((interval * tonumber(ARGV[2 * i]) - ahead) / interval)
+end
+return answer
+";
+
 fn millis(ttl: Duration) -> u64 {
     ttl.as_millis().max(1) as u64
 }
@@ -171,5 +200,24 @@ impl Store for RedisStore {
 
     fn reset<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.run(async move |c| c.del(key).await))
+    }
+
+    fn admit<'a>(&'a self, buckets: &'a [Bucket]) -> BoxFuture<'a, Result<Admission, StoreError>> {
+        Box::pin(self.run(async move |c| {
+            let mut invocation = self.admit.prepare_invoke();
+            for bucket in buckets {
+                let interval = bucket.interval.as_micros().max(1) as u64;
+                invocation.key(&bucket.key).arg(interval).arg(bucket.burst.max(1));
+            }
+            let answer: Vec<i64> = invocation.invoke_async(c).await?;
+            Ok(match answer.as_slice() {
+                [1, rooms @ ..] => Admission::Admitted(rooms.iter().map(|r| (*r).max(0) as u32).collect()),
+                [_, index, wait, ..] => Admission::Limited {
+                    index: (*index).max(0) as usize,
+                    retry_after: Duration::from_micros((*wait).max(0) as u64),
+                },
+                _ => Admission::Admitted(vec![0; buckets.len()]),
+            })
+        }))
     }
 }

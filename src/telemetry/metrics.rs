@@ -31,6 +31,7 @@ pub struct Metrics {
     replays: Counter<u64>,
     exhaustions: Counter<u64>,
     state_errors: Counter<u64>,
+    rate_limited: Counter<u64>,
     reloads: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
 }
@@ -71,6 +72,10 @@ impl Metrics {
             state_errors: meter
                 .u64_counter(semconv::STATE_ERRORS)
                 .with_description("Times the state store (memory or Redis) could not answer, by use")
+                .build(),
+            rate_limited: meter
+                .u64_counter(semconv::RATE_LIMITED)
+                .with_description("Requests and calls refused by a rate limit, by scope and tool")
                 .build(),
             reloads: meter
                 .u64_counter(semconv::RELOADS)
@@ -158,6 +163,11 @@ impl Metrics {
     /// `what`: `idempotency` or `budget`.
     pub(crate) fn store_error(&self, what: &'static str) {
         self.state_errors.add(1, &[KeyValue::new(semconv::STATE_USE, what)]);
+    }
+
+    /// `scope`: `principal`, `user` or `tool`; the tool of a call.
+    pub(crate) fn rate_limited(&self, scope: &'static str, tool: Option<&str>) {
+        self.rate_limited.add(1, &[KeyValue::new(semconv::RATE_SCOPE, scope), self.tool(tool)]);
     }
 
     /// `result`: `ok` or `rejected`.

@@ -54,6 +54,11 @@ pub(crate) const BUDGET_REMAINING: &str = "toolgate.retry_budget.remaining";
 pub(crate) const REPLAYS: &str = "toolgate.idempotency.replays";
 pub(crate) const BUDGET_EXHAUSTIONS: &str = "toolgate.retry_budget.exhaustions";
 pub(crate) const STATE_ERRORS: &str = "toolgate.state.errors";
+/// Requests and calls refused by a rate limit, by `scope` and tool.
+pub(crate) const RATE_LIMITED: &str = "toolgate.rate_limited";
+pub(crate) const RATE_SCOPE: &str = "scope";
+/// Span attribute: the calls the tightest of a call's limits would still take.
+pub(crate) const RATE_REMAINING: &str = "toolgate.rate_limit.remaining";
 /// Catalogue reloads, by `result` (`ok` | `rejected`).
 pub(crate) const RELOADS: &str = "toolgate.catalog.reloads";
 pub(crate) const RELOAD_RESULT: &str = "result";

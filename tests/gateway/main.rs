@@ -27,6 +27,7 @@ mod mcp_front_door;
 mod model_output;
 mod once;
 mod otlp;
+mod rate_limits;
 mod reload;
 mod resolve_rpc;
 mod shipped_catalog;

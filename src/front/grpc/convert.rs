@@ -102,6 +102,7 @@ fn error_kind(kind: ErrorKind) -> pb::ErrorKind {
         ErrorKind::Timeout => pb::ErrorKind::Timeout,
         ErrorKind::Unavailable => pb::ErrorKind::Unavailable,
         ErrorKind::RetryBudgetExhausted => pb::ErrorKind::RetryBudgetExhausted,
+        ErrorKind::RateLimited => pb::ErrorKind::RateLimited,
     }
 }
 
@@ -121,5 +122,11 @@ fn tool_error(error: ToolError) -> pb::ToolError {
             .into_iter()
             .map(|v| pb::Violation { field: v.field, description: v.description })
             .collect(),
+        retry_after: error.retry_after.map(duration),
     }
+}
+
+/// A duration as `google.protobuf.Duration`.
+pub(super) fn duration(d: std::time::Duration) -> prost_types::Duration {
+    prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 }
 }

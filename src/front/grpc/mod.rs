@@ -109,6 +109,7 @@ impl ToolGatewayService for Gateway {
         let (metadata, extensions, request) = request.into_parts();
         let work = async {
             let (snapshot, caller) = self.caller(&metadata, &extensions)?;
+            let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
             let executor = &snapshot.executor;
             let resolution = executor.resolve(&caller, request.names, request.strict).await?;
             Ok(convert::resolve_response(executor.catalog(), &resolution))
@@ -120,6 +121,7 @@ impl ToolGatewayService for Gateway {
         let (metadata, extensions, request) = request.into_parts();
         let work = async {
             let (snapshot, caller) = self.caller(&metadata, &extensions)?;
+            let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
             let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
             let call: Call = convert::call(request, caller_deadline(&metadata), traceparent).by(caller);
             let outcome = snapshot.executor.execute(&call).await?;
@@ -135,6 +137,7 @@ impl ToolGatewayService for Gateway {
         let (metadata, extensions, request) = request.into_parts();
         let work = async {
             let (snapshot, caller) = self.caller(&metadata, &extensions)?;
+            let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
             let catalog = snapshot.executor.catalog();
             let ids = snapshot.executor.list(&caller, request.tools).await?;
             let format = pb::ToolFormat::try_from(request.format).map_err(|_| RpcError::Format(request.format))?;

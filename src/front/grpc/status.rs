@@ -8,7 +8,7 @@ use tonic::{Code, Status};
 
 use super::convert;
 use crate::{
-    exec::RequestError,
+    exec::{rate::Limited, RequestError},
     identity::Unauthenticated,
     proto::v1 as pb,
     resolve::{message::MAX_REPORTED_UNKNOWN, NamesError, Resolution, Unknown},
@@ -36,6 +36,10 @@ pub enum RpcError {
     /// No principal proven (UNAUTHENTICATED), one message for every reason.
     #[error("{0}")]
     Unauthenticated(String),
+    /// The principal's request limit (RESOURCE_EXHAUSTED with
+    /// `google.rpc.RetryInfo` and `google.rpc.QuotaFailure`).
+    #[error("{message}")]
+    RateLimited { message: String, subject: String, retry_after: std::time::Duration },
 }
 
 impl From<RequestError> for RpcError {
@@ -64,6 +68,7 @@ impl From<RpcError> for Status {
             RpcError::UnknownNames(resolution) => unknown_names(&resolution),
             RpcError::UnknownTools(resolution) => Status::invalid_argument(fitted(&resolution)),
             RpcError::Unauthenticated(_) => Status::unauthenticated(cut(err.to_string())),
+            RpcError::RateLimited { message, subject, retry_after } => rate_limited(message, &subject, retry_after),
             RpcError::Names(_) | RpcError::Format(_) | RpcError::Invalid(_) => {
                 Status::invalid_argument(cut(err.to_string()))
             }
@@ -147,6 +152,32 @@ fn details(unknown: &[Unknown], shown: usize, message: &str) -> Vec<u8> {
         details: vec![any("google.rpc.ErrorInfo", &info), any("toolgate.v1.ResolveFailure", &failure)],
     };
     status.encode_to_vec()
+}
+
+/// RESOURCE_EXHAUSTED for a request over its principal's limit: the
+/// message says when to try again; `RetryInfo.retry_delay` says it to
+/// clients, `QuotaFailure` which limit (`rate_limits.principal`).
+fn rate_limited(message: String, subject: &str, retry_after: std::time::Duration) -> Status {
+    let retry = tonic_types::pb::RetryInfo { retry_delay: Some(convert::duration(retry_after)) };
+    let quota = tonic_types::pb::QuotaFailure {
+        violations: vec![tonic_types::pb::quota_failure::Violation {
+            subject: format!("principal:{subject}"),
+            description: message.clone(),
+            ..Default::default()
+        }],
+    };
+    let status = tonic_types::pb::Status {
+        code: Code::ResourceExhausted as i32,
+        message: message.clone(),
+        details: vec![any("google.rpc.RetryInfo", &retry), any("google.rpc.QuotaFailure", &quota)],
+    };
+    Status::with_details(Code::ResourceExhausted, message, status.encode_to_vec().into())
+}
+
+impl From<Limited> for RpcError {
+    fn from(limited: Limited) -> Self {
+        RpcError::RateLimited { message: limited.message, subject: limited.subject, retry_after: limited.retry_after }
+    }
 }
 
 /// Bytes on the wire of `grpc-message` (percent-encoded) and

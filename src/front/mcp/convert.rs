@@ -20,6 +20,8 @@ pub(crate) const META_REPAIRS: &str = "dev.toolgate/repairs";
 pub(crate) const META_REPLAYED: &str = "dev.toolgate/replayed";
 pub(crate) const META_ERROR_KIND: &str = "dev.toolgate/error_kind";
 pub(crate) const META_RETRYABLE: &str = "dev.toolgate/retryable";
+/// RATE_LIMITED: seconds until the call would pass.
+pub(crate) const META_RETRY_AFTER: &str = "dev.toolgate/retry_after";
 pub(crate) const META_IDEMPOTENCY_KEY: &str = "dev.toolgate/idempotency_key";
 pub(crate) const META_SESSION_ID: &str = "dev.toolgate/session_id";
 /// Where the HTTP edge puts arguments sent as text (a string where an
@@ -62,6 +64,9 @@ pub(crate) fn result(outcome: Outcome) -> CallToolResult {
         Err(error) => {
             meta.0.insert(META_ERROR_KIND.to_owned(), Value::String(error.kind.name().to_owned()));
             meta.0.insert(META_RETRYABLE.to_owned(), Value::Bool(error.retryable));
+            if let Some(after) = error.retry_after {
+                meta.0.insert(META_RETRY_AFTER.to_owned(), serde_json::json!(after.as_secs_f64()));
+            }
             CallToolResult::error(vec![ContentBlock::text(error.message)])
         }
     };

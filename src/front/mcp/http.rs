@@ -208,6 +208,17 @@ impl Edge {
                 return unauthenticated(oauth, !authorization.is_empty(), refused.insufficient_scope);
             }
         };
+        // The principal's request limit: 429 with Retry-After (whole
+        // seconds, rounded up).
+        let admitted = match snapshot.executor().admit(&caller).await {
+            Ok(admitted) => admitted,
+            Err(limited) => {
+                let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, &limited.message);
+                let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+                reply.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
+                return reply;
+            }
+        };
         if let Some(name) = &toolset {
             let catalog = snapshot.executor().catalog();
             if !matches!(catalog.lookup(name), Some(Name::Toolset(_))) {
@@ -229,6 +240,7 @@ impl Edge {
             _ => Bytes::new(),
         };
         let mut response = self.transport.handle(Request::from_parts(parts, Full::new(body))).await;
+        drop(admitted);
         // A session ended by DELETE: 200, as clients expect (rmcp says 202).
         if deleting && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::OK;
