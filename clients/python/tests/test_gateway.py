@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import time
 
+import grpc
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec
 
@@ -166,3 +167,31 @@ def test_values_from_a_newer_gateway_are_kept() -> None:
     assert outcome.error is not None and outcome.error.kind == "ERROR_KIND_42"
     assert outcome.repairs[0].kind == "REPAIR_KIND_17"
     assert outcome.content == "new"
+
+
+def test_rate_limits_are_in_band_for_calls_and_raised_for_requests(tmp_path) -> None:
+    from conftest import CATALOG, Served
+
+    from toolgate import RateLimited
+
+    (tmp_path / "toolgate.yaml").write_text(
+        "rate_limits:\n  principal: {per_minute: 3, burst: 3}\n  tools:\n    echo: {per_minute: 2, per: all}\n"
+    )
+    served = Served(["--config", "toolgate.yaml", "--catalog", str(CATALOG)], tmp_path)
+    try:
+        with Gateway(served.addr) as gw:
+            assert gw.execute("echo", {"a": 1}).ok
+            assert gw.execute("echo", {"a": 2}).ok
+            limited = gw.execute("echo", {"a": 3})
+            assert not limited.ok and limited.error is not None
+            assert limited.error.kind == "RATE_LIMITED"
+            assert limited.error.retryable
+            assert limited.retry_after is not None and 0 < limited.retry_after <= 30
+            assert limited.retry_after == limited.error.retry_after
+            assert "try again in" in limited.content
+            with pytest.raises(RateLimited) as raised:
+                gw.execute("echo", {"a": 4})
+            assert raised.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert raised.value.retry_after is not None and raised.value.retry_after > 0
+    finally:
+        served.stop()

@@ -12,7 +12,7 @@
 
 import * as grpc from "@grpc/grpc-js";
 
-import { ErrorInfo } from "../gen/google/rpc/error_details.js";
+import { ErrorInfo, RetryInfo } from "../gen/google/rpc/error_details.js";
 import { Status } from "../gen/google/rpc/status.js";
 import * as pb from "../gen/toolgate/v1/toolgate.js";
 import { type Call, fromAnthropic, fromOpenAI, fromResponses, toAnthropic, toOpenAI, toResponses } from "./adapters.js";
@@ -67,6 +67,17 @@ export class RequestError extends ToolgateError {
   }
 }
 
+/** The principal's request limit (RESOURCE_EXHAUSTED): try again after `retryAfter` seconds (from RetryInfo; undefined when absent). */
+export class RateLimited extends RequestError {
+  override name = "RateLimited";
+  constructor(
+    message: string,
+    readonly retryAfter: number | undefined,
+  ) {
+    super(grpc.status.RESOURCE_EXHAUSTED, message);
+  }
+}
+
 /** Strict resolution met unknown names: `unknown` in request order, and up to 3 `suggestions` each, best first. */
 export class ToolResolutionError extends RequestError {
   override name = "ToolResolutionError";
@@ -107,7 +118,7 @@ export interface Repair {
 }
 
 export interface ToolError {
-  /** "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "NOT_FOUND", "REFUSED", "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED" (or "ERROR_KIND_<n>"). */
+  /** "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "NOT_FOUND", "REFUSED", "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED", "RATE_LIMITED" (or "ERROR_KIND_<n>"). */
   kind: string;
   /** Written for the model: give it back as the tool's result. */
   message: string;
@@ -118,6 +129,8 @@ export interface ToolError {
   required: string[];
   optional: string[];
   violations: { field: string; description: string }[];
+  /** RATE_LIMITED: seconds until the call would pass. */
+  retryAfter?: number;
 }
 
 /** One call's answer; `content` is what the model reads next. */
@@ -132,6 +145,11 @@ export class Outcome {
     readonly replayed: boolean,
     readonly callId: string,
   ) {}
+
+  /** RATE_LIMITED: seconds until the call would pass (undefined otherwise). */
+  get retryAfter(): number | undefined {
+    return this.error?.retryAfter;
+  }
 
   /** The result, parsed (undefined when there is none). */
   get result(): unknown {
@@ -208,9 +226,15 @@ export function outcomeOf(r: pb.ExecuteResponse): Outcome {
     required: e.expectedParameters?.required ?? [],
     optional: e.expectedParameters?.optional ?? [],
     violations: e.violations.map((v) => ({ field: v.field, description: v.description })),
+    retryAfter: e.retryAfter ? seconds(e.retryAfter) : undefined,
   };
   const repairs = r.repairs.map((x) => ({ kind: enumName(pb.RepairKind, x.kind, "REPAIR_KIND_"), original: x.original, repaired: x.repaired }));
   return new Outcome(r.ok, r.tool, repairs, r.argumentsJson, r.resultJson, error, r.replayed, r.callId);
+}
+
+/** A google.protobuf.Duration in seconds. */
+function seconds(d: { seconds: number; nanos: number }): number {
+  return Number(d.seconds) + d.nanos / 1e9;
 }
 
 /** The arguments as the request carries them: a string exactly as emitted, or an object serialised to JSON. */
@@ -255,13 +279,19 @@ function translate(err: grpc.ServiceError, address: string): ToolgateError {
   }
   let reason = "";
   let failure: pb.ResolveFailure | undefined;
+  let retryAfter: number | undefined;
   const [details] = err.metadata?.get("grpc-status-details-bin") ?? [];
   if (details instanceof Buffer) {
     for (const any of Status.decode(details).details) {
       if (any.typeUrl.endsWith("/google.rpc.ErrorInfo")) reason = ErrorInfo.decode(any.value).reason;
       if (any.typeUrl.endsWith("/toolgate.v1.ResolveFailure")) failure = pb.ResolveFailure.decode(any.value);
+      if (any.typeUrl.endsWith("/google.rpc.RetryInfo")) {
+        const delay = RetryInfo.decode(any.value).retryDelay;
+        if (delay) retryAfter = seconds(delay);
+      }
     }
   }
+  if (err.code === grpc.status.RESOURCE_EXHAUSTED) return new RateLimited(message, retryAfter);
   if (failure) {
     const suggestions = Object.fromEntries(failure.unknown.map((u) => [u.name, u.suggestions]));
     return new ToolResolutionError(message, failure.unknown.map((u) => u.name), suggestions, reason);

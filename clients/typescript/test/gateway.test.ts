@@ -3,6 +3,9 @@
 import assert from "node:assert/strict";
 import { createServer } from "node:net";
 import { generateKeyPairSync } from "node:crypto";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, test } from "node:test";
 
 import {
@@ -11,13 +14,14 @@ import {
   DeadlineExceeded,
   Gateway,
   GatewayUnavailable,
+  RateLimited,
   RequestError,
   ToolResolutionError,
   decodeMessage,
   outcomeOf,
   proto,
 } from "../src/index.js";
-import { API_KEY, gatewayForTests, serveKeyed, signingKey, userToken } from "./serve.js";
+import { API_KEY, CATALOG, gatewayForTests, serve, serveKeyed, signingKey, userToken } from "./serve.js";
 
 const shared = gatewayForTests();
 
@@ -175,5 +179,33 @@ describe("Gateway", () => {
     assert.equal(outcome.error?.kind, "ERROR_KIND_42");
     assert.equal(outcome.repairs[0].kind, "REPAIR_KIND_17");
     assert.equal(outcome.content, "new");
+  });
+
+  test("rate limits: RATE_LIMITED in band with retryAfter, RESOURCE_EXHAUSTED as RateLimited", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "toolgate-rate-"));
+    writeFileSync(
+      join(dir, "toolgate.yaml"),
+      "rate_limits:\n  principal: {per_minute: 3, burst: 3}\n  tools:\n    echo: {per_minute: 2, per: all}\n",
+    );
+    const served = await serve(["--config", "toolgate.yaml", "--catalog", CATALOG], dir);
+    const gw = new Gateway(served.addr);
+    try {
+      assert.ok((await gw.execute("echo", { a: 1 })).ok);
+      assert.ok((await gw.execute("echo", { a: 2 })).ok);
+      const limited = await gw.execute("echo", { a: 3 });
+      assert.equal(limited.error?.kind, "RATE_LIMITED");
+      assert.ok(limited.error?.retryable);
+      assert.ok(limited.retryAfter !== undefined && limited.retryAfter > 0 && limited.retryAfter <= 30, `${limited.retryAfter}`);
+      assert.match(limited.content, /try again in/);
+      await assert.rejects(gw.execute("echo", { a: 4 }), (err: unknown) => {
+        assert.ok(err instanceof RateLimited);
+        assert.equal(err.code, 8);
+        assert.ok(err.retryAfter !== undefined && err.retryAfter > 0);
+        return true;
+      });
+    } finally {
+      gw.close();
+      await served.stop();
+    }
   });
 });

@@ -54,6 +54,15 @@ class RequestError(ToolgateError):
         self.code = code
 
 
+class RateLimited(RequestError):
+    """The principal's request limit (RESOURCE_EXHAUSTED): try again after
+    `retry_after` seconds (from the status's RetryInfo; None when absent)."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+        self.retry_after = retry_after
+
+
 class ToolResolutionError(RequestError):
     """Strict resolution met unknown names.
 
@@ -110,8 +119,8 @@ class Violation:
 @dataclass(frozen=True)
 class ToolError:
     #: "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "NOT_FOUND", "REFUSED",
-    #: "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED"
-    #: (or "ERROR_KIND_<n>" from a newer gateway).
+    #: "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED",
+    #: "RATE_LIMITED" (or "ERROR_KIND_<n>" from a newer gateway).
     kind: str
     #: Written for the model: give it back as the tool's result.
     message: str
@@ -122,6 +131,8 @@ class ToolError:
     required: list[str] = field(default_factory=list)
     optional: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
+    #: RATE_LIMITED: seconds until the call would pass.
+    retry_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -140,6 +151,8 @@ class Outcome:
     #: The answer of an earlier call with the same idempotency key.
     replayed: bool
     call_id: str
+    #: RATE_LIMITED: seconds until the call would pass (None otherwise).
+    retry_after: float | None = None
 
     @property
     def result(self) -> Any:
@@ -188,6 +201,7 @@ def outcome_of(response: pb.ExecuteResponse) -> Outcome:
             required=list(e.expected_parameters.required),
             optional=list(e.expected_parameters.optional),
             violations=[Violation(v.field, v.description) for v in e.violations],
+            retry_after=_seconds(e.retry_after) if e.HasField("retry_after") else None,
         )
     return Outcome(
         ok=response.ok,
@@ -198,7 +212,13 @@ def outcome_of(response: pb.ExecuteResponse) -> Outcome:
         error=error,
         replayed=response.replayed,
         call_id=response.call_id,
+        retry_after=error.retry_after if error else None,
     )
+
+
+def _seconds(duration: Any) -> float:
+    """A google.protobuf.Duration in seconds."""
+    return duration.seconds + duration.nanos / 1e9
 
 
 def resolution_of(response: pb.ResolveResponse) -> Resolution:
@@ -280,6 +300,13 @@ def translate(error: grpc.RpcError, address: str) -> ToolgateError:
     if code == grpc.StatusCode.UNAUTHENTICATED:
         return AuthenticationError(message)
     status = status_details(error)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        retry_after = None
+        for detail in status.details if status is not None else ():
+            info = error_details_pb2.RetryInfo()
+            if detail.Unpack(info):
+                retry_after = _seconds(info.retry_delay)
+        return RateLimited(message, retry_after)
     if status is not None:
         for detail in status.details:
             failure = pb.ResolveFailure()
