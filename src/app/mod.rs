@@ -101,8 +101,10 @@ impl App {
         let calls = CallState::new(store, state.idempotency_ttl, state.session_ttl, settings.retry_budget);
         let (pool, events) = McpPool::new(sources.files.servers(), &inherited);
         let shared = Shared::new(pool, inherited, host.observer, calls)?;
-        let (live, warnings) = LiveCatalog::start(sources, shared, events).await?;
-        Ok((Self { live, env: host.env }, warnings))
+        let (live, mut warnings) = LiveCatalog::start(sources, shared, events).await?;
+        let app = Self { live, env: host.env };
+        warnings.extend(app.limit_warnings(settings));
+        Ok((app, warnings))
     }
 
     /// The catalogue of the current snapshot.
@@ -184,7 +186,25 @@ impl App {
             }
             Err(err) => return Err(ReloadError::Settings(format!("the reload failed: {err}"))),
         };
-        self.live.reload(sources).await.map_err(ReloadError::Catalogue)
+        let mut reloaded = self.live.reload(sources).await.map_err(ReloadError::Catalogue)?;
+        reloaded.warnings.extend(self.limit_warnings(settings));
+        Ok(reloaded)
+    }
+
+    /// A limit under a tool no principal may use applies to no call.
+    fn limit_warnings(&self, settings: &Settings) -> Vec<Problem> {
+        let snapshot = self.snapshot();
+        snapshot
+            .executor
+            .unreachable_limits()
+            .into_iter()
+            .map(|name| Problem {
+                severity: crate::catalog::Severity::Warning,
+                origin: settings.origin.clone(),
+                path: format!("rate_limits.tools.{name}"),
+                message: format!("no principal is granted '{name}': this limit applies to no call"),
+            })
+            .collect()
     }
 
     /// Stops the background work and ends every MCP server.

@@ -217,6 +217,22 @@ impl Executor {
         &self.catalog
     }
 
+    /// The tools `rate_limits.tools` limits that no principal may use: the
+    /// limit applies to no call (a warning at start and reload).
+    pub(crate) fn unreachable_limits(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .rates
+            .tool_names()
+            .filter(|name| match self.catalog.lookup(name) {
+                Some(crate::catalog::Name::Tool(id)) => !self.granted.anyone_may_use(id),
+                _ => false,
+            })
+            .map(str::to_owned)
+            .collect();
+        names.sort();
+        names
+    }
+
     pub(crate) fn observer(&self) -> &Observer {
         &self.shared.observer
     }

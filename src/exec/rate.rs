@@ -206,12 +206,16 @@ impl RateLimits {
             true => format!("{per_minute:.0}"),
             false => format!("{per_minute}"),
         };
+        let (times, requests) = match per_minute == 1.0 {
+            true => ("time", "request"),
+            false => ("times", "requests"),
+        };
         match scope {
             Scope::Principal => {
-                format!("at most {rate} requests a minute are allowed for this client; try again in {wait:.0} s.")
+                format!("this client may make at most {rate} {requests} a minute; try again in {wait:.0} s.")
             }
             Scope::User => {
-                format!("tools may be called at most {rate} times a minute for this user; try again in {wait:.0} s.")
+                format!("tools may be called at most {rate} {times} a minute for this user; try again in {wait:.0} s.")
             }
             Scope::Tool(per) => {
                 let whom = match per {
@@ -219,7 +223,7 @@ impl RateLimits {
                     Per::Principal => "for this client",
                     Per::All => "in all",
                 };
-                format!("'{tool}' may be called at most {rate} times a minute {whom}; try again in {wait:.0} s.")
+                format!("'{tool}' may be called at most {rate} {times} a minute {whom}; try again in {wait:.0} s.")
             }
         }
     }

@@ -38,6 +38,12 @@ impl Granted {
     /// The tools `caller` may use: every tool for the caller of a gateway
     /// without principals, else its principal's grants (nothing for a
     /// principal this snapshot does not know).
+    /// Whether some principal may use `id` (without principals: every
+    /// caller may).
+    pub(crate) fn anyone_may_use(&self, id: crate::catalog::ToolId) -> bool {
+        self.by_principal.is_empty() || self.by_principal.values().any(|set| set.contains(id))
+    }
+
     pub(crate) fn visible(&self, caller: &Caller) -> AvailableSet {
         match &caller.principal {
             None => AvailableSet::All,

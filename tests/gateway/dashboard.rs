@@ -77,6 +77,20 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         .await;
     let request = ExecuteRequest { tool: "web_search".into(), session_id: "s".into(), ..Default::default() };
     down.client.execute(request).await.unwrap();
+    // A rate limit reached.
+    let mut limited = TestGateway::dir(&dir)
+        .config("rate_limits:\n  tools:\n    web_search: {per_minute: 1, burst: 1, per: all}\n")
+        .observer(recorded_observer.clone())
+        .start()
+        .await;
+    for _ in 0..2 {
+        let request = ExecuteRequest {
+            tool: "web_search".into(),
+            arguments_json: r#"{"query": "a"}"#.into(),
+            ..Default::default()
+        };
+        limited.client.execute(request).await.unwrap();
+    }
     let resolve = ResolveRequest { names: vec!["web_serch".into()], strict: None };
     gw.client.resolve(tonic::Request::new(resolve.clone())).await.unwrap_err();
     gw.client.resolve(keyed(resolve)).await.unwrap();
@@ -133,6 +147,7 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         "toolgate_idempotency_replays_total",
         "toolgate_retry_budget_exhaustions_total",
         "toolgate_state_errors_total",
+        "toolgate_rate_limited_total",
     ] {
         assert!(queried_metrics.contains(wanted), "the dashboard shows {wanted}");
     }

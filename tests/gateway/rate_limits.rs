@@ -5,7 +5,7 @@
 //! gateways on one real Redis, failing open when Redis goes away, reloads,
 //! and the load errors of a wrong limit.
 
-use std::{path::Path, time::Duration};
+use std::path::Path;
 
 use prost::Message;
 use tonic::{transport::Channel, Code};
@@ -120,7 +120,7 @@ async fn a_principal_limit_is_resource_exhausted_with_retry_info_and_429_at_the_
     }
     let status = client.execute(request()).await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted);
-    assert!(status.message().starts_with("at most 2 requests a minute are allowed for this client; try again in "));
+    assert!(status.message().starts_with("this client may make at most 2 requests a minute; try again in "));
     let details = tonic_types::pb::Status::decode(status.details()).unwrap();
     let retry = details.details.iter().find(|d| d.type_url.ends_with("google.rpc.RetryInfo")).expect("RetryInfo");
     let retry = tonic_types::pb::RetryInfo::decode(retry.value.as_slice()).unwrap();
@@ -235,5 +235,71 @@ fn wrong_limits_are_load_errors_naming_the_file_and_path() {
         assert_eq!(out.status.code(), Some(1), "{config}");
         assert!(stderr(&out).contains(expected), "{config}: {}", stderr(&out));
     }
-    let _ = Duration::ZERO;
+    // A limit under a tool no principal may use: a warning.
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: bot\n    api_key_sha256: {}\n    tools: [lookup]\nrate_limits:\n  tools:\n    send_payment: {{per_minute: 5}}\n",
+            toolgate::identity::hash_key("k")
+        ),
+    );
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: send_payment\n    description: x\n    backend: {builtin: echo}\n  - name: lookup\n    description: x\n    backend: {builtin: echo}\n",
+    );
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "warning: toolgate.yaml: rate_limits.tools.send_payment: no principal is granted 'send_payment': this limit applies to no call"
+        ),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_limit_counts_each_user_apart_and_a_per_user_tool_limit_too() {
+    use crate::common::jwt::Signer;
+    let http = backend::start().await;
+    let signer = Signer::new(jsonwebtoken::Algorithm::ES256, "es-1");
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&http));
+    dir.file("certs/jwks.json", &serde_json::json!({"keys": [signer.jwk()]}).to_string());
+    dir.file(
+        "toolgate.yaml",
+        "users:\n  jwt: {issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json}\n\
+         rate_limits:\n  user: {per_minute: 3, burst: 3}\n  tools:\n    send_payment: {per_minute: 1, burst: 1}\n",
+    );
+    let (_child, _log, mut client) = serve(dir.dir.path());
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let token = |sub: &str| {
+        signer.token(serde_json::json!({"sub": sub, "iss": "https://idp.test/", "aud": "toolgate", "exp": now + 600}))
+    };
+    let (alice, bob) = (token("alice"), token("bob"));
+    let mut as_user = async |token: &str, tool: &str| {
+        let mut request = tonic::Request::new(ExecuteRequest { tool: tool.into(), ..Default::default() });
+        request.metadata_mut().insert("x-toolgate-user-token", token.parse().unwrap());
+        client.execute(request).await.unwrap().into_inner()
+    };
+    // The tool's limit is per user (the default): one call each.
+    assert!(as_user(&alice, "send_payment").await.ok);
+    let error = as_user(&alice, "send_payment").await.error.expect("limited");
+    assert!(
+        error.message.starts_with("'send_payment' may be called at most 1 time a minute for this user"),
+        "{}",
+        error.message
+    );
+    assert!(as_user(&bob, "send_payment").await.ok, "bob has his own");
+    // The user limit: alice's fourth call (her refused one did not count).
+    assert!(as_user(&alice, "lookup").await.ok);
+    assert!(as_user(&alice, "lookup").await.ok);
+    let error = as_user(&alice, "lookup").await.error.expect("limited");
+    assert_eq!(error.kind, ErrorKind::RateLimited as i32);
+    assert!(
+        error.message.starts_with("tools may be called at most 3 times a minute for this user"),
+        "{}",
+        error.message
+    );
+    assert!(as_user(&bob, "lookup").await.ok);
 }
