@@ -144,5 +144,31 @@ fn telemetry(c: &mut Criterion) {
     let _ = tracers.shutdown();
 }
 
-criterion_group!(benches, prepare, telemetry);
+/// What rate limits add to one Execute handled in process, memory store: a
+/// principal limit (checked per request) and a tool limit (per call), set
+/// high enough never to refuse.
+fn rate_limits(c: &mut Criterion) {
+    let mut group = c.benchmark_group("execute_rpc_rate");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let _entered = runtime.enter();
+    let limits = "rate_limits:\n  principal: {per_minute: 60000000, burst: 1000000}\n  \
+                  tools:\n    echo: {per_minute: 60000000, burst: 1000000, per: all}\n";
+    for (name, config) in [("no_limits", ""), ("principal_and_tool_limits", limits)] {
+        let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, config, Observer::disabled());
+        let gateway = app.grpc();
+        let request = ExecuteRequest {
+            tool: "echo".into(),
+            arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
+            ..Default::default()
+        };
+        let response = runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap().into_inner();
+        assert!(response.ok, "{response:?}");
+        group.bench_function(name, |b| {
+            b.iter(|| runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, prepare, telemetry, rate_limits);
 criterion_main!(benches);

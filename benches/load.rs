@@ -170,13 +170,26 @@ fn state_costs(runtime: &tokio::runtime::Runtime, memory: &Server, seconds: u64,
     let config = config_dir.path().join("toolgate.yaml");
     std::fs::write(&config, format!("state: {{redis: \"redis://127.0.0.1:{port}/0\"}}\n")).unwrap();
     let (child, gateway_port) = serve::start_with(catalog.path(), &[], &["--config", config.to_str().unwrap()]);
-    let shared = Server { child, stdin: None, stdout: None, port: gateway_port, _catalog: Some(catalog) };
+    let shared = Server { child, stdin: None, stdout: None, port: gateway_port, _catalog: None };
+    // The same, with a tool limit on echo that never refuses: what a keyed
+    // call with a limit costs on Redis.
+    let limited_config = config_dir.path().join("limited.yaml");
+    std::fs::write(
+        &limited_config,
+        format!(
+            "state: {{redis: \"redis://127.0.0.1:{port}/0\"}}\nrate_limits:\n  tools:\n    \
+             echo: {{per_minute: 600000000, burst: 100000000, per: all}}\n"
+        ),
+    )
+    .unwrap();
+    let (child, limited_port) = serve::start_with(catalog.path(), &[], &["--config", limited_config.to_str().unwrap()]);
+    let limited = Server { child, stdin: None, stdout: None, port: limited_port, _catalog: Some(catalog) };
     println!();
     println!("Idempotency keys, a key of its own for every call, tonic clients:");
     Row::header();
     for shape in [&SHAPES[0], &SHAPES[1]] {
-        let cases: [(&Server, bool); 3] = [(memory, false), (memory, true), (&shared, true)];
-        let mut runs: Vec<Vec<Measured>> = vec![Vec::new(), Vec::new(), Vec::new()];
+        let cases: [(&Server, bool); 4] = [(memory, false), (memory, true), (&shared, true), (&limited, true)];
+        let mut runs: Vec<Vec<Measured>> = vec![Vec::new(), Vec::new(), Vec::new(), Vec::new()];
         for _ in 0..rounds {
             for (at, (server, keyed)) in cases.iter().enumerate() {
                 let measured = server.measure(|| {
@@ -185,10 +198,21 @@ fn state_costs(runtime: &tokio::runtime::Runtime, memory: &Server, seconds: u64,
                 runs[at].push(measured);
             }
         }
-        let [none, in_memory, on_redis] = [Typical::of(&runs[0]), Typical::of(&runs[1]), Typical::of(&runs[2])];
-        Row::print("tonic", shape.name, [("no key", &none), ("key, memory", &in_memory), ("key, Redis", &on_redis)]);
+        let [none, in_memory, on_redis, with_limit] =
+            [Typical::of(&runs[0]), Typical::of(&runs[1]), Typical::of(&runs[2]), Typical::of(&runs[3])];
+        Row::print(
+            "tonic",
+            shape.name,
+            [
+                ("no key", &none),
+                ("key, memory", &in_memory),
+                ("key, Redis", &on_redis),
+                ("key+limit, Redis", &with_limit),
+            ],
+        );
     }
     shared.stop();
+    limited.stop();
     let _ = redis.kill();
     let _ = redis.wait();
 }
