@@ -23,7 +23,7 @@
 //! warning (one a minute) and the store-error metric.
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::HashMap,
     sync::{
         atomic::{AtomicUsize, Ordering},
         Arc, Mutex,
@@ -31,44 +31,12 @@ use std::{
     time::Duration,
 };
 
-use serde::Deserialize;
-
 use super::{call_state, ErrorKind, Executor, ToolError};
+pub(crate) use crate::state::{RateConfig, RateLimitsConfig};
 use crate::{
     identity::{Caller, PrincipalConfig},
     state::{Admission, Bucket},
 };
-
-/// `rate_limits:` of the configuration file.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RateLimitsConfig {
-    /// Each principal's requests (and the anonymous caller's).
-    pub(crate) principal: Option<RateConfig>,
-    /// Each (principal, user)'s calls.
-    pub(crate) user: Option<RateConfig>,
-    /// Calls of one tool, counted per user, per principal or in all.
-    #[serde(default)]
-    pub(crate) tools: BTreeMap<String, ToolRateConfig>,
-}
-
-/// One limit as written.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RateConfig {
-    pub(crate) per_minute: Option<f64>,
-    pub(crate) burst: Option<f64>,
-    pub(crate) concurrent: Option<f64>,
-}
-
-/// A tool's limit as written.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ToolRateConfig {
-    pub(crate) per_minute: Option<f64>,
-    pub(crate) burst: Option<f64>,
-    pub(crate) per: Option<String>,
-}
 
 /// A checked limit.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -30,7 +30,7 @@ pub struct PrincipalConfig {
     pub(crate) oauth_client_id: Option<String>,
     /// This principal's own request limit (instead of
     /// `rate_limits.principal`).
-    pub(crate) rate: Option<crate::exec::rate::RateConfig>,
+    pub(crate) rate: Option<crate::state::RateConfig>,
 }
 
 /// A validated principal.

@@ -17,7 +17,9 @@
 pub(crate) mod memory;
 pub(crate) mod redis;
 
-use std::{future::Future, pin::Pin, time::Duration};
+use std::{collections::BTreeMap, future::Future, pin::Pin, time::Duration};
+
+use serde::Deserialize;
 
 pub(crate) use memory::{MemoryStore, DEFAULT_MAX_RECORDS};
 pub(crate) use redis::{check_url, RedisStore};
@@ -115,6 +117,37 @@ pub(crate) fn gcra(buckets: &[Bucket], tats: &[u64], now: u64) -> Result<Vec<(u6
         next.push((new, room as u32));
     }
     Ok(next)
+}
+
+/// `rate_limits:` of the configuration file.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RateLimitsConfig {
+    /// Each principal's requests (and the anonymous caller's).
+    pub(crate) principal: Option<RateConfig>,
+    /// Each (principal, user)'s calls.
+    pub(crate) user: Option<RateConfig>,
+    /// Calls of one tool, counted per user, per principal or in all.
+    #[serde(default)]
+    pub(crate) tools: BTreeMap<String, ToolRateConfig>,
+}
+
+/// One limit as written.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RateConfig {
+    pub(crate) per_minute: Option<f64>,
+    pub(crate) burst: Option<f64>,
+    pub(crate) concurrent: Option<f64>,
+}
+
+/// A tool's limit as written.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ToolRateConfig {
+    pub(crate) per_minute: Option<f64>,
+    pub(crate) burst: Option<f64>,
+    pub(crate) per: Option<String>,
 }
 
 /// `state:` of the configuration file.
