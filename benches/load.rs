@@ -28,7 +28,8 @@
 //! clients are: on a small machine they compete with the server for the CPU.
 //!
 //! Each server runs in its own process (this binary, started with
-//! `--serve bare|sink`); the gateway is the real `toolgate serve` on the
+//! `--serve bare|bare-accept|sink`: the bare service plain, or behind
+//! the gateway's own accept path); the gateway is the real `toolgate serve` on the
 //! built-in tools.
 
 // Benchmarks report what they measured and start the processes they measure.
@@ -93,6 +94,7 @@ fn main() {
         return state_costs(&runtime, &gateway, seconds, rounds);
     }
     let bare = Server::start("bare", &[]);
+    let accept = Server::start("bare-accept", &[]);
     Row::header();
     let mut ratios = Vec::new();
 
@@ -101,19 +103,21 @@ fn main() {
         let drive = |server: &Server| {
             server.measure(|| runtime.block_on(drive(server.port, shape.connections, shape.streams, seconds)))
         };
-        let [g, b] = interleaved(rounds, [&gateway, &bare], drive);
+        let [g, b, a] = interleaved(rounds, [&gateway, &bare, &accept], drive);
         ratios.push(Ratio::of(format!("tonic, {}", shape.name), &g, &b));
-        Row::print("tonic", shape.name, [("gateway", &g), ("bare", &b)]);
+        ratios.push(Ratio::of(format!("tonic, {} (accept path)", shape.name), &a, &b));
+        Row::print("tonic", shape.name, [("gateway", &g), ("bare", &b), ("bare+acc", &a)]);
     }
 
     // h2load: one connection, 64 streams, an external generator.
     match H2load::prepare() {
         Some(h2load) => {
-            let [g, b] = interleaved(rounds, [&gateway, &bare], |server: &Server| {
+            let [g, b, a] = interleaved(rounds, [&gateway, &bare, &accept], |server: &Server| {
                 server.measure(|| h2load.run(server.port, seconds))
             });
             ratios.push(Ratio::of(format!("h2load, 1 conn x {H2LOAD_STREAMS}"), &g, &b));
-            Row::print("h2load", "1 conn x 64", [("gateway", &g), ("bare", &b)]);
+            ratios.push(Ratio::of(format!("h2load, 1 conn x {H2LOAD_STREAMS} (accept path)"), &a, &b));
+            Row::print("h2load", "1 conn x 64", [("gateway", &g), ("bare", &b), ("bare+acc", &a)]);
         }
         None => println!("(h2load is not installed: apt-get install nghttp2-client)"),
     }
@@ -745,6 +749,12 @@ fn serve(kind: &str) {
         };
         match kind {
             "sink" => otlp::serve(listener, received, stdin_closed).await,
+            "bare-accept" => {
+                // The same bare service through the gateway's own accept
+                // path: the difference to "bare" is what that path costs.
+                let routes = tonic::service::Routes::new(ToolGatewayServiceServer::new(Bare));
+                toolgate::server::serve_accepted(listener, routes, stdin_closed).await.unwrap();
+            }
             _ => {
                 tonic::transport::Server::builder()
                     .add_service(ToolGatewayServiceServer::new(Bare))

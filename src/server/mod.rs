@@ -16,6 +16,25 @@ pub use connections::ConnectionSettings;
 pub(crate) use connections::Incoming;
 pub(crate) use tls::ServerTls;
 
+/// Serves `routes` on `listener` through the gateway's own accepted-
+/// connection path (the connection cap, handshake and idle deadlines, the
+/// IO wrapper and call tracking, with default settings) and nothing else
+/// of the gateway: for the load tool's "bare behind the accept path" row,
+/// which shows what that path costs a caller.
+pub async fn serve_accepted(
+    listener: tokio::net::TcpListener,
+    routes: tonic::service::Routes,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), tonic::transport::Error> {
+    let registry = std::sync::Arc::new(connections::Registry::default());
+    let incoming = Incoming::new(listener, ConnectionSettings::default(), std::sync::Arc::clone(&registry));
+    tonic::transport::Server::builder()
+        .layer(connections::TrackCalls::new(registry))
+        .add_routes(routes)
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await
+}
+
 /// When and how a server stops.
 pub struct Stop<S, N> {
     /// Completes when the server should stop accepting and drain.

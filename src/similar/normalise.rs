@@ -48,6 +48,11 @@ pub(crate) fn normalised_key(name: &str) -> String {
 /// more: full folding is the wider net). No namespace is stripped: an
 /// argument has none.
 pub(crate) fn folded_key(name: &str) -> String {
+    // ASCII folds to its lower case: no tables needed (the common case, on
+    // every call that sends an undeclared key).
+    if name.is_ascii() {
+        return name.chars().filter(|c| !SEPARATORS.contains(c)).map(|c| c.to_ascii_lowercase()).collect();
+    }
     let kept: String = name.chars().filter(|c| !SEPARATORS.contains(c)).collect();
     caseless::default_case_fold_str(&kept)
 }

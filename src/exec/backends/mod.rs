@@ -3,7 +3,7 @@
 //! error, or a failure worded without internals (no URL, host, port, path,
 //! stderr line or trace); the details go to the gateway's log.
 
-mod builtin;
+pub(crate) mod builtin;
 mod command;
 mod http;
 mod mcp;
