@@ -303,7 +303,7 @@ impl Executor {
         call_state::check_id("session_id", &call.session_id).map_err(RequestError::BadId)?;
         let ready = match self.prepare_async(call).await? {
             Ok(ready) => ready,
-            Err(outcome) => return Ok(self.budgeted(call, outcome, expiry).await),
+            Err(outcome) => return Ok(self.budget(call, outcome, expiry).await),
         };
         if call.dry_run {
             let tool = self.catalog.tool(ready.tool);
@@ -312,7 +312,11 @@ impl Executor {
         let outcome = match call.idempotency_key.is_empty() {
             true => {
                 let tool = self.catalog.tool(ready.tool);
-                match self.within_rate(&call.caller, &tool.name).await {
+                let rated = match self.rates.limits_calls() {
+                    true => Box::pin(self.within_rate(&call.caller, &tool.name)).await,
+                    false => Ok(None),
+                };
+                match rated {
                     Ok(room) => {
                         let mut outcome = self.dispatched(ready, call, expiry).await;
                         outcome.rate_remaining = room;
@@ -321,8 +325,19 @@ impl Executor {
                     Err(limited) => Outcome::of(tool, ready, Err(limited)),
                 }
             }
-            false => self.once(ready, call, expiry).await?,
+            // Boxed: the once-only and budget machinery is large, and
+            // only calls that use it should carry (and move) its state.
+            false => Box::pin(self.once(ready, call, expiry)).await?,
         };
-        Ok(self.budgeted(call, outcome, expiry).await)
+        Ok(self.budget(call, outcome, expiry).await)
+    }
+
+    /// [`Executor::budgeted`] for a call with a session, boxed; the outcome
+    /// as it is for one without.
+    async fn budget(&self, call: &Call, outcome: Outcome, expiry: Expiry) -> Outcome {
+        match call.session_id.is_empty() || outcome.replayed {
+            true => outcome,
+            false => Box::pin(self.budgeted(call, outcome, expiry)).await,
+        }
     }
 }

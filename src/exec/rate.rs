@@ -157,6 +157,11 @@ impl RateLimits {
         }
     }
 
+    /// Whether any user or tool limit is configured (calls are checked).
+    pub(crate) fn limits_calls(&self) -> bool {
+        self.user.is_some() || !self.tools.is_empty()
+    }
+
     /// The tools limited, for the catalogue's check of their names.
     pub(crate) fn tool_names(&self) -> impl Iterator<Item = &str> {
         self.tools.keys().map(String::as_str)
