@@ -475,7 +475,15 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
         warnings,
         if settings.load.strict { " (strict)" } else { "" }
     ))?;
+    exiting(catalog);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The command ends and the process with it: the catalogue is left to the
+/// system rather than freed piece by piece (freeing 10,000 tools' validators
+/// took a fifth of `validate`'s time).
+fn exiting(catalog: std::sync::Arc<crate::catalog::Catalog>) {
+    std::mem::forget(catalog);
 }
 
 fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
@@ -490,6 +498,7 @@ fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
         ListFormat::Mcp => render(tools, ToolFormat::Mcp),
     };
     emit(&text)?;
+    exiting(catalog);
     Ok(ExitCode::SUCCESS)
 }
 
