@@ -34,6 +34,9 @@ pub struct Metrics {
     rate_limited: Counter<u64>,
     reloads: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
+    /// False for the instruments of a gateway that exports no metrics:
+    /// the per-call attributes (labels, strings) are not even built.
+    enabled: bool,
 }
 
 impl Metrics {
@@ -82,12 +85,14 @@ impl Metrics {
                 .with_description("Catalogue and configuration reloads, by result (ok, rejected)")
                 .build(),
             labels: Arc::default(),
+            enabled: true,
         }
     }
 
     /// Instruments that record nothing.
     pub(crate) fn disabled() -> Self {
-        Self::new(&opentelemetry::metrics::noop::NoopMeterProvider::new().meter("toolgate"))
+        let metrics = Self::new(&opentelemetry::metrics::noop::NoopMeterProvider::new().meter("toolgate"));
+        Self { enabled: false, ..metrics }
     }
 
     /// The label of a canonical tool name (`None`: unresolved).
@@ -125,6 +130,9 @@ impl Metrics {
         error_type: Option<&'static str>,
         seconds: f64,
     ) {
+        if !self.enabled {
+            return;
+        }
         let mut attributes = vec![
             self.tool(tool),
             KeyValue::new(semconv::OUTCOME, outcome),
@@ -176,6 +184,9 @@ impl Metrics {
     }
 
     pub(crate) fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {
+        if !self.enabled {
+            return;
+        }
         let attributes = [
             KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"),
             KeyValue::new(semconv::RPC_METHOD, method),
