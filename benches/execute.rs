@@ -128,17 +128,7 @@ fn telemetry(c: &mut Criterion) {
     ];
     for (name, observer) in observers {
         let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, "", observer);
-        let gateway = app.grpc();
-        let request = ExecuteRequest {
-            tool: "echo".into(),
-            arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
-            ..Default::default()
-        };
-        let response = runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap().into_inner();
-        assert!(response.ok, "{response:?}");
-        group.bench_function(name, |b| {
-            b.iter(|| runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap())
-        });
+        bench_echo(&mut group, &runtime, name, &app);
     }
     group.finish();
     let _ = tracers.shutdown();
@@ -155,19 +145,28 @@ fn rate_limits(c: &mut Criterion) {
                   tools:\n    echo: {per_minute: 60000000, burst: 1000000, per: all}\n";
     for (name, config) in [("no_limits", ""), ("principal_and_tool_limits", limits)] {
         let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, config, Observer::disabled());
-        let gateway = app.grpc();
-        let request = ExecuteRequest {
-            tool: "echo".into(),
-            arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
-            ..Default::default()
-        };
-        let response = runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap().into_inner();
-        assert!(response.ok, "{response:?}");
-        group.bench_function(name, |b| {
-            b.iter(|| runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap())
-        });
+        bench_echo(&mut group, &runtime, name, &app);
     }
     group.finish();
+}
+
+/// One Execute RPC of `echo` through `app`'s gRPC service, in process.
+fn bench_echo(
+    group: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    app: &toolgate::app::App,
+) {
+    let gateway = app.grpc();
+    let request = ExecuteRequest {
+        tool: "echo".into(),
+        arguments_json: r#"{"message": "hello", "n": 42}"#.into(),
+        ..Default::default()
+    };
+    let response = runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap().into_inner();
+    assert!(response.ok, "{response:?}");
+    group
+        .bench_function(name, |b| b.iter(|| runtime.block_on(gateway.execute(Request::new(request.clone()))).unwrap()));
 }
 
 criterion_group!(benches, prepare, telemetry, rate_limits);
