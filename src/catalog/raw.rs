@@ -440,7 +440,8 @@ impl Reader<'_> {
     /// Reads `key` as `T`; `Ok(None)` when absent, `Err` (reported) when malformed.
     fn field<T: DeserializeOwned>(&mut self, map: &Mapping, path: &str, key: &str) -> Result<Option<T>, ()> {
         let Some(value) = map.get(key) else { return Ok(None) };
-        match serde_yaml::from_value::<T>(value.clone()) {
+        // Read in place: no copy of the value first.
+        match T::deserialize(value) {
             Ok(v) => Ok(Some(v)),
             Err(err) => {
                 self.error(&join(path, key), strip_location(&err.to_string()));
