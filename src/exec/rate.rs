@@ -306,9 +306,10 @@ impl Executor {
             },
         };
         let Some(bucket) = rate.bucket(call_state::rate_key(caller, "principal")) else { return Ok(admitted) };
-        match self.take(std::slice::from_ref(&bucket), None).await {
+        match self.take(std::slice::from_ref(&bucket)).await {
             Ok(_) => Ok(admitted),
             Err((_, retry_after)) => {
+                self.shared.observer.metrics.rate_limited(Scope::Principal.label(), None);
                 let per_minute = rate.per_minute.unwrap_or_default();
                 let message = RateLimits::message(Scope::Principal, "", per_minute, retry_after);
                 Err(Limited { scope: Scope::Principal, subject: subject(caller), retry_after, message })
@@ -351,7 +352,7 @@ impl Executor {
         if buckets.is_empty() {
             return Ok(None);
         }
-        match self.take(&buckets, Some(tool)).await {
+        match self.take(&buckets).await {
             Ok(room) => Ok(room),
             Err((index, retry_after)) => {
                 let (scope, per_minute) = limits[index];
@@ -369,18 +370,13 @@ impl Executor {
 
     /// One call through `buckets`: the least room left, or the bucket that
     /// refused and when it would pass. An unreachable store admits.
-    async fn take(&self, buckets: &[Bucket], tool: Option<&str>) -> Result<Option<u32>, (usize, Duration)> {
+    async fn take(&self, buckets: &[Bucket]) -> Result<Option<u32>, (usize, Duration)> {
         let state = &self.shared.state;
         // Each store answers within its own deadline (Redis: 500 ms,
         // reconnection included; memory: at once).
         match state.store.admit(buckets).await {
             Ok(Admission::Admitted(rooms)) => Ok(rooms.into_iter().min()),
-            Ok(Admission::Limited { index, retry_after }) => {
-                if tool.is_none() {
-                    self.shared.observer.metrics.rate_limited(Scope::Principal.label(), None);
-                }
-                Err((index, retry_after))
-            }
+            Ok(Admission::Limited { index, retry_after }) => Err((index, retry_after)),
             Err(err) => {
                 state.warn_unreachable("rate limits are not enforced (the call proceeds)", &err);
                 self.shared.observer.metrics.store_error("rate_limit");

@@ -250,7 +250,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
 /// set, and the emitted name is empty or residue, means that same tool
 /// (anywhere in the catalogue), or means none and suggests no other.
 fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
-    let lookup::Resolved::Tool(id, _) = lookup::resolve_tool(cx.catalog, cx.set, inner, false) else { return false };
+    let Some(id) = tool_named(cx, inner) else { return false };
     if residue::words(emitted).iter().all(|w| w.markup) {
         return true;
     }
@@ -262,6 +262,15 @@ fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
     }
 }
 
+/// The one tool of the call's set a name found inside a call means
+/// (non-strict lookup), if any.
+fn tool_named(cx: &Context<'_>, name: &str) -> Option<ToolId> {
+    match lookup::resolve_tool(cx.catalog, cx.set, name, false) {
+        lookup::Resolved::Tool(id, _) => Some(id),
+        lookup::Resolved::Missing { .. } => None,
+    }
+}
+
 /// Stage "syntax", second reading: arguments that are not JSON, read as a
 /// call written whole in another syntax ([`calls`]) with no name or the
 /// name of the tool already resolved: the arguments' JSON text, or the
@@ -270,12 +279,7 @@ fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
 fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<String, ToolError>> {
     match calls::read(text, cx.limits.arguments) {
         calls::Reading::One(calls::Found { name, arguments }) => {
-            let same = match &name {
-                None => true,
-                Some(name) => {
-                    matches!(lookup::resolve_tool(cx.catalog, cx.set, name, false), lookup::Resolved::Tool(found, _) if found == id)
-                }
-            };
+            let same = name.as_deref().is_none_or(|name| tool_named(cx, name) == Some(id));
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
         }
         calls::Reading::Many(count) => Some(Err(calls::many(count))),

@@ -120,7 +120,7 @@ fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
         return Reading::Nothing;
     }
     if text.starts_with(['{', '[']) {
-        if let Some(value) = json(text, limits) {
+        if let Some(value) = literal(text, limits) {
             return from_json(&value);
         }
     }
@@ -133,7 +133,7 @@ fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
     if let Some(reading) = python::read(text) {
         return reading;
     }
-    name_then_arguments(text, limits, depth)
+    name_then_arguments(text, limits)
 }
 
 /// How many calls `text` (what followed a call's arguments) holds: JSON
@@ -172,11 +172,6 @@ pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
         at += c.len_utf8();
     }
     count
-}
-
-/// A JSON value (or the Python literal) `text` is, whole.
-fn json(text: &str, limits: ArgumentLimits) -> Option<Value> {
-    literal(text, limits)
 }
 
 /// The calls a JSON value holds: a call object, an array of them, or a
@@ -309,18 +304,13 @@ pub(crate) fn strip_residue(text: &str) -> &str {
                 }
             }
         }
-        for (open, close) in [("<start_", '>'), ("<end_", '>')] {
-            if text.starts_with(open) {
-                if let Some(end) = text.find(close) {
-                    if text[1..end].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                        text = text[end + 1..].trim_start();
-                    }
-                }
+        if text.starts_with("<start_") || text.starts_with("<end_") {
+            if let Some(end) = text.find('>').filter(|&end| is_word(&text[1..end])) {
+                text = text[end + 1..].trim_start();
             }
         }
         if let Some(start) = text.rfind("<end_") {
-            let tail = &text[start + 1..];
-            if tail.ends_with('>') && tail[..tail.len() - 1].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            if text[start + 1..].strip_suffix('>').is_some_and(is_word) {
                 text = text[..start].trim_end();
             }
         }
@@ -359,7 +349,13 @@ fn half_token_len(text: &str) -> Option<usize> {
     let end = text.find('>')?;
     let inner = text.get(inner_start..end)?;
     let inner = if inner_start == 1 { inner.strip_suffix('|')? } else { inner };
-    (!inner.is_empty() && inner.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')).then_some(end + 1)
+    (!inner.is_empty() && is_word(inner)).then_some(end + 1)
+}
+
+/// Whether `text` is made of ASCII letters, digits and `_` only (the word
+/// of a template's tag or token).
+fn is_word(text: &str) -> bool {
+    text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 /// Where a special or half token that ends `text` starts.
@@ -421,7 +417,7 @@ pub(crate) fn balanced_end(text: &str) -> Option<usize> {
 /// <arg_key>…`, `Action: NAME` / `Action Input: {…}`. The name is what
 /// comes before the arguments, residue included (the name stage sets it
 /// aside); after the arguments only residue may follow.
-fn name_then_arguments(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
+fn name_then_arguments(text: &str, limits: ArgumentLimits) -> Reading {
     let Some(start) = arguments_start(text) else { return Reading::Nothing };
     let head = react_name(&text[..start]).unwrap_or(&text[..start]).trim();
     let head = head.trim_end_matches(|c: char| c == '`' || c.is_whitespace());
@@ -434,7 +430,7 @@ fn name_then_arguments(text: &str, limits: ArgumentLimits, depth: usize) -> Read
         let Some(end) = balanced_end(body) else { return Reading::Nothing };
         (Arguments::Text(body[..end].to_owned()), &body[end..])
     } else {
-        match tags::parameters(body, limits) {
+        match tags::parameters(body) {
             Some(values) => (Arguments::Values(values), ""),
             None => return Reading::Nothing,
         }
@@ -446,7 +442,6 @@ fn name_then_arguments(text: &str, limits: ArgumentLimits, depth: usize) -> Read
             more => Reading::Many(1 + more),
         };
     }
-    let _ = depth;
     Reading::One(Found { name: Some(head.to_owned()), arguments })
 }
 

@@ -176,7 +176,7 @@ fn push_text<'a>(parts: &mut Vec<Part<'a>>, text: &'a str) {
 pub(super) fn read(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
     // Only parameters: the arguments of a call whose name was sent apart.
     if starts_parameters(text) {
-        return match parameters(text, limits) {
+        return match parameters(text) {
             Some(values) => Reading::One(Found { name: None, arguments: Arguments::Values(values) }),
             None => Reading::Nothing,
         };
@@ -251,7 +251,7 @@ fn body_arguments(inner: &str, limits: ArgumentLimits) -> Option<Arguments> {
     if body.starts_with('{') {
         return literal(body, limits).filter(Value::is_object).map(|_| Arguments::Text(body.to_owned()));
     }
-    parameters(body, limits).map(Arguments::Values)
+    parameters(body).map(Arguments::Values)
 }
 
 /// Whether `text` starts with an argument written in tags.
@@ -263,7 +263,7 @@ pub(super) fn starts_parameters(text: &str) -> bool {
 /// </parameter>`, `<parameter name="KEY">`) or `<arg_key>`/`<arg_value>`
 /// pairs, and nothing else; values are their text, one newline on each
 /// side set aside. A key given twice is two readings: none.
-pub(super) fn parameters(body: &str, _limits: ArgumentLimits) -> Option<Map<String, Value>> {
+pub(super) fn parameters(body: &str) -> Option<Map<String, Value>> {
     let mut values = Map::new();
     let mut pending_key: Option<String> = None;
     for part in parts(body) {
