@@ -13,7 +13,8 @@
 //!
 //! `cargo bench --bench startup [-- --tools 10000 --runs 5 --shared]`: with
 //! `--shared` every tool takes the same schema (as families of tools often
-//! do), which the load compiles once.
+//! do), which the load compiles once. `-- --write FILE` writes the registry
+//! to FILE and stops (to profile `toolgate validate --registry FILE`).
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
@@ -50,6 +51,11 @@ fn main() {
     let shared = args.iter().any(|a| a == "--shared");
     let yaml = catalogue::registry(&names, |i| if shared { schema(0, &names[0]) } else { schema(i, &names[i]) });
     std::fs::write(&path, &yaml).unwrap();
+    if let Some(file) = args.iter().position(|a| a == "--write").and_then(|at| args.get(at + 1)) {
+        std::fs::write(file, &yaml).unwrap();
+        println!("wrote {tools} tools to {file}");
+        return;
+    }
     println!("registry: {tools} tools, {:.1} MB of YAML", yaml.len() as f64 / 1e6);
 
     let options = LoadOptions { registry: vec![path.clone()], ..LoadOptions::default() };

@@ -168,23 +168,22 @@ impl App {
     }
 
     /// Reads `settings`' files and key sets again and swaps in the new
-    /// snapshot if the whole is valid (the files are read on the blocking
-    /// pool). What only a restart changes is left as it is: compare the
+    /// snapshot if the whole is valid (the files are read on the catalogue
+    /// thread, [`crate::live::on_loader`]). What only a restart changes is left as it is: compare the
     /// settings' fixed parts to say so.
     pub async fn reload(&self, settings: &Settings) -> Result<Reloaded, ReloadError> {
         let previous = Arc::clone(&self.live.current().load().identity);
         let (settings_now, env) = (settings.clone(), self.env.clone());
-        let read = tokio::task::spawn_blocking(move || {
+        let read = crate::live::on_loader(move || {
             let identity = identity(&settings_now, Some(&previous))?;
             Ok::<_, String>(sources(&settings_now, &env, identity))
         });
         let sources = match read.await {
-            Ok(Ok(sources)) => sources,
-            Ok(Err(why)) => {
+            Ok(sources) => sources,
+            Err(why) => {
                 self.live.observer().metrics.reload("rejected");
                 return Err(ReloadError::Settings(why));
             }
-            Err(err) => return Err(ReloadError::Settings(format!("the reload failed: {err}"))),
         };
         let mut reloaded = self.live.reload(sources).await.map_err(ReloadError::Catalogue)?;
         reloaded.warnings.extend(self.limit_warnings(settings));

@@ -309,7 +309,7 @@ async fn the_callers_deadline_bounds_the_timeout() {
     let mut request = tonic::Request::new(ExecuteRequest { tool: "hang_tool".into(), ..Default::default() });
     request.set_timeout(Duration::from_millis(500));
     let response = gw.client.execute(request).await.expect("answered in-band before the deadline").into_inner();
-    assert_eq!(kind(&response), ErrorKind::Timeout);
+    assert_eq!(kind(&response), ErrorKind::Timeout, "{response:?}");
     assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 450 ms");
     wait_until_gone(&dir.registry().join("pid")).await;
 }
