@@ -4,7 +4,7 @@
 //! verified (cached). And the first verification of a user token (RS256,
 //! ES256, EdDSA), before it is cached.
 //!
-//! `cargo bench --bench auth`; numbers in BENCHMARKS.md.
+//! `cargo bench --bench auth`; numbers in docs/benchmarks.md.
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]

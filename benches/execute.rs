@@ -11,7 +11,7 @@
 //! processor into an exporter that discards them (no protobuf, no network;
 //! the load tool measures those).
 //!
-//! `cargo bench --bench execute`; numbers in BENCHMARKS.md.
+//! `cargo bench --bench execute`; numbers in docs/benchmarks.md.
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]

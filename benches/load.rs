@@ -11,7 +11,7 @@
 //! - Python's grpcio (`benches/grpcio_load.py`): one channel, 64 concurrent
 //!   calls from asyncio, and one call at a time.
 //!
-//! The external clients run when they are installed (BENCHMARKS.md says
+//! The external clients run when they are installed (docs/benchmarks.md says
 //! how); the tool says when one is not. With `--telemetry` the gateway is
 //! also measured exporting its telemetry over OTLP (to a sink process that
 //! accepts and drops it), every trace and 10 % of traces

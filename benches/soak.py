@@ -11,7 +11,7 @@ never be lost, and never end "effect unknown" unless it ran.
     .venv/bin/python benches/soak.py [--seconds 180] [--rate 50]
 
 (after `cargo build --release` and `scripts/test`, which installs grpcio and
-the Python client into .venv). Numbers in BENCHMARKS.md.
+the Python client into .venv). Numbers in docs/benchmarks.md.
 """
 
 import argparse

@@ -1,7 +1,7 @@
 //! Resolve's cost for a hit and for a miss (with suggestions) against
 //! catalogues of 100, 1,000 and 10,000 realistic tool names.
 //!
-//! `cargo bench --bench suggest`; numbers in BENCHMARKS.md.
+//! `cargo bench --bench suggest`; numbers in docs/benchmarks.md.
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]

@@ -1,6 +1,7 @@
 // An agent loop through toolgate, with a scripted model (no network, no API
-// key) that drifts as models do. Run the gateway on the shipped catalogue
-// (`cargo run --release -- serve --pack courier`), then `node
+// key) that drifts as models do. From the repository's root: run the gateway
+// on the shipped catalogue (`cargo run --release -- serve --pack courier`),
+// install the client once (`npm install ./clients/typescript`), then `node
 // examples/node_agent.mjs`; TOOLGATE_ADDR overrides 127.0.0.1:50051.
 import { Gateway } from "@toolgate/client";
 

@@ -1,7 +1,9 @@
 """An agent loop through toolgate, with a scripted model (no network, no API
-key) that drifts as models do. Run the gateway on the shipped catalogue
-(`cargo run --release -- serve --pack courier`), then `python
-examples/python_agent.py`; TOOLGATE_ADDR overrides 127.0.0.1:50051."""
+key) that drifts as models do. From the repository's root: run the gateway
+on the shipped catalogue (`cargo run --release -- serve --pack courier`),
+install the client once (`pip install clients/python`, or `pip install -e
+clients/python`), then `python examples/python_agent.py`; TOOLGATE_ADDR
+overrides 127.0.0.1:50051."""
 import json
 import os
 import sys

@@ -18,13 +18,16 @@ PROTO = Path(os.environ.get("TOOLGATE_PROTO_DIR", HERE.parent.parent / "proto"))
 class BuildWithStubs(build_py):
     def run(self) -> None:
         super().run()
+        # An editable install (pip install -e) imports from src/, so the
+        # stubs go there (git ignores them); a normal build puts them in
+        # the wheel.
         from grpc_tools import protoc  # the build requirement
         import grpc_tools
 
         source = PROTO / "toolgate" / "v1" / "toolgate.proto"
         if not source.exists():
             raise SystemExit(f"toolgate-client: no proto at {source} (set TOOLGATE_PROTO_DIR)")
-        out = Path(self.build_lib)
+        out = HERE / "src" if getattr(self, "editable_mode", False) else Path(self.build_lib)
         includes = Path(grpc_tools.__file__).parent / "_proto"
         code = protoc.main([
             "grpc_tools.protoc",

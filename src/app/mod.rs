@@ -103,7 +103,14 @@ impl App {
         let shared = Shared::new(pool, inherited, host.observer, calls)?;
         let (live, mut warnings) = LiveCatalog::start(sources, shared, events).await?;
         let app = Self { live, env: host.env };
-        warnings.extend(app.limit_warnings(settings));
+        let settings_warnings = [app.limit_warnings(settings), app.user_warnings(settings)].concat();
+        // Under strict validation these fail the start like any catalogue warning.
+        if settings.load.strict && !settings_warnings.is_empty() {
+            app.shutdown().await;
+            warnings.extend(settings_warnings);
+            return Err(StartError::Catalogue(crate::catalog::LoadError { problems: warnings }));
+        }
+        warnings.extend(settings_warnings);
         Ok((app, warnings))
     }
 
@@ -187,7 +194,33 @@ impl App {
         };
         let mut reloaded = self.live.reload(sources).await.map_err(ReloadError::Catalogue)?;
         reloaded.warnings.extend(self.limit_warnings(settings));
+        reloaded.warnings.extend(self.user_warnings(settings));
         Ok(reloaded)
+    }
+
+    /// A tool bound to the user with no way to verify a user (neither
+    /// `users.jwt` nor the MCP front door's OAuth) refuses every call.
+    fn user_warnings(&self, settings: &Settings) -> Vec<Problem> {
+        let oauth = settings.mcp.as_ref().is_some_and(|mcp| mcp.oauth.is_some());
+        if settings.users.is_some() || oauth {
+            return Vec::new();
+        }
+        let catalog = self.catalog();
+        catalog
+            .tools()
+            .iter()
+            .filter(|tool| tool.binding.as_ref().is_some_and(|b| b.binds_user()))
+            .map(|tool| Problem {
+                severity: crate::catalog::Severity::Warning,
+                origin: tool.declared_at.origin.to_string(),
+                path: format!("{}.bind", tool.declared_at.path),
+                message: format!(
+                    "the tool '{}' binds a parameter to the user, but no users.jwt is configured: no user can be \
+                     verified, so every call of it is refused",
+                    tool.name
+                ),
+            })
+            .collect()
     }
 
     /// A limit under a tool no principal may use applies to no call.

@@ -600,4 +600,28 @@ mod tests {
         // Closing brackets in text never go below zero.
         assert_eq!(deeper_than("a: ]]]]\nb: [[x]]\n", 1), Some(2));
     }
+
+    /// Every key the catalogue reader accepts is in the configuration
+    /// reference, under the path a user writes.
+    #[test]
+    fn the_configuration_reference_lists_every_catalogue_key() {
+        let doc = include_str!("../../docs/configuration.md");
+        let annotations = ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"];
+        let keys = super::TOP_LEVEL_KEYS
+            .iter()
+            .map(|k| k.to_string())
+            .chain(super::TOOL_KEYS.iter().map(|k| format!("tools[].{k}")))
+            .chain(super::BACKEND_KEYS.iter().map(|k| format!("tools[].backend.{k}")))
+            .chain(super::HTTP_KEYS.iter().map(|k| format!("tools[].backend.http.{k}")))
+            .chain(super::COMMAND_KEYS.iter().map(|k| format!("tools[].backend.command.{k}")))
+            .chain(super::MCP_SERVER_KEYS.iter().map(|k| format!("mcp_servers.*.{k}")))
+            .chain(annotations.iter().map(|k| format!("tools[].annotations.{k}")));
+        let missing: Vec<String> = keys.filter(|key| !doc.contains(&format!("`{key}`"))).collect();
+        assert!(missing.is_empty(), "docs/configuration.md does not list {missing:?}");
+        // The annotations listed are the ones the reader knows.
+        for hint in annotations {
+            let yaml = format!("{hint}: true");
+            assert!(serde_yaml::from_str::<super::RawAnnotations>(&yaml).is_ok(), "{hint}");
+        }
+    }
 }

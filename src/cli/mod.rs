@@ -7,6 +7,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // the CLI speaks to a person
 
+mod call;
 mod output;
 mod start;
 
@@ -25,7 +26,8 @@ use crate::{
     server::{self, ConnectionSettings},
     telemetry::Telemetry,
 };
-use output::{describe_outcome, emit, table};
+use call::CallArgs;
+use output::{emit, table};
 use start::{inspect, start, supervisor, Report};
 
 #[derive(Parser, Debug)]
@@ -104,6 +106,24 @@ enum AuthCommand {
     NewKey,
     /// Print the SHA-256 of an API key read from stdin, for `api_key_sha256`.
     HashKey,
+    /// Print a signed user token for trying identity without an identity
+    /// provider: makes (or reuses) a signing key in DIR and writes
+    /// DIR/jwks.json, for `users.jwt: {issuer: toolgate-dev, audience:
+    /// toolgate, jwks_file: DIR/jwks.json}`. The token is the output's last word.
+    DevToken(DevTokenArgs),
+}
+
+#[derive(Args, Debug)]
+struct DevTokenArgs {
+    /// The user (the token's `sub`).
+    #[arg(long, value_name = "USER")]
+    sub: String,
+    /// How long the token is valid.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "1h")]
+    ttl: Duration,
+    /// The folder of the signing key and jwks.json (made when missing).
+    #[arg(long, value_name = "DIR", default_value = ".toolgate-dev")]
+    dir: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
@@ -182,27 +202,6 @@ struct ResolveArgs {
     catalog: CatalogArgs,
 }
 
-#[derive(Args, Debug)]
-struct CallArgs {
-    /// The tool name, as a model emitted it.
-    tool: String,
-    /// The arguments, as a model emitted them (JSON; empty means {}).
-    #[arg(default_value = "")]
-    arguments: String,
-    /// The gateway's address.
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:50051")]
-    addr: String,
-    /// Resolve, repair and validate only; run nothing.
-    #[arg(long)]
-    dry_run: bool,
-    /// Strict policy for this call (no repairs).
-    #[arg(long)]
-    strict: bool,
-    /// The agent's tool set (tool, alias or toolset names); repeatable. Default: every tool.
-    #[arg(long = "tool-set", value_name = "NAME")]
-    tool_set: Vec<String>,
-}
-
 /// Parses the command line and runs the command.
 pub fn run() -> anyhow::Result<ExitCode> {
     // A bug must not show a user a backtrace: one line, then the exit code.
@@ -222,7 +221,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Validate(args) => validate(&args, &env),
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
-        Command::Call(args) => call(args),
+        Command::Call(args) => call::call(args, &env),
         Command::Health(args) => health(&args),
         Command::McpStdio(args) => mcp_stdio(&args, &env),
         Command::Auth(AuthCommand::NewKey) => {
@@ -237,6 +236,25 @@ pub fn run() -> anyhow::Result<ExitCode> {
                 bail!("no key on stdin: echo -n \"$KEY\" | toolgate auth hash-key");
             }
             emit(&crate::identity::hash_key(&key))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Auth(AuthCommand::DevToken(args)) => {
+            let made = crate::identity::dev::dev_token(&args.dir, &args.sub, args.ttl).map_err(|why| anyhow!(why))?;
+            let dir = args.dir.display();
+            let key = if made.new_key { "made now" } else { "reused" };
+            emit(&format!(
+                "signing key: {dir}/signing-key.p8 ({key})\n\
+                 jwks:        {jwks}\n\
+                 for the configuration:\n  \
+                 users:\n    jwt: {{issuer: {issuer}, audience: {audience}, jwks_file: {jwks}}}\n\
+                 token for {sub}, valid for {ttl}:\n{token}",
+                jwks = made.jwks.display(),
+                issuer = crate::identity::dev::ISSUER,
+                audience = crate::identity::dev::AUDIENCE,
+                sub = args.sub,
+                ttl = humantime::format_duration(args.ttl),
+                token = made.token,
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => unreachable!("handled first"),
@@ -371,6 +389,7 @@ async fn serve_with(
         tracing::info!("health (grpc.health.v1 only, plaintext) on {}", health.local_addr()?);
     }
     tracing::info!(strict = settings.policy.strict, catalog_version = catalog.version(), "catalogue loaded");
+    tracing::info!("{}", state_line(&settings.state));
     if serving.tls.is_some() {
         tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
     }
@@ -465,14 +484,38 @@ fn shutdown_signals() -> anyhow::Result<Signals> {
     Ok(Signals { first: first_rx, second: second_rx })
 }
 
+/// Where once-only records, retry budgets and rate limits are kept, for the
+/// start-up log (a password in the Redis URL is not shown).
+fn state_line(state: &crate::state::StateConfig) -> String {
+    match &state.redis {
+        Some(redis) => {
+            let shown = match url::Url::parse(redis) {
+                Ok(mut url) if url.password().is_some() => {
+                    let _ = url.set_password(Some("***"));
+                    url.to_string()
+                }
+                Ok(url) => url.to_string(),
+                Err(_) => "the configured URL".to_owned(),
+            };
+            format!("state: Redis at {shown}, shared by every gateway using it (once-only calls, retry budgets, rate limits)")
+        }
+        None => format!(
+            "state: in memory, at most {} records, not shared with other gateways (once-only calls, retry budgets, \
+             rate limits); set state.redis to share them",
+            state.max_records.unwrap_or(crate::state::DEFAULT_MAX_RECORDS)
+        ),
+    }
+}
+
 fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(args, env)?;
     let (catalog, warnings) = inspect(&settings, env)?;
     emit(&format!(
-        "catalogue ok: {} tools, {} toolsets, {} warnings{}",
+        "catalogue ok: {} tools, {} toolsets, {} warning{}{}",
         catalog.tools().len(),
         catalog.toolsets().len(),
         warnings,
+        if warnings == 1 { "" } else { "s" },
         if settings.load.strict { " (strict)" } else { "" }
     ))?;
     exiting(catalog);
@@ -582,30 +625,4 @@ fn health(args: &HealthArgs) -> anyhow::Result<ExitCode> {
         eprintln!("not serving: {addr} is {name}");
         Ok(ExitCode::FAILURE)
     }
-}
-
-fn call(args: CallArgs) -> anyhow::Result<ExitCode> {
-    use crate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ExecuteRequest};
-
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let response = runtime.block_on(async {
-        let mut client = ToolGatewayServiceClient::connect(args.addr.clone())
-            .await
-            .with_context(|| format!("cannot reach the gateway at {}", args.addr))?;
-        let request = ExecuteRequest {
-            tool: args.tool,
-            arguments_json: args.arguments,
-            tools: args.tool_set,
-            strict: args.strict.then_some(true),
-            dry_run: args.dry_run,
-            ..Default::default()
-        };
-        let response = client
-            .execute(request)
-            .await
-            .map_err(|status| anyhow!("the gateway refused the call ({:?}): {}", status.code(), status.message()))?;
-        anyhow::Ok(response.into_inner())
-    })?;
-    emit(&describe_outcome(&response))?;
-    Ok(if response.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -23,7 +23,9 @@ pub(crate) fn describe_outcome(response: &pb::ExecuteResponse) -> String {
             Ok(pb::RepairKind::ToolName) => "tool name",
             Ok(pb::RepairKind::ArgumentName) => "argument name",
             Ok(pb::RepairKind::ArgumentsJson) => "arguments JSON",
-            _ => "something",
+            Ok(pb::RepairKind::ArgumentValue) => "argument value",
+            Ok(pb::RepairKind::ArgumentsEnvelope) => "arguments envelope",
+            Ok(pb::RepairKind::Unspecified) | Err(_) => "something",
         };
         out.push_str(&format!("repaired {what}: {:?} -> {:?}\n", repair.original, repair.repaired));
     }

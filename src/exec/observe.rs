@@ -134,7 +134,7 @@ pub(crate) fn finished(
     // The audit line: who ran what, and how it ended; never the arguments.
     // Only for calls with an identity: without principals or users there is
     // no one to audit, and a line per call costs a busy gateway about 7 µs
-    // of CPU a call (BENCHMARKS.md).
+    // of CPU a call (docs/benchmarks.md).
     if principal.is_none() && user.is_none() {
         return;
     }

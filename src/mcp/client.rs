@@ -147,7 +147,7 @@ impl Connection {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(custom);
                 // Connections kept and reused between calls (a new one per
                 // call cost the upstream ~0.15 ms of CPU and the caller
-                // ~0.2 ms at p50 against a Python server, BENCHMARKS.md; a
+                // ~0.2 ms at p50 against a Python server, docs/benchmarks.md; a
                 // response left unread closes its connection rather than
                 // returning it), no redirects (the session id and headers go
                 // to this server only), and the gateway's trust roots.

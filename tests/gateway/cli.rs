@@ -48,7 +48,7 @@ fn validate_strict_turns_warnings_into_errors() {
     dir.file("registry/a.yaml", SHADOWING);
     let out = run(dir.dir.path(), &["validate", "--catalog", "registry"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stdout(&out).contains("catalogue ok: 3 tools, 0 toolsets, 1 warnings"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("catalogue ok: 3 tools, 0 toolsets, 1 warning"), "{}", stdout(&out));
     assert!(stderr(&out).contains("warning: <builtin>: tools.echo: tool 'echo' is shadowed"), "{}", stderr(&out));
 
     let strict = run(dir.dir.path(), &["validate", "--catalog", "registry", "--strict"]);
@@ -211,4 +211,29 @@ async fn call_prints_the_outcome_and_fails_when_the_call_does() {
     assert_eq!(down.status.code(), Some(1));
     assert!(stderr(&down).starts_with(&format!("error: cannot reach the gateway at {nowhere}")), "{}", stderr(&down));
     assert_no_backtrace(&stderr(&down));
+}
+
+#[test]
+fn validate_warns_of_a_tool_bound_to_the_user_without_users_jwt_and_strict_fails() {
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: my_orders\n    description: The caller's orders.\n    parameters:\n      type: object\n      \
+         properties: {customer: {type: string}}\n      required: [customer]\n    bind: {customer: user}\n    \
+         backend: {builtin: echo}\n",
+    );
+    let out = run(dir.dir.path(), &["validate", "--catalog", "registry"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("1 warning\n"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(
+            "warning: registry/tools.yaml: tools[0] (my_orders).bind: the tool 'my_orders' binds a parameter to the \
+             user, but no users.jwt is configured"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let strict = run(dir.dir.path(), &["validate", "--catalog", "registry", "--strict"]);
+    assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
+    assert!(stderr(&strict).contains("(an error under strict validation)"), "{}", stderr(&strict));
 }

@@ -1,4 +1,4 @@
-//! Identity and permissions (README, "Identity and permissions"), through the real
+//! Identity and permissions (docs/identity.md), through the real
 //! binary: API keys, client certificates over real TLS, grants, the health
 //! listener, certificate rotation, and `toolgate auth`.
 
@@ -742,18 +742,19 @@ async fn a_subject_that_names_no_one_is_refused_and_every_user_reaches_http_tool
     child.kill().unwrap();
 }
 
-/// The README's certificate recipe, run as written (its shell block, from
-/// `# Certificates` to `cd ..`) in `dir`.
+/// The certificate recipe of `docs/identity.md`, run as written (from
+/// `Certificates` to `cd ..`) in `dir`.
 fn readme_certificates(dir: &Path) {
-    let readme = std::fs::read_to_string(crate::common::repo().join("README.md")).unwrap();
-    let start = readme.find("# Certificates (any CA will do").expect("the recipe is in the README");
+    let readme = std::fs::read_to_string(crate::common::repo().join("docs/identity.md")).unwrap();
+    let found = readme.find("Certificates (any CA will do").expect("the recipe is in docs/identity.md");
+    let start = readme[..found].rfind('\n').map_or(0, |at| at + 1);
     let end = start + readme[start..].find("cd ..\n").expect("the recipe ends with cd ..") + "cd ..\n".len();
     let out = std::process::Command::new("bash")
         .args(["-euo", "pipefail", "-c", &readme[start..end]])
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "the README's recipe failed: {}", stderr(&out));
+    assert!(out.status.success(), "the docs' recipe failed: {}", stderr(&out));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

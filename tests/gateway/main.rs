@@ -13,6 +13,7 @@ mod catalog_problems;
 mod cli;
 mod dashboard;
 mod deploy;
+mod docs;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;

@@ -827,12 +827,9 @@ async fn as_an_oauth_resource_server_access_tokens_name_principals_and_are_never
     assert!(!dir.registry().join("ran").exists(), "mark never ran");
 }
 
-/// The README's section on the MCP front door.
+/// The MCP front door's document.
 fn readme_section() -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let start = readme.find("## The MCP front door").expect("the section is in the README");
-    let end = readme[start + 3..].find("\n## ").map_or(readme.len(), |at| start + 3 + at);
-    readme[start..end].to_owned()
+    std::fs::read_to_string(repo().join("docs/mcp.md")).unwrap()
 }
 
 #[test]

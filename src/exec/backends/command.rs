@@ -64,7 +64,7 @@ pub(crate) async fn run(backend: &CommandBackend, request: &Request<'_>) -> Resu
         let _ = stdin.shutdown().await;
     };
     let stderr = child.child().stderr().take().expect("stderr is piped");
-    let log = process::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::warn!(tool = %tool, "stderr: {line}"));
+    let log = process::log_lines(stderr, MAX_LOGGED_STDERR, |line| tracing::info!(tool = %tool, "stderr: {line}"));
     let mut stdout = child.child().stdout().take().expect("stdout is piped");
     let limit = request.max_result_bytes as u64 * 2 + 1024;
     let mut out = Vec::new();

@@ -27,13 +27,13 @@ pub(crate) const MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// whole timeout (30 s by default), so hyper's default of 200 would cap an
 /// agent backend's parallel slow calls; each tool's `max_concurrency` is the
 /// limit that protects backends. At 64 streams 200, 256 and 1,024 measured
-/// alike (BENCHMARKS.md).
+/// alike (docs/benchmarks.md).
 pub(crate) const MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 /// Flow-control windows stay hyper's fixed 1 MiB per stream and per
 /// connection: calls and answers are small (limits of 1 MiB and 4 MiB), and
 /// the adaptive (BDP) window measured no faster on either small calls or
-/// 256 KiB ones (BENCHMARKS.md), while it adds PING round trips.
+/// 256 KiB ones (docs/benchmarks.md), while it adds PING round trips.
 const ADAPTIVE_WINDOW: bool = false;
 
 /// Rapid-reset protection (CVE-2023-44487), hyper's defaults set here so

@@ -1,0 +1,166 @@
+//! `toolgate call`: one tool call to a running gateway, as a model would
+//! emit it, with every credential and option a caller has: an API key, a
+//! user token, TLS (with a client certificate), a session and an
+//! idempotency key.
+
+use std::{path::PathBuf, process::ExitCode};
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use tonic::{
+    metadata::MetadataValue,
+    transport::{Certificate, ClientTlsConfig, Endpoint, Identity},
+};
+
+use super::output::{describe_outcome, emit};
+use crate::{
+    env::Env,
+    proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ExecuteRequest},
+};
+
+/// Where `--api-key` is read from when the flag is not given.
+const API_KEY_ENV: &str = "TOOLGATE_API_KEY";
+/// Where `--user-token` is read from when the flag is not given.
+const USER_TOKEN_ENV: &str = "TOOLGATE_USER_TOKEN";
+
+#[derive(Args, Debug)]
+pub(super) struct CallArgs {
+    /// The tool name, as a model emitted it.
+    tool: String,
+    /// The arguments, as a model emitted them (JSON; empty means {}).
+    #[arg(default_value = "")]
+    arguments: String,
+    /// The gateway: host:port, or a URL (http://… or https://…). With
+    /// --cacert or --cert a host:port is reached over TLS.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50051")]
+    addr: String,
+    /// The caller's API key (sent as `authorization: Bearer KEY`). Default:
+    /// TOOLGATE_API_KEY.
+    #[arg(long, value_name = "KEY")]
+    api_key: Option<String>,
+    /// The end user's token (JWT), sent in `x-toolgate-user-token`. Default:
+    /// TOOLGATE_USER_TOKEN.
+    #[arg(long, value_name = "JWT")]
+    user_token: Option<String>,
+    /// The metadata header the gateway reads the user token from
+    /// (`users.jwt.header`).
+    #[arg(long, value_name = "NAME", default_value = "x-toolgate-user-token")]
+    user_header: String,
+    /// The CA certificate (PEM) that signed the gateway's certificate.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// A client certificate (PEM) for mutual TLS; needs --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    key: Option<PathBuf>,
+    /// The conversation: retry budgets count per session.
+    #[arg(long, value_name = "ID")]
+    session_id: Option<String>,
+    /// Runs the call once: the same key again gets the first answer.
+    #[arg(long, value_name = "KEY")]
+    idempotency_key: Option<String>,
+    /// Resolve, repair and validate only; run nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Strict policy for this call (no repairs).
+    #[arg(long)]
+    strict: bool,
+    /// The agent's tool set (tool, alias or toolset names); repeatable. Default: every tool.
+    #[arg(long = "tool-set", value_name = "NAME")]
+    tool_set: Vec<String>,
+}
+
+impl CallArgs {
+    /// The URL to dial: `host:port` becomes `http://host:port`, or
+    /// `https://` when a CA or client certificate is given.
+    fn url(&self) -> String {
+        match self.addr.contains("://") {
+            true => self.addr.clone(),
+            false if self.cacert.is_some() || self.cert.is_some() => format!("https://{}", self.addr),
+            false => format!("http://{}", self.addr),
+        }
+    }
+
+    fn tls(&self) -> anyhow::Result<Option<ClientTlsConfig>> {
+        if self.cacert.is_none() && self.cert.is_none() {
+            return Ok(None);
+        }
+        let read = |path: &PathBuf| std::fs::read(path).with_context(|| format!("cannot read {}", path.display()));
+        let mut tls = ClientTlsConfig::new();
+        tls = match &self.cacert {
+            Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca)?)),
+            None => tls.ca_certificates(system_roots()),
+        };
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+        }
+        Ok(Some(tls))
+    }
+}
+
+/// The system's trusted CAs, for a gateway whose certificate a public or
+/// company CA signed (no --cacert).
+fn system_roots() -> Vec<Certificate> {
+    use base64::Engine;
+    rustls_native_certs::load_native_certs()
+        .certs
+        .iter()
+        .map(|der| {
+            let text = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+            let lines: Vec<&str> =
+                text.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
+            Certificate::from_pem(format!(
+                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+                lines.join("\n")
+            ))
+        })
+        .collect()
+}
+
+pub(super) fn call(args: CallArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let url = args.url();
+    let api_key = args.api_key.clone().or_else(|| env.get(API_KEY_ENV).map(str::to_owned)).filter(|k| !k.is_empty());
+    let user_token = args.user_token.clone().or_else(|| env.get(USER_TOKEN_ENV).map(str::to_owned)).filter(|t| !t.is_empty());
+    let tls = args.tls()?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let response = runtime.block_on(async {
+        let mut endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|_| anyhow!("not an address: {} (give host:port or a URL)", args.addr))?;
+        if let Some(tls) = tls {
+            if url.starts_with("http://") {
+                anyhow::bail!("--cacert and --cert need TLS: give https://{} or host:port", args.addr);
+            }
+            endpoint = endpoint.tls_config(tls).context("the TLS settings")?;
+        }
+        let channel = endpoint.connect().await.with_context(|| format!("cannot reach the gateway at {url}"))?;
+        let mut request = tonic::Request::new(ExecuteRequest {
+            tool: args.tool,
+            arguments_json: args.arguments,
+            tools: args.tool_set,
+            strict: args.strict.then_some(true),
+            dry_run: args.dry_run,
+            idempotency_key: args.idempotency_key.unwrap_or_default(),
+            session_id: args.session_id.unwrap_or_default(),
+            ..Default::default()
+        });
+        if let Some(key) = api_key {
+            let value = MetadataValue::try_from(format!("Bearer {key}")).context("the API key is not header text")?;
+            request.metadata_mut().insert("authorization", value);
+        }
+        if let Some(token) = user_token {
+            let name = tonic::metadata::MetadataKey::from_bytes(args.user_header.as_bytes())
+                .with_context(|| format!("not a header name: {}", args.user_header))?;
+            let value = MetadataValue::try_from(token).context("the user token is not header text")?;
+            request.metadata_mut().insert(name, value);
+        }
+        let response = ToolGatewayServiceClient::new(channel)
+            .execute(request)
+            .await
+            .map_err(|status| anyhow!("the gateway refused the call ({:?}): {}", status.code(), status.message()))?;
+        anyhow::Ok(response.into_inner())
+    })?;
+    emit(&describe_outcome(&response))?;
+    Ok(if response.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}

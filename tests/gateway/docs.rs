@@ -1,0 +1,110 @@
+//! The documentation as a newcomer uses it: every key the configuration
+//! file's reader accepts is in `docs/configuration.md`; the command examples
+//! of the README and `docs/` run with the output they show (trycmd); the
+//! identity walk-through of `docs/identity.md` runs start to finish.
+
+use std::{collections::BTreeSet, path::Path};
+
+use crate::common::{repo, run, stderr, CatalogDir};
+
+/// The keys the configuration file's reader accepts, found by asking it: a
+/// probe key no reader knows, placed under each key found so far (as a
+/// mapping, a list of mappings, or a mapping of names), makes the reader
+/// say which keys it expected there. Paths are dotted; `[]` is any item of
+/// a list, `*` any name of a mapping of names (`rate_limits.tools.*.burst`).
+fn configuration_keys(dir: &Path) -> BTreeSet<String> {
+    let expected = |yaml: String| -> Option<Vec<String>> {
+        std::fs::write(dir.join("probe.yaml"), yaml).unwrap();
+        let err = stderr(&run(dir, &["validate", "--config", "probe.yaml"]));
+        let at = err.find("unknown field `zz_probe`, expected ")?;
+        let listed = &err[at..];
+        let listed = &listed[..listed.find(" at line").unwrap_or(listed.len())];
+        Some(listed.split('`').skip(3).step_by(2).map(str::to_owned).collect())
+    };
+    // `path` as YAML with the probe at its end.
+    fn nest(path: &[String]) -> String {
+        let mut yaml = "{zz_probe: 1}".to_owned();
+        for segment in path.iter().rev() {
+            yaml = match segment.as_str() {
+                "[]" => format!("[{yaml}]"),
+                "*" => format!("{{some_name: {yaml}}}"),
+                key => format!("{{{key}: {yaml}}}"),
+            };
+        }
+        yaml
+    }
+    let mut found = BTreeSet::new();
+    let mut pending = vec![Vec::<String>::new()];
+    while let Some(path) = pending.pop() {
+        let keys = expected(nest(&path)).unwrap_or_else(|| panic!("no keys under {path:?}"));
+        for key in keys {
+            let mut under = path.clone();
+            under.push(key);
+            found.insert(under.join(".").replace(".[]", "[]"));
+            for shape in [None, Some("[]"), Some("*")] {
+                let mut deeper = under.clone();
+                deeper.extend(shape.map(str::to_owned));
+                if expected(nest(&deeper)).is_some() {
+                    pending.push(deeper);
+                    break;
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn the_configuration_reference_lists_every_key_the_reader_accepts() {
+    let dir = CatalogDir::new();
+    let keys = configuration_keys(dir.dir.path());
+    assert!(keys.contains("rate_limits.tools.*.per_minute") && keys.contains("principals[].api_key_sha256"), "{keys:?}");
+    let doc = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
+    let missing: Vec<&String> = keys.iter().filter(|key| !doc.contains(&format!("`{key}`"))).collect();
+    assert!(missing.is_empty(), "docs/configuration.md does not list {missing:?} (of {keys:?})");
+}
+
+/// A free port on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The first ```sh block after `heading` in `doc`.
+fn shell_block(doc: &str, heading: &str) -> String {
+    let at = doc.find(heading).unwrap_or_else(|| panic!("{heading} is in the doc"));
+    let start = at + doc[at..].find("```sh\n").expect("a shell block") + "```sh\n".len();
+    let end = start + doc[start..].find("```\n").expect("the block ends");
+    doc[start..end].to_owned()
+}
+
+#[test]
+fn the_identity_walk_through_runs_start_to_finish() {
+    let doc = std::fs::read_to_string(repo().join("docs/identity.md")).unwrap();
+    // Free ports for the gateway and its health port, the rest as written.
+    let (grpc, health) = (free_port(), free_port());
+    let script = shell_block(&doc, "## A walk-through, start to finish")
+        .replace("50051", &grpc.to_string())
+        .replace("8081", &health.to_string())
+        .replace("pkill -HUP -x toolgate", "kill -HUP %1");
+    let dir = CatalogDir::new();
+    std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_toolgate")).parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.dir.path())
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let log = std::fs::read_to_string(dir.dir.path().join("toolgate.log")).unwrap_or_default();
+    assert!(out.status.success(), "the walk-through failed:\n{stdout}\n{stderr}\n{log}");
+    // The user reached the tool through the bound parameter, the key's
+    // principal ran a courier tool, and the certificate's another.
+    assert!(stdout.contains("ok: my_orders\n"), "{stdout}");
+    assert!(stdout.contains(r#""customer": "alice""#), "{stdout}");
+    assert!(stdout.contains("ok: track_parcel\nrepaired tool name: \"TrackParcel\" -> \"track_parcel\""), "{stdout}");
+    assert!(stdout.contains("ok: calculator\n"), "{stdout}");
+    assert!(stdout.contains("catalogue ok:"), "{stdout}");
+    assert!(log.contains("2 principals configured"), "{log}");
+}
