@@ -1,4 +1,4 @@
-//! Settings as plain data (README, "Configuration file"): read from flags, the
+//! Settings as plain data (docs/configuration.md): read from flags, the
 //! environment and the configuration file, merged and validated. Nothing
 //! here builds a client, reads a key set or connects anything: the
 //! composition root ([`crate::app`]) builds what the settings describe, so

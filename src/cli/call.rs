@@ -122,7 +122,8 @@ fn system_roots() -> Vec<Certificate> {
 pub(super) fn call(args: CallArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let url = args.url();
     let api_key = args.api_key.clone().or_else(|| env.get(API_KEY_ENV).map(str::to_owned)).filter(|k| !k.is_empty());
-    let user_token = args.user_token.clone().or_else(|| env.get(USER_TOKEN_ENV).map(str::to_owned)).filter(|t| !t.is_empty());
+    let user_token =
+        args.user_token.clone().or_else(|| env.get(USER_TOKEN_ENV).map(str::to_owned)).filter(|t| !t.is_empty());
     let tls = args.tls()?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let response = runtime.block_on(async {

@@ -1,4 +1,4 @@
-//! The `toolgate` command line (README, "Commands"):
+//! The `toolgate` command line (README, "Commands"; every flag in docs/configuration.md):
 //! arguments and dispatch. `serve` starts the gateway through the
 //! composition root ([`crate::app`]) and adds what a process has: signals,
 //! file watching, the listeners. `start` reports catalogue problems to a

@@ -56,7 +56,7 @@ use crate::{
     telemetry::Observer,
 };
 
-/// Strict or non-strict (README, "Policy: strict and non-strict"): strict repairs nothing and
+/// Strict or non-strict (docs/catalogue.md, "Policy: strict and non-strict"): strict repairs nothing and
 /// fails on unknown names. `strict` is the policy of a request that does
 /// not say; a request's own choice wins.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

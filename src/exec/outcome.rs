@@ -113,7 +113,7 @@ impl ErrorKind {
         }
     }
 
-    /// `error.type` of a failed call (README, "Telemetry").
+    /// `error.type` of a failed call (docs/telemetry.md).
     pub(crate) fn error_type(self) -> &'static str {
         match self {
             ErrorKind::UnknownTool => "tool_not_found",

@@ -1,4 +1,4 @@
-//! Rate limits (README, "Rate limits"): how many requests a principal, and
+//! Rate limits (docs/rate-limits.md): how many requests a principal, and
 //! how many calls a user or a tool, may make a minute, shared by every
 //! replica through the state store. Off unless configured.
 //!

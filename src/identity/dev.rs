@@ -52,8 +52,9 @@ pub(crate) fn dev_token(dir: &Path, sub: &str, ttl: Duration) -> Result<DevToken
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => (make_key(dir, &key_path)?, true),
         Err(err) => return Err(format!("cannot read {}: {err}", key_path.display())),
     };
-    let pair = Ed25519KeyPair::from_pkcs8(&pkcs8)
-        .map_err(|_| format!("{} is not an Ed25519 key in PKCS #8 (delete it to make a new one)", key_path.display()))?;
+    let pair = Ed25519KeyPair::from_pkcs8(&pkcs8).map_err(|_| {
+        format!("{} is not an Ed25519 key in PKCS #8 (delete it to make a new one)", key_path.display())
+    })?;
     let public = pair.public_key().as_ref();
     let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(public);
     // The key's id: its first characters, so a new key gets a new id.

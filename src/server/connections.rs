@@ -34,7 +34,7 @@ use tokio::{
 };
 use tonic::transport::server::{Connected, TcpConnectInfo};
 
-/// How the gateway treats connections. The defaults are in the README's
+/// How the gateway treats connections. The defaults are in docs/limits.md's
 /// limits table.
 #[derive(Clone, Debug)]
 pub struct ConnectionSettings {

@@ -117,8 +117,27 @@ fn check(which: &str) -> (Vec<Value>, tempfile::TempDir) {
     }
     assert_eq!(object(&objects, "HorizontalPodAutoscaler", "toolgate")["spec"]["scaleTargetRef"]["name"], "toolgate");
 
-    // The Secret's values are the environment the catalogue's ${VAR} read.
-    let secret = object(&objects, "Secret", "toolgate-secrets");
+    // The HPA owns the replica count: none on the Deployment, or every
+    // `kubectl apply -k` would reset it.
+    assert!(deployment["spec"].get("replicas").is_none(), "{which}: replicas on a Deployment an HPA scales");
+    // The image is named in `images:` (a tag, not latest).
+    let image = text(&container["image"]);
+    assert!(image.contains(':') && !image.ends_with(":latest"), "{which}: {image}");
+    // A headless Service for clients that balance their HTTP/2 connections.
+    let headless = object(&objects, "Service", "toolgate-headless");
+    assert_eq!(headless["spec"]["clusterIP"].as_str(), Some("None"));
+    assert_eq!(headless["spec"]["selector"], service["spec"]["selector"]);
+
+    // The Secret's values are the environment the catalogue's ${VAR} read;
+    // its name carries a hash of them, so a change rolls the pods.
+    let secret = objects
+        .iter()
+        .find(|o| o["kind"] == "Secret" && text(&o["metadata"]["name"]).starts_with("toolgate-secrets-"))
+        .unwrap_or_else(|| panic!("{which}: no hashed toolgate-secrets"));
+    let secret_name = text(&secret["metadata"]["name"]);
+    let refs: Vec<&str> =
+        container["envFrom"].as_sequence().unwrap().iter().map(|e| text(&e["secretRef"]["name"])).collect();
+    assert_eq!(refs, [secret_name], "{which}: the pods read the Secret by its hashed name");
     let env: Vec<(String, String)> = secret["data"]
         .as_mapping()
         .unwrap()

@@ -58,7 +58,10 @@ fn configuration_keys(dir: &Path) -> BTreeSet<String> {
 fn the_configuration_reference_lists_every_key_the_reader_accepts() {
     let dir = CatalogDir::new();
     let keys = configuration_keys(dir.dir.path());
-    assert!(keys.contains("rate_limits.tools.*.per_minute") && keys.contains("principals[].api_key_sha256"), "{keys:?}");
+    assert!(
+        keys.contains("rate_limits.tools.*.per_minute") && keys.contains("principals[].api_key_sha256"),
+        "{keys:?}"
+    );
     let doc = std::fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
     let missing: Vec<&String> = keys.iter().filter(|key| !doc.contains(&format!("`{key}`"))).collect();
     assert!(missing.is_empty(), "docs/configuration.md does not list {missing:?} (of {keys:?})");
@@ -107,4 +110,39 @@ fn the_identity_walk_through_runs_start_to_finish() {
     assert!(stdout.contains("ok: calculator\n"), "{stdout}");
     assert!(stdout.contains("catalogue ok:"), "{stdout}");
     assert!(log.contains("2 principals configured"), "{log}");
+}
+
+#[test]
+fn the_go_and_java_stub_commands_run_as_written() {
+    let doc = std::fs::read_to_string(repo().join("docs/clients.md")).unwrap();
+    let script = shell_block(&doc, "**Other languages**");
+    // A folder that is not this project, holding only the proto.
+    let dir = CatalogDir::new();
+    std::os::unix::fs::symlink(repo().join("proto"), dir.dir.path().join("proto")).unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(dir.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the stub commands failed: {}", String::from_utf8_lossy(&out.stderr));
+    for file in [
+        "gen/go/toolgate/v1/toolgate.pb.go",
+        "gen/go/toolgate/v1/toolgate_grpc.pb.go",
+        "gen/java/dev/toolgate/v1/ToolGatewayServiceGrpc.java",
+        "gen/java/dev/toolgate/v1/ExecuteRequest.java",
+    ] {
+        assert!(dir.dir.path().join(file).exists(), "{file} was not written");
+    }
+    let go = std::fs::read_to_string(dir.dir.path().join("gen/go/toolgate/v1/toolgate.pb.go")).unwrap();
+    assert!(go.contains("package toolgatev1"), "the Go package");
+}
+
+/// The `console` blocks of the README and `docs/` (`$ toolgate …` and the
+/// output it prints, stderr included), run from the repository's root.
+#[test]
+fn the_documented_commands_print_what_the_docs_show() {
+    trycmd::TestCases::new()
+        .register_bin("toolgate", Path::new(env!("CARGO_BIN_EXE_toolgate")))
+        .case(repo().join("README.md"))
+        .case(repo().join("docs/*.md"));
 }

@@ -1,5 +1,5 @@
 //! Execute against real backends: the built-ins, a local HTTP server and real
-//! subprocesses. Outcomes and `retryable` as the README's error table says; crashes,
+//! subprocesses. Outcomes and `retryable` as docs/repairs.md's error table says; crashes,
 //! timeouts and outages worded without internals; children killed.
 
 use std::{path::Path, time::Duration};

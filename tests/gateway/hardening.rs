@@ -647,7 +647,7 @@ fn a_signal_meant_for_the_gateway_never_ends_a_call() {
     assert!(!supervisors.is_empty(), "a supervisor runs the call");
     assert!(pgrep(&["-x", "toolgate"]).contains(&gateway));
     assert!(!pgrep(&["-x", "toolgate"]).iter().any(|p| supervisors.contains(p)));
-    // The README's recipe at its bluntest: SIGHUP to everything whose name
+    // The docs' recipe at its bluntest: SIGHUP to everything whose name
     // holds "toolgate", supervisors included; then the other signals that end
     // a process by default.
     for signal in ["-HUP", "-INT", "-QUIT", "-USR1", "-USR2", "-ALRM"] {

@@ -1,4 +1,4 @@
-//! Once-only calls and retry budgets (README, "Once-only calls"): in memory
+//! Once-only calls and retry budgets (docs/once-only.md): in memory
 //! through a real client, and on a real Redis shared by two real gateway
 //! processes.
 

@@ -1,4 +1,4 @@
-//! Rate limits (README, "Rate limits") through the real binary: a tool's
+//! Rate limits (docs/rate-limits.md) through the real binary: a tool's
 //! limit answered in-band RATE_LIMITED with when to try again, a
 //! principal's limit as RESOURCE_EXHAUSTED with RetryInfo and QuotaFailure
 //! (and 429 with Retry-After at the MCP front door), limits shared by two

@@ -7,7 +7,7 @@
  *     messages.push(...(await gw.executeOpenAI(reply.choices[0].message.tool_calls)));
  *
  * The types and the grpc-js client are generated from the proto by ts-proto
- * (see README "Clients" for why), into `gen/`.
+ * (see docs/clients.md for why), into `gen/`.
  */
 
 import * as grpc from "@grpc/grpc-js";
