@@ -175,8 +175,8 @@ impl App {
     }
 
     /// Reads `settings`' files and key sets again and swaps in the new
-    /// snapshot if the whole is valid (the files are read on the catalogue
-    /// thread, [`crate::live::on_loader`]). What only a restart changes is left as it is: compare the
+    /// snapshot if the whole is valid (the files are read on the one thread
+    /// kept for catalogue loads, `live::on_loader`). What only a restart changes is left as it is: compare the
     /// settings' fixed parts to say so.
     pub async fn reload(&self, settings: &Settings) -> Result<Reloaded, ReloadError> {
         let previous = Arc::clone(&self.live.current().load().identity);
