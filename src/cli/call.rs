@@ -18,6 +18,10 @@ use crate::{
     proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ExecuteRequest},
 };
 
+/// Where `--addr` is read from when the flag is not given (as the examples do).
+const ADDR_ENV: &str = "TOOLGATE_ADDR";
+/// The address without flag or environment.
+const DEFAULT_ADDR: &str = "127.0.0.1:50051";
 /// Where `--api-key` is read from when the flag is not given.
 const API_KEY_ENV: &str = "TOOLGATE_API_KEY";
 /// Where `--user-token` is read from when the flag is not given.
@@ -31,9 +35,10 @@ pub(super) struct CallArgs {
     #[arg(default_value = "")]
     arguments: String,
     /// The gateway: host:port, or a URL (http://… or https://…). With
-    /// --cacert or --cert a host:port is reached over TLS.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:50051")]
-    addr: String,
+    /// --cacert or --cert a host:port is reached over TLS. Default:
+    /// TOOLGATE_ADDR, else 127.0.0.1:50051.
+    #[arg(long, value_name = "ADDR")]
+    addr: Option<String>,
     /// The caller's API key (sent as `authorization: Bearer KEY`). Default:
     /// TOOLGATE_API_KEY.
     #[arg(long, value_name = "KEY")]
@@ -75,11 +80,11 @@ pub(super) struct CallArgs {
 impl CallArgs {
     /// The URL to dial: `host:port` becomes `http://host:port`, or
     /// `https://` when a CA or client certificate is given.
-    fn url(&self) -> String {
-        match self.addr.contains("://") {
-            true => self.addr.clone(),
-            false if self.cacert.is_some() || self.cert.is_some() => format!("https://{}", self.addr),
-            false => format!("http://{}", self.addr),
+    fn url(&self, addr: &str) -> String {
+        match addr.contains("://") {
+            true => addr.to_owned(),
+            false if self.cacert.is_some() || self.cert.is_some() => format!("https://{addr}"),
+            false => format!("http://{addr}"),
         }
     }
 
@@ -120,7 +125,8 @@ fn system_roots() -> Vec<Certificate> {
 }
 
 pub(super) fn call(args: CallArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let url = args.url();
+    let addr = args.addr.clone().or_else(|| env.get(ADDR_ENV).map(str::to_owned)).unwrap_or(DEFAULT_ADDR.to_owned());
+    let url = args.url(&addr);
     let api_key = args.api_key.clone().or_else(|| env.get(API_KEY_ENV).map(str::to_owned)).filter(|k| !k.is_empty());
     let user_token =
         args.user_token.clone().or_else(|| env.get(USER_TOKEN_ENV).map(str::to_owned)).filter(|t| !t.is_empty());
@@ -128,10 +134,10 @@ pub(super) fn call(args: CallArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let response = runtime.block_on(async {
         let mut endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|_| anyhow!("not an address: {} (give host:port or a URL)", args.addr))?;
+            .map_err(|_| anyhow!("not an address: {addr} (give host:port or a URL)"))?;
         if let Some(tls) = tls {
             if url.starts_with("http://") {
-                anyhow::bail!("--cacert and --cert need TLS: give https://{} or host:port", args.addr);
+                anyhow::bail!("--cacert and --cert need TLS: give https://… or host:port, not {addr}");
             }
             endpoint = endpoint.tls_config(tls).context("the TLS settings")?;
         }

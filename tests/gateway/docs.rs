@@ -146,3 +146,51 @@ fn the_documented_commands_print_what_the_docs_show() {
         .case(repo().join("README.md"))
         .case(repo().join("docs/*.md"));
 }
+
+/// The README's tour of tool calls, run as written from the repository's
+/// root against a gateway on the shipped catalogue (`TOOLGATE_ADDR` names
+/// its free port, as for the examples).
+#[test]
+fn the_readmes_tour_of_calls_answers_as_the_readme_says() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let script = shell_block(&readme, "Then tool calls as a model would emit them");
+    let mut command = crate::common::toolgate();
+    command.current_dir(repo()).args(["serve", "--pack", "courier", "--listen", "127.0.0.1:0"]);
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    let addr = {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        loop {
+            let line = lines.next().expect("serve logs its address").unwrap();
+            if let Some(at) = line.find("toolgate listening on ") {
+                break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+            }
+        }
+    };
+    let bin = Path::new(env!("CARGO_BIN_EXE_toolgate")).parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    // Some calls fail on purpose (exit 1): the script runs on.
+    let out = std::process::Command::new("bash")
+        .args(["-uc", &script])
+        .current_dir(repo())
+        .env("PATH", path)
+        .env("TOOLGATE_ADDR", &addr)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(
+            "ok: track_parcel\nrepaired tool name: \"Track-Parcel\" -> \"track_parcel\"\nrepaired arguments JSON:"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("error: INVALID_ARGUMENTS (retryable)\n'day' must be between 1 and 7, got 9\n"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("error: REFUSED (not retryable)\nthis parcel was already delivered\n"), "{stdout}");
+    assert!(
+        stdout.contains(r#"{"type":"function","function":{"name":"track_parcel""#),
+        "the OpenAI tools array: {stdout}"
+    );
+}
