@@ -8,8 +8,8 @@
 //! And what telemetry adds to one whole Execute RPC handled in process (the
 //! service's handler, dispatch to the built-in `echo`): nothing recorded,
 //! metrics only, and metrics with both spans through the SDK's batch
-//! processor into an exporter that discards them (no protobuf, no network;
-//! the load tool measures those).
+//! processor into an exporter that discards them, every trace and 10 % of
+//! traces (no protobuf, no network; the load tool measures those).
 //!
 //! `cargo bench --bench execute`; numbers in docs/benchmarks.md.
 
@@ -26,7 +26,7 @@ use opentelemetry::{metrics::MeterProvider, trace::TracerProvider};
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{InMemoryMetricExporter, SdkMeterProvider},
-    trace::{SdkTracerProvider, SpanData, SpanExporter},
+    trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter},
 };
 use tonic::Request;
 use toolgate::{
@@ -120,11 +120,23 @@ fn telemetry(c: &mut Criterion) {
     let _entered = runtime.enter();
     let meters = SdkMeterProvider::builder().with_periodic_exporter(InMemoryMetricExporter::default()).build();
     let tracers = SdkTracerProvider::builder().with_batch_exporter(Discard).build();
+    // 10 % of traces, as OTEL_TRACES_SAMPLER=parentbased_traceidratio with 0.1 makes.
+    let sampled = SdkTracerProvider::builder()
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(0.1))))
+        .with_batch_exporter(Discard)
+        .build();
     let metrics = Metrics::new(&meters.meter("toolgate"));
     let observers = [
         ("off", Observer::disabled()),
         ("metrics", Observer { metrics: metrics.clone(), tracer: None, record_content: false }),
-        ("metrics_and_spans", Observer { metrics, tracer: Some(tracers.tracer("toolgate")), record_content: false }),
+        (
+            "metrics_and_spans",
+            Observer { metrics: metrics.clone(), tracer: Some(tracers.tracer("toolgate")), record_content: false },
+        ),
+        (
+            "metrics_and_spans_10pct",
+            Observer { metrics, tracer: Some(sampled.tracer("toolgate")), record_content: false },
+        ),
     ];
     for (name, observer) in observers {
         let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, "", observer);
@@ -132,6 +144,7 @@ fn telemetry(c: &mut Criterion) {
     }
     group.finish();
     let _ = tracers.shutdown();
+    let _ = sampled.shutdown();
 }
 
 /// What rate limits add to one Execute handled in process, memory store: a

@@ -17,8 +17,11 @@ use opentelemetry_sdk::trace::SdkTracer;
 pub(crate) struct Span(Option<Context>);
 
 impl Span {
-    /// Starts a span under `parent` when there is a tracer; `parent` and
-    /// `attributes` are called only then.
+    /// Starts a span under `parent` when there is a tracer; `parent` is
+    /// called only then, and `attributes` only when the sampler chose to
+    /// record the span: at 10 % sampling nine calls in ten build none (the
+    /// samplers the environment configures decide on the trace id and the
+    /// parent, never on attributes).
     pub(crate) fn start(
         tracer: Option<&SdkTracer>,
         name: &'static str,
@@ -26,14 +29,20 @@ impl Span {
         parent: impl FnOnce() -> Context,
         attributes: impl FnOnce() -> Vec<KeyValue>,
     ) -> Self {
-        Self(tracer.map(|tracer| {
+        Self(tracer.and_then(|tracer| {
             let parent = parent();
-            let span = tracer
-                .span_builder(name)
-                .with_kind(kind)
-                .with_attributes(attributes())
-                .start_with_context(tracer, &parent);
-            parent.with_span(span)
+            // Under a span of this process that was not sampled, a child
+            // would not be either (every sampler the environment configures
+            // decides by the trace id or by the parent): none is made.
+            let local = parent.span().span_context().clone();
+            if local.is_valid() && !local.is_remote() && !parent.span().is_recording() {
+                return None;
+            }
+            let mut span = tracer.span_builder(name).with_kind(kind).start_with_context(tracer, &parent);
+            if opentelemetry::trace::Span::is_recording(&span) {
+                opentelemetry::trace::Span::set_attributes(&mut span, attributes());
+            }
+            Some(parent.with_span(span))
         }))
     }
 
@@ -52,8 +61,9 @@ impl Span {
         self.0.as_ref().is_some_and(|cx| cx.span().is_recording())
     }
 
+    /// Sets an attribute when the span records.
     pub(crate) fn set(&self, key: &'static str, value: impl Into<Value>) {
-        if let Some(cx) = &self.0 {
+        if let Some(cx) = self.0.as_ref().filter(|cx| cx.span().is_recording()) {
             cx.span().set_attribute(KeyValue::new(key, value));
         }
     }
@@ -94,4 +104,58 @@ pub(crate) fn current_event(name: &'static str, attributes: impl FnOnce() -> Vec
             span.add_event(name, attributes());
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState, TracerProvider as _};
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider};
+
+    use super::*;
+
+    fn traced(sampler: Sampler) -> (SdkTracerProvider, InMemorySpanExporter) {
+        let exporter = InMemorySpanExporter::default();
+        let provider =
+            SdkTracerProvider::builder().with_sampler(sampler).with_simple_exporter(exporter.clone()).build();
+        (provider, exporter)
+    }
+
+    #[test]
+    fn attributes_are_built_only_for_spans_that_record_and_unsampled_parents_get_no_children() {
+        // Never sampled: no attributes built, and no child under the span.
+        let (provider, exporter) = traced(Sampler::AlwaysOff);
+        let tracer = provider.tracer("t");
+        let built = std::cell::Cell::new(0);
+        let attributes = || {
+            built.set(built.get() + 1);
+            vec![KeyValue::new("k", "v")]
+        };
+        let server = Span::start(Some(&tracer), "server", SpanKind::Server, Context::new, attributes);
+        assert!(!server.is_recording());
+        let parent = server.0.clone().expect("a root span is made, sampled or not");
+        let child = Span::start(Some(&tracer), "child", SpanKind::Internal, || parent.clone(), attributes);
+        assert!(child.0.is_none(), "no child under a span of this process that was not sampled");
+        assert_eq!(built.get(), 0);
+        server.end();
+        assert!(exporter.get_finished_spans().unwrap().is_empty());
+
+        // A remote parent that was not sampled still gets the SERVER span
+        // (the sampler decides, here: always).
+        let (provider, exporter) = traced(Sampler::AlwaysOn);
+        let tracer = provider.tracer("t");
+        let remote =
+            SpanContext::new(TraceId::from(7), SpanId::from(9), TraceFlags::default(), true, TraceState::default());
+        let caller = Context::new().with_remote_span_context(remote);
+        let server = Span::start(Some(&tracer), "server", SpanKind::Server, || caller.clone(), attributes);
+        assert!(server.is_recording());
+        let parent = server.0.clone().unwrap();
+        let child = Span::start(Some(&tracer), "child", SpanKind::Internal, || parent.clone(), attributes);
+        assert!(child.is_recording());
+        assert_eq!(built.get(), 2);
+        child.end();
+        server.end();
+        let spans = exporter.get_finished_spans().unwrap();
+        assert_eq!(spans.len(), 2);
+        assert!(spans.iter().all(|s| s.attributes.contains(&KeyValue::new("k", "v"))));
+    }
 }
