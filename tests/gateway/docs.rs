@@ -194,3 +194,47 @@ fn the_readmes_tour_of_calls_answers_as_the_readme_says() {
         "the OpenAI tools array: {stdout}"
     );
 }
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces to `-`.
+fn anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn every_link_between_the_docs_leads_somewhere() {
+    let link = regex::Regex::new(r"\]\(([^)\s]+)\)").unwrap();
+    let fence = regex::Regex::new(r"(?s)```.*?```").unwrap();
+    let mut docs = vec![repo().join("README.md")];
+    docs.extend(std::fs::read_dir(repo().join("docs")).unwrap().map(|e| e.unwrap().path()));
+    let mut broken = Vec::new();
+    for doc in docs.iter().filter(|p| p.extension().is_some_and(|e| e == "md")) {
+        let text = std::fs::read_to_string(doc).unwrap();
+        for found in link.captures_iter(&fence.replace_all(&text, "")) {
+            let target = &found[1];
+            if target.starts_with("http://") || target.starts_with("https://") || target.starts_with("mailto:") {
+                continue;
+            }
+            let (path, fragment) = target.split_once('#').unwrap_or((target, ""));
+            let file = if path.is_empty() { doc.clone() } else { doc.parent().unwrap().join(path) };
+            if !file.exists() {
+                broken.push(format!("{}: {target} (no such file)", doc.display()));
+            } else if !fragment.is_empty() && file.extension().is_some_and(|e| e == "md") {
+                let headings = std::fs::read_to_string(&file).unwrap();
+                let known = headings
+                    .lines()
+                    .filter_map(|l| l.trim_start_matches('#').strip_prefix(' ').filter(|_| l.starts_with('#')))
+                    .any(|h| anchor(h) == fragment);
+                if !known {
+                    broken.push(format!("{}: {target} (no such heading)", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:#?}");
+}
