@@ -40,14 +40,14 @@ const RETIRE_AFTER: Duration = Duration::from_secs(300);
 /// tools). On one thread each reload reuses what the last one freed.
 pub(crate) async fn on_loader<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     type Job = Box<dyn FnOnce() + Send>;
-    static LOADER: std::sync::OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<Job>>> = std::sync::OnceLock::new();
+    static LOADER: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();
     let loader = LOADER.get_or_init(|| {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("toolgate-catalogue".to_owned())
             .spawn(move || queue.into_iter().for_each(|job| job()))
             .expect("a thread for catalogue loads");
-        std::sync::Mutex::new(jobs)
+        jobs
     });
     let (done, result) = tokio::sync::oneshot::channel();
     // The work runs inside the caller's runtime, as on its blocking pool.
@@ -56,7 +56,7 @@ pub(crate) async fn on_loader<T: Send + 'static>(work: impl FnOnce() -> T + Send
         let _inside = runtime.enter();
         let _ = done.send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)));
     });
-    loader.lock().expect("not poisoned").send(job).expect("the catalogue thread runs as long as the process");
+    loader.send(job).expect("the catalogue thread runs as long as the process");
     match result.await.expect("the catalogue thread answers every job") {
         Ok(value) => value,
         Err(panic) => std::panic::resume_unwind(panic),
@@ -196,12 +196,18 @@ impl LiveCatalog {
     /// Replaces the sources (files re-read, configuration re-read): the MCP
     /// servers that did not change keep their connections and listings, new
     /// or changed ones are connected and listed, then the whole is assembled
-    /// and checked (strict rules included) before it is swapped in. A
+    /// and checked (strict rules included, and `check`: the settings'
+    /// checks of the new snapshot, whose `Ok` adds warnings and whose `Err`
+    /// rejects) before it is swapped in. A
     /// rejected reload changes nothing: the problems are returned and the new
     /// servers' connections ended. Servers the reload removed are ended once
     /// no call in flight can use them (the old snapshot is dropped, or after
     /// five minutes).
-    pub(crate) async fn reload(self: &Arc<Self>, sources: Sources) -> Result<Reloaded, Vec<Problem>> {
+    pub(crate) async fn reload(
+        self: &Arc<Self>,
+        sources: Sources,
+        check: impl FnOnce(&Snapshot) -> Result<Vec<Problem>, Vec<Problem>>,
+    ) -> Result<Reloaded, Vec<Problem>> {
         let mut current = self.current.lock().await;
         let pool = self.shared.mcp();
         let plan = pool.plan(sources.files.servers());
@@ -222,12 +228,21 @@ impl LiveCatalog {
             (sources, built)
         })
         .await;
-        let (next, warnings) = match built {
-            Ok(built) => built,
-            Err(err) => {
+        // The settings' own checks of the new catalogue (`check`), before
+        // anything is swapped in: a rejection changes nothing.
+        let checked = built.map_err(|err| err.problems).and_then(|(next, mut warnings)| match check(&next) {
+            Ok(more) => {
+                warnings.extend(more);
+                Ok((next, warnings))
+            }
+            Err(more) => Err([warnings, more].concat()),
+        });
+        let (next, warnings) = match checked {
+            Ok(checked) => checked,
+            Err(problems) => {
                 plan.abandon().await;
                 self.shared.observer().metrics.reload("rejected");
-                return Err(err.problems);
+                return Err(problems);
             }
         };
         let retired = pool.apply(plan);

@@ -103,14 +103,14 @@ impl App {
         let shared = Shared::new(pool, inherited, host.observer, calls)?;
         let (live, mut warnings) = LiveCatalog::start(sources, shared, events).await?;
         let app = Self { live, env: host.env };
-        let settings_warnings = [app.limit_warnings(settings), app.user_warnings(settings)].concat();
-        // Under strict validation these fail the start like any catalogue warning.
-        if settings.load.strict && !settings_warnings.is_empty() {
-            app.shutdown().await;
-            warnings.extend(settings_warnings);
-            return Err(StartError::Catalogue(crate::catalog::LoadError { problems: warnings }));
+        match checked(&app.snapshot(), settings) {
+            Ok(more) => warnings.extend(more),
+            Err(more) => {
+                app.shutdown().await;
+                warnings.extend(more);
+                return Err(StartError::Catalogue(crate::catalog::LoadError { problems: warnings }));
+            }
         }
-        warnings.extend(settings_warnings);
         Ok((app, warnings))
     }
 
@@ -192,57 +192,65 @@ impl App {
                 return Err(ReloadError::Settings(why));
             }
         };
-        let mut reloaded = self.live.reload(sources).await.map_err(ReloadError::Catalogue)?;
-        reloaded.warnings.extend(self.limit_warnings(settings));
-        reloaded.warnings.extend(self.user_warnings(settings));
-        Ok(reloaded)
-    }
-
-    /// A tool bound to the user with no way to verify a user (neither
-    /// `users.jwt` nor the MCP front door's OAuth) refuses every call.
-    fn user_warnings(&self, settings: &Settings) -> Vec<Problem> {
-        let oauth = settings.mcp.as_ref().is_some_and(|mcp| mcp.oauth.is_some());
-        if settings.users.is_some() || oauth {
-            return Vec::new();
-        }
-        let catalog = self.catalog();
-        catalog
-            .tools()
-            .iter()
-            .filter(|tool| tool.binding.as_ref().is_some_and(|b| b.binds_user()))
-            .map(|tool| Problem {
-                severity: crate::catalog::Severity::Warning,
-                origin: tool.declared_at.origin.to_string(),
-                path: format!("{}.bind", tool.declared_at.path),
-                message: format!(
-                    "the tool '{}' binds a parameter to the user, but no users.jwt is configured: no user can be \
-                     verified, so every call of it is refused",
-                    tool.name
-                ),
-            })
-            .collect()
-    }
-
-    /// A limit under a tool no principal may use applies to no call.
-    fn limit_warnings(&self, settings: &Settings) -> Vec<Problem> {
-        let snapshot = self.snapshot();
-        snapshot
-            .executor
-            .unreachable_limits()
-            .into_iter()
-            .map(|name| Problem {
-                severity: crate::catalog::Severity::Warning,
-                origin: settings.origin.clone(),
-                path: format!("rate_limits.tools.{name}"),
-                message: format!("no principal is granted '{name}': this limit applies to no call"),
-            })
-            .collect()
+        self.live.reload(sources, |next| checked(next, settings)).await.map_err(ReloadError::Catalogue)
     }
 
     /// Stops the background work and ends every MCP server.
     pub async fn shutdown(&self) {
         self.live.shutdown().await;
     }
+}
+
+/// What `settings` say wrongly of `snapshot`'s catalogue, checked at start
+/// and before a reload is swapped in: warnings (`Ok`), or, under strict
+/// validation, errors that fail either (`Err`), like catalogue warnings.
+fn checked(snapshot: &Snapshot, settings: &Settings) -> Result<Vec<Problem>, Vec<Problem>> {
+    let problems = [limit_warnings(snapshot, settings), user_warnings(snapshot, settings)].concat();
+    match settings.load.strict && !problems.is_empty() {
+        true => Err(problems),
+        false => Ok(problems),
+    }
+}
+
+/// A tool bound to the user with no way to verify a user (neither
+/// `users.jwt` nor the MCP front door's OAuth) refuses every call.
+fn user_warnings(snapshot: &Snapshot, settings: &Settings) -> Vec<Problem> {
+    let oauth = settings.mcp.as_ref().is_some_and(|mcp| mcp.oauth.is_some());
+    if settings.users.is_some() || oauth {
+        return Vec::new();
+    }
+    snapshot
+        .executor
+        .catalog()
+        .tools()
+        .iter()
+        .filter(|tool| tool.binding.as_ref().is_some_and(|b| b.binds_user()))
+        .map(|tool| Problem {
+            severity: crate::catalog::Severity::Warning,
+            origin: tool.declared_at.origin.to_string(),
+            path: format!("{}.bind", tool.declared_at.path),
+            message: format!(
+                "the tool '{}' binds a parameter to the user, but no users.jwt is configured: no user can be \
+                 verified, so every call of it is refused",
+                tool.name
+            ),
+        })
+        .collect()
+}
+
+/// A limit under a tool no principal may use applies to no call.
+fn limit_warnings(snapshot: &Snapshot, settings: &Settings) -> Vec<Problem> {
+    snapshot
+        .executor
+        .unreachable_limits()
+        .into_iter()
+        .map(|name| Problem {
+            severity: crate::catalog::Severity::Warning,
+            origin: settings.origin.clone(),
+            path: format!("rate_limits.tools.{name}"),
+            message: format!("no principal is granted '{name}': this limit applies to no call"),
+        })
+        .collect()
 }
 
 /// TLS (its files re-read on every reload) and the health listener, as

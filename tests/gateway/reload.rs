@@ -310,6 +310,30 @@ async fn reloads_are_counted_by_result() {
     gw.shutdown().await;
 }
 
+#[tokio::test]
+async fn under_strict_a_reload_is_checked_against_the_settings_as_a_start_is() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let gw = TestGateway::dir(&dir).start().await;
+    // A tool bound to the user, and no users.jwt to verify one: a warning
+    // without strict, and under strict a rejection before anything is
+    // swapped in (a strict start refuses the same files).
+    let bound =
+        "  - name: my_orders\n    description: The caller's orders.\n    parameters:\n      type: object\n      \
+                 properties: {customer: {type: string}}\n      required: [customer]\n    bind: {customer: user}\n    \
+                 backend: {builtin: echo}\n";
+    dir.file("registry/tools.yaml", &format!("{}{bound}", registry(&["alpha"])));
+    let Err(ReloadError::Catalogue(problems)) = gw.app.reload(&settings(&dir, true)).await else {
+        panic!("rejected under strict")
+    };
+    assert!(problems.iter().any(|p| p.to_string().contains("no users.jwt is configured")), "{problems:?}");
+    assert!(gw.app.catalog().lookup("my_orders").is_none(), "the running catalogue stays");
+    let reloaded = gw.app.reload(&settings(&dir, false)).await.expect("accepted when not strict");
+    assert!(reloaded.warnings.iter().any(|p| p.to_string().contains("no users.jwt")), "{:?}", reloaded.warnings);
+    assert!(gw.app.catalog().lookup("my_orders").is_some());
+    gw.shutdown().await;
+}
+
 /// The settings `serve --catalog registry --packs-dir packs` would read from
 /// `dir`, strict or not.
 fn settings(dir: &CatalogDir, strict: bool) -> Settings {
