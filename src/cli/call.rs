@@ -12,7 +12,11 @@ use tonic::{
     transport::{Certificate, ClientTlsConfig, Endpoint, Identity},
 };
 
-use super::output::{describe_outcome, emit};
+use super::{
+    dial_url,
+    output::{describe_outcome, emit},
+    USER_TOKEN_ENV,
+};
 use crate::{
     env::Env,
     proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ExecuteRequest},
@@ -24,8 +28,6 @@ const ADDR_ENV: &str = "TOOLGATE_ADDR";
 const DEFAULT_ADDR: &str = "127.0.0.1:50051";
 /// Where `--api-key` is read from when the flag is not given.
 const API_KEY_ENV: &str = "TOOLGATE_API_KEY";
-/// Where `--user-token` is read from when the flag is not given.
-const USER_TOKEN_ENV: &str = "TOOLGATE_USER_TOKEN";
 
 #[derive(Args, Debug)]
 pub(super) struct CallArgs {
@@ -78,25 +80,18 @@ pub(super) struct CallArgs {
 }
 
 impl CallArgs {
-    /// The URL to dial: `host:port` becomes `http://host:port`, or
-    /// `https://` when a CA or client certificate is given.
-    fn url(&self, addr: &str) -> String {
-        match addr.contains("://") {
-            true => addr.to_owned(),
-            false if self.cacert.is_some() || self.cert.is_some() => format!("https://{addr}"),
-            false => format!("http://{addr}"),
-        }
-    }
-
-    fn tls(&self) -> anyhow::Result<Option<ClientTlsConfig>> {
-        if self.cacert.is_none() && self.cert.is_none() {
+    /// The TLS settings: `--cacert`, else the system's roots; with
+    /// `--cert`/`--key` a client certificate. None over plaintext.
+    fn tls(&self, url: &str) -> anyhow::Result<Option<ClientTlsConfig>> {
+        if !url.starts_with("https://") && self.cacert.is_none() && self.cert.is_none() {
             return Ok(None);
         }
         let read = |path: &PathBuf| std::fs::read(path).with_context(|| format!("cannot read {}", path.display()));
         let mut tls = ClientTlsConfig::new();
         tls = match &self.cacert {
             Some(ca) => tls.ca_certificate(Certificate::from_pem(read(ca)?)),
-            None => tls.ca_certificates(system_roots()),
+            // A gateway whose certificate a public or company CA signed.
+            None => tls.with_native_roots(),
         };
         if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
             tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
@@ -105,32 +100,14 @@ impl CallArgs {
     }
 }
 
-/// The system's trusted CAs, for a gateway whose certificate a public or
-/// company CA signed (no --cacert).
-fn system_roots() -> Vec<Certificate> {
-    use base64::Engine;
-    rustls_native_certs::load_native_certs()
-        .certs
-        .iter()
-        .map(|der| {
-            let text = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
-            let lines: Vec<&str> =
-                text.as_bytes().chunks(64).map(|c| std::str::from_utf8(c).expect("base64 is ASCII")).collect();
-            Certificate::from_pem(format!(
-                "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
-                lines.join("\n")
-            ))
-        })
-        .collect()
-}
-
 pub(super) fn call(args: CallArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let addr = args.addr.clone().or_else(|| env.get(ADDR_ENV).map(str::to_owned)).unwrap_or(DEFAULT_ADDR.to_owned());
-    let url = args.url(&addr);
+    // With a CA or a client certificate, `host:port` is reached over TLS.
+    let url = dial_url(&addr, args.cacert.is_some() || args.cert.is_some());
     let api_key = args.api_key.clone().or_else(|| env.get(API_KEY_ENV).map(str::to_owned)).filter(|k| !k.is_empty());
     let user_token =
         args.user_token.clone().or_else(|| env.get(USER_TOKEN_ENV).map(str::to_owned)).filter(|t| !t.is_empty());
-    let tls = args.tls()?;
+    let tls = args.tls(&url)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let response = runtime.block_on(async {
         let mut endpoint = Endpoint::from_shared(url.clone())

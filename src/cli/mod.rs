@@ -240,14 +240,14 @@ pub fn run() -> anyhow::Result<ExitCode> {
         }
         Command::Auth(AuthCommand::DevToken(args)) => {
             let made = crate::identity::dev::dev_token(&args.dir, &args.sub, args.ttl).map_err(|why| anyhow!(why))?;
-            let dir = args.dir.display();
             let key = if made.new_key { "made now" } else { "reused" };
             emit(&format!(
-                "signing key: {dir}/signing-key.p8 ({key})\n\
+                "signing key: {signing} ({key})\n\
                  jwks:        {jwks}\n\
                  for the configuration:\n  \
                  users:\n    jwt: {{issuer: {issuer}, audience: {audience}, jwks_file: {jwks}}}\n\
                  token for {sub}, valid for {ttl}:\n{token}",
+                signing = made.key.display(),
                 jwks = made.jwks.display(),
                 issuer = crate::identity::dev::ISSUER,
                 audience = crate::identity::dev::AUDIENCE,
@@ -581,18 +581,25 @@ fn mcp_stdio(args: &McpStdioArgs, env: &Env) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The environment variable that carries `mcp-stdio`'s user token.
+/// The environment variable that carries a user token (`mcp-stdio`, `call`).
 const USER_TOKEN_ENV: &str = "TOOLGATE_USER_TOKEN";
+
+/// The URL a client command dials: a URL as given, `host:port` as
+/// `http://host:port`, or `https://` when `tls`.
+fn dial_url(addr: &str, tls: bool) -> String {
+    match (addr.contains("://"), tls) {
+        (true, _) => addr.to_owned(),
+        (false, true) => format!("https://{addr}"),
+        (false, false) => format!("http://{addr}"),
+    }
+}
 
 /// `toolgate health`: SERVING exits 0; anything else, or no answer, says
 /// what it got on stderr and exits 1.
 fn health(args: &HealthArgs) -> anyhow::Result<ExitCode> {
     use tonic_health::pb::{health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest};
 
-    let addr = match args.addr.contains("://") {
-        true => args.addr.clone(),
-        false => format!("http://{}", args.addr),
-    };
+    let addr = dial_url(&args.addr, false);
     if addr.starts_with("https://") {
         bail!("toolgate health speaks plaintext: give the health_listen port (http://HOST:PORT)");
     }

@@ -34,6 +34,8 @@ pub(crate) const JWKS_FILE: &str = "jwks.json";
 pub(crate) struct DevToken {
     /// The signed token.
     pub(crate) token: String,
+    /// `DIR/signing-key.p8`, the private key.
+    pub(crate) key: PathBuf,
     /// `DIR/jwks.json`, for `users.jwt.jwks_file`.
     pub(crate) jwks: PathBuf,
     /// Whether the signing key was made now (else an earlier one was reused).
@@ -86,7 +88,7 @@ pub(crate) fn dev_token(dir: &Path, sub: &str, ttl: Duration) -> Result<DevToken
     let header = Header { kid: Some(kid), ..Header::new(Algorithm::EdDSA) };
     let token = jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ed_der(&pkcs8))
         .map_err(|err| format!("cannot sign the token: {err}"))?;
-    Ok(DevToken { token, jwks, new_key })
+    Ok(DevToken { token, key: key_path, jwks, new_key })
 }
 
 /// Makes `dir` and a new Ed25519 key in it, readable by its owner only.

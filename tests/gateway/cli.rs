@@ -237,3 +237,29 @@ fn validate_warns_of_a_tool_bound_to_the_user_without_users_jwt_and_strict_fails
     assert_eq!(strict.status.code(), Some(1), "{}", stderr(&strict));
     assert!(stderr(&strict).contains("(an error under strict validation)"), "{}", stderr(&strict));
 }
+
+#[test]
+fn call_reaches_a_tls_gateway_by_host_and_port_with_its_ca_and_checks_an_https_url_against_the_system() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", GOOD);
+    let ca = crate::common::pki::Ca::new("call test CA");
+    let server = ca.issue("localhost", &["localhost"]);
+    dir.file("server.pem", &server.cert);
+    dir.file("server.key", &server.key);
+    dir.file("ca.pem", &ca.pem());
+    let (_child, _log, addr) =
+        crate::common::serve_args(dir.dir.path(), &["--tls-cert", "server.pem", "--tls-key", "server.key"]);
+    let port = addr.rsplit(':').next().unwrap();
+    let by_port = format!("localhost:{port}");
+    // host:port with --cacert: over TLS, verified against that CA.
+    let ok =
+        run(dir.dir.path(), &["call", "web_search", r#"{"query": "x"}"#, "--addr", &by_port, "--cacert", "ca.pem"]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert!(stdout(&ok).starts_with("ok: web_search\n"), "{}", stdout(&ok));
+    // An https URL without --cacert: TLS too, checked against the system's
+    // roots, which do not hold this CA.
+    let url = format!("https://localhost:{port}");
+    let refused = run(dir.dir.path(), &["call", "web_search", r#"{"query": "x"}"#, "--addr", &url]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&refused).contains("invalid peer certificate"), "{}", stderr(&refused));
+}
