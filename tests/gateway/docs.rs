@@ -5,7 +5,7 @@
 
 use std::{collections::BTreeSet, path::Path};
 
-use crate::common::{repo, run, stderr, CatalogDir};
+use crate::common::{backend::closed_port, bash, listening, repo, run, stderr, CatalogDir};
 
 /// The keys the configuration file's reader accepts, found by asking it: a
 /// probe key no reader knows, placed under each key found so far (as a
@@ -67,11 +67,6 @@ fn the_configuration_reference_lists_every_key_the_reader_accepts() {
     assert!(missing.is_empty(), "docs/configuration.md does not list {missing:?} (of {keys:?})");
 }
 
-/// A free port on 127.0.0.1.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// The first ```sh block after `heading` in `doc`.
 fn shell_block(doc: &str, heading: &str) -> String {
     let at = doc.find(heading).unwrap_or_else(|| panic!("{heading} is in the doc"));
@@ -84,21 +79,14 @@ fn shell_block(doc: &str, heading: &str) -> String {
 fn the_identity_walk_through_runs_start_to_finish() {
     let doc = std::fs::read_to_string(repo().join("docs/identity.md")).unwrap();
     // Free ports for the gateway and its health port, the rest as written.
-    let (grpc, health) = (free_port(), free_port());
+    let (grpc, health) = (closed_port().port(), closed_port().port());
     let script = shell_block(&doc, "## A walk-through, start to finish")
         .replace("50051", &grpc.to_string())
         .replace("8081", &health.to_string())
         .replace("pkill -HUP -x toolgate", "kill -HUP %1");
     let dir = CatalogDir::new();
     std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_toolgate")).parent().unwrap().to_owned();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
-    let out = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .current_dir(dir.dir.path())
-        .env("PATH", path)
-        .output()
-        .unwrap();
+    let out = bash(&script, dir.dir.path(), true, &[]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let log = std::fs::read_to_string(dir.dir.path().join("toolgate.log")).unwrap_or_default();
     assert!(out.status.success(), "the walk-through failed:\n{stdout}\n{stderr}\n{log}");
@@ -119,11 +107,7 @@ fn the_go_and_java_stub_commands_run_as_written() {
     // A folder that is not this project, holding only the proto.
     let dir = CatalogDir::new();
     std::os::unix::fs::symlink(repo().join("proto"), dir.dir.path().join("proto")).unwrap();
-    let out = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &script])
-        .current_dir(dir.dir.path())
-        .output()
-        .unwrap();
+    let out = bash(&script, dir.dir.path(), true, &[]);
     assert!(out.status.success(), "the stub commands failed: {}", String::from_utf8_lossy(&out.stderr));
     for file in [
         "gen/go/toolgate/v1/toolgate.pb.go",
@@ -156,27 +140,10 @@ fn the_readmes_tour_of_calls_answers_as_the_readme_says() {
     let script = shell_block(&readme, "Then tool calls as a model would emit them");
     let mut command = crate::common::toolgate();
     command.current_dir(repo()).args(["serve", "--pack", "courier", "--listen", "127.0.0.1:0"]);
-    let mut child = crate::common::Reaped::spawn(&mut command);
-    let addr = {
-        use std::io::BufRead;
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        loop {
-            let line = lines.next().expect("serve logs its address").unwrap();
-            if let Some(at) = line.find("toolgate listening on ") {
-                break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
-            }
-        }
-    };
-    let bin = Path::new(env!("CARGO_BIN_EXE_toolgate")).parent().unwrap().to_owned();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let (_gateway, _log, listening) = listening(&mut command);
+    let addr = listening.split(' ').next().unwrap();
     // Some calls fail on purpose (exit 1): the script runs on.
-    let out = std::process::Command::new("bash")
-        .args(["-uc", &script])
-        .current_dir(repo())
-        .env("PATH", path)
-        .env("TOOLGATE_ADDR", &addr)
-        .output()
-        .unwrap();
+    let out = bash(&script, repo(), false, &[("TOOLGATE_ADDR", addr)]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(

@@ -749,11 +749,7 @@ fn readme_certificates(dir: &Path) {
     let found = readme.find("Certificates (any CA will do").expect("the recipe is in docs/identity.md");
     let start = readme[..found].rfind('\n').map_or(0, |at| at + 1);
     let end = start + readme[start..].find("cd ..\n").expect("the recipe ends with cd ..") + "cd ..\n".len();
-    let out = std::process::Command::new("bash")
-        .args(["-euo", "pipefail", "-c", &readme[start..end]])
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let out = crate::common::bash(&readme[start..end], dir, true, &[]);
     assert!(out.status.success(), "the docs' recipe failed: {}", stderr(&out));
 }
 

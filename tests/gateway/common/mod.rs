@@ -329,14 +329,21 @@ pub fn serve_args(dir: &Path, args: &[&str]) -> (Reaped, Stderr, String) {
 }
 
 fn serve_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Reaped, Stderr, String) {
-    use std::io::BufRead;
     let mut command = toolgate();
     command
         .current_dir(dir)
         .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
         .args(args)
         .envs(env.iter().copied());
-    let mut child = Reaped::spawn(&mut command);
+    listening(&mut command)
+}
+
+/// Starts `command` (a `toolgate serve`); once it listens, its stderr and
+/// what its listening line says after "toolgate listening on " (the address
+/// and the tool count). A start that fails panics with what it logged.
+pub fn listening(command: &mut Command) -> (Reaped, Stderr, String) {
+    use std::io::BufRead;
+    let mut child = Reaped::spawn(command);
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let mut seen = Vec::new();
     loop {
@@ -347,6 +354,23 @@ fn serve_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Reaped, Stderr,
         }
         seen.push(line);
     }
+}
+
+/// `script` run by bash in `dir` (`-euo pipefail` when `strict`: the first
+/// failing command ends it), with `env` and this build's `toolgate` first
+/// on the PATH, as the docs' commands expect.
+pub fn bash(script: &str, dir: &Path, strict: bool, env: &[(&str, &str)]) -> Output {
+    let bin = Path::new(env!("CARGO_BIN_EXE_toolgate")).parent().unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let flags: &[&str] = if strict { &["-euo", "pipefail", "-c"] } else { &["-uc"] };
+    Command::new("bash")
+        .args(flags)
+        .arg(script)
+        .current_dir(dir)
+        .env("PATH", path)
+        .envs(env.iter().copied())
+        .output()
+        .expect("bash runs")
 }
 
 /// Runs `toolgate` in `dir` with `args`.
