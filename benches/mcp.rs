@@ -289,16 +289,7 @@ impl Server {
             ),
         )
         .unwrap();
-        let child = Command::new(binary)
-            .args(["--config"])
-            .arg(&config)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(port);
+        let child = serving(Command::new(binary).args(["--config"]).arg(&config).env("RUST_LOG", "warn"), port);
         Self { child: Some(child), url: format!("http://127.0.0.1:{port}/"), name: "mcp-proxy" }
     }
 
@@ -328,15 +319,9 @@ struct Upstream {
 impl Upstream {
     fn start(repo: &Path) -> Self {
         let port = free_port();
-        let child = Command::new(repo.join(".venv/bin/python"))
-            .arg(repo.join("tests/mcp/notes_server.py"))
-            .args(["--http", &port.to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        wait_for_port(port);
+        let mut command = Command::new(repo.join(".venv/bin/python"));
+        command.arg(repo.join("tests/mcp/notes_server.py")).args(["--http", &port.to_string()]);
+        let child = serving(&mut command, port);
         let url = format!("http://127.0.0.1:{port}/mcp");
         Self { _server: Server { child: Some(child), url: url.clone(), name: "notes" }, url }
     }
@@ -344,6 +329,13 @@ impl Upstream {
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `command` started with no stdio, once it accepts connections on `port`.
+fn serving(command: &mut Command, port: u16) -> Child {
+    let child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    wait_for_port(port);
+    child
 }
 
 fn wait_for_port(port: u16) {
