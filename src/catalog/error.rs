@@ -62,6 +62,11 @@ impl CatalogProblems {
         self.list.extend(other.list);
     }
 
+    /// Withdraws the problems added after the first `len`.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        self.list.truncate(len);
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.list.len()
     }

@@ -257,6 +257,7 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
     // whole twice over); its problems are reported after the file's YAML
     // problems, as if every entry had been read first.
     let mut built = CatalogProblems::default();
+    let declared = decls.tools.len();
     let raw = raw::parse(&origin, &text, problems, |entry| {
         let aliases =
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
@@ -265,6 +266,12 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
         let tool = build::tool(entry, &file, &mut built);
         decls.tools.push(ToolDecl { name, layer, place: at, tool, aliases });
     });
+    if raw.unreadable {
+        // The YAML fault is the file's one problem; the entries read before
+        // it are not the file's tools.
+        decls.tools.truncate(declared);
+        return;
+    }
     problems.append(built);
     for set in raw.toolsets {
         if !build::is_valid_name(&set.name) {

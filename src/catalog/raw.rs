@@ -9,7 +9,11 @@
 
 use std::time::Duration;
 
-use serde::de::DeserializeOwned;
+use serde::de::{
+    self,
+    value::{EnumAccessDeserializer, MapAccessDeserializer, SeqAccessDeserializer},
+    Deserialize, DeserializeOwned, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, Visitor,
+};
 use serde_yaml::{Mapping, Value};
 
 use super::error::CatalogProblems;
@@ -44,6 +48,8 @@ pub(crate) struct RawFile {
     pub(crate) toolsets: Vec<RawToolset>,
     pub(crate) aliases: Vec<RawAlias>,
     pub(crate) mcp_servers: Vec<RawMcpServer>,
+    /// Not valid YAML (reported): what was built from its entries is dropped.
+    pub(crate) unreadable: bool,
 }
 
 /// A `tools[i]` entry. `None` fields were absent or broken (the problem is
@@ -142,14 +148,23 @@ pub(crate) enum RawMcpTransport {
 
 /// Parses one file's text. Problems go to `problems` under `origin`.
 ///
-/// Each tool entry is handed to `each_tool` as soon as it is read, and its
-/// YAML is freed then: a large file is never held twice over (as YAML and as
-/// the entries read from it), which keeps the peak memory of a load low.
+/// The file is read as it streams out of the YAML parser: each tool entry
+/// is made a YAML value of its own, handed to `each_tool` as soon as it is
+/// read, and freed then, so the whole file is never one value tree (at
+/// 10,000 tools that tree was the largest thing a load held). Everything
+/// else is read whole through the same parser, so a file is accepted or
+/// refused exactly as it was when read as one tree: duplicate keys, tags,
+/// anchors and scalars mean what they meant.
+///
+/// A file that is not valid YAML adds one problem and nothing else: the
+/// problems of the entries read before the parser met the fault are
+/// withdrawn, and `unreadable` tells the caller to drop what it built from
+/// them.
 pub(crate) fn parse(
     origin: &str,
     text: &str,
     problems: &mut CatalogProblems,
-    each_tool: impl FnMut(RawTool),
+    mut each_tool: impl FnMut(RawTool),
 ) -> RawFile {
     let mut reader = Reader { origin, problems };
     if let Some(line) = deeper_than(text, MAX_NESTING) {
@@ -157,16 +172,21 @@ pub(crate) fn parse(
         reader.problems.error(origin, format!("line {line}"), message);
         return RawFile::default();
     }
-    let document: Value = match serde_yaml::from_str(text) {
-        Ok(value) => value,
+    let before = reader.problems.len();
+    let mut top = Mapping::new();
+    let document = TopLevel { reader: &mut reader, each: &mut each_tool, top: &mut top };
+    let shape = match serde_yaml::Deserializer::from_str(text).deserialize_any(Stream(document)) {
+        Ok(shape) => shape,
         Err(err) => {
+            reader.problems.truncate(before);
             let path = err.location().map(|l| format!("line {} column {}", l.line(), l.column())).unwrap_or_default();
             reader.problems.error(origin, path, format!("invalid YAML: {}", strip_location(&err.to_string())));
-            return RawFile::default();
+            return RawFile { unreadable: true, ..RawFile::default() };
         }
     };
-    let mut top = match document {
-        Value::Null => {
+    match shape {
+        Shape::Wanted(()) => {}
+        Shape::Other(Value::Null) => {
             reader.problems.error(
                 origin,
                 "",
@@ -174,18 +194,168 @@ pub(crate) fn parse(
             );
             return RawFile::default();
         }
-        Value::Mapping(map) => map,
-        other => {
+        Shape::Other(other) => {
             reader.problems.error(origin, "", format!("expected a mapping at the top level, found {}", kind(&other)));
             return RawFile::default();
         }
-    };
-    reader.check_keys(&top, "", TOP_LEVEL_KEYS);
-    reader.tools(top.remove("tools"), each_tool);
+    }
     RawFile {
         toolsets: reader.toolsets(top.get("toolsets")),
         aliases: reader.aliases(top.get("aliases")),
         mcp_servers: reader.mcp_servers(top.get("mcp_servers")),
+        unreadable: false,
+    }
+}
+
+/// A YAML value read through serde's visitor: the one shape `W` wants is
+/// handed to it as the parser streams it; any other shape is read whole into
+/// a value, as a value tree would hold it.
+struct Stream<W>(W);
+
+enum Shape<T> {
+    Wanted(T),
+    Other(Value),
+}
+
+/// What a [`Stream`] does with a mapping or a list; by default, reads it whole.
+trait Wants<'de>: Sized {
+    type Output;
+
+    fn map<A: MapAccess<'de>>(self, map: A) -> Result<Shape<Self::Output>, A::Error> {
+        Ok(Shape::Other(Value::Mapping(Mapping::deserialize(MapAccessDeserializer::new(map))?)))
+    }
+
+    fn seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<Self::Output>, A::Error> {
+        Ok(Shape::Other(Value::Sequence(Deserialize::deserialize(SeqAccessDeserializer::new(seq))?)))
+    }
+}
+
+impl<'de, W: Wants<'de>> Visitor<'de> for Stream<W> {
+    type Value = Shape<W::Output>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::Bool(b)))
+    }
+
+    fn visit_i64<E>(self, i: i64) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::Number(i.into())))
+    }
+
+    fn visit_u64<E>(self, u: u64) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::Number(u.into())))
+    }
+
+    fn visit_f64<E>(self, f: f64) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::Number(f.into())))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::String(s.to_owned())))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::String(s)))
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(Shape::Other(Value::Null))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        self.0.seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        self.0.map(map)
+    }
+
+    /// A tagged value (`!tag value`).
+    fn visit_enum<A: EnumAccess<'de>>(self, data: A) -> Result<Self::Value, A::Error> {
+        Ok(Shape::Other(Value::deserialize(EnumAccessDeserializer::new(data))?))
+    }
+}
+
+/// The top-level mapping: `tools` streamed entry by entry, every other key
+/// kept (with `tools` as a placeholder, so that a second `tools` is the
+/// duplicate key it always was). Keys are checked as they are read.
+struct TopLevel<'r, 'a, F> {
+    reader: &'r mut Reader<'a>,
+    each: &'r mut F,
+    top: &'r mut Mapping,
+}
+
+impl<'de, F: FnMut(RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
+    type Output = ();
+
+    fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<()>, A::Error> {
+        while let Some(key) = map.next_key::<Value>()? {
+            if self.top.contains_key(&key) {
+                return Err(de::Error::custom(duplicate_key(&key)));
+            }
+            self.reader.check_key(&key, "", TOP_LEVEL_KEYS);
+            let value = if matches!(&key, Value::String(k) if k == "tools") {
+                let tools = ToolList { reader: &mut *self.reader, each: &mut *self.each };
+                if let Shape::Other(other) = map.next_value_seed(tools)? {
+                    // Absent, null, or not a list (reported).
+                    self.reader.sequence(Some(&other), "tools");
+                }
+                Value::Null
+            } else {
+                map.next_value()?
+            };
+            self.top.insert(key, value);
+        }
+        Ok(Shape::Wanted(()))
+    }
+}
+
+/// `tools`: each entry read, handed on and dropped before the next.
+struct ToolList<'r, 'a, F> {
+    reader: &'r mut Reader<'a>,
+    each: &'r mut F,
+}
+
+impl<'de, F: FnMut(RawTool)> DeserializeSeed<'de> for ToolList<'_, '_, F> {
+    type Value = Shape<()>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<()>, D::Error> {
+        deserializer.deserialize_any(Stream(self))
+    }
+}
+
+impl<'de, F: FnMut(RawTool)> Wants<'de> for ToolList<'_, '_, F> {
+    type Output = ();
+
+    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<()>, A::Error> {
+        let mut index = 0;
+        while let Some(item) = seq.next_element::<Value>()? {
+            (self.each)(self.reader.tool(index, &item));
+            index += 1;
+        }
+        Ok(Shape::Wanted(()))
+    }
+}
+
+/// The YAML crate's own words for a key met twice in one mapping.
+fn duplicate_key(key: &Value) -> String {
+    match key {
+        Value::Null => "duplicate entry with null key".to_owned(),
+        Value::Bool(b) => format!("duplicate entry with key `{b}`"),
+        Value::Number(n) => format!("duplicate entry with key {n}"),
+        Value::String(s) => format!("duplicate entry with key {s:?}"),
+        _ => "duplicate entry in YAML map".to_owned(),
     }
 }
 
@@ -260,21 +430,6 @@ struct Reader<'a> {
 impl Reader<'_> {
     fn error(&mut self, path: &str, message: impl Into<String>) {
         self.problems.error(self.origin, path, message);
-    }
-
-    /// Reads the entries one by one, each dropped once read.
-    fn tools(&mut self, value: Option<Value>, mut each: impl FnMut(RawTool)) {
-        let items = match value {
-            Some(Value::Sequence(items)) => items,
-            other => {
-                // Absent, null, or not a list (reported).
-                self.sequence(other.as_ref(), "tools");
-                return;
-            }
-        };
-        for (i, item) in items.into_iter().enumerate() {
-            each(self.tool(i, &item));
-        }
     }
 
     fn tool(&mut self, index: usize, item: &Value) -> RawTool {
@@ -546,14 +701,19 @@ impl Reader<'_> {
     /// Reports every key of `map` that is not in `allowed`, with a did-you-mean.
     fn check_keys(&mut self, map: &Mapping, path: &str, allowed: &[&str]) {
         for key in map.keys() {
-            let Some(key) = self.key(key, path) else { continue };
-            if !allowed.contains(&key.as_str()) {
-                let message =
-                    similar::did_you_mean(&format!("unknown field '{key}'"), &key, allowed.iter().copied(), || {
-                        format!("; expected one of: {}", allowed.join(", "))
-                    });
-                self.error(path, message);
-            }
+            self.check_key(key, path, allowed);
+        }
+    }
+
+    /// Reports `key` if it is not in `allowed`, with a did-you-mean.
+    fn check_key(&mut self, key: &Value, path: &str, allowed: &[&str]) {
+        let Some(key) = self.key(key, path) else { return };
+        if !allowed.contains(&key.as_str()) {
+            let message =
+                similar::did_you_mean(&format!("unknown field '{key}'"), &key, allowed.iter().copied(), || {
+                    format!("; expected one of: {}", allowed.join(", "))
+                });
+            self.error(path, message);
         }
     }
 }

@@ -1,26 +1,43 @@
-//! A tool's argument schema: checked against the JSON Schema meta-schema
-//! and compiled once at load (nothing is compiled per call), with the
-//! parameter names the hints list, in the schema's own order.
+//! A tool's argument schema: fully checked at load (a schema that cannot
+//! be compiled fails the load, as it always did), with the parameter names
+//! the hints list, in the schema's own order.
 //!
 //! What a schema keeps is its compiled validator and its compact JSON text;
 //! the parsed tree is not kept (at 10,000 tools it was a third of the
 //! catalogue's memory): the provider formats embed the text as it is, and
 //! the rare message that needs a sibling keyword parses it again.
+//!
+//! The validator of a schema whose compilation cannot fail once the load's
+//! checks pass is compiled on the tool's first call instead of at load (see
+//! [`compiles_surely`]): those checks are the meta-schema, each pattern
+//! compiled (and kept for the schemas that use it), and keywords whose
+//! compilation checks nothing more. A schema outside that family (a `$ref`,
+//! a dialect of its own, a keyword not listed) is compiled at load. A
+//! catalogue of 10,000 tools whose agents call a few hundred of them starts
+//! without compiling the rest and holds no validator for them; the first call
+//! of a tool pays the compilation (about 15 µs for a typical schema).
 
-use std::{cell::RefCell, collections::HashMap, fmt, sync::Arc};
+use std::{
+    cell::RefCell,
+    collections::{HashMap, HashSet},
+    fmt,
+    sync::{Arc, OnceLock},
+};
 
 use serde_json::{value::RawValue, Value};
 
 use super::BuiltinTool;
 
-/// A tool's argument schema, checked against the meta-schema and compiled
-/// once at load.
+/// A tool's argument schema, checked at load and compiled once: at load,
+/// or on the first call that needs it.
 pub struct Schema {
     text: Box<RawValue>,
     /// The parsed tree, made the first time a call needs it (a repair that
     /// reads the schema) and kept: most tools never need it.
-    parsed: std::sync::OnceLock<Value>,
-    validator: jsonschema::Validator,
+    parsed: OnceLock<Value>,
+    validator: OnceLock<jsonschema::Validator>,
+    /// The load's compiled patterns, for a validator compiled later.
+    patterns: Option<jsonschema::PatternCache>,
     required: Vec<String>,
     optional: Vec<String>,
     parameters: Vec<String>,
@@ -48,8 +65,17 @@ impl Schema {
         &self.text
     }
 
+    /// The compiled validator, compiled now if this is its first use.
     pub(crate) fn validator(&self) -> &jsonschema::Validator {
-        &self.validator
+        self.validator.get_or_init(|| {
+            // The load checked everything compiling this schema can refuse.
+            build(&self.json(), self.patterns.as_ref()).expect("a schema checked at load compiles")
+        })
+    }
+
+    /// Whether the validator has been compiled (at load, or by a call).
+    pub fn is_compiled(&self) -> bool {
+        self.validator.get().is_some()
     }
 
     /// Required parameters, in the order of the schema's `required`.
@@ -79,6 +105,8 @@ impl Schema {
 pub(crate) struct SchemaCache {
     by_text: RefCell<HashMap<String, Arc<Schema>>>,
     patterns: jsonschema::PatternCache,
+    /// Patterns (and `patternProperties` keys) already compiled in this load.
+    compiled: RefCell<HashSet<String>>,
 }
 
 impl SchemaCache {
@@ -89,7 +117,7 @@ impl SchemaCache {
         if let Some(schema) = self.by_text.borrow().get(text.get()) {
             return Ok(Arc::clone(schema));
         }
-        let schema = Arc::new(Schema::compile_with_text(json, text.clone(), Some(&self.patterns))?);
+        let schema = Arc::new(Schema::compile_with_text(json, text.clone(), Some(self))?);
         self.by_text.borrow_mut().insert(text.get().to_owned(), Arc::clone(&schema));
         Ok(schema)
     }
@@ -110,11 +138,7 @@ impl Schema {
     }
 
     /// [`Schema::compile`], given `json`'s compact text.
-    fn compile_with_text(
-        json: Value,
-        text: Box<RawValue>,
-        patterns: Option<&jsonschema::PatternCache>,
-    ) -> Result<Schema, String> {
+    fn compile_with_text(json: Value, text: Box<RawValue>, cache: Option<&SchemaCache>) -> Result<Schema, String> {
         match json.get("type") {
             Some(Value::String(t)) if t == "object" => {}
             _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
@@ -123,17 +147,13 @@ impl Schema {
         if let Err(err) = jsonschema::meta::validate(&json) {
             return Err(format!("not a valid JSON Schema: {}", describe(&err)));
         }
-        // Patterns run on the linear-time `regex` engine: no input can make
-        // one backtrack for long (the backtracking engine's step limit would
-        // otherwise reach the model as an error). Lookaround and
-        // backreferences, which need backtracking, are refused here.
-        let mut options = jsonschema::options()
-            .should_validate_formats(true)
-            .with_pattern_options(jsonschema::PatternOptions::regex());
-        if let Some(patterns) = patterns {
-            options = options.with_pattern_cache(patterns.clone());
-        }
-        let validator = options.build(&json).map_err(|err| cannot_compile(&err))?;
+        let patterns = cache.map(|c| c.patterns.clone());
+        let validator = match cache {
+            Some(cache) if compiles_surely(&json, &mut |p, keyword| cache.pattern_compiles(p, keyword)) => {
+                OnceLock::new()
+            }
+            _ => OnceLock::from(build(&json, patterns.as_ref()).map_err(|err| cannot_compile(&err))?),
+        };
         let names = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)
                 .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
@@ -148,8 +168,163 @@ impl Schema {
         let mut parameters: Vec<String> =
             json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
         parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
-        Ok(Schema { text, parsed: std::sync::OnceLock::new(), validator, required, optional, parameters })
+        Ok(Schema { text, parsed: OnceLock::new(), validator, patterns, required, optional, parameters })
     }
+}
+
+impl SchemaCache {
+    /// Whether `pattern` compiles as `keyword` (`pattern`, or a key of
+    /// `patternProperties`) does in a schema: checked by compiling it so, on
+    /// its own, through the same compiler; the compiled expression is kept in
+    /// the load's pattern cache for the schemas that use it.
+    fn pattern_compiles(&self, pattern: &str, keyword: &str) -> bool {
+        if self.compiled.borrow().contains(pattern) {
+            return true;
+        }
+        let probe = match keyword {
+            "pattern" => serde_json::json!({ "pattern": pattern }),
+            _ => serde_json::json!({ "patternProperties": { pattern: true } }),
+        };
+        let compiles = build(&probe, Some(&self.patterns)).is_ok();
+        if compiles {
+            self.compiled.borrow_mut().insert(pattern.to_owned());
+        }
+        compiles
+    }
+}
+
+/// Compiles `json` with the options every schema is compiled with.
+///
+/// Patterns run on the linear-time `regex` engine: no input can make one
+/// backtrack for long (the backtracking engine's step limit would otherwise
+/// reach the model as an error). Lookaround and backreferences, which need
+/// backtracking, are refused (see [`cannot_compile`]).
+fn build(
+    json: &Value,
+    patterns: Option<&jsonschema::PatternCache>,
+) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
+    let mut options =
+        jsonschema::options().should_validate_formats(true).with_pattern_options(jsonschema::PatternOptions::regex());
+    if let Some(patterns) = patterns {
+        options = options.with_pattern_cache(patterns.clone());
+    }
+    options.build(json)
+}
+
+/// Keywords whose compilation refuses nothing the meta-schema accepts: their
+/// values are numbers, names, lists of names or any JSON (`enum`, `const`,
+/// `default`, `examples`), or annotations. `format` is one: an unknown
+/// format is ignored, as every compiled schema ignores it.
+const PLAIN_KEYWORDS: &[&str] = &[
+    "type",
+    "enum",
+    "const",
+    "multipleOf",
+    "maximum",
+    "exclusiveMaximum",
+    "minimum",
+    "exclusiveMinimum",
+    "maxLength",
+    "minLength",
+    "maxItems",
+    "minItems",
+    "uniqueItems",
+    "maxContains",
+    "minContains",
+    "maxProperties",
+    "minProperties",
+    "required",
+    "dependentRequired",
+    "format",
+    "title",
+    "description",
+    "default",
+    "examples",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$comment",
+    "contentEncoding",
+    "contentMediaType",
+    "contentSchema",
+];
+
+/// Keywords whose value is one schema.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "additionalProperties",
+    "additionalItems",
+    "items",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+];
+
+/// Keywords whose value is a list of schemas.
+const SCHEMA_LIST_KEYWORDS: &[&str] = &["prefixItems", "allOf", "anyOf", "oneOf"];
+
+/// Keywords whose value maps names to schemas.
+const SCHEMA_MAP_KEYWORDS: &[&str] = &["properties", "dependentSchemas", "$defs", "definitions"];
+
+/// The dialects a schema may name in `$schema` and still be compiled lazily.
+const KNOWN_DIALECTS: &[&str] = &[
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema",
+    "http://json-schema.org/draft-06/schema",
+    "http://json-schema.org/draft-04/schema",
+];
+
+/// Whether compiling `schema`, which the meta-schema accepted, can refuse
+/// nothing more than the patterns `pattern_compiles` checks: every keyword,
+/// at every depth, is in the lists above (`items` also as a list of schemas,
+/// `dependencies` as names or a schema), `$schema` names a known dialect, and
+/// nothing refers elsewhere (`$ref`, `$id`, anchors and vocabularies are
+/// outside the family, so such a schema is compiled at load). A schema this
+/// answers `false` for is compiled at load, which reports its problem.
+fn compiles_surely(schema: &Value, pattern_compiles: &mut dyn FnMut(&str, &str) -> bool) -> bool {
+    let map = match schema {
+        Value::Bool(_) => return true,
+        Value::Object(map) => map,
+        _ => return false,
+    };
+    map.iter().all(|(keyword, value)| {
+        let keyword = keyword.as_str();
+        match keyword {
+            _ if PLAIN_KEYWORDS.contains(&keyword) => true,
+            "pattern" => value.as_str().is_some_and(|p| pattern_compiles(p, keyword)),
+            "$schema" => value.as_str().is_some_and(|d| KNOWN_DIALECTS.contains(&d.trim_end_matches('#'))),
+            "patternProperties" => value.as_object().is_some_and(|m| {
+                m.iter().all(|(p, s)| pattern_compiles(p, keyword) && compiles_surely(s, pattern_compiles))
+            }),
+            "dependencies" => value.as_object().is_some_and(|m| {
+                m.values().all(|v| {
+                    v.as_array().is_some_and(|names| names.iter().all(Value::is_string))
+                        || compiles_surely(v, pattern_compiles)
+                })
+            }),
+            "items" if value.is_array() => all_compile(value.as_array().into_iter().flatten(), pattern_compiles),
+            _ if SCHEMA_KEYWORDS.contains(&keyword) => compiles_surely(value, pattern_compiles),
+            _ if SCHEMA_LIST_KEYWORDS.contains(&keyword) => {
+                value.as_array().is_some_and(|list| all_compile(list, pattern_compiles))
+            }
+            _ if SCHEMA_MAP_KEYWORDS.contains(&keyword) => {
+                value.as_object().is_some_and(|m| all_compile(m.values(), pattern_compiles))
+            }
+            _ => false,
+        }
+    })
+}
+
+fn all_compile<'v>(
+    schemas: impl IntoIterator<Item = &'v Value>,
+    pattern_compiles: &mut dyn FnMut(&str, &str) -> bool,
+) -> bool {
+    schemas.into_iter().all(|s| compiles_surely(s, pattern_compiles))
 }
 
 /// `json` as compact text, key order kept.
@@ -238,6 +413,76 @@ mod tests {
         .unwrap();
         assert_eq!(schema.required(), ["query"]);
         assert_eq!(schema.optional(), ["limit", "lang"]);
+    }
+
+    #[test]
+    fn a_schema_of_the_plain_family_is_compiled_on_its_first_use() {
+        let cache = SchemaCache::default();
+        let schema = cache
+            .compile(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string", "pattern": "^A-[0-9]{1,4}$"},
+                    "when": {"type": "string", "format": "date"},
+                    "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3},
+                    "where": {"anyOf": [{"type": "string"}, {"type": "object", "patternProperties": {"^x-": true}}]}
+                },
+                "required": ["id"],
+                "additionalProperties": false
+            }))
+            .unwrap();
+        assert!(!schema.is_compiled());
+        let validator = schema.validator();
+        assert!(schema.is_compiled());
+        assert!(validator.is_valid(&serde_json::json!({"id": "A-12", "when": "2026-12-01", "tags": ["a"]})));
+        assert!(!validator.is_valid(&serde_json::json!({"id": "B-12"})), "the pattern holds");
+        assert!(!validator.is_valid(&serde_json::json!({"id": "A-1", "when": "soon"})), "formats are checked");
+        assert!(!validator.is_valid(&serde_json::json!({"id": "A-1", "other": 1})));
+        assert!(!validator.is_valid(&serde_json::json!({"id": "A-1", "where": 5})));
+        assert!(validator.is_valid(&serde_json::json!({"id": "A-1", "where": {"x-y": 1}})));
+    }
+
+    #[test]
+    fn a_schema_outside_the_family_is_compiled_at_load() {
+        let cache = SchemaCache::default();
+        for schema in [
+            serde_json::json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"type": "string"}}}),
+            serde_json::json!({"type": "object", "x-vendor": {"anything": true}}),
+            serde_json::json!({"type": "object", "$id": "https://example.com/tool"}),
+            serde_json::json!({"type": "object", "$dynamicAnchor": "meta", "properties": {"a": {"$dynamicRef": "#meta"}}}),
+        ] {
+            let compiled = cache.compile(schema.clone()).unwrap();
+            assert!(compiled.is_compiled(), "{schema}");
+        }
+        // A known dialect keeps a schema in the family.
+        let draft7 = cache
+            .compile(serde_json::json!({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                "properties": {"a": {"items": [{"type": "string"}], "additionalItems": false}}}))
+            .unwrap();
+        assert!(!draft7.is_compiled());
+        assert!(!draft7.validator().is_valid(&serde_json::json!({"a": ["x", "y"]})));
+    }
+
+    #[test]
+    fn schema_errors_say_what_and_where_whichever_way_they_are_compiled() {
+        let cache = SchemaCache::default();
+        let both = |json: Value| {
+            let alone = Schema::compile(json.clone()).map(|_| ()).unwrap_err();
+            let shared = cache.compile(json).map(|_| ()).unwrap_err();
+            assert_eq!(alone, shared);
+            shared
+        };
+        let err = both(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "[z-a]"}}}));
+        assert!(err.contains("/properties/a/pattern"), "{err}");
+        let err = both(serde_json::json!({"type": "object", "patternProperties": {"(": {}}}));
+        assert!(err.contains("cannot compile the schema"), "{err}");
+        let err = both(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "(?=x)"}}}));
+        assert!(err.contains("uses lookaround or a backreference"), "{err}");
+        let err = both(serde_json::json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}));
+        assert!(err.contains("/$defs/nope"), "{err}");
+        // A pattern that failed once fails again (it is not remembered as checked).
+        let err = both(serde_json::json!({"type": "object", "properties": {"b": {"pattern": "[z-a]"}}}));
+        assert!(err.contains("/properties/b/pattern"), "{err}");
     }
 
     #[test]

@@ -161,6 +161,39 @@ fn problems_of_all_files_come_together() {
     assert_eq!(problems.len(), expected.len(), "{problems:#?}");
 }
 
+/// Tool entries are read as the YAML streams by, and a file that stops being
+/// YAML after some of them is still one problem and no tools: the entries
+/// before the fault neither report problems nor collide with other files.
+#[test]
+fn a_file_that_stops_being_yaml_halfway_is_one_problem_and_adds_no_tools() {
+    let dir = CatalogDir::new();
+    let good = "tools:\n  - name: one\n    description: x\n    backend: {builtin: echo}\n";
+    dir.file("registry/a.yaml", good);
+    dir.file(
+        "registry/b.yaml",
+        &format!("{good}  - name: two\n    descripton: x\n    backend: {{builtin: echo}}\n  - name: [\n"),
+    );
+    dir.file("registry/c.yaml", &format!("{good}tools: []\n"));
+    dir.file(
+        "registry/d.yaml",
+        &format!("{good}  - {{name: three, description: x, backend: {{builtin: echo}}, name: four}}\n"),
+    );
+    let problems = load_err(&dir, &dir.options());
+    assert_eq!(
+        problems,
+        [
+            "error registry/b.yaml: line 9 column 1: invalid YAML: did not find expected node content",
+            "error registry/c.yaml: line 1 column 1: invalid YAML: duplicate entry with key \"tools\"",
+            "error registry/d.yaml: line 5 column 5: invalid YAML: tools[1]: duplicate entry with key \"name\"",
+        ]
+    );
+    // Without the broken files, the same tool loads.
+    for broken in ["b", "c", "d"] {
+        std::fs::remove_file(dir.registry().join(format!("{broken}.yaml"))).unwrap();
+    }
+    assert!(dir.load(&dir.options()).is_ok());
+}
+
 #[test]
 fn a_missing_path_is_an_error() {
     let dir = CatalogDir::new();
