@@ -50,48 +50,89 @@ pub(crate) struct Reloader {
     pub(crate) allow_remote: bool,
 }
 
-/// The folders to watch for `settings` (and the configuration file, when
-/// there is one): each registry folder, the folder of each registry file, the
-/// packs folder, and the folders of the configuration, TLS and JWKS files. A file
-/// reached through a symlink has the folder of its target watched too.
-/// Folders that do not exist are left out.
-pub(crate) fn watched_folders(settings: &Settings, config: Option<&Path>) -> BTreeSet<PathBuf> {
-    let mut folders = BTreeSet::new();
-    let mut folder = |dir: &Path| {
-        if let Ok(dir) = dir.canonicalize() {
-            folders.insert(dir);
-        }
-    };
-    let mut files: Vec<&Path> = Vec::new();
-    for entry in &settings.load.registry {
-        match entry.is_dir() {
-            true => folder(entry),
-            false => files.push(entry),
-        }
-    }
-    folder(&settings.load.packs_dir);
-    files.extend(config);
-    files.extend(settings.users.as_ref().and_then(|jwt| jwt.jwks_file.as_deref()));
-    if let Some(tls) = &settings.tls {
-        files.extend([tls.cert.as_path(), tls.key.as_path()]);
-        files.extend(tls.client_ca.as_deref());
-    }
-    for file in files {
-        let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        folder(parent);
-        if let Some(target) = file.canonicalize().ok().as_deref().and_then(Path::parent) {
-            folder(target);
-        }
-    }
-    folders
+/// What a reload reads, as the file watcher sees it: the folders to watch,
+/// and in them the entries a change to which matters.
+pub(crate) struct Watched {
+    /// Each registry folder, the folder of each registry file, the packs
+    /// folder, and the folders of the configuration, TLS and JWKS files; a
+    /// file reached through a symlink has the folder of its target watched
+    /// too. Folders that do not exist are left out.
+    pub(crate) folders: BTreeSet<PathBuf>,
+    /// Folders whose every `*.yaml` / `*.yml` is read (registry folders, packs).
+    yaml_folders: BTreeSet<PathBuf>,
+    /// Files read by name: as given (in its folder, resolved) and as its
+    /// symlinks resolve.
+    files: BTreeSet<PathBuf>,
 }
 
-/// Watches `folders`; a change in one sends on the receiver. `None` (with a
-/// warning) when the system offers no watcher: SIGHUP still reloads.
-pub(crate) fn watch(folders: &BTreeSet<PathBuf>) -> (Option<RecommendedWatcher>, mpsc::UnboundedReceiver<()>) {
+impl Watched {
+    /// What `settings` (and the configuration file, when there is one) read.
+    pub(crate) fn of(settings: &Settings, config: Option<&Path>) -> Self {
+        let mut watched = Self { folders: BTreeSet::new(), yaml_folders: BTreeSet::new(), files: BTreeSet::new() };
+        let mut files: Vec<&Path> = Vec::new();
+        for entry in &settings.load.registry {
+            match entry.is_dir() {
+                true => watched.yaml_folder(entry),
+                false => files.push(entry),
+            }
+        }
+        watched.yaml_folder(&settings.load.packs_dir);
+        files.extend(config);
+        files.extend(settings.users.as_ref().and_then(|jwt| jwt.jwks_file.as_deref()));
+        if let Some(tls) = &settings.tls {
+            files.extend([tls.cert.as_path(), tls.key.as_path()]);
+            files.extend(tls.client_ca.as_deref());
+        }
+        for file in files {
+            let parent = file.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            if let (Ok(parent), Some(name)) = (parent.canonicalize(), file.file_name()) {
+                watched.files.insert(parent.join(name));
+                watched.folders.insert(parent);
+            }
+            if let Ok(target) = file.canonicalize() {
+                if let Some(folder) = target.parent() {
+                    watched.folders.insert(folder.to_path_buf());
+                }
+                watched.files.insert(target);
+            }
+        }
+        watched
+    }
+
+    fn yaml_folder(&mut self, dir: &Path) {
+        if let Ok(dir) = dir.canonicalize() {
+            self.folders.insert(dir.clone());
+            self.yaml_folders.insert(dir);
+        }
+    }
+
+    /// Whether a change to `path` can change what a reload reads: a file read
+    /// by name, a YAML file in a folder read whole, or an entry whose name
+    /// starts with `..` (Kubernetes swaps a mounted ConfigMap or Secret through
+    /// `..data`). Anything else in a watched folder (a log written next to
+    /// the configuration, an editor's swap file) is not a reason to reload:
+    /// a log there made every reload's own lines trigger the next.
+    pub(crate) fn matters(&self, path: &Path) -> bool {
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return true };
+        name.starts_with("..")
+            || self.files.contains(path)
+            || (path.parent().is_some_and(|folder| self.yaml_folders.contains(folder))
+                && (name.ends_with(".yaml") || name.ends_with(".yml")))
+    }
+}
+
+/// Watches `watched.folders`; a change that [`Watched::matters`] sends on the
+/// receiver. `None` (with a warning) when the system offers no watcher:
+/// SIGHUP still reloads.
+pub(crate) fn watch(watched: Watched) -> (Option<RecommendedWatcher>, mpsc::UnboundedReceiver<()>) {
     let (changes, receiver) = mpsc::unbounded_channel();
+    let folders = watched.folders.clone();
     let handler = move |event: notify::Result<notify::Event>| match event {
-        Ok(event) if changes_something(&event.kind) => {
+        // An event without paths (the watcher lost track) may be anything.
+        Ok(event)
+            if changes_something(&event.kind)
+                && (event.paths.is_empty() || event.paths.iter().any(|p| watched.matters(p))) =>
+        {
             let _ = changes.send(());
         }
         Ok(_) => {}
@@ -104,7 +145,7 @@ pub(crate) fn watch(folders: &BTreeSet<PathBuf>) -> (Option<RecommendedWatcher>,
             return (None, receiver);
         }
     };
-    for folder in folders {
+    for folder in &folders {
         match watcher.watch(folder, RecursiveMode::NonRecursive) {
             Ok(()) => tracing::debug!(folder = %folder.display(), "watching for changes"),
             Err(err) => tracing::warn!("cannot watch {} ({err}); SIGHUP reloads it", folder.display()),

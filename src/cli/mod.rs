@@ -393,8 +393,9 @@ async fn serve_with(
     if serving.tls.is_some() {
         tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
     }
-    let folders = reload::watched_folders(settings, args.catalog.config.as_deref());
-    let (_watcher, changes) = reload::watch(&folders);
+    let watched = reload::Watched::of(settings, args.catalog.config.as_deref());
+    let folders = watched.folders.len();
+    let (_watcher, changes) = reload::watch(watched);
     let reloader = reload::Reloader {
         app: app.clone(),
         tls: serving.tls.clone(),
@@ -403,7 +404,7 @@ async fn serve_with(
         allow_remote: args.allow_remote,
     };
     let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
-    tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders.len());
+    tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders);
     let mcp = match mcp {
         Some(listener) => {
             let scheme = if serving.tls.is_some() { "https" } else { "http" };

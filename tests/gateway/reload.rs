@@ -110,6 +110,29 @@ async fn an_edited_catalogue_is_swapped_in_and_a_bad_one_rejected_whole() {
     assert!(execute(&mut client, "delta", "{}").await.ok);
 }
 
+/// A log or a note written next to the catalogue is not a reason to reload
+/// (a log there made each reload's own lines trigger the next, forever).
+#[tokio::test]
+async fn files_beside_the_catalogue_that_it_does_not_read_do_not_reload_it() {
+    let dir = CatalogDir::new();
+    let file = dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let (_child, stderr, addr) = serve_args(dir.dir.path(), &[]);
+    let log = Log::follow(stderr);
+    let mut client = connect(&addr).await;
+    let beside = file.with_file_name("toolgate.log");
+    for i in 0..15 {
+        std::fs::write(&beside, format!("line {i}\n")).unwrap();
+        std::fs::write(file.with_file_name("notes.txt"), "n").unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Longer than the watcher's quiet time: a reload would have happened.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(!log.text().contains("reloading"), "{}", log.text());
+    replace(&file, &registry(&["alpha", "beta"]));
+    wait_for_tool(&mut client, "beta", &log).await;
+    log.wait_for(RELOADED, 1).await;
+}
+
 #[tokio::test]
 async fn a_configmap_volume_swapping_its_data_symlink_is_followed() {
     // The layout the kubelet writes: files are symlinks through `..data`,
