@@ -7,6 +7,10 @@
 //!   five runs.
 //! - The real binary: `toolgate serve` from its start to its ready line,
 //!   and its RSS when ready, medians of five starts.
+//! - The first call of a tool, whose schema is compiled then: in process,
+//!   the mean time to compile each of 1,000 schemas the load deferred; from
+//!   outside, 1,000 different tools called once each on one stream, then
+//!   the same 1,000 again, mean latency of each pass.
 //! - Memory under load: the RSS of `toolgate serve` when ready, after 1,000
 //!   idle HTTP/2 connections, after 100,000 calls, and after 100,000 more
 //!   (no growth after the warm-up).
@@ -88,8 +92,39 @@ fn main() {
         rss[rss.len() / 2] as f64 / 1024.0
     );
 
-    let gateway = Gateway::start(dir.path());
+    let files = catalog::read(&options, &Env::default());
+    let loaded = catalog::assemble(&files, &[]).unwrap_or_else(|e| panic!("{:?}", e.problems));
+    let deferred: Vec<_> = loaded.catalog.tools().iter().filter(|t| !t.parameters.is_compiled()).take(1000).collect();
+    let started = Instant::now();
+    for tool in &deferred {
+        assert!(!tool.parameters.is_valid(&serde_json::json!({})), "every tool here requires an id");
+    }
+    println!(
+        "first use of a deferred schema (compile and one check), in process: {:?} each, over {}",
+        started.elapsed() / deferred.len().max(1) as u32,
+        deferred.len()
+    );
+
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let gateway = Gateway::start(dir.path());
+    let (first, again) = runtime.block_on(async {
+        let mut client = ToolGatewayServiceClient::new(gateway.channel().await);
+        let mut passes = Vec::new();
+        for _ in 0..2 {
+            let started = Instant::now();
+            for name in names.iter().take(1000) {
+                let request =
+                    ExecuteRequest { tool: name.clone(), arguments_json: "{}".to_owned(), ..Default::default() };
+                client.execute(request).await.expect("execute");
+            }
+            passes.push(started.elapsed() / 1000);
+        }
+        (passes[0], passes[1])
+    });
+    println!("toolgate serve, 1,000 tools called once on one stream: first call {first:?}, second call {again:?}");
+    drop(gateway);
+
+    let gateway = Gateway::start(dir.path());
     let when_ready = gateway.rss_kib();
     let idle = runtime.block_on(async {
         let mut channels = Vec::new();

@@ -30,8 +30,8 @@ const LAST_RETRY: Duration = Duration::from_secs(60);
 /// flight on them to finish.
 const RETIRE_AFTER: Duration = Duration::from_secs(300);
 
-/// Runs `work` on the one thread that reads and assembles every reloaded
-/// catalogue, and waits for it.
+/// Runs `work` on the one thread that reads and assembles every catalogue,
+/// the first and every reload, and waits for it.
 ///
 /// One thread, so one allocator arena: glibc gives each new thread an arena
 /// of its own and keeps the pages freed in it, so reloads run on the
@@ -136,15 +136,23 @@ impl LiveCatalog {
     ) -> Result<(Arc<Self>, Vec<Problem>), catalog::LoadError> {
         let pool = Arc::clone(shared.mcp());
         let listings = pool.list_all().await;
-        let loaded = match catalog::assemble(&sources.files, &listings) {
-            Ok(loaded) => loaded,
+        let (sources, listings, built) = {
+            let shared = Arc::clone(&shared);
+            on_loader(move || {
+                let built = catalog::assemble(&sources.files, &listings)
+                    .map(|loaded| (snapshot(&sources, loaded.catalog, &shared), loaded.warnings));
+                (sources, listings, built)
+            })
+            .await
+        };
+        let (snapshot, warnings) = match built {
+            Ok(built) => built,
             Err(err) => {
                 pool.shutdown().await;
                 return Err(err);
             }
         };
         let failed: Vec<String> = listings.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
-        let snapshot = snapshot(&sources, loaded.catalog, &shared);
         let live = Arc::new(Self {
             shared,
             slot: Arc::new(ArcSwap::from_pointee(snapshot)),
@@ -159,7 +167,7 @@ impl LiveCatalog {
         for server in failed {
             live.spawn(Arc::clone(&live).retry(server));
         }
-        Ok((live, loaded.warnings))
+        Ok((live, warnings))
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {

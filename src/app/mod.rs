@@ -21,6 +21,7 @@ use crate::{
     catalog::{self, Catalog, LoadError, Problem, Severity},
     config::Settings,
     env::Env,
+    exec::HttpClients,
     exec::{CallState, Shared},
     front::grpc,
     identity::{Identity, OauthVerifier, Principals, UserVerifier},
@@ -88,7 +89,18 @@ impl App {
     pub async fn start(settings: &Settings, host: Host) -> Result<(Self, Vec<Problem>), StartError> {
         crate::tls::install_crypto_provider();
         let identity = identity(settings, None).map_err(StartError::Settings)?;
-        let sources = sources(settings, &host.env, identity);
+        // Read where every reload reads (see `live::on_loader`): the memory
+        // the start's files and YAML leave free is what reloads reuse.
+        let (settings_now, env) = (settings.clone(), host.env.clone());
+        let read = tokio::spawn(crate::live::on_loader(move || sources(&settings_now, &env, identity)));
+        // Meanwhile, on this thread: the HTTP backends' clients (each loads
+        // the system's CA certificates).
+        let http = HttpClients::new();
+        let sources = match read.await {
+            Ok(sources) => sources,
+            Err(err) => std::panic::resume_unwind(err.into_panic()),
+        };
+        let http = http?;
         let inherited = match host.supervisor {
             Some(binary) => Inherited::from_env(&host.env).supervised_by(binary),
             None => Inherited::from_env(&host.env),
@@ -100,7 +112,7 @@ impl App {
         let state = &settings.state;
         let calls = CallState::new(store, state.idempotency_ttl, state.session_ttl, settings.retry_budget);
         let (pool, events) = McpPool::new(sources.files.servers(), &inherited);
-        let shared = Shared::new(pool, inherited, host.observer, calls)?;
+        let shared = Shared::new(pool, inherited, host.observer, calls, http);
         let (live, mut warnings) = LiveCatalog::start(sources, shared, events).await?;
         let app = Self { live, env: host.env };
         match checked(&app.snapshot(), settings) {

@@ -73,6 +73,12 @@ impl Schema {
         })
     }
 
+    /// Whether `arguments` satisfy the schema (compiled first if this is its
+    /// first use).
+    pub fn is_valid(&self, arguments: &Value) -> bool {
+        self.validator().is_valid(arguments)
+    }
+
     /// Whether the validator has been compiled (at load, or by a call).
     pub fn is_compiled(&self) -> bool {
         self.validator.get().is_some()

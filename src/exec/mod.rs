@@ -40,7 +40,7 @@ use std::{
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
-use backends::HttpClients;
+pub(crate) use backends::HttpClients;
 pub(crate) use call_state::CallState;
 pub(crate) use expiry::Expiry;
 pub(crate) use limits::{byte_size, readable_duration};
@@ -162,15 +162,15 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Needs the process-wide crypto provider
-    /// ([`crate::tls::install_crypto_provider`]).
+    /// `http`: the HTTP backends' clients ([`HttpClients::new`]).
     pub(crate) fn new(
         mcp: Arc<McpPool>,
         inherited: Inherited,
         observer: Observer,
         state: CallState,
-    ) -> Result<Arc<Self>, reqwest::Error> {
-        Ok(Arc::new(Self { http: HttpClients::new()?, mcp, inherited, observer, state, in_flight: Default::default() }))
+        http: HttpClients,
+    ) -> Arc<Self> {
+        Arc::new(Self { http, mcp, inherited, observer, state, in_flight: Default::default() })
     }
 
     pub(crate) fn mcp(&self) -> &Arc<McpPool> {
