@@ -252,7 +252,6 @@ const PLAIN_KEYWORDS: &[&str] = &[
     "$comment",
     "contentEncoding",
     "contentMediaType",
-    "contentSchema",
 ];
 
 /// Keywords whose value is one schema.
@@ -268,6 +267,7 @@ const SCHEMA_KEYWORDS: &[&str] = &[
     "else",
     "unevaluatedProperties",
     "unevaluatedItems",
+    "contentSchema",
 ];
 
 /// Keywords whose value is a list of schemas.
