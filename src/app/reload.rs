@@ -117,7 +117,7 @@ impl Watched {
         name.starts_with("..")
             || self.files.contains(path)
             || (path.parent().is_some_and(|folder| self.yaml_folders.contains(folder))
-                && (name.ends_with(".yaml") || name.ends_with(".yml")))
+                && crate::catalog::is_catalogue_file(path))
     }
 }
 

@@ -159,6 +159,12 @@ fn registry_files(paths: &[PathBuf], problems: &mut CatalogProblems) -> Vec<Path
     files
 }
 
+/// Whether a folder's entry `path` is one the catalogue reads: `*.yaml` or
+/// `*.yml` (the reload watcher asks too).
+pub(crate) fn is_catalogue_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "yaml" || e == "yml")
+}
+
 /// `*.yaml` and `*.yml` files directly in `dir`, sorted by name.
 fn yaml_files_in(dir: &Path, problems: &mut CatalogProblems) -> Vec<PathBuf> {
     let entries = match fs::read_dir(dir) {
@@ -168,10 +174,8 @@ fn yaml_files_in(dir: &Path, problems: &mut CatalogProblems) -> Vec<PathBuf> {
             return Vec::new();
         }
     };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file() && is_catalogue_file(p)).collect();
     files.sort();
     files
 }

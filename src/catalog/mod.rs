@@ -22,6 +22,7 @@ use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 pub use builtin::BuiltinTool;
 pub use error::{LoadError, Problem, Severity};
 pub(crate) use format::{render, ToolFormat};
+pub(crate) use load::is_catalogue_file;
 pub use load::{assemble, read, read_bounded, Files};
 pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
