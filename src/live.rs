@@ -63,6 +63,23 @@ pub(crate) async fn on_loader<T: Send + 'static>(work: impl FnOnce() -> T + Send
     }
 }
 
+/// The snapshot of `sources` with the MCP servers' `listings`, assembled
+/// on the catalogue thread ([`on_loader`]), and its warnings; `sources` and
+/// `listings` are handed back.
+async fn assembled(
+    sources: Sources,
+    listings: Vec<McpListing>,
+    shared: &Arc<Shared>,
+) -> (Sources, Vec<McpListing>, Result<(Snapshot, Vec<Problem>), catalog::LoadError>) {
+    let shared = Arc::clone(shared);
+    on_loader(move || {
+        let built = catalog::assemble(&sources.files, &listings)
+            .map(|loaded| (snapshot(&sources, loaded.catalog, &shared), loaded.warnings));
+        (sources, listings, built)
+    })
+    .await
+}
+
 /// What every request works on: who may call (identity), and the executor
 /// of one catalogue snapshot under the policy and grants of the
 /// configuration it was loaded with. Swapped whole, so a request never sees
@@ -136,15 +153,7 @@ impl LiveCatalog {
     ) -> Result<(Arc<Self>, Vec<Problem>), catalog::LoadError> {
         let pool = Arc::clone(shared.mcp());
         let listings = pool.list_all().await;
-        let (sources, listings, built) = {
-            let shared = Arc::clone(&shared);
-            on_loader(move || {
-                let built = catalog::assemble(&sources.files, &listings)
-                    .map(|loaded| (snapshot(&sources, loaded.catalog, &shared), loaded.warnings));
-                (sources, listings, built)
-            })
-            .await
-        };
+        let (sources, listings, built) = assembled(sources, listings, &shared).await;
         let (snapshot, warnings) = match built {
             Ok(built) => built,
             Err(err) => {
@@ -229,13 +238,7 @@ impl LiveCatalog {
         let failed: Vec<String> = fresh.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
         listings.extend(fresh.into_iter().map(|l| (l.server.clone(), l)));
         let all: Vec<McpListing> = listings.values().cloned().collect();
-        let shared = Arc::clone(&self.shared);
-        let (sources, built) = on_loader(move || {
-            let built = catalog::assemble(&sources.files, &all)
-                .map(|loaded| (snapshot(&sources, loaded.catalog, &shared), loaded.warnings));
-            (sources, built)
-        })
-        .await;
+        let (sources, _, built) = assembled(sources, all, &self.shared).await;
         // The settings' own checks of the new catalogue (`check`), before
         // anything is swapped in: a rejection changes nothing.
         let checked = built.map_err(|err| err.problems).and_then(|(next, mut warnings)| match check(&next) {
