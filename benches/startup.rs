@@ -18,7 +18,7 @@
 //! `cargo bench --bench startup [-- --tools 10000 --runs 5 --shared]`: with
 //! `--shared` every tool takes the same schema (as families of tools often
 //! do), which the load compiles once. `-- --write FILE` writes the registry
-//! to FILE and stops (to profile `toolgate validate --registry FILE`).
+//! to FILE and stops (to profile `toolgate validate --catalog FILE`).
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]

@@ -101,12 +101,13 @@ impl CallArgs {
 }
 
 pub(super) fn call(args: CallArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let addr = args.addr.clone().or_else(|| env.get(ADDR_ENV).map(str::to_owned)).unwrap_or(DEFAULT_ADDR.to_owned());
+    // A flag, else its environment variable.
+    let given = |flag: &Option<String>, name: &str| flag.clone().or_else(|| env.get(name).map(str::to_owned));
+    let addr = given(&args.addr, ADDR_ENV).unwrap_or(DEFAULT_ADDR.to_owned());
     // With a CA or a client certificate, `host:port` is reached over TLS.
     let url = dial_url(&addr, args.cacert.is_some() || args.cert.is_some());
-    let api_key = args.api_key.clone().or_else(|| env.get(API_KEY_ENV).map(str::to_owned)).filter(|k| !k.is_empty());
-    let user_token =
-        args.user_token.clone().or_else(|| env.get(USER_TOKEN_ENV).map(str::to_owned)).filter(|t| !t.is_empty());
+    let api_key = given(&args.api_key, API_KEY_ENV).filter(|k| !k.is_empty());
+    let user_token = given(&args.user_token, USER_TOKEN_ENV).filter(|t| !t.is_empty());
     let tls = args.tls(&url)?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let response = runtime.block_on(async {
