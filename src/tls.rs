@@ -20,27 +20,35 @@ pub(crate) fn install_crypto_provider() {
 /// certificate verification is never off. Every HTTP client the gateway
 /// builds starts here.
 pub(crate) fn client_builder() -> reqwest::ClientBuilder {
-    let builder = reqwest::Client::builder();
-    match fallback_roots() {
-        Some(roots) => builder.tls_certs_merge(roots.iter().cloned()),
-        None => builder,
-    }
+    reqwest::Client::builder().tls_certs_only(roots().iter().cloned())
 }
 
-/// The bundled roots when the system has no CA certificate (looked at once,
-/// `SSL_CERT_FILE` and `SSL_CERT_DIR` honoured), else `None`.
-fn fallback_roots() -> Option<&'static [reqwest::Certificate]> {
-    static ROOTS: OnceLock<Option<Vec<reqwest::Certificate>>> = OnceLock::new();
-    ROOTS
-        .get_or_init(|| {
-            if !rustls_native_certs::load_native_certs().certs.is_empty() {
-                return None;
-            }
-            tracing::warn!(
-                "no CA certificates on this system: HTTPS servers are verified against the bundled Mozilla roots"
-            );
-            let bundled = webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter();
-            Some(bundled.filter_map(|der| reqwest::Certificate::from_der(der).ok()).collect())
-        })
-        .as_deref()
+/// The roots every HTTPS client trusts, read once per process (`SSL_CERT_FILE`
+/// and `SSL_CERT_DIR` honoured): the system's CA certificates that can serve
+/// as trust anchors (one that cannot is skipped, as rustls' own verifier
+/// skips it), or the bundled roots when there are none. Reading and decoding
+/// the system's certificates takes a few milliseconds; once for every
+/// client, not once per client, keeps them off each start, reload and MCP
+/// connection.
+fn roots() -> &'static [reqwest::Certificate] {
+    static ROOTS: OnceLock<Vec<reqwest::Certificate>> = OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let anchor = |der: &rustls::pki_types::CertificateDer<'_>| {
+            rustls::RootCertStore::empty().add(der.clone().into_owned()).is_ok()
+        };
+        let system = rustls_native_certs::load_native_certs().certs;
+        let usable: Vec<_> = system
+            .iter()
+            .filter(|der| anchor(der))
+            .filter_map(|der| reqwest::Certificate::from_der(der).ok())
+            .collect();
+        if !usable.is_empty() {
+            return usable;
+        }
+        tracing::warn!(
+            "no CA certificates on this system: HTTPS servers are verified against the bundled Mozilla roots"
+        );
+        let bundled = webpki_root_certs::TLS_SERVER_ROOT_CERTS.iter();
+        bundled.filter_map(|der| reqwest::Certificate::from_der(der).ok()).collect()
+    })
 }

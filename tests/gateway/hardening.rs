@@ -282,7 +282,9 @@ fn only_regular_files_are_read() {
 
 /// A TLS server on 127.0.0.1 with a self-signed certificate: it completes
 /// handshakes that accept it and answers `{}`; its address.
-async fn self_signed_https_server() -> std::net::SocketAddr {
+/// An HTTPS server answering `{}` under a self-signed certificate for
+/// 127.0.0.1; its address and the certificate (PEM).
+async fn self_signed_https_server() -> (std::net::SocketAddr, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let _ = rustls::crypto::ring::default_provider().install_default();
     let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into(), "localhost".into()]).unwrap();
@@ -306,12 +308,12 @@ async fn self_signed_https_server() -> std::net::SocketAddr {
             });
         }
     });
-    addr
+    (addr, cert.cert.pem())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_starts_without_ca_certificates_and_still_verifies_servers() {
-    let https = self_signed_https_server().await;
+    let (https, _) = self_signed_https_server().await;
     let dir = CatalogDir::new();
     dir.file(
         "registry/tools.yaml",
@@ -331,6 +333,29 @@ async fn the_gateway_starts_without_ca_certificates_and_still_verifies_servers()
     let refused = call("self_signed");
     assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
     assert!(stdout(&refused).starts_with("error: UNAVAILABLE"), "{}", stdout(&refused));
+    child.kill().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_backends_are_verified_against_the_certificates_the_system_trusts() {
+    let (https, cert) = self_signed_https_server().await;
+    let dir = CatalogDir::new();
+    let trusted = dir.file("trusted.pem", &cert);
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: trusted\n    description: x\n    backend: {{http: {{url: \"https://127.0.0.1:{}/x\"}}}}\n",
+            https.port()
+        ),
+    );
+    let system = [("SSL_CERT_FILE", trusted.to_str().unwrap()), ("SSL_CERT_DIR", "/nonexistent")];
+    let (mut child, _lines, listening) = crate::common::serve_registry(dir.dir.path(), &system);
+    let addr = format!("http://{}", listening.split(' ').next().unwrap());
+    // Twice: every HTTP backend client trusts what the system trusts.
+    for _ in 0..2 {
+        let called = toolgate().args(["call", "trusted", "{}", "--addr", &addr]).output().unwrap();
+        assert_eq!(called.status.code(), Some(0), "{}{}", stdout(&called), stderr(&called));
+    }
     child.kill().unwrap();
 }
 
