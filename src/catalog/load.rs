@@ -262,7 +262,13 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
     // problems, as if every entry had been read first.
     let mut built = CatalogProblems::default();
     let declared = decls.tools.len();
-    let raw = raw::parse(&origin, &text, problems, |entry| {
+    let raw = raw::parse(&origin, &text, problems, |index, entry| {
+        // Read again from the start (see `raw::parse`): what was built is dropped.
+        decls.tools.truncate(declared + index);
+        let Some(entry) = entry else {
+            built = CatalogProblems::default();
+            return;
+        };
         let aliases =
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();

@@ -14,6 +14,7 @@ mod format;
 mod load;
 mod mcp;
 mod merge;
+mod pieces;
 mod raw;
 mod schema;
 

@@ -156,6 +156,15 @@ pub(crate) enum RawMcpTransport {
 /// refused exactly as it was when read as one tree: duplicate keys, tags,
 /// anchors and scalars mean what they meant.
 ///
+/// Where the file's layout allows (see [`super::pieces`]), each entry of
+/// `tools` is parsed on its own, without the events of the whole document;
+/// when a piece does not parse as it must, the file is parsed as one
+/// document, as always.
+///
+/// Entries reach `each_tool` as `(index, Some(entry))`; `(0, None)` means
+/// that every entry handed on so far is to be forgotten (the file is being
+/// read again as one document).
+///
 /// A file that is not valid YAML adds one problem and nothing else: the
 /// problems of the entries read before the parser met the fault are
 /// withdrawn, and `unreadable` tells the caller to drop what it built from
@@ -164,7 +173,25 @@ pub(crate) fn parse(
     origin: &str,
     text: &str,
     problems: &mut CatalogProblems,
-    mut each_tool: impl FnMut(RawTool),
+    each_tool: impl FnMut(usize, Option<RawTool>),
+) -> RawFile {
+    parse_with(origin, text, problems, each_tool, Cut::WherePossible)
+}
+
+/// Whether [`parse`] may cut a file into pieces (the tests compare both).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    WherePossible,
+    #[cfg(test)]
+    Never,
+}
+
+fn parse_with(
+    origin: &str,
+    text: &str,
+    problems: &mut CatalogProblems,
+    mut each_tool: impl FnMut(usize, Option<RawTool>),
+    cut: Cut,
 ) -> RawFile {
     let mut reader = Reader { origin, problems };
     if let Some(line) = deeper_than(text, MAX_NESTING) {
@@ -174,8 +201,22 @@ pub(crate) fn parse(
     }
     let before = reader.problems.len();
     let mut top = Mapping::new();
-    let document = TopLevel { reader: &mut reader, each: &mut each_tool, top: &mut top };
-    let shape = match serde_yaml::Deserializer::from_str(text).deserialize_any(Stream(document)) {
+    let pieces = super::pieces::pieces(text).filter(|_| cut == Cut::WherePossible);
+    let in_pieces = pieces.map(|pieces| read_in_pieces(&pieces, &mut reader, &mut each_tool, &mut top));
+    let read = match in_pieces {
+        Some(Some(shape)) => Ok(shape),
+        tried => {
+            if tried.is_some() {
+                // Read again, whole: what the pieces added is withdrawn.
+                reader.problems.truncate(before);
+                top.clear();
+                each_tool(0, None);
+            }
+            let document = TopLevel { reader: &mut reader, each: &mut each_tool, top: &mut top, in_pieces: false };
+            serde_yaml::Deserializer::from_str(text).deserialize_any(Stream(document))
+        }
+    };
+    let shape = match read {
         Ok(shape) => shape,
         Err(err) => {
             reader.problems.truncate(before);
@@ -204,6 +245,41 @@ pub(crate) fn parse(
         aliases: reader.aliases(top.get("aliases")),
         mcp_servers: reader.mcp_servers(top.get("mcp_servers")),
         unreadable: false,
+    }
+}
+
+/// Reads the file from its pieces: the head, each entry on its own, the
+/// tail. `None` when a piece does not parse as what it must be; the caller
+/// then parses the whole file (and withdraws what this read).
+fn read_in_pieces(
+    pieces: &super::pieces::Pieces<'_>,
+    reader: &mut Reader<'_>,
+    each: &mut impl FnMut(usize, Option<RawTool>),
+    top: &mut Mapping,
+) -> Option<Shape<()>> {
+    let head = TopLevel { reader: &mut *reader, each: &mut *each, top: &mut *top, in_pieces: true };
+    let Shape::Wanted(()) = serde_yaml::Deserializer::from_str(pieces.head).deserialize_any(Stream(head)).ok()? else {
+        return None;
+    };
+    // `tools:` was the head's last key, and empty: the entries are its value.
+    let ends_in_tools = top.iter().last().is_some_and(|(key, value)| key.as_str() == Some("tools") && value.is_null());
+    if !ends_in_tools {
+        return None;
+    }
+    for (index, entry) in pieces.entries.iter().enumerate() {
+        let list = ToolList { reader: &mut *reader, each: &mut *each, first: index };
+        let Shape::Wanted(1) = serde_yaml::Deserializer::from_str(entry).deserialize_any(Stream(list)).ok()? else {
+            return None;
+        };
+    }
+    if pieces.tail.is_empty() {
+        return Some(Shape::Wanted(()));
+    }
+    // Keys after the list.
+    let tail = TopLevel { reader, each, top, in_pieces: true };
+    match serde_yaml::Deserializer::from_str(pieces.tail).deserialize_any(Stream(tail)).ok()? {
+        Shape::Wanted(()) => Some(Shape::Wanted(())),
+        Shape::Other(_) => None,
     }
 }
 
@@ -294,9 +370,12 @@ struct TopLevel<'r, 'a, F> {
     reader: &'r mut Reader<'a>,
     each: &'r mut F,
     top: &'r mut Mapping,
+    /// Reading the head or tail of a file cut into pieces: `tools` must be
+    /// empty here (its entries are pieces of their own).
+    in_pieces: bool,
 }
 
-impl<'de, F: FnMut(RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
+impl<'de, F: FnMut(usize, Option<RawTool>)> Wants<'de> for TopLevel<'_, '_, F> {
     type Output = ();
 
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<()>, A::Error> {
@@ -305,8 +384,13 @@ impl<'de, F: FnMut(RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
                 return Err(de::Error::custom(duplicate_key(&key)));
             }
             self.reader.check_key(&key, "", TOP_LEVEL_KEYS);
-            let value = if matches!(&key, Value::String(k) if k == "tools") {
-                let tools = ToolList { reader: &mut *self.reader, each: &mut *self.each };
+            let value = if matches!(&key, Value::String(k) if k == "tools") && self.in_pieces {
+                if !map.next_value::<Value>()?.is_null() {
+                    return Err(de::Error::custom("not a file in pieces"));
+                }
+                Value::Null
+            } else if matches!(&key, Value::String(k) if k == "tools") {
+                let tools = ToolList { reader: &mut *self.reader, each: &mut *self.each, first: 0 };
                 if let Shape::Other(other) = map.next_value_seed(tools)? {
                     // Absent, null, or not a list (reported).
                     self.reader.sequence(Some(&other), "tools");
@@ -325,26 +409,31 @@ impl<'de, F: FnMut(RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
 struct ToolList<'r, 'a, F> {
     reader: &'r mut Reader<'a>,
     each: &'r mut F,
+    /// The index of the first entry read here (a file in pieces reads one
+    /// entry at a time).
+    first: usize,
 }
 
-impl<'de, F: FnMut(RawTool)> DeserializeSeed<'de> for ToolList<'_, '_, F> {
-    type Value = Shape<()>;
+impl<'de, F: FnMut(usize, Option<RawTool>)> DeserializeSeed<'de> for ToolList<'_, '_, F> {
+    type Value = Shape<usize>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<()>, D::Error> {
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<usize>, D::Error> {
         deserializer.deserialize_any(Stream(self))
     }
 }
 
-impl<'de, F: FnMut(RawTool)> Wants<'de> for ToolList<'_, '_, F> {
-    type Output = ();
+impl<'de, F: FnMut(usize, Option<RawTool>)> Wants<'de> for ToolList<'_, '_, F> {
+    /// How many entries were read.
+    type Output = usize;
 
-    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<()>, A::Error> {
-        let mut index = 0;
+    fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<usize>, A::Error> {
+        let mut read = 0;
         while let Some(item) = seq.next_element::<Value>()? {
-            (self.each)(self.reader.tool(index, &item));
-            index += 1;
+            let index = self.first + read;
+            (self.each)(index, Some(self.reader.tool(index, &item)));
+            read += 1;
         }
-        Ok(Shape::Wanted(()))
+        Ok(Shape::Wanted(read))
     }
 }
 
@@ -748,7 +837,74 @@ fn strip_location(message: &str) -> &str {
 
 #[cfg(test)]
 mod tests {
-    use super::deeper_than;
+    use super::{deeper_than, parse_with, CatalogProblems, Cut};
+
+    /// What a file reads as: its entries (a `None` forgets those before),
+    /// the rest of the file, its problems.
+    fn read(text: &str, cut: Cut) -> String {
+        let mut problems = CatalogProblems::default();
+        let mut entries = Vec::new();
+        let file = parse_with(
+            "t.yaml",
+            text,
+            &mut problems,
+            |index, entry| {
+                entries.truncate(index);
+                entries.extend(entry);
+            },
+            cut,
+        );
+        format!("{entries:#?}\n{file:#?}\n{problems:#?}")
+    }
+
+    /// A file cut into its entries reads exactly as the same file read
+    /// whole: cut where the layout allows, read whole again where a piece
+    /// does not parse as it must (quoted text or a flow collection going on
+    /// across an entry's `- `, an alias of an anchor in another entry, a key
+    /// met twice, a file that stops being YAML).
+    #[test]
+    fn a_file_read_in_pieces_reads_as_it_does_whole() {
+        let entry = "  - name: a\n    description: x\n    backend: {builtin: echo}\n";
+        let texts = [
+            format!("tools:\n{entry}  - name: b\n    description: |+\n      kept\n\n# a comment\n  -\n    name: c\ntoolsets:\n  - name: s\n    tools: [a, b]\n"),
+            "aliases: {x: a}\ntools:\n- name: a\n- plain scalar\n  continued\n- - nested\n  - list\ntoolsets: []\n".to_owned(),
+            format!("tools:\n  - name: a\n    description: \"first line\n  - name: not_an_entry\n    still text\"\n{entry}"),
+            format!("tools:\n  - name: a\n    parameters: {{type: object,\n  - name: b}}\n{entry}"),
+            "tools:\n  - name: a\n    description: &d shared\n  - name: b\n    description: *d\n".to_owned(),
+            format!("toolsets: &t []\ntools:\n{entry}aliases: *t\n"),
+            format!("toolsets: []\ntools:\n{entry}toolsets: []\n"),
+            format!("tools:\n{entry}aliases: {{}}\ntools:\n{entry}"),
+            "toolsets: \"abc\ntools:\n  - name: x\n\"\n".to_owned(),
+            format!("tools:\n{entry}  - name: [unclosed\n{entry}"),
+            format!("tools:\n{entry}  - name: b\n   wrong: indentation\n"),
+            format!("tools:\n  - !!map\n    name: a\n    description: !!str 12\n{entry}"),
+            format!("tools:\n{entry}# nothing after\n"),
+            "tools:\n    - name: a\n  - name: b\n".to_owned(),
+            format!("tools:\n{entry}  kend: {{builtin: echo}}\n"),
+            format!("tools:\n{entry}    - name: b\n"),
+            format!("tools:\n{entry}null\n"),
+            format!("tools:\n{entry}[a, b]\n"),
+        ];
+        let shipped = [include_str!("../../catalog/registry.yaml"), include_str!("../../docs/examples/broken.yaml")];
+        for text in texts.iter().map(String::as_str).chain(shipped) {
+            assert_eq!(read(text, Cut::WherePossible), read(text, Cut::Never), "{text}");
+        }
+        // The first is read in pieces; the third is cut, then read whole.
+        let restarts = |text: &str| {
+            let mut restarts = 0;
+            let mut problems = CatalogProblems::default();
+            parse_with(
+                "t.yaml",
+                text,
+                &mut problems,
+                |_, entry| restarts += usize::from(entry.is_none()),
+                Cut::WherePossible,
+            );
+            restarts
+        };
+        assert!(super::super::pieces::pieces(&texts[0]).is_some() && super::super::pieces::pieces(&texts[2]).is_some());
+        assert_eq!((restarts(&texts[0]), restarts(&texts[2])), (0, 1));
+    }
 
     #[test]
     fn nesting_counts_flow_collections_only() {
