@@ -260,29 +260,21 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
     // Each tool is built as soon as it is read (so the file is never held
     // whole twice over); its problems are reported after the file's YAML
     // problems, as if every entry had been read first.
-    let mut built = CatalogProblems::default();
-    let declared = decls.tools.len();
-    let raw = raw::parse(&origin, &text, problems, |index, entry| {
-        // Read again from the start (see `raw::parse`): what was built is dropped.
-        decls.tools.truncate(declared + index);
-        let Some(entry) = entry else {
-            built = CatalogProblems::default();
-            return;
-        };
+    let read = raw::parse(&origin, &text, problems, |_, entry, built| {
         let aliases =
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();
         let (name, at) = (entry.name.clone(), place(entry.path.clone()));
-        let tool = build::tool(entry, &file, &mut built);
-        decls.tools.push(ToolDecl { name, layer, place: at, tool, aliases });
+        let tool = build::tool(entry, &file, built);
+        ToolDecl { name, layer, place: at, tool, aliases }
     });
-    if raw.unreadable {
-        // The YAML fault is the file's one problem; the entries read before
-        // it are not the file's tools.
-        decls.tools.truncate(declared);
+    if read.file.unreadable {
+        // The YAML fault is the file's one problem.
         return;
     }
-    problems.append(built);
+    decls.tools.extend(read.tools);
+    problems.append(read.built);
+    let raw = read.file;
     for set in raw.toolsets {
         if !build::is_valid_name(&set.name) {
             let message = format!("invalid toolset name '{}': {}", set.name, build::NAME_RULE);

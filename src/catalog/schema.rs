@@ -18,10 +18,9 @@
 //! of a tool pays the compilation (about 12 µs for a typical schema).
 
 use std::{
-    cell::RefCell,
     collections::{HashMap, HashSet},
     fmt,
-    sync::{Arc, OnceLock},
+    sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError},
 };
 
 use serde_json::{value::RawValue, Value};
@@ -109,10 +108,10 @@ impl Schema {
 /// dates and codes repeat across schemas that differ elsewhere.
 #[derive(Default)]
 pub(crate) struct SchemaCache {
-    by_text: RefCell<HashMap<String, Arc<Schema>>>,
+    by_text: Mutex<HashMap<String, Arc<Schema>>>,
     patterns: jsonschema::PatternCache,
     /// Patterns (and `patternProperties` keys) already compiled in this load.
-    compiled: RefCell<HashSet<String>>,
+    compiled: Mutex<HashSet<String>>,
 }
 
 impl SchemaCache {
@@ -120,13 +119,20 @@ impl SchemaCache {
     /// earlier tool of the same schema. Errors are not kept.
     pub(crate) fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
         let text = compact(&json);
-        if let Some(schema) = self.by_text.borrow().get(text.get()) {
+        if let Some(schema) = locked(&self.by_text).get(text.get()) {
             return Ok(Arc::clone(schema));
         }
         let schema = Arc::new(Schema::compile_with_text(json, text.clone(), Some(self))?);
-        self.by_text.borrow_mut().insert(text.get().to_owned(), Arc::clone(&schema));
-        Ok(schema)
+        // Another thread of the same load may have compiled it meanwhile: one is kept.
+        let kept = locked(&self.by_text).entry(text.get().to_owned()).or_insert(schema).clone();
+        Ok(kept)
     }
+}
+
+/// The cache's maps, locked for one look-up or insertion (a panic while
+/// one was held left it whole).
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl fmt::Debug for Schema {
@@ -182,7 +188,7 @@ impl SchemaCache {
     /// its own, through the same compiler; the compiled expression is kept in
     /// the load's pattern cache for the schemas that use it.
     fn pattern_compiles(&self, pattern: &str, keyword: &str) -> bool {
-        if self.compiled.borrow().contains(pattern) {
+        if locked(&self.compiled).contains(pattern) {
             return true;
         }
         let probe = match keyword {
@@ -191,7 +197,7 @@ impl SchemaCache {
         };
         let compiles = build(&probe, Some(&self.patterns)).is_ok();
         if compiles {
-            self.compiled.borrow_mut().insert(pattern.to_owned());
+            locked(&self.compiled).insert(pattern.to_owned());
         }
         compiles
     }
