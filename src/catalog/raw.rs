@@ -1,7 +1,7 @@
 //! Raw shapes of a catalogue file: the only place that sees YAML.
 //!
-//! A file is parsed to a YAML value first, then each entry and each field is
-//! read on its own with its path, so that one bad field never hides the next
+//! A file is read through the YAML crate entry by entry (see [`parse`]),
+//! and each entry and each field is read on its own with its path, so that one bad field never hides the next
 //! problem: every problem of every file is reported in one run. An unknown key
 //! gets a did-you-mean. A broken entry keeps its name, so duplicates are still
 //! found. What this module returns is unchecked beyond its YAML shape; the
