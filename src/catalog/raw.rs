@@ -284,11 +284,18 @@ fn read_in_pieces<T: Send>(
     let (first, second) = match second {
         [] => (read_entries(origin, 0, first, build), Some(Default::default())),
         _ => std::thread::scope(|scope| {
-            let second = scope.spawn(|| read_entries(origin, half, second, build));
-            let first = read_entries(origin, 0, first, build);
-            match second.join() {
-                Ok(second) => (first, second),
-                Err(panic) => std::panic::resume_unwind(panic),
+            let helper = std::thread::Builder::new().name("toolgate-catalogue-2".to_owned());
+            match helper.spawn_scoped(scope, || read_entries(origin, half, second, build)) {
+                Ok(thread) => {
+                    let first = read_entries(origin, 0, first, build);
+                    match thread.join() {
+                        Ok(second) => (first, second),
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
+                }
+                // No thread to be had (a process or container limit): one
+                // thread reads both halves.
+                Err(_) => (read_entries(origin, 0, first, build), read_entries(origin, half, second, build)),
             }
         }),
     };
