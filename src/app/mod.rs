@@ -92,7 +92,7 @@ impl App {
         // Read where every reload reads (see `live::on_loader`): the memory
         // the start's files and YAML leave free is what reloads reuse.
         let (settings_now, env) = (settings.clone(), host.env.clone());
-        let read = tokio::spawn(crate::live::on_loader(move || sources(&settings_now, &env, identity)));
+        let read = tokio::spawn(crate::live::on_loader(move || sources(&settings_now, &env, identity, None)));
         // Meanwhile, on this thread: the HTTP backends' clients (each loads
         // the system's CA certificates).
         let http = HttpClients::new();
@@ -192,10 +192,11 @@ impl App {
     /// settings' fixed parts to say so.
     pub async fn reload(&self, settings: &Settings) -> Result<Reloaded, ReloadError> {
         let previous = Arc::clone(&self.live.current().load().identity);
+        let catalog = self.catalog();
         let (settings_now, env) = (settings.clone(), self.env.clone());
         let read = crate::live::on_loader(move || {
             let identity = identity(&settings_now, Some(&previous))?;
-            Ok::<_, String>(sources(&settings_now, &env, identity))
+            Ok::<_, String>(sources(&settings_now, &env, identity, Some(&catalog)))
         });
         let sources = match read.await {
             Ok(sources) => sources,
@@ -309,8 +310,13 @@ fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc
 
 /// What a snapshot is built from: the files `settings` name (with the
 /// principals' grants to check against them), limits, policy and identity.
-fn sources(settings: &Settings, env: &Env, identity: Arc<Identity>) -> Sources {
-    let mut files = catalog::read(&settings.load, env);
+/// What `settings` name, read; after `previous` when it is a reload (its
+/// unchanged schemas are shared, see [`catalog::read_again`]).
+fn sources(settings: &Settings, env: &Env, identity: Arc<Identity>, previous: Option<&catalog::Catalog>) -> Sources {
+    let mut files = match previous {
+        Some(previous) => catalog::read_again(&settings.load, env, previous),
+        None => catalog::read(&settings.load, env),
+    };
     files.add_grants(identity.principals().grant_decls());
     files.add_grants(settings.rate_limit_decl());
     Sources { files, limits: settings.limits, policy: settings.policy, identity, rates: Arc::clone(&settings.rates) }

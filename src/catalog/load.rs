@@ -80,9 +80,20 @@ impl Files {
 /// Reads every file (registry, enabled packs) and adds the built-ins. The
 /// problems found are kept for [`assemble`], which reports them all together.
 pub fn read(options: &LoadOptions, env: &Env) -> Files {
+    read_with(options, env, SchemaCache::default())
+}
+
+/// [`read`] for a reload: tools whose schema is unchanged share it with
+/// `previous`, the catalogue being replaced (no second copy while both are
+/// held, and validators that calls compiled stay compiled).
+pub(crate) fn read_again(options: &LoadOptions, env: &Env, previous: &Catalog) -> Files {
+    read_with(options, env, SchemaCache::seeded(previous.tools().iter().map(|tool| &tool.parameters)))
+}
+
+fn read_with(options: &LoadOptions, env: &Env, schemas: SchemaCache) -> Files {
     let mut reading = Reading {
         env,
-        schemas: SchemaCache::default(),
+        schemas,
         decls: Declarations::default(),
         servers: Vec::new(),
         problems: CatalogProblems::default(),

@@ -115,6 +115,16 @@ pub(crate) struct SchemaCache {
 }
 
 impl SchemaCache {
+    /// A cache holding `schemas` already: the schemas of the catalogue a
+    /// reload replaces. A tool whose schema text is unchanged gets the same
+    /// schema again (checked, and its validator compiled if a call compiled
+    /// it), instead of a second copy of it checked and compiled anew; a
+    /// schema is what its text says under this module's fixed options.
+    pub(crate) fn seeded<'s>(schemas: impl IntoIterator<Item = &'s Arc<Schema>>) -> Self {
+        let by_text = schemas.into_iter().map(|schema| (schema.text().to_owned(), Arc::clone(schema))).collect();
+        Self { by_text: Mutex::new(by_text), ..Self::default() }
+    }
+
     /// The compiled schema of `json`, compiled now or shared with an
     /// earlier tool of the same schema. Errors are not kept.
     pub(crate) fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
@@ -410,6 +420,25 @@ mod tests {
         let d = cache.compile(serde_json::json!({"properties": {"q": {"type": "string"}}, "type": "object"})).unwrap();
         assert!(!Arc::ptr_eq(&a, &d));
         assert!(cache.compile(serde_json::json!({"type": "string"})).is_err());
+    }
+
+    /// A reload's cache starts with the replaced catalogue's schemas: an
+    /// unchanged schema is the same one, validator and all; a changed one
+    /// is compiled (and checked) anew.
+    #[test]
+    fn a_reload_shares_the_schemas_it_does_not_change() {
+        let before = SchemaCache::default();
+        let kept =
+            before.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}})).unwrap();
+        assert!(kept.is_valid(&serde_json::json!({"q": "x"})));
+        let again = SchemaCache::seeded([&kept]);
+        let same =
+            again.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}})).unwrap();
+        assert!(Arc::ptr_eq(&kept, &same) && same.is_compiled());
+        let changed = again.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "integer"}}}));
+        assert!(!Arc::ptr_eq(&kept, &changed.unwrap()));
+        let broken = again.compile(serde_json::json!({"type": "object", "properties": {"q": {"pattern": "(?<=a)b"}}}));
+        assert!(broken.is_err());
     }
 
     #[test]
