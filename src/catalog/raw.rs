@@ -1,11 +1,12 @@
 //! Raw shapes of a catalogue file: the only place that sees YAML.
 //!
 //! A file is read through the YAML crate entry by entry (see [`parse`]),
-//! and each entry and each field is read on its own with its path, so that one bad field never hides the next
-//! problem: every problem of every file is reported in one run. An unknown key
-//! gets a did-you-mean. A broken entry keeps its name, so duplicates are still
-//! found. What this module returns is unchecked beyond its YAML shape; the
-//! rules of the catalogue are applied in `build` and `merge`.
+//! and each entry and each field is read on its own with its path, so that
+//! one bad field never hides the next problem: every problem of every file
+//! is reported in one run. An unknown key gets a did-you-mean. A broken
+//! entry keeps its name, so duplicates are still found. What this module
+//! returns is unchecked beyond its YAML shape; the rules of the catalogue
+//! are applied in `build` and `merge`.
 
 use std::time::Duration;
 
@@ -48,7 +49,7 @@ pub(crate) struct RawFile {
     pub(crate) toolsets: Vec<RawToolset>,
     pub(crate) aliases: Vec<RawAlias>,
     pub(crate) mcp_servers: Vec<RawMcpServer>,
-    /// Not valid YAML (reported): what was built from its entries is dropped.
+    /// Not valid YAML (reported): none of its tools is kept.
     pub(crate) unreadable: bool,
 }
 
