@@ -21,8 +21,7 @@ use crate::{
     catalog::{self, Catalog, LoadError, Problem, Severity},
     config::Settings,
     env::Env,
-    exec::HttpClients,
-    exec::{CallState, Shared},
+    exec::{CallState, HttpClients, Shared},
     front::grpc,
     identity::{Identity, OauthVerifier, Principals, UserVerifier},
     live::{LiveCatalog, Sources},
@@ -188,8 +187,9 @@ impl App {
 
     /// Reads `settings`' files and key sets again and swaps in the new
     /// snapshot if the whole is valid (the files are read on the one thread
-    /// kept for catalogue loads, `live::on_loader`). What only a restart changes is left as it is: compare the
-    /// settings' fixed parts to say so.
+    /// kept for catalogue loads, `live::on_loader`; unchanged schemas are
+    /// shared with the current catalogue). What only a restart changes is
+    /// left as it is: compare the settings' fixed parts to say so.
     pub async fn reload(&self, settings: &Settings) -> Result<Reloaded, ReloadError> {
         let previous = Arc::clone(&self.live.current().load().identity);
         let catalog = self.catalog();
@@ -310,8 +310,8 @@ fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc
 
 /// What a snapshot is built from: the files `settings` name (with the
 /// principals' grants to check against them), limits, policy and identity.
-/// What `settings` name, read; after `previous` when it is a reload (its
-/// unchanged schemas are shared, see [`catalog::read_again`]).
+/// On a reload, `previous` is the catalogue being replaced: its unchanged
+/// schemas are shared (see [`catalog::read_again`]).
 fn sources(settings: &Settings, env: &Env, identity: Arc<Identity>, previous: Option<&catalog::Catalog>) -> Sources {
     let mut files = match previous {
         Some(previous) => catalog::read_again(&settings.load, env, previous),

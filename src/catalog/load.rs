@@ -271,7 +271,7 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
     // Each tool is built as soon as it is read (so the file is never held
     // whole twice over); its problems are reported after the file's YAML
     // problems, as if every entry had been read first.
-    let read = raw::parse(&origin, &text, problems, |_, entry, built| {
+    let read = raw::parse(&origin, &text, problems, |entry, built| {
         let aliases =
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();

@@ -158,7 +158,7 @@ pub(crate) struct Read<T> {
 }
 
 /// Parses one file's text. Problems go to `problems` under `origin`; each
-/// tool entry is handed to `build` (with its index) as soon as it is read.
+/// tool entry is handed to `build` as soon as it is read.
 ///
 /// The file is read as it streams out of the YAML parser: each tool entry
 /// is made a YAML value of its own, built and freed, so the whole file is
@@ -180,7 +180,7 @@ pub(crate) fn parse<T: Send>(
     origin: &str,
     text: &str,
     problems: &mut CatalogProblems,
-    build: impl Fn(usize, RawTool, &mut CatalogProblems) -> T + Sync,
+    build: impl Fn(RawTool, &mut CatalogProblems) -> T + Sync,
 ) -> Read<T> {
     parse_with(origin, text, problems, build, Cut::WherePossible)
 }
@@ -197,7 +197,7 @@ fn parse_with<T: Send>(
     origin: &str,
     text: &str,
     problems: &mut CatalogProblems,
-    build: impl Fn(usize, RawTool, &mut CatalogProblems) -> T + Sync,
+    build: impl Fn(RawTool, &mut CatalogProblems) -> T + Sync,
     cut: Cut,
 ) -> Read<T> {
     let mut reader = Reader { origin, problems };
@@ -220,7 +220,7 @@ fn parse_with<T: Send>(
                 top.clear();
             }
             let (mut tools, mut built) = (Vec::new(), CatalogProblems::default());
-            let mut each = |index, entry| tools.push(build(index, entry, &mut built));
+            let mut each = |entry| tools.push(build(entry, &mut built));
             let document = TopLevel { reader: &mut reader, each: &mut each, top: &mut top, in_pieces: false };
             let read = serde_yaml::Deserializer::from_str(text).deserialize_any(Stream(document));
             (read, tools, built)
@@ -266,16 +266,16 @@ fn parse_with<T: Send>(
 fn read_in_pieces<T: Send>(
     pieces: &super::pieces::Pieces<'_>,
     reader: &mut Reader<'_>,
-    build: &(impl Fn(usize, RawTool, &mut CatalogProblems) -> T + Sync),
+    build: &(impl Fn(RawTool, &mut CatalogProblems) -> T + Sync),
     top: &mut Mapping,
 ) -> Option<(Vec<T>, CatalogProblems)> {
-    let mut unused = |_, _| unreachable!("in pieces, the head and tail hold no entries");
+    let mut unused = |_| unreachable!("in pieces, the head and tail hold no entries");
     let head = TopLevel { reader: &mut *reader, each: &mut unused, top: &mut *top, in_pieces: true };
     let Shape::Wanted(()) = serde_yaml::Deserializer::from_str(pieces.head).deserialize_any(Stream(head)).ok()? else {
         return None;
     };
     // `tools:` was the head's last key, and empty: the entries are its value.
-    let ends_in_tools = top.iter().last().is_some_and(|(key, value)| key.as_str() == Some("tools") && value.is_null());
+    let ends_in_tools = top.iter().last().is_some_and(|(key, value)| is_tools(key) && value.is_null());
     if !ends_in_tools {
         return None;
     }
@@ -324,11 +324,11 @@ fn read_entries<T>(
     origin: &str,
     first: usize,
     entries: &[&str],
-    build: &impl Fn(usize, RawTool, &mut CatalogProblems) -> T,
+    build: &impl Fn(RawTool, &mut CatalogProblems) -> T,
 ) -> Option<(CatalogProblems, Vec<T>, CatalogProblems)> {
     let (mut problems, mut tools, mut built) = (CatalogProblems::default(), Vec::new(), CatalogProblems::default());
     let mut reader = Reader { origin, problems: &mut problems };
-    let mut each = |index, entry| tools.push(build(index, entry, &mut built));
+    let mut each = |entry| tools.push(build(entry, &mut built));
     for (at, entry) in entries.iter().enumerate() {
         let list = ToolList { reader: &mut reader, each: &mut each, first: first + at };
         let Shape::Wanted(1) = serde_yaml::Deserializer::from_str(entry).deserialize_any(Stream(list)).ok()? else {
@@ -430,7 +430,7 @@ struct TopLevel<'r, 'a, F> {
     in_pieces: bool,
 }
 
-impl<'de, F: FnMut(usize, RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
+impl<'de, F: FnMut(RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
     type Output = ();
 
     fn map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<()>, A::Error> {
@@ -439,25 +439,32 @@ impl<'de, F: FnMut(usize, RawTool)> Wants<'de> for TopLevel<'_, '_, F> {
                 return Err(de::Error::custom(duplicate_key(&key)));
             }
             self.reader.check_key(&key, "", TOP_LEVEL_KEYS);
-            let value = if matches!(&key, Value::String(k) if k == "tools") && self.in_pieces {
-                if !map.next_value::<Value>()?.is_null() {
-                    return Err(de::Error::custom("not a file in pieces"));
+            let value = match is_tools(&key) {
+                // Its entries are pieces of their own.
+                true if self.in_pieces => match map.next_value::<Value>()? {
+                    Value::Null => Value::Null,
+                    _ => return Err(de::Error::custom("not a file in pieces")),
+                },
+                true => {
+                    let tools = ToolList { reader: &mut *self.reader, each: &mut *self.each, first: 0 };
+                    if let Shape::Other(other) = map.next_value_seed(tools)? {
+                        // Absent, null, or not a list (reported).
+                        self.reader.sequence(Some(&other), "tools");
+                    }
+                    Value::Null
                 }
-                Value::Null
-            } else if matches!(&key, Value::String(k) if k == "tools") {
-                let tools = ToolList { reader: &mut *self.reader, each: &mut *self.each, first: 0 };
-                if let Shape::Other(other) = map.next_value_seed(tools)? {
-                    // Absent, null, or not a list (reported).
-                    self.reader.sequence(Some(&other), "tools");
-                }
-                Value::Null
-            } else {
-                map.next_value()?
+                false => map.next_value()?,
             };
             self.top.insert(key, value);
         }
         Ok(Shape::Wanted(()))
     }
+}
+
+/// The top-level key `tools`, written plainly (a tagged one is a key of its
+/// own).
+fn is_tools(key: &Value) -> bool {
+    matches!(key, Value::String(k) if k == "tools")
 }
 
 /// `tools`: each entry read, handed on and dropped before the next.
@@ -469,7 +476,7 @@ struct ToolList<'r, 'a, F> {
     first: usize,
 }
 
-impl<'de, F: FnMut(usize, RawTool)> DeserializeSeed<'de> for ToolList<'_, '_, F> {
+impl<'de, F: FnMut(RawTool)> DeserializeSeed<'de> for ToolList<'_, '_, F> {
     type Value = Shape<usize>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Shape<usize>, D::Error> {
@@ -477,15 +484,14 @@ impl<'de, F: FnMut(usize, RawTool)> DeserializeSeed<'de> for ToolList<'_, '_, F>
     }
 }
 
-impl<'de, F: FnMut(usize, RawTool)> Wants<'de> for ToolList<'_, '_, F> {
+impl<'de, F: FnMut(RawTool)> Wants<'de> for ToolList<'_, '_, F> {
     /// How many entries were read.
     type Output = usize;
 
     fn seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape<usize>, A::Error> {
         let mut read = 0;
         while let Some(item) = seq.next_element::<Value>()? {
-            let index = self.first + read;
-            (self.each)(index, self.reader.tool(index, &item));
+            (self.each)(self.reader.tool(self.first + read, &item));
             read += 1;
         }
         Ok(Shape::Wanted(read))
@@ -904,8 +910,8 @@ mod tests {
             "t.yaml",
             text,
             &mut problems,
-            |index, entry, built| {
-                built.warning("t.yaml", format!("built {index}"), "");
+            |entry, built| {
+                built.warning("t.yaml", format!("built {}", entry.path), "");
                 entry
             },
             cut,
@@ -950,7 +956,7 @@ mod tests {
         let threads_and_builds = |text: &str| {
             let (threads, builds) = (std::sync::Mutex::new(std::collections::HashSet::new()), AtomicUsize::new(0));
             let mut problems = CatalogProblems::default();
-            let build = |_, _, _: &mut CatalogProblems| {
+            let build = |_, _: &mut CatalogProblems| {
                 threads.lock().unwrap().insert(std::thread::current().id());
                 builds.fetch_add(1, Ordering::Relaxed);
             };
