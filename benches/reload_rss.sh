@@ -5,9 +5,10 @@
 # rename to the "reloaded" log line (the watcher's debounce included) and
 # the resident memory after it, then the peak (VmHWM).
 #   cargo build --release && benches/reload_rss.sh [RELOADS]
+# (BIN=path/to/toolgate measures another build.)
 set -euo pipefail
 reloads=${1:-6}
-bin="$(cd "$(dirname "$0")/.." && pwd)/target/release/toolgate"
+bin=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release/toolgate}
 dir=$(mktemp -d)
 trap 'kill "$pid" 2>/dev/null || true; rm -rf "$dir"' EXIT
 mkdir -p "$dir/registry"

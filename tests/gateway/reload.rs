@@ -308,6 +308,27 @@ async fn mcp_servers_are_kept_added_and_ended_by_a_reload() {
     mcp.shutdown().await;
 }
 
+/// A catalogue a reload replaced is freed once no call uses it: nothing the
+/// gateway keeps (its connections, the live catalogue) holds on to it, so
+/// a long-running gateway holds one catalogue, not one per reload.
+#[tokio::test]
+async fn a_reload_lets_the_catalogue_it_replaced_go() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let mut gw = TestGateway::dir(&dir).start().await;
+    let first = std::sync::Arc::downgrade(&gw.app.catalog());
+    assert!(execute(&mut gw.client, "alpha", "{}").await.error.is_none());
+    dir.file("registry/tools.yaml", &registry(&["alpha", "beta"]));
+    gw.app.reload(&settings(&dir, false)).await.expect("a valid reload");
+    assert!(execute(&mut gw.client, "beta", "{}").await.error.is_none());
+    assert!(first.upgrade().is_none(), "the replaced catalogue is still held");
+    let second = std::sync::Arc::downgrade(&gw.app.catalog());
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    gw.app.reload(&settings(&dir, false)).await.expect("a valid reload");
+    assert!(second.upgrade().is_none(), "the replaced catalogue is still held");
+    gw.shutdown().await;
+}
+
 #[tokio::test]
 async fn reloads_are_counted_by_result() {
     let dir = CatalogDir::new();
