@@ -276,7 +276,7 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();
         let (name, at) = (entry.name.clone(), place(entry.path.clone()));
-        let tool = build::tool(entry, &file, built);
+        let tool = build::tool(entry, &file, built).map(Arc::new);
         ToolDecl { name, layer, place: at, tool, aliases }
     });
     if read.file.unreadable {
@@ -367,7 +367,7 @@ fn builtins(decls: &mut Declarations) {
             name: Some(tool.name.clone()),
             layer: Layer::BUILTIN,
             place: at,
-            tool: Some(tool),
+            tool: Some(Arc::new(tool)),
             aliases: Vec::new(),
         });
     }
@@ -378,5 +378,38 @@ fn builtins(decls: &mut Declarations) {
             layer: Layer::BUILTIN,
             place: place(format!("aliases.{alias}")),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Assembling again (as when an MCP server's tools change) shares the
+    /// declared tools instead of copying them; a tool given an alias from
+    /// elsewhere gets a copy of its own, and the declaration stays as read,
+    /// so the next assembly gives the same aliases, not twice as many.
+    #[test]
+    fn assemblies_share_the_declared_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = dir.path().join("tools.yaml");
+        fs::write(
+            &registry,
+            "tools:\n  - name: alpha\n    description: A.\n    backend: {builtin: echo}\n    aliases: [a]\n  \
+             - name: beta\n    description: B.\n    backend: {builtin: echo}\naliases:\n  b: beta\n",
+        )
+        .unwrap();
+        let options = LoadOptions { registry: vec![registry], ..LoadOptions::default() };
+        let files = read(&options, &Env::from_pairs([("HOME", "/nonexistent")]));
+        let (first, second) = (assemble(&files, &[]).unwrap().catalog, assemble(&files, &[]).unwrap().catalog);
+        let tool = |catalog: &Catalog, name: &str| {
+            let Some(crate::catalog::Name::Tool(id)) = catalog.lookup(name) else { panic!("no tool {name}") };
+            Arc::clone(&catalog.tools()[id.0 as usize])
+        };
+        assert!(Arc::ptr_eq(&tool(&first, "alpha"), &tool(&second, "alpha")));
+        assert_eq!(tool(&second, "alpha").aliases, ["a"]);
+        assert!(!Arc::ptr_eq(&tool(&first, "beta"), &tool(&second, "beta")));
+        assert_eq!(tool(&first, "beta").aliases, ["b"]);
+        assert_eq!(tool(&second, "beta").aliases, ["b"]);
     }
 }

@@ -128,6 +128,6 @@ fn declare_tools(
             declared_at: place.clone(),
             presentation: Arc::clone(&info.presentation),
         };
-        decls.tools.push(ToolDecl { name: Some(name), layer, place, tool: Some(tool), aliases: Vec::new() });
+        decls.tools.push(ToolDecl { name: Some(name), layer, place, tool: Some(Arc::new(tool)), aliases: Vec::new() });
     }
 }

@@ -8,7 +8,7 @@
 //! name is known; an unknown one gets a did-you-mean. Names whose normalised
 //! keys collide are reported, since no drifted name can be repaired to them.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Arc};
 
 use sha2::{Digest, Sha256};
 
@@ -49,7 +49,9 @@ pub(crate) struct ToolDecl {
     pub(crate) name: Option<String>,
     pub(crate) layer: Layer,
     pub(crate) place: Place,
-    pub(crate) tool: Option<Tool>,
+    /// Shared with the catalogues assembled from these declarations (a
+    /// tool given aliases from elsewhere gets a copy of its own).
+    pub(crate) tool: Option<Arc<Tool>>,
     /// The entry's own `aliases`, each with its place.
     pub(crate) aliases: Vec<(String, Place)>,
 }
@@ -181,9 +183,12 @@ struct Claims<'p> {
     pending: Vec<PendingServer>,
 }
 
+/// A claimed tool with the own aliases it claimed.
+type ClaimedTool = (Arc<Tool>, Vec<(String, Place)>);
+
 /// The declarations whose names were claimed, highest precedence first.
 struct Claimed {
-    tools: Vec<(Tool, Vec<(String, Place)>)>,
+    tools: Vec<ClaimedTool>,
     aliases: Vec<AliasDecl>,
     toolsets: Vec<ToolsetDecl>,
 }
@@ -255,7 +260,7 @@ impl Claims<'_> {
     fn attach_aliases(
         &mut self,
         aliases: Vec<AliasDecl>,
-        tools: &mut [Tool],
+        tools: &mut [Arc<Tool>],
         names: &mut HashMap<String, Name>,
         alias_places: &mut Vec<(String, ToolId, Place)>,
     ) {
@@ -267,7 +272,7 @@ impl Claims<'_> {
                 match names.get(&decl.target).copied() {
                     Some(Name::Tool(id) | Name::Alias(id)) => {
                         names.insert(decl.alias.clone(), Name::Alias(id));
-                        tools[id.0 as usize].aliases.push(decl.alias.clone());
+                        Arc::make_mut(&mut tools[id.0 as usize]).aliases.push(decl.alias.clone());
                         alias_places.push((decl.alias, id, decl.place));
                     }
                     _ => waiting.push(decl),
@@ -362,8 +367,8 @@ impl Claims<'_> {
 /// tool's own aliases.
 #[allow(clippy::type_complexity)]
 fn number_tools(
-    mut claimed: Vec<(Tool, Vec<(String, Place)>)>,
-) -> (Vec<Tool>, HashMap<String, Name>, Vec<(String, ToolId, Place)>) {
+    mut claimed: Vec<ClaimedTool>,
+) -> (Vec<Arc<Tool>>, HashMap<String, Name>, Vec<(String, ToolId, Place)>) {
     claimed.sort_by(|a, b| a.0.name.cmp(&b.0.name));
     let mut names: HashMap<String, Name> = HashMap::new();
     let mut alias_places: Vec<(String, ToolId, Place)> = Vec::new();
@@ -373,10 +378,13 @@ fn number_tools(
         .map(|(i, (mut tool, own))| {
             let id = ToolId(i as u32);
             names.insert(tool.name.clone(), Name::Tool(id));
-            tool.aliases.clear();
+            // The declared tool is shared unless its aliases differ (one
+            // of its own was claimed by another name first).
+            if !tool.aliases.iter().eq(own.iter().map(|(alias, _)| alias)) {
+                Arc::make_mut(&mut tool).aliases = own.iter().map(|(alias, _)| alias.clone()).collect();
+            }
             for (alias, place) in own {
                 names.insert(alias.clone(), Name::Alias(id));
-                tool.aliases.push(alias.clone());
                 alias_places.push((alias, id, place));
             }
             tool
@@ -453,7 +461,7 @@ impl Expansion<'_> {
 /// Phase 5: normalised keys of names and aliases; names whose keys collide
 /// are reported, since no drifted name can be repaired to them.
 fn normalised_keys(
-    tools: &[Tool],
+    tools: &[Arc<Tool>],
     alias_places: Vec<(String, ToolId, Place)>,
     problems: &mut CatalogProblems,
 ) -> HashMap<String, Vec<ToolId>> {
@@ -485,7 +493,7 @@ fn normalised_keys(
 }
 
 /// Phase 6: the suggestion index over tool names, aliases and toolset names.
-fn suggestion_index(tools: &[Tool], toolsets: &[Toolset]) -> SuggestIndex<Target> {
+fn suggestion_index(tools: &[Arc<Tool>], toolsets: &[Toolset]) -> SuggestIndex<Target> {
     let mut entries: Vec<(String, Target)> = Vec::new();
     for (i, tool) in tools.iter().enumerate() {
         let target = Target::Tool(ToolId(i as u32));
@@ -497,7 +505,7 @@ fn suggestion_index(tools: &[Tool], toolsets: &[Toolset]) -> SuggestIndex<Target
 }
 
 /// A hash of everything a client sees: it changes whenever the snapshot does.
-fn version_of(tools: &[Tool], toolsets: &[Toolset]) -> String {
+fn version_of(tools: &[Arc<Tool>], toolsets: &[Toolset]) -> String {
     let mut hash = Sha256::new();
     for tool in tools {
         for part in [&tool.name, &tool.description, tool.parameters.text(), &tool.source.to_string()] {

@@ -271,7 +271,8 @@ pub(crate) enum Target {
 
 /// An immutable catalogue snapshot.
 pub struct Catalog {
-    tools: Vec<Tool>,
+    /// Shared with the declarations the catalogue was assembled from.
+    tools: Vec<Arc<Tool>>,
     toolsets: Vec<Toolset>,
     names: HashMap<String, Name>,
     keys: HashMap<String, Vec<ToolId>>,
@@ -281,7 +282,7 @@ pub struct Catalog {
 
 impl Catalog {
     /// Every tool, sorted by name (code point order).
-    pub fn tools(&self) -> &[Tool] {
+    pub fn tools(&self) -> &[Arc<Tool>] {
         &self.tools
     }
 

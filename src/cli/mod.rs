@@ -538,7 +538,7 @@ fn exiting(catalog: std::sync::Arc<crate::catalog::Catalog>) {
 fn list(args: &ListArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(&args.catalog, env)?;
     let (catalog, _) = inspect(&settings, env)?;
-    let tools = catalog.tools();
+    let tools = catalog.tools().iter().map(AsRef::as_ref);
     let text = match args.format {
         ListFormat::Table => table(tools),
         ListFormat::Json => render(tools, ToolFormat::Native),
