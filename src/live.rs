@@ -38,9 +38,8 @@ const RETIRE_AFTER: Duration = Duration::from_secs(300);
 /// blocking pool's changing threads each left a catalogue's worth of freed
 /// memory behind (RSS 3.5× the steady size after a few reloads at 10,000
 /// tools). On one thread each reload reuses what the last one freed. (The
-/// second half of a file's entries is read on a helper thread of its own,
-/// `catalog::raw`; each load's helper takes over the arena the last one
-/// left free.)
+/// second half of a file's entries is read on one more thread kept for the
+/// process, `catalog::raw`, for the same reason.)
 pub(crate) async fn on_loader<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> T {
     type Job = Box<dyn FnOnce() + Send>;
     static LOADER: std::sync::OnceLock<std::sync::mpsc::Sender<Job>> = std::sync::OnceLock::new();

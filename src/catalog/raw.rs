@@ -260,7 +260,7 @@ fn parse_with<T: Send>(
 }
 
 /// Reads the file from its pieces: the head, the entries (the second half
-/// on a thread of its own), the tail. `None` when a piece does not parse as
+/// on the helper thread, [`helper`]), the tail. `None` when a piece does not parse as
 /// what it must be; the caller then parses the whole file (and withdraws
 /// what this read).
 fn read_in_pieces<T: Send>(

@@ -18,7 +18,7 @@
 //! of a tool pays the compilation (about 12 µs for a typical schema).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     fmt,
     sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError},
 };
@@ -108,7 +108,7 @@ impl Schema {
 /// dates and codes repeat across schemas that differ elsewhere.
 #[derive(Default)]
 pub(crate) struct SchemaCache {
-    by_text: Mutex<HashMap<String, Arc<Schema>>>,
+    by_text: Mutex<HashSet<ByText>>,
     patterns: jsonschema::PatternCache,
     /// Patterns (and `patternProperties` keys) already compiled in this load.
     compiled: Mutex<HashSet<String>>,
@@ -120,8 +120,9 @@ impl SchemaCache {
     /// schema again (checked, and its validator compiled if a call compiled
     /// it), instead of a second copy of it checked and compiled anew; a
     /// schema is what its text says under this module's fixed options.
+    #[expect(clippy::mutable_key_type, reason = "a ByText hashes and compares the schema's text, which never changes")]
     pub(crate) fn seeded<'s>(schemas: impl IntoIterator<Item = &'s Arc<Schema>>) -> Self {
-        let by_text = schemas.into_iter().map(|schema| (schema.text().to_owned(), Arc::clone(schema))).collect();
+        let by_text = schemas.into_iter().map(|schema| ByText(Arc::clone(schema))).collect();
         Self { by_text: Mutex::new(by_text), ..Self::default() }
     }
 
@@ -129,13 +130,43 @@ impl SchemaCache {
     /// earlier tool of the same schema. Errors are not kept.
     pub(crate) fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
         let text = compact(&json);
-        if let Some(schema) = locked(&self.by_text).get(text.get()) {
-            return Ok(Arc::clone(schema));
+        if let Some(known) = locked(&self.by_text).get(text.get()) {
+            return Ok(Arc::clone(&known.0));
         }
-        let schema = Arc::new(Schema::compile_with_text(json, text.clone(), Some(self))?);
+        let schema = Arc::new(Schema::compile_with_text(json, text, Some(self))?);
         // Another thread of the same load may have compiled it meanwhile: one is kept.
-        let kept = locked(&self.by_text).entry(text.get().to_owned()).or_insert(schema).clone();
-        Ok(kept)
+        let mut by_text = locked(&self.by_text);
+        match by_text.get(schema.text()) {
+            Some(known) => Ok(Arc::clone(&known.0)),
+            None => {
+                by_text.insert(ByText(Arc::clone(&schema)));
+                Ok(schema)
+            }
+        }
+    }
+}
+
+/// A schema as a key of [`SchemaCache`]: its compact text, which the
+/// schema holds already (the cache keeps no copy of it).
+struct ByText(Arc<Schema>);
+
+impl std::borrow::Borrow<str> for ByText {
+    fn borrow(&self) -> &str {
+        self.0.text()
+    }
+}
+
+impl PartialEq for ByText {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.text() == other.0.text()
+    }
+}
+
+impl Eq for ByText {}
+
+impl std::hash::Hash for ByText {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.text().hash(state);
     }
 }
 
