@@ -7,7 +7,7 @@
 //!   connection carrying 64 streams (as grpcio and grpc-go multiplex every
 //!   call of a channel); 16 connections × 4 streams;
 //! - `h2load` (Debian's `nghttp2-client`), an external generator: one
-//!   connection, 64 streams, a pre-encoded request;
+//!   connection with 64 streams, and with one, a pre-encoded request;
 //! - Python's grpcio (`benches/grpcio_load.py`): one channel, 64 concurrent
 //!   calls from asyncio, and one call at a time.
 //!
@@ -61,7 +61,8 @@ mod serve;
 mod otlp;
 
 const ARGUMENTS: &str = r#"{"message": "hello", "n": 42}"#;
-const H2LOAD_STREAMS: usize = 64;
+/// h2load's shapes: streams on its one connection.
+const H2LOAD_STREAMS: [usize; 2] = [64, 1];
 const PYTHON_CONCURRENCY: [usize; 2] = [64, 1];
 
 /// How a client calls: over how many connections, how many calls at once.
@@ -109,15 +110,18 @@ fn main() {
         Row::print("tonic", shape.name, [("gateway", &g), ("bare", &b), ("bare+acc", &a)]);
     }
 
-    // h2load: one connection, 64 streams, an external generator.
+    // h2load: one connection, 64 streams and one, an external generator.
     match H2load::prepare() {
         Some(h2load) => {
-            let [g, b, a] = interleaved(rounds, [&gateway, &bare, &accept], |server: &Server| {
-                server.measure(|| h2load.run(server.port, seconds))
-            });
-            ratios.push(Ratio::of(format!("h2load, 1 conn x {H2LOAD_STREAMS}"), &g, &b));
-            ratios.push(Ratio::of(format!("h2load, 1 conn x {H2LOAD_STREAMS} (accept path)"), &a, &b));
-            Row::print("h2load", "1 conn x 64", [("gateway", &g), ("bare", &b), ("bare+acc", &a)]);
+            for streams in H2LOAD_STREAMS {
+                let [g, b, a] = interleaved(rounds, [&gateway, &bare, &accept], |server: &Server| {
+                    server.measure(|| h2load.run(server.port, seconds, streams))
+                });
+                let shape = format!("1 conn x {streams}");
+                ratios.push(Ratio::of(format!("h2load, {shape}"), &g, &b));
+                ratios.push(Ratio::of(format!("h2load, {shape} (accept path)"), &a, &b));
+                Row::print("h2load", &shape, [("gateway", &g), ("bare", &b), ("bare+acc", &a)]);
+            }
         }
         None => println!("(h2load is not installed: apt-get install nghttp2-client)"),
     }
@@ -553,9 +557,9 @@ impl H2load {
         Some(Self { request })
     }
 
-    fn run(&self, port: u16, seconds: u64) -> Measured {
+    fn run(&self, port: u16, seconds: u64, streams: usize) -> Measured {
         let out = Command::new("h2load")
-            .args(["-c", "1", "-m", &H2LOAD_STREAMS.to_string(), "-D", &seconds.to_string(), "--warm-up-time", "1"])
+            .args(["-c", "1", "-m", &streams.to_string(), "-D", &seconds.to_string(), "--warm-up-time", "1"])
             .arg("-d")
             .arg(self.request.path())
             .args(["-H", "content-type: application/grpc", "-H", "te: trailers"])
