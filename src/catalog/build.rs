@@ -129,14 +129,24 @@ pub(crate) fn tool(raw: RawTool, file: &FileContext<'_>, problems: &mut CatalogP
         max_concurrency: raw.max_concurrency.unwrap_or(DEFAULT_MAX_CONCURRENCY),
         backend,
         declared_at: Place { origin: file.origin.clone(), path: raw.path },
-        presentation: Arc::new(presentation),
+        presentation,
     })
 }
 
 /// What MCP clients are shown of a registry tool: its `title` and
 /// `annotations`, `idempotentHint` derived from `idempotent` when the
-/// annotations do not say.
-fn presentation(title: Option<String>, annotations: Option<RawAnnotations>, idempotent: bool) -> Presentation {
+/// annotations do not say. A tool with neither (most tools) shares one of
+/// two presentations with every other such tool of every load.
+fn presentation(title: Option<String>, annotations: Option<RawAnnotations>, idempotent: bool) -> Arc<Presentation> {
+    static PLAIN: std::sync::LazyLock<[Arc<Presentation>; 2]> =
+        std::sync::LazyLock::new(|| [false, true].map(|idempotent| Arc::new(presented(None, None, idempotent))));
+    match (&title, &annotations) {
+        (None, None) => Arc::clone(&PLAIN[usize::from(idempotent)]),
+        _ => Arc::new(presented(title, annotations, idempotent)),
+    }
+}
+
+fn presented(title: Option<String>, annotations: Option<RawAnnotations>, idempotent: bool) -> Presentation {
     let hints = annotations.unwrap_or_default();
     let mut map = serde_json::Map::new();
     let given = [
