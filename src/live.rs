@@ -72,10 +72,11 @@ async fn assembled(
     sources: Sources,
     listings: Vec<McpListing>,
     shared: &Arc<Shared>,
+    previous: Option<Arc<catalog::Catalog>>,
 ) -> (Sources, Vec<McpListing>, Result<(Snapshot, Vec<Problem>), catalog::LoadError>) {
     let shared = Arc::clone(shared);
     on_loader(move || {
-        let built = catalog::assemble(&sources.files, &listings)
+        let built = catalog::assemble_after(&sources.files, &listings, previous.as_deref())
             .map(|loaded| (snapshot(&sources, loaded.catalog, &shared), loaded.warnings));
         (sources, listings, built)
     })
@@ -155,7 +156,7 @@ impl LiveCatalog {
     ) -> Result<(Arc<Self>, Vec<Problem>), catalog::LoadError> {
         let pool = Arc::clone(shared.mcp());
         let listings = pool.list_all().await;
-        let (sources, listings, built) = assembled(sources, listings, &shared).await;
+        let (sources, listings, built) = assembled(sources, listings, &shared, None).await;
         let (snapshot, warnings) = match built {
             Ok(built) => built,
             Err(err) => {
@@ -240,7 +241,8 @@ impl LiveCatalog {
         let failed: Vec<String> = fresh.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
         listings.extend(fresh.into_iter().map(|l| (l.server.clone(), l)));
         let all: Vec<McpListing> = listings.values().cloned().collect();
-        let (sources, _, built) = assembled(sources, all, &self.shared).await;
+        let previous = Arc::clone(self.slot.load().executor.catalog());
+        let (sources, _, built) = assembled(sources, all, &self.shared, Some(previous)).await;
         // The settings' own checks of the new catalogue (`check`), before
         // anything is swapped in: a rejection changes nothing.
         let checked = built.map_err(|err| err.problems).and_then(|(next, mut warnings)| match check(&next) {
@@ -326,7 +328,8 @@ impl LiveCatalog {
         }
         current.listings.insert(listing.server.clone(), listing);
         let all: Vec<McpListing> = current.listings.values().cloned().collect();
-        match catalog::assemble(&current.sources.files, &all) {
+        let previous = Arc::clone(self.slot.load().executor.catalog());
+        match catalog::assemble_after(&current.sources.files, &all, Some(&previous)) {
             Ok(loaded) => {
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();

@@ -123,6 +123,18 @@ fn read_with(options: &LoadOptions, env: &Env, schemas: SchemaCache) -> Files {
 /// Every problem of every file is in the error; under strict validation,
 /// warnings fail too.
 pub fn assemble(files: &Files, listings: &[McpListing]) -> Result<Loaded, LoadError> {
+    assemble_after(files, listings, None)
+}
+
+/// [`assemble`] in place of `previous` (a reload, or an MCP server's tools
+/// changed): the suggestion index is shared with `previous` when the names
+/// it holds are the same (an edit that renames nothing), instead of a
+/// second one built beside it.
+pub(crate) fn assemble_after(
+    files: &Files,
+    listings: &[McpListing],
+    previous: Option<&Catalog>,
+) -> Result<Loaded, LoadError> {
     let mut problems = CatalogProblems::from(files.problems.clone());
     let mut decls = files.decls.clone();
     // Each server's tools get a layer of their own below the files that name
@@ -131,7 +143,7 @@ pub fn assemble(files: &Files, listings: &[McpListing]) -> Result<Loaded, LoadEr
         let listing = listings.iter().find(|l| l.server == server.name);
         mcp::declare(server, index, Layer::of(&server.declared_in), listing, &mut decls, &mut problems);
     }
-    let catalog = merge(decls, &mut problems);
+    let catalog = merge(decls, &mut problems, previous);
     let failed = problems.has_errors() || (files.strict && !problems.is_empty());
     let problems = problems.into_vec();
     if failed {
@@ -411,5 +423,31 @@ mod tests {
         assert!(!Arc::ptr_eq(&tool(&first, "beta"), &tool(&second, "beta")));
         assert_eq!(tool(&first, "beta").aliases, ["b"]);
         assert_eq!(tool(&second, "beta").aliases, ["b"]);
+    }
+
+    /// An assembly in place of a catalogue with the same names (a reload
+    /// that edits descriptions) shares its suggestion index; one that
+    /// renames a tool builds its own, which suggests the new name.
+    #[test]
+    fn an_assembly_with_the_same_names_shares_the_suggestion_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = dir.path().join("tools.yaml");
+        let files = |names: [&str; 2], description: &str| {
+            let entry = |name: &str| {
+                format!("  - name: {name}\n    description: {description}\n    backend: {{builtin: echo}}\n")
+            };
+            fs::write(&registry, format!("tools:\n{}{}", entry(names[0]), entry(names[1]))).unwrap();
+            let options = LoadOptions { registry: vec![registry.clone()], ..LoadOptions::default() };
+            read(&options, &Env::from_pairs([("HOME", "/nonexistent")]))
+        };
+        let first = assemble(&files(["lookup_order", "refund_order"], "One."), &[]).unwrap().catalog;
+        let edited =
+            assemble_after(&files(["lookup_order", "refund_order"], "Two."), &[], Some(&first)).unwrap().catalog;
+        assert!(Arc::ptr_eq(&first.index, &edited.index));
+        let renamed =
+            assemble_after(&files(["lookup_order", "cancel_order"], "Two."), &[], Some(&first)).unwrap().catalog;
+        assert!(!Arc::ptr_eq(&first.index, &renamed.index));
+        assert_eq!(renamed.suggest("cancel_ordr", 0.5, 1, |_| true), ["cancel_order"]);
+        assert_eq!(edited.suggest("refund_ordr", 0.5, 1, |_| true), ["refund_order"]);
     }
 }

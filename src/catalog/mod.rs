@@ -24,7 +24,7 @@ pub use builtin::BuiltinTool;
 pub use error::{LoadError, Problem, Severity};
 pub(crate) use format::{render, ToolFormat};
 pub use load::{assemble, read, read_bounded, Files};
-pub(crate) use load::{is_catalogue_file, read_again};
+pub(crate) use load::{assemble_after, is_catalogue_file, read_again};
 pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
@@ -276,7 +276,8 @@ pub struct Catalog {
     toolsets: Vec<Toolset>,
     names: HashMap<String, Name>,
     keys: HashMap<String, Vec<ToolId>>,
-    index: SuggestIndex<Target>,
+    /// Shared with the catalogue this one replaced when the names are the same.
+    index: Arc<SuggestIndex<Target>>,
     version: String,
 }
 

@@ -137,6 +137,15 @@ impl<T: PartialEq> SuggestIndex<T> {
         Self { entries, lengths, longest, postings }
     }
 
+    /// Whether [`SuggestIndex::new`] over `names` would build this index:
+    /// the same names, folded, for the same targets, in the same order.
+    pub fn built_from(&self, names: &[(String, T)]) -> bool {
+        self.entries.len() == names.len()
+            && self.entries.iter().zip(names).all(|(entry, (name, target))| {
+                entry.target == *target && entry.chars.iter().copied().eq(folded(name).chars())
+            })
+    }
+
     /// The best `limit` targets whose names reach `cutoff` against `query`,
     /// among the targets that `accept`, best first, each target once (with the
     /// score of its nearest name). Names tied with the last one kept are kept
