@@ -5,7 +5,8 @@
 # rename to the "reloaded" log line (the watcher's debounce included) and
 # the resident memory after it, then the peak (VmHWM).
 #   cargo build --release && benches/reload_rss.sh [RELOADS]
-# (BIN=path/to/toolgate measures another build.)
+# (BIN=path/to/toolgate measures another build; EDIT=names renames every
+# tool instead of changing every description.)
 set -euo pipefail
 reloads=${1:-6}
 bin=${BIN:-$(cd "$(dirname "$0")/.." && pwd)/target/release/toolgate}
@@ -33,7 +34,10 @@ for i in $(seq 1 "$reloads"); do
 import os
 p = "registry/tools.yaml"
 s = open(p).read()
-s = s.replace("List issues", "List the issues") if "List issues" in s else s.replace("List the issues", "List issues")
+if os.environ.get("EDIT") == "names":  # every tool renamed: nothing shared but the schemas
+    s = s.replace("name: svc", "name: srv") if "name: svc" in s else s.replace("name: srv", "name: svc")
+else:  # every description changed
+    s = s.replace("List issues", "List the issues") if "List issues" in s else s.replace("List the issues", "List issues")
 open(p + ".swp", "w").write(s)
 os.rename(p + ".swp", p)
 PY
