@@ -14,13 +14,15 @@
 //! The external clients run when they are installed (docs/benchmarks.md says
 //! how); the tool says when one is not. With `--telemetry` the gateway is
 //! also measured exporting its telemetry over OTLP (to a sink process that
-//! accepts and drops it), every trace and 10 % of traces
+//! accepts and drops it): metrics alone (`OTEL_TRACES_EXPORTER=none`), and
+//! metrics with every trace and with 10 % of traces
 //! (`OTEL_TRACES_SAMPLER=parentbased_traceidratio`), with tonic clients; at
 //! the end, after those gateways have shut down (flushing what they hold),
 //! how many of the spans they made reached their sinks.
 //!
 //! `cargo bench --bench load [-- --seconds 5 --rounds 3 --telemetry --tls --state]`
-//! (`--state-only`: only the idempotency rows): each
+//! (`--state-only`: only the idempotency rows; `--telemetry-only`: only the
+//! telemetry rows): each
 //! target is measured `rounds` times, interleaved with the others, and the
 //! median is shown (with the range of RPS). Prints RPS, mean, p50 and p99
 //! (h2load reports no percentiles), and each server's own CPU time per
@@ -93,6 +95,9 @@ fn main() {
     let gateway = Server::toolgate(&[]);
     if args.iter().any(|a| a == "--state-only") {
         return state_costs(&runtime, &gateway, seconds, rounds);
+    }
+    if args.iter().any(|a| a == "--telemetry-only") {
+        return telemetry_costs(&runtime, &gateway, seconds, rounds);
     }
     let bare = Server::start("bare", &[]);
     let accept = Server::start("bare-accept", &[]);
@@ -347,6 +352,14 @@ fn telemetry_costs(runtime: &tokio::runtime::Runtime, gateway: &Server, seconds:
     let endpoint = format!("http://127.0.0.1:{}", sink.port);
     let mut sampled_sink = Server::start("sink", &[]);
     let sampled_endpoint = format!("http://127.0.0.1:{}", sampled_sink.port);
+    // Metrics alone (traces not exported): what the spans add on top.
+    let metrics_sink = Server::start("sink", &[]);
+    let metrics_endpoint = format!("http://127.0.0.1:{}", metrics_sink.port);
+    let metrics_only = Server::toolgate(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", metrics_endpoint.as_str()),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
+        ("OTEL_TRACES_EXPORTER", "none"),
+    ]);
     let exporting = Server::toolgate(&[
         ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
         ("OTEL_METRIC_EXPORT_INTERVAL", "1000"),
@@ -362,11 +375,11 @@ fn telemetry_costs(runtime: &tokio::runtime::Runtime, gateway: &Server, seconds:
     let (mut exported_calls, mut sampled_calls) = (0, 0);
     let mut lines = Vec::new();
     for shape in SHAPES {
-        let sinks = [None, Some(&sink), Some(&sampled_sink)];
-        let mut calls = [0u64; 3];
-        let [g, e, s] = {
-            let servers = [gateway, &exporting, &sampled];
-            let mut runs: Vec<Vec<Measured>> = vec![Vec::new(), Vec::new(), Vec::new()];
+        let sinks = [None, Some(&metrics_sink), Some(&sink), Some(&sampled_sink)];
+        let mut calls = [0u64; 4];
+        let [g, m, e, s] = {
+            let servers = [gateway, &metrics_only, &exporting, &sampled];
+            let mut runs: Vec<Vec<Measured>> = vec![Vec::new(), Vec::new(), Vec::new(), Vec::new()];
             for _ in 0..rounds {
                 for (at, server) in servers.iter().enumerate() {
                     let measured = server.measure_with_sink(sinks[at], || {
@@ -377,12 +390,12 @@ fn telemetry_costs(runtime: &tokio::runtime::Runtime, gateway: &Server, seconds:
                 }
             }
             let t: Vec<Typical> = runs.iter().map(|r| Typical::of(r)).collect();
-            <[Typical; 3]>::try_from(t).unwrap_or_else(|_| unreachable!("three targets"))
+            <[Typical; 4]>::try_from(t).unwrap_or_else(|_| unreachable!("four targets"))
         };
-        exported_calls += calls[1];
-        sampled_calls += calls[2];
-        Row::print("tonic", shape.name, [("gateway", &g), ("export", &e), ("sampled", &s)]);
-        for (name, t) in [("export", &e), ("sampled", &s)] {
+        exported_calls += calls[2];
+        sampled_calls += calls[3];
+        Row::print("tonic", shape.name, [("gateway", &g), ("metrics", &m), ("export", &e), ("sampled", &s)]);
+        for (name, t) in [("metrics", &m), ("export", &e), ("sampled", &s)] {
             if let Some(us) = t.sink_cpu_per_request_us {
                 lines.push(format!("{}: {name} sink CPU/req {us:.1} µs", shape.name));
             }
@@ -393,12 +406,21 @@ fn telemetry_costs(runtime: &tokio::runtime::Runtime, gateway: &Server, seconds:
             e.rps / g.rps * 100.0,
             s.rps / g.rps * 100.0
         ));
+        lines.push(format!(
+            "{}: metrics only / not exporting {:.1} %; every span and metrics / metrics only {:.1} %; \
+             10 % of traces and metrics / metrics only {:.1} %",
+            shape.name,
+            m.rps / g.rps * 100.0,
+            e.rps / m.rps * 100.0,
+            s.rps / m.rps * 100.0
+        ));
     }
     for line in lines {
         println!("{line}");
     }
     exporting.stop();
     sampled.stop();
+    metrics_only.stop();
     let received = |sink: &mut Server| sink.ask().parse::<u64>().expect("the sink answers a count");
     let (all, some) = (received(&mut sink), received(&mut sampled_sink));
     println!(
