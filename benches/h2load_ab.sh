@@ -5,7 +5,7 @@
 # medians. More rounds than `cargo bench --bench load` runs, for a steadier
 # median on a machine whose two cores the generator shares.
 #   cargo build --release && cargo bench --bench load --no-run
-#   benches/h2load_ab.sh [ROUNDS]
+#   benches/h2load_ab.sh [ROUNDS]   (BIN=path/to/toolgate: another build)
 set -euo pipefail
 rounds=${1:-6}
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,7 +13,7 @@ bench=$(ls -t "$root"/target/release/deps/load-* | grep -v '\.d$' | head -1)
 dir=$(mktemp -d)
 exec 3> >(exec "$bench" --serve bare > "$dir/bare.port")
 trap 'exec 3>&-; kill "$gateway" 2>/dev/null || true; rm -rf "$dir"' EXIT
-"$root/target/release/toolgate" serve --catalog "$root/catalog" --listen 127.0.0.1:0 2> "$dir/serve.log" &
+"${BIN:-$root/target/release/toolgate}" serve --catalog "$root/catalog" --listen 127.0.0.1:0 2> "$dir/serve.log" &
 gateway=$!
 until [ -s "$dir/bare.port" ] && grep -q "listening on" "$dir/serve.log"; do sleep 0.05; done
 bare=$(head -1 "$dir/bare.port")

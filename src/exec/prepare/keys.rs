@@ -21,6 +21,15 @@ pub(crate) fn repair_names(object: &mut Map<String, Value>, schema: &Schema) -> 
     if object.keys().all(|k| declared.iter().any(|d| d == k)) {
         return Vec::new();
     }
+    // Only a declared parameter the call left out can be what a key meant:
+    // with none (every one given, or a schema declaring none, as tools
+    // taking any object do) there is nothing to repair to, and no key is
+    // folded.
+    let left_out: Vec<(&String, String)> =
+        declared.iter().filter(|d| !object.contains_key(d.as_str())).map(|d| (d, normalised_key(d))).collect();
+    if left_out.is_empty() {
+        return Vec::new();
+    }
     let mut repairs = Vec::new();
     let mut renamed: Vec<(String, String)> = Vec::new();
     for key in object.keys() {
@@ -28,10 +37,11 @@ pub(crate) fn repair_names(object: &mut Map<String, Value>, schema: &Schema) -> 
             continue;
         }
         let wanted = normalised_key(key);
-        let mut matches = declared
+        let mut matches = left_out
             .iter()
-            .filter(|d| !object.contains_key(d.as_str()) && !renamed.iter().any(|(_, to)| to == *d))
-            .filter(|d| normalised_key(d) == wanted);
+            .filter(|(d, _)| !renamed.iter().any(|(_, to)| to == *d))
+            .filter(|(_, folded)| *folded == wanted)
+            .map(|(d, _)| *d);
         if let (Some(target), None) = (matches.next(), matches.next()) {
             renamed.push((key.clone(), target.clone()));
         }
