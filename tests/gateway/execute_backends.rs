@@ -310,7 +310,15 @@ async fn the_callers_deadline_bounds_the_timeout() {
     request.set_timeout(Duration::from_millis(500));
     let response = gw.client.execute(request).await.expect("answered in-band before the deadline").into_inner();
     assert_eq!(kind(&response), ErrorKind::Timeout, "{response:?}");
-    assert_eq!(message(&response), "the tool 'hang_tool' did not answer within 450 ms");
+    // What was left of the 500 ms, less the 50 ms kept for the answer, when
+    // the tool was started: 450 ms, or a few less on a loaded machine.
+    let text = message(&response);
+    let within = text
+        .strip_prefix("the tool 'hang_tool' did not answer within ")
+        .and_then(|rest| rest.strip_suffix(" ms"))
+        .and_then(|ms| ms.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!((400..=450).contains(&within), "{text}");
     wait_until_gone(&dir.registry().join("pid")).await;
 }
 
