@@ -282,21 +282,19 @@ fn read_in_pieces<T: Send>(
     let origin = reader.origin;
     let half = pieces.entries.len().div_ceil(2);
     let (first, second) = pieces.entries.split_at(half);
-    let (first, second) = match second {
-        [] => (read_entries(origin, 0, first, build), Some(Default::default())),
-        _ => match helper() {
-            Some(helper) => {
-                let mut second_read = None;
-                let first = helper.in_place_scope(|scope| {
-                    scope.spawn(|_| second_read = Some(read_entries(origin, half, second, build)));
-                    read_entries(origin, 0, first, build)
-                });
-                (first, second_read.expect("the helper read the second half"))
-            }
-            // No thread to be had (a process or container limit): one thread
-            // reads both halves.
-            None => (read_entries(origin, 0, first, build), read_entries(origin, half, second, build)),
-        },
+    let helper = if second.is_empty() { None } else { helper() };
+    let (first, second) = match helper {
+        Some(helper) => {
+            let mut second_read = None;
+            let first = helper.in_place_scope(|scope| {
+                scope.spawn(|_| second_read = Some(read_entries(origin, half, second, build)));
+                read_entries(origin, 0, first, build)
+            });
+            (first, second_read.expect("the helper read the second half"))
+        }
+        // One entry, or no thread to be had (a process or container limit):
+        // this thread reads both halves.
+        None => (read_entries(origin, 0, first, build), read_entries(origin, half, second, build)),
     };
     let (mut tools, mut built) = (Vec::new(), CatalogProblems::default());
     for (problems, part, part_built) in [first?, second?] {
