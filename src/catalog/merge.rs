@@ -503,16 +503,19 @@ fn suggestion_index(
     toolsets: &[Toolset],
     previous: Option<&Catalog>,
 ) -> Arc<SuggestIndex<Target>> {
-    let mut entries: Vec<(String, Target)> = Vec::new();
-    for (i, tool) in tools.iter().enumerate() {
-        let target = Target::Tool(ToolId(i as u32));
-        entries.push((tool.name.clone(), target));
-        entries.extend(tool.aliases.iter().map(|a| (a.clone(), target)));
-    }
-    entries.extend(toolsets.iter().enumerate().map(|(i, t)| (t.name.clone(), Target::Toolset(ToolsetId(i as u32)))));
+    // Each tool's name and aliases, then each toolset's name.
+    let names = || {
+        let of_tools = tools.iter().enumerate().flat_map(|(i, tool)| {
+            let target = Target::Tool(ToolId(i as u32));
+            std::iter::once(&tool.name).chain(&tool.aliases).map(move |name| (name.as_str(), target))
+        });
+        let of_toolsets =
+            toolsets.iter().enumerate().map(|(i, t)| (t.name.as_str(), Target::Toolset(ToolsetId(i as u32))));
+        of_tools.chain(of_toolsets)
+    };
     match previous {
-        Some(previous) if previous.index.built_from(&entries) => Arc::clone(&previous.index),
-        _ => Arc::new(SuggestIndex::new(entries)),
+        Some(previous) if previous.index.built_from(names()) => Arc::clone(&previous.index),
+        _ => Arc::new(SuggestIndex::new(names().map(|(name, target)| (name.to_owned(), target)))),
     }
 }
 

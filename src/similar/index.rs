@@ -139,11 +139,14 @@ impl<T: PartialEq> SuggestIndex<T> {
 
     /// Whether [`SuggestIndex::new`] over `names` would build this index:
     /// the same names, folded, for the same targets, in the same order.
-    pub fn built_from(&self, names: &[(String, T)]) -> bool {
-        self.entries.len() == names.len()
-            && self.entries.iter().zip(names).all(|(entry, (name, target))| {
-                entry.target == *target && entry.chars.iter().copied().eq(folded(name).chars())
+    pub fn built_from<'n>(&self, names: impl IntoIterator<Item = (&'n str, T)>) -> bool {
+        let mut names = names.into_iter();
+        let same = self.entries.iter().all(|entry| {
+            names.next().is_some_and(|(name, target)| {
+                entry.target == target && entry.chars.iter().copied().eq(folded(name).chars())
             })
+        });
+        same && names.next().is_none()
     }
 
     /// The best `limit` targets whose names reach `cutoff` against `query`,
@@ -260,6 +263,18 @@ mod tests {
 
     fn names(index: &SuggestIndex<String>, query: &str, cutoff: f64, limit: usize) -> Vec<String> {
         index.suggest(query, cutoff, limit, |_| true).into_iter().map(|s| s.target.clone()).collect()
+    }
+
+    /// An index is built from its names only if they are the same, folded,
+    /// for the same targets, in the same order, and no more or fewer.
+    #[test]
+    fn an_index_is_built_from_exactly_its_names() {
+        let built = SuggestIndex::new([("Lookup_Order".to_owned(), 0), ("refund".to_owned(), 1)]);
+        assert!(built.built_from([("lookup_order", 0), ("REFUND", 1)]));
+        assert!(!built.built_from([("lookup_order", 0)]));
+        assert!(!built.built_from([("lookup_order", 0), ("refund", 1), ("cancel", 2)]));
+        assert!(!built.built_from([("lookup_order", 0), ("refund", 2)]));
+        assert!(!built.built_from([("refund", 1), ("lookup_order", 0)]));
     }
 
     #[test]
