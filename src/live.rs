@@ -199,6 +199,11 @@ impl LiveCatalog {
         self.swaps.subscribe()
     }
 
+    /// The catalogue of the current snapshot.
+    pub(crate) fn catalog(&self) -> Arc<catalog::Catalog> {
+        Arc::clone(self.slot.load().executor.catalog())
+    }
+
     /// The slot the service reads the current snapshot from.
     pub(crate) fn current(&self) -> SnapshotSlot {
         Arc::clone(&self.slot)
@@ -241,7 +246,7 @@ impl LiveCatalog {
         let failed: Vec<String> = fresh.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();
         listings.extend(fresh.into_iter().map(|l| (l.server.clone(), l)));
         let all: Vec<McpListing> = listings.values().cloned().collect();
-        let previous = Arc::clone(self.slot.load().executor.catalog());
+        let previous = self.catalog();
         let (sources, _, built) = assembled(sources, all, &self.shared, Some(previous)).await;
         // The settings' own checks of the new catalogue (`check`), before
         // anything is swapped in: a rejection changes nothing.
@@ -328,7 +333,7 @@ impl LiveCatalog {
         }
         current.listings.insert(listing.server.clone(), listing);
         let all: Vec<McpListing> = current.listings.values().cloned().collect();
-        let previous = Arc::clone(self.slot.load().executor.catalog());
+        let previous = self.catalog();
         match catalog::assemble_after(&current.sources.files, &all, Some(&previous)) {
             Ok(loaded) => {
                 let version = loaded.catalog.version().to_owned();

@@ -127,7 +127,7 @@ impl App {
 
     /// The catalogue of the current snapshot.
     pub fn catalog(&self) -> Arc<Catalog> {
-        Arc::clone(self.snapshot().executor.catalog())
+        self.live.catalog()
     }
 
     /// The current snapshot: what a request started now works on.
