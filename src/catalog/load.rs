@@ -397,6 +397,13 @@ fn builtins(decls: &mut Declarations) {
 mod tests {
     use super::*;
 
+    /// The files of a registry of one file, `text`, written to `registry`.
+    fn files(registry: &Path, text: &str) -> Files {
+        fs::write(registry, text).unwrap();
+        let options = LoadOptions { registry: vec![registry.to_owned()], ..LoadOptions::default() };
+        read(&options, &Env::from_pairs([("HOME", "/nonexistent")]))
+    }
+
     /// Assembling again (as when an MCP server's tools change) shares the
     /// declared tools instead of copying them; a tool given an alias from
     /// elsewhere gets a copy of its own, and the declaration stays as read,
@@ -404,15 +411,11 @@ mod tests {
     #[test]
     fn assemblies_share_the_declared_tools() {
         let dir = tempfile::tempdir().unwrap();
-        let registry = dir.path().join("tools.yaml");
-        fs::write(
-            &registry,
+        let files = files(
+            &dir.path().join("tools.yaml"),
             "tools:\n  - name: alpha\n    description: A.\n    backend: {builtin: echo}\n    aliases: [a]\n  \
              - name: beta\n    description: B.\n    backend: {builtin: echo}\naliases:\n  b: beta\n",
-        )
-        .unwrap();
-        let options = LoadOptions { registry: vec![registry], ..LoadOptions::default() };
-        let files = read(&options, &Env::from_pairs([("HOME", "/nonexistent")]));
+        );
         let (first, second) = (assemble(&files, &[]).unwrap().catalog, assemble(&files, &[]).unwrap().catalog);
         let tool = |catalog: &Catalog, name: &str| {
             let Some(crate::catalog::Name::Tool(id)) = catalog.lookup(name) else { panic!("no tool {name}") };
@@ -436,9 +439,7 @@ mod tests {
             let entry = |name: &str| {
                 format!("  - name: {name}\n    description: {description}\n    backend: {{builtin: echo}}\n")
             };
-            fs::write(&registry, format!("tools:\n{}{}", entry(names[0]), entry(names[1]))).unwrap();
-            let options = LoadOptions { registry: vec![registry.clone()], ..LoadOptions::default() };
-            read(&options, &Env::from_pairs([("HOME", "/nonexistent")]))
+            files(&registry, &format!("tools:\n{}{}", entry(names[0]), entry(names[1])))
         };
         let first = assemble(&files(["lookup_order", "refund_order"], "One."), &[]).unwrap().catalog;
         let edited =
