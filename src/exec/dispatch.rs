@@ -36,6 +36,15 @@ impl Executor {
                 return Err(self.failed(id, failure));
             }
         }
+        // Boxed: a backend's future is large, and a built-in's call should
+        // not carry (and move) it.
+        Box::pin(self.on_backend(id, ready, call, expiry)).await
+    }
+
+    /// [`Executor::dispatch`] for a call that waits: on its backend, or for
+    /// a place under its tool's limit.
+    async fn on_backend(&self, id: ToolId, ready: &Ready, call: &Call, expiry: Expiry) -> Result<String, ToolError> {
+        let tool = self.catalog.tool(id);
         let limit = expiry.cap(tool.timeout);
         let started = AtomicBool::new(false);
         // Backends that carry trace context (HTTP, MCP) join the trace through

@@ -33,6 +33,7 @@ mod prepare;
 pub(crate) mod rate;
 
 use std::{
+    pin::pin,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -292,7 +293,7 @@ impl Executor {
     pub(crate) async fn execute(&self, call: &Call) -> Result<Outcome, RequestError> {
         let started = Instant::now();
         let span = observe::span(&self.shared.observer, call);
-        let outcome = span.run(self.run(call)).await?;
+        let outcome = span.run(pin!(self.run(call))).await?;
         observe::finished(span, &self.shared.observer, &self.catalog, call, &outcome, started.elapsed());
         Ok(outcome)
     }
@@ -301,16 +302,12 @@ impl Executor {
         let expiry = Expiry::of(call);
         call_state::check_id("idempotency_key", &call.idempotency_key).map_err(RequestError::BadId)?;
         call_state::check_id("session_id", &call.session_id).map_err(RequestError::BadId)?;
-        let ready = match self.prepare_async(call).await? {
-            Ok(ready) => ready,
-            Err(outcome) => return Ok(self.budget(call, outcome, expiry).await),
-        };
-        if call.dry_run {
-            let tool = self.catalog.tool(ready.tool);
-            return Ok(Outcome::of(tool, ready, Ok(None)));
-        }
-        let outcome = match call.idempotency_key.is_empty() {
-            true => {
+        let outcome = match self.prepare_async(call).await? {
+            Ok(ready) if call.dry_run => {
+                let tool = self.catalog.tool(ready.tool);
+                return Ok(Outcome::of(tool, ready, Ok(None)));
+            }
+            Ok(ready) if call.idempotency_key.is_empty() => {
                 let tool = self.catalog.tool(ready.tool);
                 let rated = match self.rates.limits_calls() {
                     true => Box::pin(self.within_rate(&call.caller, &tool.name)).await,
@@ -327,17 +324,14 @@ impl Executor {
             }
             // Boxed: the once-only and budget machinery is large, and
             // only calls that use it should carry (and move) its state.
-            false => Box::pin(self.once(ready, call, expiry)).await?,
+            Ok(ready) => Box::pin(self.once(ready, call, expiry)).await?,
+            Err(outcome) => outcome,
         };
-        Ok(self.budget(call, outcome, expiry).await)
-    }
-
-    /// [`Executor::budgeted`] for a call with a session, boxed; the outcome
-    /// as it is for one without.
-    async fn budget(&self, call: &Call, outcome: Outcome, expiry: Expiry) -> Outcome {
-        match call.session_id.is_empty() || outcome.replayed {
-            true => outcome,
-            false => Box::pin(self.budgeted(call, outcome, expiry)).await,
+        // A call with a session counts against its budget (a replayed one
+        // was counted when it ran).
+        if call.session_id.is_empty() || outcome.replayed {
+            return Ok(outcome);
         }
+        Ok(Box::pin(self.budgeted(call, outcome, expiry)).await)
     }
 }

@@ -3,7 +3,7 @@
 //! the SDK costs and no more. When traces are not exported there is no
 //! tracer and a [`Span`] is nothing: no attribute is even built.
 
-use std::future::Future;
+use std::{future::Future, pin::Pin};
 
 use futures::future::Either;
 use opentelemetry::{
@@ -49,7 +49,15 @@ impl Span {
     /// `future` with this span current while it runs: spans started inside
     /// are its children and [`super::propagation::current_traceparent`]
     /// names it. (Not an `async fn`, which would hold `future` twice.)
-    pub(crate) fn run<F: Future>(&self, future: F) -> Either<WithContext<F>, F> {
+    ///
+    /// `future` is pinned where it was made (`std::pin::pin!`) and run
+    /// through its pointer: a future passed by value into another is laid
+    /// out twice in the caller's state, and the Execute path's futures are
+    /// kilobytes, copied on every move and allocated with the request.
+    pub(crate) fn run<'a, F: Future>(
+        &self,
+        future: Pin<&'a mut F>,
+    ) -> Either<WithContext<Pin<&'a mut F>>, Pin<&'a mut F>> {
         match &self.0 {
             Some(cx) => Either::Left(future.with_context(cx.clone())),
             None => Either::Right(future),

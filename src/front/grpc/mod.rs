@@ -15,7 +15,7 @@ mod observe;
 mod serve;
 mod status;
 
-use std::{sync::Arc, time::Duration};
+use std::{pin::pin, sync::Arc, time::Duration};
 
 use tonic::{metadata::MetadataMap, Request, Response, Status};
 
@@ -107,26 +107,26 @@ fn client_certificate_names(extensions: &tonic::Extensions, tls: Option<&ServerT
 impl ToolGatewayService for Gateway {
     async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
-        let work = async {
+        let work = pin!(async {
             let (snapshot, caller) = self.caller(&metadata, &extensions)?;
             let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
             let executor = &snapshot.executor;
             let resolution = executor.resolve(&caller, request.names, request.strict).await?;
             Ok(convert::resolve_response(executor.catalog(), &resolution))
-        };
+        });
         observe::rpc(&self.observer, observe::RESOLVE, &metadata, work).await.map(Response::new)
     }
 
     async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
-        let work = async {
+        let work = pin!(async {
             let (snapshot, caller) = self.caller(&metadata, &extensions)?;
             let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
             let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
             let call: Call = convert::call(request, caller_deadline(&metadata), traceparent).by(caller);
             let outcome = snapshot.executor.execute(&call).await?;
             Ok(convert::execute_response(outcome, call.call_id))
-        };
+        });
         observe::rpc(&self.observer, observe::EXECUTE, &metadata, work).await.map(Response::new)
     }
 
@@ -135,7 +135,7 @@ impl ToolGatewayService for Gateway {
         request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
-        let work = async {
+        let work = pin!(async {
             let (snapshot, caller) = self.caller(&metadata, &extensions)?;
             let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
             let catalog = snapshot.executor.catalog();
@@ -149,7 +149,7 @@ impl ToolGatewayService for Gateway {
                 tools: tools.into_iter().map(convert::tool).collect(),
                 catalog_version: catalog.version().to_owned(),
             })
-        };
+        });
         observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, work).await.map(Response::new)
     }
 }

@@ -1,7 +1,7 @@
 //! The SERVER span and the duration of each RPC (RPC semantic conventions),
 //! joined to the caller's trace by its `traceparent`.
 
-use std::{future::Future, time::Instant};
+use std::{future::Future, pin::Pin, time::Instant};
 
 use opentelemetry::{trace::SpanKind, KeyValue};
 use tonic::{metadata::MetadataMap, Code, Status};
@@ -14,11 +14,12 @@ pub(crate) const EXECUTE: &str = "toolgate.v1.ToolGatewayService/Execute";
 pub(crate) const LIST_TOOLS: &str = "toolgate.v1.ToolGatewayService/ListTools";
 
 /// Runs one RPC under its SERVER span and records its duration and status.
+/// `handler` is pinned by the caller (see [`span::Span::run`]).
 pub(crate) async fn rpc<T>(
     observer: &Observer,
     method: &'static str,
     metadata: &MetadataMap,
-    handler: impl Future<Output = Result<T, RpcError>>,
+    handler: Pin<&mut impl Future<Output = Result<T, RpcError>>>,
 ) -> Result<T, Status> {
     let started = Instant::now();
     let span = span::Span::start(

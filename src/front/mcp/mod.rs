@@ -19,7 +19,7 @@ pub(crate) mod http;
 mod observe;
 mod sessions;
 
-use std::{borrow::Cow, sync::Arc};
+use std::{borrow::Cow, pin::pin, sync::Arc};
 
 use crate::{
     exec::Call,
@@ -121,7 +121,7 @@ impl ServerHandler for Door {
         let asked = self.asked(&context.extensions)?;
         let observer = asked.snapshot.executor().observer().clone();
         let served = Served::start(&observer, observe::TOOLS_LIST, &context, &[Some(&context.meta.0 .0)], None);
-        let listed = served.span().run(listing(&asked)).await;
+        let listed = served.span().run(pin!(listing(&asked))).await;
         served.end(&observer, None, listed.as_ref().err().map(|_| "tools_list_failed"));
         let mut result = ListToolsResult::with_all_items(listed?);
         // What one caller sees is not what another may: with principals or
@@ -197,8 +197,9 @@ impl ServerHandler for Door {
         // Cancellation (a closed stream, `notifications/cancelled`) drops the
         // call, as a gRPC cancellation does: a command tool's processes end.
         let executor = asked.snapshot.executor();
+        let execute = pin!(executor.execute(&call));
         let outcome = tokio::select! {
-            outcome = served.span().run(executor.execute(&call)) => outcome,
+            outcome = served.span().run(execute) => outcome,
             () = context.ct.cancelled() => {
                 served.end(&observer, None, Some("cancelled"));
                 return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None));
