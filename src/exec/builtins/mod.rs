@@ -9,13 +9,15 @@ use serde_json::{Map, Value};
 
 use crate::catalog::BuiltinTool;
 
-/// Runs a built-in. `Err` is the tool's own error (a value problem), to be
-/// passed to the model unchanged.
-pub(crate) fn call(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<Value, String> {
+/// Runs a built-in; its result as JSON text. `Err` is the tool's own error
+/// (a value problem), to be passed to the model unchanged.
+pub(crate) fn call(builtin: BuiltinTool, arguments: &Map<String, Value>) -> Result<String, String> {
     let text = |key: &str| arguments.get(key).and_then(Value::as_str);
+    // Straight into a buffer (`Display` goes through the formatter).
+    let json = |value: Value| serde_json::to_string(&value).expect("JSON values serialise");
     match builtin {
-        BuiltinTool::Calculator => calculator::evaluate(text("expression").unwrap_or_default()),
-        BuiltinTool::CurrentTime => current_time::now(text("timezone")),
+        BuiltinTool::Calculator => calculator::evaluate(text("expression").unwrap_or_default()).map(json),
+        BuiltinTool::CurrentTime => current_time::now(text("timezone")).map(json),
         BuiltinTool::Echo => Ok(echo::echo(arguments)),
     }
 }
