@@ -21,22 +21,21 @@ const MAX_CONTENT: usize = 4096;
 /// The span of one call, under the current span (the RPC's); its name gets
 /// the tool once it is resolved.
 pub(crate) fn span(observer: &Observer, call: &Call) -> Span {
-    Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, || {
-        let mut attributes = vec![
+    // Room for these, the tool's name and type, and `error.type`.
+    const USUAL: usize = 6;
+    Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, USUAL, || {
+        let (principal, user) = call.caller.identity();
+        let optional = [
+            (!call.call_id.is_empty()).then(|| KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call.call_id.clone())),
+            principal.map(|principal| KeyValue::new(semconv::PRINCIPAL, principal.to_owned())),
+            user.map(|user| KeyValue::new(semconv::USER_ID, user.to_owned())),
+        ];
+        [
             KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
             KeyValue::new(semconv::FRONT_DOOR, call.front_door.label()),
-        ];
-        if !call.call_id.is_empty() {
-            attributes.push(KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call.call_id.clone()));
-        }
-        let (principal, user) = call.caller.identity();
-        if let Some(principal) = principal {
-            attributes.push(KeyValue::new(semconv::PRINCIPAL, principal.to_owned()));
-        }
-        if let Some(user) = user {
-            attributes.push(KeyValue::new(semconv::USER_ID, user.to_owned()));
-        }
-        attributes
+        ]
+        .into_iter()
+        .chain(optional.into_iter().flatten())
     })
 }
 

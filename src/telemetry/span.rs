@@ -22,12 +22,20 @@ impl Span {
     /// record the span: at 10 % sampling nine calls in ten build none (the
     /// samplers the environment configures decide on the trace id and the
     /// parent, never on attributes).
-    pub(crate) fn start(
+    ///
+    /// `capacity` is how many attributes the span usually ends with (those
+    /// of `attributes` and those [`Span::set`] adds later): the span's list
+    /// is made that large once, where it would be made, grown and copied.
+    /// It is freed on the exporter's thread, under the lock of the
+    /// allocator arena of the thread that made it, so each list less is
+    /// less waiting on that lock (docs/benchmarks.md, telemetry).
+    pub(crate) fn start<A: IntoIterator<Item = KeyValue>>(
         tracer: Option<&SdkTracer>,
         name: &'static str,
         kind: SpanKind,
         parent: impl FnOnce() -> Context,
-        attributes: impl FnOnce() -> Vec<KeyValue>,
+        capacity: usize,
+        attributes: impl FnOnce() -> A,
     ) -> Self {
         Self(tracer.and_then(|tracer| {
             let parent = parent();
@@ -38,7 +46,9 @@ impl Span {
             if local.is_valid() && !local.is_remote() && !parent.span().is_recording() {
                 return None;
             }
-            let mut span = tracer.span_builder(name).with_kind(kind).start_with_context(tracer, &parent);
+            let mut builder = tracer.span_builder(name).with_kind(kind);
+            builder.attributes = Some(Vec::with_capacity(capacity));
+            let mut span = builder.start_with_context(tracer, &parent);
             if opentelemetry::trace::Span::is_recording(&span) {
                 opentelemetry::trace::Span::set_attributes(&mut span, attributes());
             }
@@ -138,10 +148,10 @@ mod tests {
             built.set(built.get() + 1);
             vec![KeyValue::new("k", "v")]
         };
-        let server = Span::start(Some(&tracer), "server", SpanKind::Server, Context::new, attributes);
+        let server = Span::start(Some(&tracer), "server", SpanKind::Server, Context::new, 1, attributes);
         assert!(!server.is_recording());
         let parent = server.0.clone().expect("a root span is made, sampled or not");
-        let child = Span::start(Some(&tracer), "child", SpanKind::Internal, || parent.clone(), attributes);
+        let child = Span::start(Some(&tracer), "child", SpanKind::Internal, || parent.clone(), 1, attributes);
         assert!(child.0.is_none(), "no child under a span of this process that was not sampled");
         assert_eq!(built.get(), 0);
         server.end();
@@ -154,10 +164,10 @@ mod tests {
         let remote =
             SpanContext::new(TraceId::from(7), SpanId::from(9), TraceFlags::default(), true, TraceState::default());
         let caller = Context::new().with_remote_span_context(remote);
-        let server = Span::start(Some(&tracer), "server", SpanKind::Server, || caller.clone(), attributes);
+        let server = Span::start(Some(&tracer), "server", SpanKind::Server, || caller.clone(), 1, attributes);
         assert!(server.is_recording());
         let parent = server.0.clone().unwrap();
-        let child = Span::start(Some(&tracer), "child", SpanKind::Internal, || parent.clone(), attributes);
+        let child = Span::start(Some(&tracer), "child", SpanKind::Internal, || parent.clone(), 1, attributes);
         assert!(child.is_recording());
         assert_eq!(built.get(), 2);
         child.end();

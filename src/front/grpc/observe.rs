@@ -27,7 +27,9 @@ pub(crate) async fn rpc<T>(
         method,
         SpanKind::Server,
         || propagation::caller(metadata.as_ref()),
-        || vec![KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"), KeyValue::new(semconv::RPC_METHOD, method)],
+        // These two and the status code.
+        3,
+        || [KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"), KeyValue::new(semconv::RPC_METHOD, method)],
     );
     let result = span.run(handler).await.map_err(Status::from);
     let code = match &result {

@@ -39,6 +39,8 @@ impl Served {
             method,
             SpanKind::Server,
             || propagation::caller(&carrier(context, metas)),
+            // These five, the tool and `error.type`.
+            7,
             || {
                 let mut attributes = vec![
                     KeyValue::new(semconv::MCP_METHOD_NAME, method),
