@@ -18,14 +18,7 @@ gateway=$!
 until [ -s "$dir/bare.port" ] && grep -q "listening on" "$dir/serve.log"; do sleep 0.05; done
 bare=$(head -1 "$dir/bare.port")
 port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$dir/serve.log" | head -1)
-python3 - "$dir/request" <<'PY'
-import sys
-def field(number, text):
-    data = text.encode()
-    return bytes([number << 3 | 2, len(data)]) + data
-body = field(1, "echo") + field(2, '{"message": "hello", "n": 42}')
-open(sys.argv[1], "wb").write(b"\0" + len(body).to_bytes(4, "big") + body)
-PY
+python3 "$root/benches/echo_request.py" "$dir/request"
 rps() {
     h2load -c 1 -m "$1" -D 4 --warm-up-time 1 -d "$dir/request" \
         -H "content-type: application/grpc" -H "te: trailers" \

@@ -47,14 +47,7 @@ for target in "$@"; do
     until grep -q "listening on" "$dir/$name.log"; do sleep 0.05; done
     port[$name]=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$dir/$name.log" | head -1)
 done
-python3 - "$dir/request" <<'PY'
-import sys
-def field(number, text):
-    data = text.encode()
-    return bytes([number << 3 | 2, len(data)]) + data
-body = field(1, "echo") + field(2, '{"message": "hello", "n": 42}')
-open(sys.argv[1], "wb").write(b"\0" + len(body).to_bytes(4, "big") + body)
-PY
+python3 "$root/benches/echo_request.py" "$dir/request"
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 for shape in ${SHAPES:-1x64 16x4}; do
     for _ in $(seq "$rounds"); do
