@@ -3,7 +3,11 @@
 # (`--serve bare`), ROUNDS rounds of 4 s each, interleaved, at one connection
 # with 64 streams and with one: every round's RPS and the ratio of the
 # medians. More rounds than `cargo bench --bench load` runs, for a steadier
-# median on a machine whose two cores the generator shares.
+# median on a machine whose two cores the generator shares. With
+# CLIENTS="h2load grpcio" the same rounds are also run by Python's grpcio
+# (benches/grpcio_load.py: one channel, 64 calls at once and one at a time;
+# the Python of TOOLGATE_BENCH_PYTHON, else .venv's, with grpcio and
+# grpcio-tools).
 #   cargo build --release && cargo bench --bench load --no-run
 #   benches/h2load_ab.sh [ROUNDS]   (BIN=path/to/toolgate: another build)
 set -euo pipefail
@@ -24,18 +28,26 @@ rps() {
         -H "content-type: application/grpc" -H "te: trailers" \
         "http://127.0.0.1:$2/toolgate.v1.ToolGatewayService/Execute" | awk '/finished in/ {print $4}'
 }
-for streams in 64 1; do
-    for _ in $(seq "$rounds"); do
-        echo "$streams gateway $(rps "$streams" "$port")"
-        echo "$streams bare $(rps "$streams" "$bare")"
+python=${TOOLGATE_BENCH_PYTHON:-$root/.venv/bin/python}
+grpcio() {
+    "$python" "$root/benches/grpcio_load.py" "$2" 4 "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["rps"])'
+}
+for client in ${CLIENTS:-h2load}; do
+    [ "$client" = h2load ] && measure=rps || measure=grpcio
+    for streams in 64 1; do
+        for _ in $(seq "$rounds"); do
+            echo "$client $streams gateway $($measure "$streams" "$port")"
+            echo "$client $streams bare $($measure "$streams" "$bare")"
+        done
     done
 done | python3 -c '
 import sys, statistics, collections
 runs = collections.defaultdict(list)
 for line in sys.stdin:
-    streams, target, rps = line.split()
-    runs[streams, target].append(float(rps))
-for streams in ("64", "1"):
-    g, b = runs[streams, "gateway"], runs[streams, "bare"]
-    print(f"1 conn x {streams}: gateway {sorted(g)}, bare {sorted(b)}, median ratio {statistics.median(g) / statistics.median(b):.2f}")
+    client, streams, target, rps = line.split()
+    runs[client, streams, target].append(float(rps))
+for client, streams in dict.fromkeys((c, s) for c, s, _ in runs):
+    g, b = runs[client, streams, "gateway"], runs[client, streams, "bare"]
+    g, b = [round(x) for x in sorted(g)], [round(x) for x in sorted(b)]
+    print(f"{client} 1 conn x {streams}: gateway {g}, bare {b}, median ratio {statistics.median(g) / statistics.median(b):.2f}")
 '
