@@ -51,16 +51,18 @@ pub(crate) fn finished(
     let metrics = &observer.metrics;
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool.filter(|_| span.is_recording()) {
-        span.rename(|| format!("{} {name}", semconv::EXECUTE_TOOL));
-        span.set(semconv::GEN_AI_TOOL_NAME, name.to_owned());
+        span.rename(|| [semconv::EXECUTE_TOOL, " ", name].concat());
         let kind = catalog.lookup(name).and_then(|n| match n {
             crate::catalog::Name::Tool(id) => Some(&catalog.tool(id).backend),
             _ => None,
         });
-        span.set(
-            semconv::GEN_AI_TOOL_TYPE,
-            if matches!(kind, Some(Backend::Mcp(_))) { "extension" } else { "function" },
-        );
+        span.set_all([
+            KeyValue::new(semconv::GEN_AI_TOOL_NAME, name.to_owned()),
+            KeyValue::new(
+                semconv::GEN_AI_TOOL_TYPE,
+                if matches!(kind, Some(Backend::Mcp(_))) { "extension" } else { "function" },
+            ),
+        ]);
     }
     if outcome.replayed {
         span.set(semconv::REPLAYED, true);

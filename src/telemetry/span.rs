@@ -79,10 +79,18 @@ impl Span {
         self.0.as_ref().is_some_and(|cx| cx.span().is_recording())
     }
 
-    /// Sets an attribute when the span records.
+    /// Sets an attribute when the span records (a span that does not
+    /// ignores it: asking first would take the span's lock twice).
     pub(crate) fn set(&self, key: &'static str, value: impl Into<Value>) {
-        if let Some(cx) = self.0.as_ref().filter(|cx| cx.span().is_recording()) {
+        if let Some(cx) = &self.0 {
             cx.span().set_attribute(KeyValue::new(key, value));
+        }
+    }
+
+    /// Sets several attributes under one taking of the span's lock.
+    pub(crate) fn set_all(&self, attributes: impl IntoIterator<Item = KeyValue>) {
+        if let Some(cx) = &self.0 {
+            cx.span().set_attributes(attributes);
         }
     }
 
