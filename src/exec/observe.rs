@@ -21,7 +21,8 @@ const MAX_CONTENT: usize = 4096;
 /// The span of one call, under the current span (the RPC's); its name gets
 /// the tool once it is resolved.
 pub(crate) fn span(observer: &Observer, call: &Call) -> Span {
-    // Room for these, the tool's name and type, and `error.type`.
+    // Room for the two always set, a call id, the tool's name and type, and
+    // `error.type`.
     const USUAL: usize = 6;
     Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, USUAL, || {
         let (principal, user) = call.caller.identity();

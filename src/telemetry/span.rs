@@ -25,10 +25,10 @@ impl Span {
     ///
     /// `capacity` is how many attributes the span usually ends with (those
     /// of `attributes` and those [`Span::set`] adds later): the span's list
-    /// is made that large once, where it would be made, grown and copied.
-    /// It is freed on the exporter's thread, under the lock of the
-    /// allocator arena of the thread that made it, so each list less is
-    /// less waiting on that lock (docs/benchmarks.md, telemetry).
+    /// is made that large once, where the SDK made a list of its own, grew
+    /// it and copied the one built for it in (docs/benchmarks.md,
+    /// telemetry). A span the sampler drops frees the empty list on this
+    /// thread at once.
     pub(crate) fn start<A: IntoIterator<Item = KeyValue>>(
         tracer: Option<&SdkTracer>,
         name: &'static str,
