@@ -33,7 +33,11 @@ grpcio() {
     "$python" "$root/benches/grpcio_load.py" "$2" 4 "$1" | python3 -c 'import json, sys; print(json.load(sys.stdin)["rps"])'
 }
 for client in ${CLIENTS:-h2load}; do
-    [ "$client" = h2load ] && measure=rps || measure=grpcio
+    case $client in
+        h2load) measure=rps ;;
+        grpcio) measure=grpcio ;;
+        *) echo "unknown client $client (h2load or grpcio)" >&2; exit 2 ;;
+    esac
     for streams in 64 1; do
         for _ in $(seq "$rounds"); do
             echo "$client $streams gateway $($measure "$streams" "$port")"
