@@ -3,12 +3,17 @@
 //! and outcome; and `rpc.server.call.duration`.
 
 use std::{
+    cell::RefCell,
     collections::HashSet,
-    sync::{Arc, RwLock},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, RwLock,
+    },
 };
 
+use hashbrown::{Equivalent, HashMap};
 use opentelemetry::{
-    metrics::{Counter, Histogram, Meter, MeterProvider},
+    metrics::{BoundCounter, BoundHistogram, Counter, Histogram, Meter, MeterProvider},
     KeyValue,
 };
 
@@ -34,6 +39,9 @@ pub struct Metrics {
     rate_limited: Counter<u64>,
     reloads: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
+    /// Tells this set of instruments (and its clones) apart in the threads'
+    /// [`BOUND`] instruments.
+    id: u64,
     /// False for the instruments of a gateway that exports no metrics:
     /// the per-call attributes (labels, strings) are not even built.
     enabled: bool,
@@ -85,6 +93,7 @@ impl Metrics {
                 .with_description("Catalogue and configuration reloads, by result (ok, rejected)")
                 .build(),
             labels: Arc::default(),
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             enabled: true,
         }
     }
@@ -121,6 +130,10 @@ impl Metrics {
 
     /// One finished call: its outcome (`ok` or an error kind) and duration.
     /// `principal` labels it when principals are configured.
+    ///
+    /// Recorded through this thread's instruments bound to the call's
+    /// attributes ([`BOUND`]); the first call of a set, and any past the
+    /// bound, build the attributes and let the SDK look them up.
     pub(crate) fn call(
         &self,
         tool: Option<&str>,
@@ -133,19 +146,38 @@ impl Metrics {
         if !self.enabled {
             return;
         }
-        let mut attributes = vec![
-            self.tool(tool),
-            KeyValue::new(semconv::OUTCOME, outcome),
-            KeyValue::new(semconv::FRONT_DOOR, front_door),
-        ];
-        if let Some(error_type) = error_type {
-            attributes.push(KeyValue::new(semconv::ERROR_TYPE, error_type));
-        }
-        if let Some(principal) = principal {
-            attributes.push(KeyValue::new(semconv::PRINCIPAL_LABEL, principal.to_owned()));
-        }
-        self.calls.add(1, &attributes);
-        self.duration.record(seconds, &attributes);
+        let key = CallKey { metrics: self.id, tool, principal, front_door, outcome, error_type };
+        BOUND.with_borrow_mut(|bound| {
+            if let Some((calls, duration)) = bound.calls.get(&key) {
+                calls.add(1);
+                duration.record(seconds);
+                return;
+            }
+            let mut attributes = vec![
+                self.tool(tool),
+                KeyValue::new(semconv::OUTCOME, outcome),
+                KeyValue::new(semconv::FRONT_DOOR, front_door),
+            ];
+            if let Some(error_type) = error_type {
+                attributes.push(KeyValue::new(semconv::ERROR_TYPE, error_type));
+            }
+            if let Some(principal) = principal {
+                attributes.push(KeyValue::new(semconv::PRINCIPAL_LABEL, principal.to_owned()));
+            }
+            self.calls.add(1, &attributes);
+            self.duration.record(seconds, &attributes);
+            if bound.calls.len() < BOUND_PER_THREAD {
+                let owned = CallKey {
+                    metrics: self.id,
+                    tool: tool.map(Box::from),
+                    principal: principal.map(Box::from),
+                    front_door,
+                    outcome,
+                    error_type,
+                };
+                bound.calls.insert(owned, (self.calls.bind(&attributes), self.duration.bind(&attributes)));
+            }
+        });
     }
 
     pub(crate) fn repair(&self, tool: Option<&str>, kind: &'static str) {
@@ -187,12 +219,22 @@ impl Metrics {
         if !self.enabled {
             return;
         }
-        let attributes = [
-            KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"),
-            KeyValue::new(semconv::RPC_METHOD, method),
-            KeyValue::new(semconv::RPC_RESPONSE_STATUS_CODE, status),
-        ];
-        self.rpc_duration.record(seconds, &attributes);
+        BOUND.with_borrow_mut(|bound| {
+            let key = (self.id, method, status);
+            if let Some(duration) = bound.rpcs.get(&key) {
+                duration.record(seconds);
+                return;
+            }
+            let attributes = [
+                KeyValue::new(semconv::RPC_SYSTEM_NAME, "grpc"),
+                KeyValue::new(semconv::RPC_METHOD, method),
+                KeyValue::new(semconv::RPC_RESPONSE_STATUS_CODE, status),
+            ];
+            self.rpc_duration.record(seconds, &attributes);
+            if bound.rpcs.len() < BOUND_PER_THREAD {
+                bound.rpcs.insert(key, self.rpc_duration.bind(&attributes));
+            }
+        });
     }
 
     /// One MCP request answered: its method, the tool it called (resolved,
@@ -206,5 +248,189 @@ impl Metrics {
             attributes.push(KeyValue::new(semconv::ERROR_TYPE, error));
         }
         self.mcp_duration.record(seconds, &attributes);
+    }
+}
+
+/// Numbers the sets of instruments made ([`Metrics::id`]).
+static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+
+/// Attribute sets a thread keeps bound instruments for, per kind; calls
+/// past this are recorded unbound, as before.
+const BOUND_PER_THREAD: usize = 4096;
+
+/// The attributes of a call's metrics; `S` is `&str` to look up, `Box<str>`
+/// to keep.
+#[derive(Hash, PartialEq, Eq)]
+struct CallKey<S> {
+    metrics: u64,
+    tool: Option<S>,
+    principal: Option<S>,
+    front_door: &'static str,
+    outcome: &'static str,
+    error_type: Option<&'static str>,
+}
+
+impl Equivalent<CallKey<Box<str>>> for CallKey<&str> {
+    fn equivalent(&self, key: &CallKey<Box<str>>) -> bool {
+        self.metrics == key.metrics
+            && self.tool == key.tool.as_deref()
+            && self.principal == key.principal.as_deref()
+            && self.front_door == key.front_door
+            && self.outcome == key.outcome
+            && self.error_type == key.error_type
+    }
+}
+
+/// A call's count and duration, bound to its attributes.
+type BoundCall = (BoundCounter<u64>, BoundHistogram<f64>);
+
+/// A thread's instruments bound to the attribute sets it has recorded.
+#[derive(Default)]
+struct Bound {
+    calls: HashMap<CallKey<Box<str>>, BoundCall>,
+    rpcs: HashMap<(u64, &'static str, &'static str), BoundHistogram<f64>>,
+}
+
+thread_local! {
+    /// The SDK hashes a measurement's attributes on every record, under a
+    /// lock the threads share; a bound instrument records straight into the
+    /// set's aggregate. Kept per thread, so that looking one up takes no lock
+    /// either. A call's tool label is decided when its set is first seen and
+    /// does not change after (labels are only added), so the bound set stays
+    /// right.
+    static BOUND: RefCell<Bound> = RefCell::default();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use opentelemetry_sdk::metrics::{
+        data::{AggregatedMetrics, MetricData},
+        InMemoryMetricExporter, InMemoryMetricExporterBuilder, SdkMeterProvider, Temporality,
+    };
+
+    use super::*;
+
+    fn provider(temporality: Temporality) -> (SdkMeterProvider, InMemoryMetricExporter) {
+        let exporter = InMemoryMetricExporterBuilder::new().with_temporality(temporality).build();
+        (SdkMeterProvider::builder().with_periodic_exporter(exporter.clone()).build(), exporter)
+    }
+
+    /// The points of the last export: metric name and attributes to a sum's
+    /// value or a histogram's count.
+    fn points(
+        provider: &SdkMeterProvider,
+        exporter: &InMemoryMetricExporter,
+    ) -> BTreeMap<(String, BTreeMap<String, String>), u64> {
+        exporter.reset();
+        provider.force_flush().unwrap();
+        let mut points = BTreeMap::new();
+        let exported = exporter.get_finished_metrics().unwrap();
+        for scope in exported.last().expect("an export").scope_metrics() {
+            for metric in scope.metrics() {
+                let attributes = |kv: &mut dyn Iterator<Item = &KeyValue>| -> BTreeMap<String, String> {
+                    kv.map(|kv| (kv.key.to_string(), kv.value.to_string())).collect()
+                };
+                match metric.data() {
+                    AggregatedMetrics::U64(MetricData::Sum(sum)) => {
+                        for p in sum.data_points() {
+                            points.insert((metric.name().to_owned(), attributes(&mut p.attributes())), p.value());
+                        }
+                    }
+                    AggregatedMetrics::F64(MetricData::Histogram(histogram)) => {
+                        for p in histogram.data_points() {
+                            points.insert((metric.name().to_owned(), attributes(&mut p.attributes())), p.count());
+                        }
+                    }
+                    other => panic!("unexpected data for {}: {other:?}", metric.name()),
+                }
+            }
+        }
+        points
+    }
+
+    fn point(name: &str, attributes: &[(&str, &str)]) -> (String, BTreeMap<String, String>) {
+        (name.to_owned(), attributes.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    const ECHO_OK: [(&str, &str); 3] =
+        [("gen_ai.tool.name", "echo"), ("toolgate.outcome", "ok"), ("toolgate.front_door", "grpc")];
+
+    #[test]
+    fn calls_recorded_again_count_on_every_thread_and_in_their_own_provider() {
+        let (provider_a, exporter_a) = provider(Temporality::Cumulative);
+        let (provider_b, exporter_b) = provider(Temporality::Cumulative);
+        let a = Metrics::new(&provider_a.meter("toolgate"));
+        let b = Metrics::new(&provider_b.meter("toolgate"));
+        for _ in 0..3 {
+            a.call(Some("echo"), None, "grpc", "ok", None, 0.001);
+            a.rpc("toolgate.v1.ToolGatewayService/Execute", "OK", 0.001);
+        }
+        // The same attributes on the same thread, other instruments.
+        b.call(Some("echo"), None, "grpc", "ok", None, 0.001);
+        b.rpc("toolgate.v1.ToolGatewayService/Execute", "OK", 0.001);
+        let other = a.clone();
+        std::thread::spawn(move || {
+            other.call(Some("echo"), None, "grpc", "ok", None, 0.001);
+            other.call(Some("echo"), Some("ci"), "grpc", "ok", None, 0.001);
+            other.call(Some("echo"), Some("ci"), "grpc", "ok", None, 0.001);
+        })
+        .join()
+        .unwrap();
+        a.call(Some("echo"), Some("ci"), "grpc", "ok", None, 0.001);
+        a.call(Some("echo"), None, "grpc", "invalid_arguments", Some("invalid_arguments"), 0.001);
+        a.call(None, None, "grpc", "unknown_tool", Some("unknown_tool"), 0.001);
+        a.call(None, None, "grpc", "unknown_tool", Some("unknown_tool"), 0.001);
+
+        let seen = points(&provider_a, &exporter_a);
+        let with_principal = [&ECHO_OK[..], &[("principal", "ci")]].concat();
+        let invalid = [
+            ("gen_ai.tool.name", "echo"),
+            ("toolgate.outcome", "invalid_arguments"),
+            ("toolgate.front_door", "grpc"),
+            ("error.type", "invalid_arguments"),
+        ];
+        let unknown = [
+            ("gen_ai.tool.name", "_OTHER"),
+            ("toolgate.outcome", "unknown_tool"),
+            ("toolgate.front_door", "grpc"),
+            ("error.type", "unknown_tool"),
+        ];
+        let rpc = [
+            ("rpc.system.name", "grpc"),
+            ("rpc.method", "toolgate.v1.ToolGatewayService/Execute"),
+            ("rpc.response.status_code", "OK"),
+        ];
+        let expected = BTreeMap::from([
+            (point(semconv::CALLS, &ECHO_OK), 4),
+            (point(semconv::DURATION, &ECHO_OK), 4),
+            (point(semconv::CALLS, &with_principal), 3),
+            (point(semconv::DURATION, &with_principal), 3),
+            (point(semconv::CALLS, &invalid), 1),
+            (point(semconv::DURATION, &invalid), 1),
+            (point(semconv::CALLS, &unknown), 2),
+            (point(semconv::DURATION, &unknown), 2),
+            (point(semconv::RPC_DURATION, &rpc), 3),
+        ]);
+        assert_eq!(seen, expected);
+        let seen = points(&provider_b, &exporter_b);
+        let expected = BTreeMap::from([
+            (point(semconv::CALLS, &ECHO_OK), 1),
+            (point(semconv::DURATION, &ECHO_OK), 1),
+            (point(semconv::RPC_DURATION, &rpc), 1),
+        ]);
+        assert_eq!(seen, expected);
+    }
+
+    #[test]
+    fn with_delta_temporality_each_export_counts_the_calls_since_the_last() {
+        let (provider, exporter) = provider(Temporality::Delta);
+        let metrics = Metrics::new(&provider.meter("toolgate"));
+        metrics.call(Some("echo"), None, "grpc", "ok", None, 0.001);
+        metrics.call(Some("echo"), None, "grpc", "ok", None, 0.001);
+        assert_eq!(points(&provider, &exporter).get(&point(semconv::CALLS, &ECHO_OK)), Some(&2));
+        metrics.call(Some("echo"), None, "grpc", "ok", None, 0.001);
+        assert_eq!(points(&provider, &exporter).get(&point(semconv::CALLS, &ECHO_OK)), Some(&1));
     }
 }
