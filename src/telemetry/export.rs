@@ -7,6 +7,8 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::otlp::{OtlpSpans, Settings};
+use crate::env::Env;
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{data::ResourceMetrics, exporter::PushMetricExporter, SdkMeterProvider, Temporality},
@@ -35,7 +37,7 @@ impl Warnings {
 
 #[derive(Debug)]
 struct QuietSpans {
-    inner: opentelemetry_otlp::SpanExporter,
+    inner: OtlpSpans,
     warnings: Warnings,
 }
 
@@ -84,8 +86,8 @@ impl PushMetricExporter for QuietMetrics {
     }
 }
 
-pub(crate) fn tracer_provider(resource: Resource) -> Option<SdkTracerProvider> {
-    let exporter = match opentelemetry_otlp::SpanExporter::builder().with_tonic().build() {
+pub(crate) fn tracer_provider(env: &Env, resource: Resource) -> Option<SdkTracerProvider> {
+    let exporter = match Settings::from_env(env).and_then(|settings| OtlpSpans::new(&settings)) {
         Ok(exporter) => exporter,
         Err(err) => {
             tracing::warn!("traces will not be exported: {err}");

@@ -15,6 +15,7 @@
 
 mod export;
 pub(crate) mod metrics;
+mod otlp;
 pub(crate) mod propagation;
 pub(crate) mod semconv;
 pub(crate) mod span;
@@ -102,11 +103,12 @@ impl Telemetry {
                 && (endpoint || set(env, &format!("OTEL_EXPORTER_OTLP_{signal}_ENDPOINT")))
                 && env.get(exporter).is_none_or(|v| v.trim() != "none")
         };
+        // Logs first, so that an exporter that cannot be made says why.
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
         let resource = resource(env);
         let traces =
-            wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(resource.clone())).flatten();
+            wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(env, resource.clone())).flatten();
         let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
         }

@@ -11,8 +11,9 @@ use std::{
 use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient, ErrorKind, ExecuteRequest};
 
 use crate::common::{
+    listening_after,
     otlp::{self, receiver},
-    serve_registry, CatalogDir, Client, Reaped, Stderr,
+    serve_registry, toolgate, CatalogDir, Client, Reaped, Stderr,
 };
 
 const REGISTRY: &str = "tools:\n  - name: web_search\n    description: Search.\n    parameters: {type: object, properties: {query: {type: string}}, required: [query], additionalProperties: false}\n    backend: {builtin: echo}\n";
@@ -82,6 +83,50 @@ async fn spans_and_metrics_reach_an_otlp_receiver_in_the_callers_traces() {
     for name in ["rpc.server.call.duration", "toolgate.tool.calls", "toolgate.tool.duration", "toolgate.tool.repairs"] {
         assert!(metrics.contains(&name.to_owned()), "{name} in {metrics:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn span_exports_carry_the_configured_headers_and_a_setting_this_build_cannot_send_is_said_at_start() {
+    let (collector, received) = receiver(Duration::ZERO).await;
+    let env = [
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-general=ignored"),
+        ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "authorization=Bearer%20abc,x-tenant=blue"),
+    ];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
+    let trace = "44444444444444444444444444444444";
+    assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, trace).await, ErrorKind::Unspecified);
+    let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+    assert!(received.span_list().iter().any(|(t, n, _)| t == trace && n == "execute_tool web_search"));
+    let exports = received.span_metadata.lock().unwrap().clone();
+    assert!(!exports.is_empty());
+    for metadata in exports {
+        assert_eq!(metadata.get("authorization").and_then(|v| v.to_str().ok()), Some("Bearer abc"));
+        assert_eq!(metadata.get("x-tenant").and_then(|v| v.to_str().ok()), Some("blue"));
+        assert!(metadata.get("x-general").is_none(), "the traces variable is used, not both");
+    }
+
+    // Compression: no spans, one line at start that says why, calls served.
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", REGISTRY);
+    let mut command = toolgate();
+    command
+        .current_dir(dir.dir.path())
+        .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}"))
+        .env("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+        .env("OTEL_METRICS_EXPORTER", "none");
+    let (child, lines, listening, before) = listening_after(&mut command);
+    let said: Vec<_> = before.iter().filter(|l| l.contains("traces will not be exported")).collect();
+    assert_eq!(said.len(), 1, "{before:#?}");
+    assert!(said[0].contains("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"), "{said:?}");
+    let addr = listening.split(' ').next().unwrap();
+    let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, trace).await, ErrorKind::Unspecified);
+    let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

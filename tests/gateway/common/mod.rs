@@ -342,6 +342,12 @@ fn serve_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Reaped, Stderr,
 /// what its listening line says after "toolgate listening on " (the address
 /// and the tool count). A start that fails panics with what it logged.
 pub fn listening(command: &mut Command) -> (Reaped, Stderr, String) {
+    let (child, lines, listening, _) = listening_after(command);
+    (child, lines, listening)
+}
+
+/// [`listening`], and the lines logged before.
+pub fn listening_after(command: &mut Command) -> (Reaped, Stderr, String, Vec<String>) {
     use std::io::BufRead;
     let mut child = Reaped::spawn(command);
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
@@ -350,7 +356,7 @@ pub fn listening(command: &mut Command) -> (Reaped, Stderr, String) {
         let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
         if let Some(at) = line.find("toolgate listening on ") {
             let listening = line[at + "toolgate listening on ".len()..].to_owned();
-            return (child, lines, listening);
+            return (child, lines, listening, seen);
         }
         seen.push(line);
     }

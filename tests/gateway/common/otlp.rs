@@ -33,6 +33,8 @@ pub struct Received {
     pub metrics: Arc<Mutex<Vec<ResourceMetrics>>>,
     /// Spans received, kept or not.
     pub span_count: Arc<AtomicU64>,
+    /// The gRPC metadata of each span export received.
+    pub span_metadata: Arc<Mutex<Vec<tonic::metadata::MetadataMap>>>,
     delay: Duration,
     keep: bool,
     /// Answer every export with this error instead.
@@ -46,6 +48,7 @@ impl Received {
             spans: Arc::default(),
             metrics: Arc::default(),
             span_count: Arc::default(),
+            span_metadata: Arc::default(),
             delay,
             keep: true,
             refuse: None,
@@ -80,6 +83,7 @@ impl TraceService for Received {
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
         self.answer().await?;
+        self.span_metadata.lock().unwrap().push(request.metadata().clone());
         let spans = request.into_inner().resource_spans;
         let count = spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len() as u64).sum();
         self.span_count.fetch_add(count, Ordering::Relaxed);
