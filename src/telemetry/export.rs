@@ -7,14 +7,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use super::otlp::{OtlpSpans, Settings};
-use crate::env::Env;
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{data::ResourceMetrics, exporter::PushMetricExporter, SdkMeterProvider, Temporality},
     trace::{SdkTracerProvider, SpanData, SpanExporter},
     Resource,
 };
+
+use super::otlp::{OtlpSpans, Settings};
+use crate::env::Env;
 
 /// At most one warning per this long.
 const WARN_EVERY: Duration = Duration::from_secs(60);

@@ -8,8 +8,8 @@
 //! copying each batch (kept for retries), converting every id, key and value
 //! into a newly allocated string or list, and freeing both. This exporter
 //! writes a batch into one request that it keeps between batches (its
-//! strings and lists are cleared and refilled, so a steady stream allocates
-//! nothing), encodes it once, and sends the bytes.
+//! strings and lists are cleared and refilled, so a steady stream of spans
+//! allocates nothing per span), encodes it once, and sends the bytes.
 //!
 //! Where it differs: a failed export is not retried (the batch processor's
 //! next batch follows; a collector that is down costs the warning of
