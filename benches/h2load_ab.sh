@@ -13,20 +13,18 @@
 set -euo pipefail
 rounds=${1:-6}
 root="$(cd "$(dirname "$0")/.." && pwd)"
-bench=$(ls -t "$root"/target/release/deps/load-* | grep -v '\.d$' | head -1)
+. "$root/benches/common.sh"
 dir=$(mktemp -d)
-exec 3> >(exec "$bench" --serve bare > "$dir/bare.port")
-trap 'exec 3>&-; kill "$gateway" 2>/dev/null || true; rm -rf "$dir"' EXIT
+gateway=""
+trap 'exec 3>&-; [ -z "$gateway" ] || kill "$gateway" 2>/dev/null || true; rm -rf "$dir"' EXIT
+serve_bench bare "$dir"
+bare=$served
 "${BIN:-$root/target/release/toolgate}" serve --catalog "$root/catalog" --listen 127.0.0.1:0 2> "$dir/serve.log" &
 gateway=$!
-until [ -s "$dir/bare.port" ] && grep -q "listening on" "$dir/serve.log"; do sleep 0.05; done
-bare=$(head -1 "$dir/bare.port")
-port=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$dir/serve.log" | head -1)
+port=$(gateway_port "$dir/serve.log")
 python3 "$root/benches/echo_request.py" "$dir/request"
 rps() {
-    h2load -c 1 -m "$1" -D 4 --warm-up-time 1 -d "$dir/request" \
-        -H "content-type: application/grpc" -H "te: trailers" \
-        "http://127.0.0.1:$2/toolgate.v1.ToolGatewayService/Execute" | awk '/finished in/ {print $4}'
+    h2load_execute "$dir/request" "$2" -c 1 -m "$1" -D 4 --warm-up-time 1 | awk '/finished in/ {print $4}'
 }
 python=${TOOLGATE_BENCH_PYTHON:-$root/.venv/bin/python}
 grpcio() {

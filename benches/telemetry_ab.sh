@@ -16,36 +16,26 @@
 #   cargo build --release && cargo bench --bench load --no-run
 #   benches/telemetry_ab.sh none=target/release/toolgate:none spans=target/release/toolgate:spans
 set -euo pipefail
-[ $# -gt 0 ] || { sed -n '2,19p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,17p' "$0"; exit 2; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
+. "$root/benches/common.sh"
 rounds=${ROUNDS:-4}
-bench=$(ls -t "$root"/target/release/deps/load-* | grep -v '\.d$' | head -1)
 dir=$(mktemp -d)
-exec 3> >(exec "$bench" --serve sink > "$dir/sink.port")
 pids=()
 trap 'exec 3>&-; kill "${pids[@]}" 2>/dev/null || true; rm -rf "$dir"' EXIT
-until [ -s "$dir/sink.port" ]; do sleep 0.05; done
-sink="http://127.0.0.1:$(head -1 "$dir/sink.port")"
+serve_bench sink "$dir"
 declare -A port pid
 for target in "$@"; do
     name=${target%%=*} rest=${target#*=}
     bin=${rest%%:*} mode=${rest#*:}
     extra=""
     [[ $mode == *+* ]] && extra=${mode#*+} && mode=${mode%%+*}
-    envs=(${extra//,/ })
-    otlp=(OTEL_EXPORTER_OTLP_ENDPOINT="$sink" OTEL_METRIC_EXPORT_INTERVAL=1000)
-    case $mode in
-        none) ;;
-        metrics) envs+=("${otlp[@]}" OTEL_TRACES_EXPORTER=none) ;;
-        spans) envs+=("${otlp[@]}") ;;
-        sampled) envs+=("${otlp[@]}" OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0.1) ;;
-        *) echo "unknown mode $mode" >&2; exit 2 ;;
-    esac
+    telemetry_env "$mode" "http://127.0.0.1:$served"
+    envs=(${extra//,/ } "${telemetry[@]}")
     env "${envs[@]}" "$bin" serve --catalog "$root/catalog" --listen 127.0.0.1:0 2> "$dir/$name.log" &
     pid[$name]=$!
     pids+=($!)
-    until grep -q "listening on" "$dir/$name.log"; do sleep 0.05; done
-    port[$name]=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$dir/$name.log" | head -1)
+    port[$name]=$(gateway_port "$dir/$name.log")
 done
 python3 "$root/benches/echo_request.py" "$dir/request"
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
@@ -54,10 +44,8 @@ for shape in ${SHAPES:-1x64 16x4}; do
         for target in "$@"; do
             name=${target%%=*}
             before=$(ticks "${pid[$name]}")
-            rps=$(h2load -c "${shape%x*}" -m "${shape#*x}" -D 4 --warm-up-time 1 -d "$dir/request" \
-                -H "content-type: application/grpc" -H "te: trailers" \
-                "http://127.0.0.1:${port[$name]}/toolgate.v1.ToolGatewayService/Execute" |
-                awk '/finished in/ {print $4}')
+            rps=$(h2load_execute "$dir/request" "${port[$name]}" -c "${shape%x*}" -m "${shape#*x}" -D 4 \
+                --warm-up-time 1 | awk '/finished in/ {print $4}')
             echo "$shape $name $rps $before $(ticks "${pid[$name]}")"
         done
     done
