@@ -1,15 +1,15 @@
 //! The span exporter: OTLP over gRPC, configured by the standard
-//! `OTEL_EXPORTER_OTLP_*` variables, with the OTLP crate's message types
-//! and their protobuf encoding.
+//! `OTEL_EXPORTER_OTLP_*` variables, sending the bytes prost makes of the
+//! OTLP crate's messages.
 //!
 //! Why not `opentelemetry-otlp`'s span exporter (still used for metrics):
 //! counted per call (docs/benchmarks.md, telemetry), shipping the spans was
-//! four fifths of what exporting every span cost, and most of that was
-//! copying each batch (kept for retries), converting every id, key and value
-//! into a newly allocated string or list, and freeing both. This exporter
-//! writes a batch into one request that it keeps between batches (its
-//! strings and lists are cleared and refilled, so a steady stream of spans
-//! allocates nothing per span), encodes it once, and sends the bytes.
+//! four fifths of what exporting every span cost: copying each batch (kept
+//! for retries), converting every id, key and value into a newly allocated
+//! string or list, prost measuring each nested message again for every
+//! message around it, and freeing it all. This exporter writes each batch's
+//! protobuf straight from the SDK's spans into one buffer ([`Wire`]); unit
+//! tests hold its bytes equal to prost's encoding of the crate's request.
 //!
 //! Where it differs: a failed export is not retried (the batch processor's
 //! next batch follows; a collector that is down costs the warning of
@@ -17,22 +17,21 @@
 //! the OTLP crate refused them with the features this build has.
 
 use std::{
-    sync::Mutex,
+    sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, SystemTime},
 };
 
 use bytes::{BufMut, Bytes};
 use http::uri::PathAndQuery;
 use opentelemetry::{
-    trace::{SpanId, SpanKind, Status},
+    trace::{SpanId, SpanKind, Status, TraceFlags},
     InstrumentationScope, KeyValue, Value,
 };
 use opentelemetry_proto::{
     tonic::{
-        collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse},
+        collector::trace::v1::ExportTraceServiceResponse,
         common::v1 as common,
-        resource::v1::Resource,
-        trace::v1::{span, status, ResourceSpans, ScopeSpans, Span, SpanFlags},
+        trace::v1::{span, status, SpanFlags},
     },
     transform::common::tonic::ResourceAttributesWithSchema,
 };
@@ -40,7 +39,10 @@ use opentelemetry_sdk::{
     error::{OTelSdkError, OTelSdkResult},
     trace::{SpanData, SpanExporter},
 };
-use prost::Message;
+use prost::{
+    encoding::{encode_key, encode_varint, encoded_len_varint, WireType},
+    Message,
+};
 use tonic::{
     codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder},
     metadata::{MetadataKey, MetadataMap, MetadataValue},
@@ -127,8 +129,11 @@ fn percent_decode(text: &str) -> Option<String> {
 pub(crate) struct OtlpSpans {
     client: tonic::client::Grpc<Channel>,
     metadata: MetadataMap,
-    /// The request batches are written into, kept between batches.
-    request: Mutex<Batches>,
+    /// What every request says of the resource.
+    resource: Resource,
+    /// How long the last request was: the next one's buffer is made that
+    /// large at once.
+    last_len: AtomicUsize,
 }
 
 impl std::fmt::Debug for OtlpSpans {
@@ -154,7 +159,8 @@ impl OtlpSpans {
         Ok(Self {
             client: tonic::client::Grpc::new(endpoint.connect_lazy()),
             metadata,
-            request: Mutex::new(Batches::default()),
+            resource: Resource::default(),
+            last_len: AtomicUsize::new(0),
         })
     }
 
@@ -171,15 +177,11 @@ impl SpanExporter for OtlpSpans {
         if batch.is_empty() {
             return Ok(());
         }
-        let body = {
-            let mut batches = self.request.lock().expect("not poisoned");
-            batches.fill(&batch);
-            let mut body = Vec::with_capacity(batches.request.encoded_len());
-            batches.request.encode_raw(&mut body);
-            Bytes::from(body)
-        };
+        let mut wire = Wire(Vec::with_capacity(self.last_len.load(Ordering::Relaxed)));
+        wire.request(&self.resource, &batch);
+        self.last_len.store(wire.0.len(), Ordering::Relaxed);
         drop(batch);
-        match self.send(body).await {
+        match self.send(Bytes::from(wire.0)).await {
             Ok(response) => match response.partial_success {
                 Some(partial) if partial.rejected_spans > 0 => Err(OTelSdkError::InternalFailure(format!(
                     "the collector rejected {} spans: {}",
@@ -192,169 +194,228 @@ impl SpanExporter for OtlpSpans {
     }
 
     fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        *self.request.get_mut().expect("not poisoned") = Batches::of(resource);
+        self.resource = Resource::of(resource);
     }
 }
 
-/// The request, and what lets it be refilled without allocating.
+/// The resource of every request, encoded once.
 #[derive(Default)]
-struct Batches {
-    /// One resource (the provider's), one list of spans per scope.
-    request: ExportTraceServiceRequest,
-    /// The scope of each of the request's lists of spans.
-    scopes: Vec<InstrumentationScope>,
-    /// Spans a smaller batch left over, kept for the next.
-    spare: Vec<Span>,
+struct Resource {
+    /// `ResourceSpans.resource`, key and length included; none before the
+    /// provider sets one.
+    field: Vec<u8>,
+    schema_url: String,
 }
 
-impl Batches {
-    /// Batches of spans from `resource`.
+impl Resource {
     fn of(resource: &opentelemetry_sdk::Resource) -> Self {
         let resource = ResourceAttributesWithSchema::from(resource);
-        let request = ExportTraceServiceRequest {
-            resource_spans: vec![ResourceSpans {
-                resource: Some(Resource { attributes: resource.attributes.0, ..Default::default() }),
-                schema_url: resource.schema_url.unwrap_or_default(),
-                scope_spans: Vec::new(),
-            }],
+        let message = opentelemetry_proto::tonic::resource::v1::Resource {
+            attributes: resource.attributes.0,
+            ..Default::default()
         };
-        Self { request, ..Self::default() }
+        let mut field = Vec::new();
+        prost::encoding::message::encode(1, &message, &mut field);
+        Self { field, schema_url: resource.schema_url.unwrap_or_default() }
+    }
+}
+
+/// An `ExportTraceServiceRequest` written straight from the SDK's spans:
+/// the bytes prost makes of what the OTLP crate converts them into (a unit
+/// test holds them equal), without that conversion's owned copy of every
+/// id, name, key and value, and without prost's measuring of each nested
+/// message once for every message around it. Fields go in tag order and a
+/// field holding its default is left out, as prost writes them; the rare
+/// parts (the scope, lists of values) are the crate's messages, encoded by
+/// prost.
+struct Wire(Vec<u8>);
+
+impl Wire {
+    fn request(&mut self, resource: &Resource, batch: &[SpanData]) {
+        // ExportTraceServiceRequest.resource_spans: one resource, one list
+        // of spans per scope, in the order the batch first names them.
+        self.message(1, 3, |wire| {
+            wire.0.extend_from_slice(&resource.field);
+            // Each span's scope, compared first with the span's before (a
+            // batch is mostly of one).
+            let mut scopes: Vec<&InstrumentationScope> = Vec::new();
+            let mut of_span = Vec::with_capacity(batch.len());
+            for data in batch {
+                let scope = &data.instrumentation_scope;
+                let index = match of_span.last() {
+                    Some(&last) if scopes[last] == scope => last,
+                    _ => scopes.iter().position(|known| *known == scope).unwrap_or_else(|| {
+                        scopes.push(scope);
+                        scopes.len() - 1
+                    }),
+                };
+                of_span.push(index);
+            }
+            for (index, scope) in scopes.into_iter().enumerate() {
+                wire.message(2, 3, |wire| {
+                    let message = common::InstrumentationScope::from((scope, None));
+                    prost::encoding::message::encode(1, &message, &mut wire.0);
+                    for (data, _) in batch.iter().zip(&of_span).filter(|(_, of)| **of == index) {
+                        wire.message(2, 2, |wire| wire.span(data));
+                    }
+                    wire.string(3, scope.schema_url().unwrap_or_default());
+                });
+            }
+            wire.string(3, &resource.schema_url);
+        });
     }
 
-    /// Writes `batch` into the request, reusing the strings and lists of
-    /// the batch before.
-    fn fill(&mut self, batch: &[SpanData]) {
-        if self.request.resource_spans.is_empty() {
-            self.request.resource_spans.push(ResourceSpans::default());
+    fn span(&mut self, data: &SpanData) {
+        let context = &data.span_context;
+        self.bytes(1, &context.trace_id().to_bytes());
+        self.bytes(2, &context.span_id().to_bytes());
+        self.string(3, &context.trace_state().header());
+        if data.parent_span_id != SpanId::INVALID {
+            self.bytes(4, &data.parent_span_id.to_bytes());
         }
-        let scope_spans = &mut self.request.resource_spans[0].scope_spans;
-        let mut used = vec![0; scope_spans.len()];
-        for data in batch {
-            let index = match self.scopes.iter().position(|scope| *scope == data.instrumentation_scope) {
-                Some(index) => index,
-                None => {
-                    self.scopes.push(data.instrumentation_scope.clone());
-                    scope_spans.push(ScopeSpans {
-                        scope: Some((&data.instrumentation_scope, None).into()),
-                        schema_url: data.instrumentation_scope.schema_url().unwrap_or_default().to_owned(),
-                        spans: Vec::new(),
-                    });
-                    used.push(0);
-                    scope_spans.len() - 1
+        self.string(5, &data.name);
+        let kind = match data.span_kind {
+            SpanKind::Client => span::SpanKind::Client,
+            SpanKind::Server => span::SpanKind::Server,
+            SpanKind::Producer => span::SpanKind::Producer,
+            SpanKind::Consumer => span::SpanKind::Consumer,
+            SpanKind::Internal => span::SpanKind::Internal,
+        };
+        self.varint(6, kind as u64);
+        self.fixed64(7, nanos(data.start_time));
+        self.fixed64(8, nanos(data.end_time));
+        self.attributes(9, &data.attributes);
+        self.varint(10, data.dropped_attributes_count.into());
+        for event in data.events.iter() {
+            self.message(11, 1, |wire| {
+                wire.fixed64(1, nanos(event.timestamp));
+                wire.string(2, &event.name);
+                wire.attributes(3, &event.attributes);
+                wire.varint(4, event.dropped_attributes_count.into());
+            });
+        }
+        self.varint(12, data.events.dropped_count.into());
+        for link in data.links.iter() {
+            let context = &link.span_context;
+            self.message(13, 1, |wire| {
+                wire.bytes(1, &context.trace_id().to_bytes());
+                wire.bytes(2, &context.span_id().to_bytes());
+                wire.string(3, &context.trace_state().header());
+                wire.attributes(4, &link.attributes);
+                wire.varint(5, link.dropped_attributes_count.into());
+                wire.fixed32(6, flags(context.trace_flags(), context.is_remote()));
+            });
+        }
+        self.varint(14, data.links.dropped_count.into());
+        self.message(15, 1, |wire| {
+            let code = match &data.status {
+                Status::Unset => status::StatusCode::Unset,
+                Status::Ok => status::StatusCode::Ok,
+                Status::Error { description } => {
+                    wire.string(2, description);
+                    status::StatusCode::Error
                 }
             };
-            let spans = &mut scope_spans[index].spans;
-            if used[index] == spans.len() {
-                spans.push(self.spare.pop().unwrap_or_default());
-            }
-            write_span(&mut spans[used[index]], data);
-            used[index] += 1;
+            wire.varint(3, code as u64);
+        });
+        self.fixed32(16, flags(context.trace_flags(), data.parent_span_is_remote));
+    }
+
+    /// `KeyValue`s: a key, and a value that is always written (a value of
+    /// a `oneof` is, even when it is its kind's default).
+    fn attributes(&mut self, field: u32, attributes: &[KeyValue]) {
+        for attribute in attributes {
+            self.message(field, 1, |wire| {
+                wire.string(1, attribute.key.as_str());
+                wire.message(2, 1, |wire| match &attribute.value {
+                    Value::String(text) => wire.field_bytes(1, text.as_str().as_bytes()),
+                    Value::Bool(value) => {
+                        encode_key(2, WireType::Varint, &mut wire.0);
+                        encode_varint(u64::from(*value), &mut wire.0);
+                    }
+                    Value::I64(value) => {
+                        encode_key(3, WireType::Varint, &mut wire.0);
+                        encode_varint(*value as u64, &mut wire.0);
+                    }
+                    Value::F64(value) => {
+                        encode_key(4, WireType::SixtyFourBit, &mut wire.0);
+                        wire.0.put_f64_le(*value);
+                    }
+                    // Lists (and kinds added later): as the OTLP crate makes them.
+                    other => common::AnyValue::from(other.clone()).encode_raw(&mut wire.0),
+                });
+            });
         }
-        for (scope, used) in scope_spans.iter_mut().zip(used) {
-            self.spare.extend(scope.spans.drain(used..));
+    }
+
+    /// A message field: its key, its length, then what `body` writes.
+    /// `width` is the length's likely width in bytes, kept free before the
+    /// body is written and closed up or widened after (which moves the
+    /// body) when the length needs another.
+    fn message(&mut self, field: u32, width: usize, body: impl FnOnce(&mut Self)) {
+        encode_key(field, WireType::LengthDelimited, &mut self.0);
+        let start = self.0.len();
+        self.0.resize(start + width, 0);
+        body(self);
+        let len = self.0.len() - start - width;
+        let needed = encoded_len_varint(len as u64);
+        if needed != width {
+            self.0.splice(start..start + width, std::iter::repeat_n(0, needed));
+        }
+        let mut prefix = &mut self.0[start..start + needed];
+        encode_varint(len as u64, &mut prefix);
+    }
+
+    fn field_bytes(&mut self, field: u32, value: &[u8]) {
+        encode_key(field, WireType::LengthDelimited, &mut self.0);
+        encode_varint(value.len() as u64, &mut self.0);
+        self.0.extend_from_slice(value);
+    }
+
+    fn bytes(&mut self, field: u32, value: &[u8]) {
+        if !value.is_empty() {
+            self.field_bytes(field, value);
+        }
+    }
+
+    fn string(&mut self, field: u32, value: &str) {
+        self.bytes(field, value.as_bytes());
+    }
+
+    fn varint(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            encode_key(field, WireType::Varint, &mut self.0);
+            encode_varint(value, &mut self.0);
+        }
+    }
+
+    fn fixed32(&mut self, field: u32, value: u32) {
+        if value != 0 {
+            encode_key(field, WireType::ThirtyTwoBit, &mut self.0);
+            self.0.put_u32_le(value);
+        }
+    }
+
+    fn fixed64(&mut self, field: u32, value: u64) {
+        if value != 0 {
+            encode_key(field, WireType::SixtyFourBit, &mut self.0);
+            self.0.put_u64_le(value);
         }
     }
 }
 
-fn write_span(span: &mut Span, data: &SpanData) {
-    let context = &data.span_context;
-    write_bytes(&mut span.trace_id, &context.trace_id().to_bytes());
-    write_bytes(&mut span.span_id, &context.span_id().to_bytes());
-    span.trace_state.clear();
-    span.trace_state.push_str(&context.trace_state().header());
-    span.parent_span_id.clear();
-    if data.parent_span_id != SpanId::INVALID {
-        span.parent_span_id.extend_from_slice(&data.parent_span_id.to_bytes());
+/// A span's or link's flags: the trace flags, and whether the parent (or
+/// the linked span) is remote, as the OTLP crate writes them.
+fn flags(trace: TraceFlags, remote: bool) -> u32 {
+    let mut flags = u32::from(trace.to_u8()) | SpanFlags::ContextHasIsRemoteMask as u32;
+    if remote {
+        flags |= SpanFlags::ContextIsRemoteMask as u32;
     }
-    span.flags = u32::from(context.trace_flags().to_u8()) | SpanFlags::ContextHasIsRemoteMask as u32;
-    if data.parent_span_is_remote {
-        span.flags |= SpanFlags::ContextIsRemoteMask as u32;
-    }
-    write_str(&mut span.name, &data.name);
-    span.kind = match data.span_kind {
-        SpanKind::Client => span::SpanKind::Client,
-        SpanKind::Server => span::SpanKind::Server,
-        SpanKind::Producer => span::SpanKind::Producer,
-        SpanKind::Consumer => span::SpanKind::Consumer,
-        SpanKind::Internal => span::SpanKind::Internal,
-    } as i32;
-    span.start_time_unix_nano = nanos(data.start_time);
-    span.end_time_unix_nano = nanos(data.end_time);
-    write_attributes(&mut span.attributes, &data.attributes);
-    span.dropped_attributes_count = data.dropped_attributes_count;
-    span.events.truncate(data.events.len());
-    for (index, event) in data.events.iter().enumerate() {
-        if index == span.events.len() {
-            span.events.push(span::Event::default());
-        }
-        let written = &mut span.events[index];
-        written.time_unix_nano = nanos(event.timestamp);
-        write_str(&mut written.name, &event.name);
-        write_attributes(&mut written.attributes, &event.attributes);
-        written.dropped_attributes_count = event.dropped_attributes_count;
-    }
-    span.dropped_events_count = data.events.dropped_count;
-    span.links.clear();
-    span.links.extend(data.links.iter().cloned().map(span::Link::from));
-    span.dropped_links_count = data.links.dropped_count;
-    let written = span.status.get_or_insert_default();
-    written.message.clear();
-    written.code = match &data.status {
-        Status::Unset => status::StatusCode::Unset,
-        Status::Ok => status::StatusCode::Ok,
-        Status::Error { description } => {
-            written.message.push_str(description);
-            status::StatusCode::Error
-        }
-    } as i32;
-}
-
-fn write_bytes(to: &mut Vec<u8>, from: &[u8]) {
-    to.clear();
-    to.extend_from_slice(from);
-}
-
-fn write_str(to: &mut String, from: &str) {
-    to.clear();
-    to.push_str(from);
+    flags
 }
 
 fn nanos(time: SystemTime) -> u64 {
     time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos() as u64)
-}
-
-fn write_attributes(to: &mut Vec<common::KeyValue>, from: &[KeyValue]) {
-    to.truncate(from.len());
-    for (index, attribute) in from.iter().enumerate() {
-        if index == to.len() {
-            to.push(common::KeyValue::default());
-        }
-        let written = &mut to[index];
-        written.key.clear();
-        written.key.push_str(attribute.key.as_str());
-        write_value(written.value.get_or_insert_default(), &attribute.value);
-    }
-}
-
-fn write_value(to: &mut common::AnyValue, from: &Value) {
-    use common::any_value::Value as Any;
-    let value = match (to.value.take(), from) {
-        (_, Value::Bool(value)) => Any::BoolValue(*value),
-        (_, Value::I64(value)) => Any::IntValue(*value),
-        (_, Value::F64(value)) => Any::DoubleValue(*value),
-        (Some(Any::StringValue(mut text)), Value::String(value)) => {
-            text.clear();
-            text.push_str(value.as_str());
-            Any::StringValue(text)
-        }
-        (_, Value::String(value)) => Any::StringValue(value.as_str().to_owned()),
-        // Lists (and kinds added later): made anew, as the OTLP crate makes them.
-        (_, other) => {
-            *to = common::AnyValue::from(other.clone());
-            return;
-        }
-    };
-    to.value = Some(value);
 }
 
 /// Sends a request encoded beforehand and decodes the answer.
@@ -400,7 +461,10 @@ mod tests {
         trace::{Link, SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer, TracerProvider as _},
         Context,
     };
-    use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
+    use opentelemetry_proto::{
+        tonic::collector::trace::v1::ExportTraceServiceRequest,
+        transform::trace::tonic::group_spans_by_resource_and_scope,
+    };
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 
     use super::*;
@@ -463,31 +527,63 @@ mod tests {
         ExportTraceServiceRequest { resource_spans: group_spans_by_resource_and_scope(batch.to_vec(), &resource) }
     }
 
+    /// What `exporter` sends for `batch`.
+    fn written(exporter: &Resource, batch: &[SpanData]) -> Vec<u8> {
+        let mut wire = Wire(Vec::new());
+        wire.request(exporter, batch);
+        wire.0
+    }
+
     #[test]
-    fn a_batch_is_written_as_the_otlp_crate_writes_it_again_and_again() {
+    fn a_batch_is_written_byte_for_byte_as_prost_encodes_the_otlp_crates_request() {
         let resource = opentelemetry_sdk::Resource::builder().with_service_name("toolgate").build();
+        let exporter = Resource::of(&resource);
         let full = spans(&resource, false);
         assert_eq!(full.len(), 3);
-        let mut batches = Batches::of(&resource);
-        batches.fill(&full);
-        assert_eq!(batches.request, crates(&full, &resource));
-        // Refilled with less: nothing of the batch before is left, in spans,
-        // attributes, events, links or status.
         let plain = spans(&resource, true);
         let reversed: Vec<_> = full.iter().rev().cloned().collect();
-        for batch in [&plain, &reversed, &full, &plain[..0].to_vec(), &plain] {
-            batches.fill(batch);
-            let mut expected = crates(batch, &resource);
-            // The crate lists only the scopes a batch has; an emptied scope
-            // of this request encodes as a scope with no spans.
-            let kept = &batches.request.resource_spans[0].scope_spans;
-            let written: Vec<_> = kept.iter().filter(|scope| !scope.spans.is_empty()).cloned().collect();
-            let mut written_request = batches.request.clone();
-            written_request.resource_spans[0].scope_spans = written;
-            if batch.is_empty() {
-                expected.resource_spans[0].scope_spans.clear();
-            }
-            assert_eq!(written_request, expected);
+        let mixed: Vec<_> = [&full[..], &plain[..], &full[..1]].concat();
+        for batch in [&full, &plain, &reversed, &mixed] {
+            let expected = crates(batch, &resource).encode_to_vec();
+            assert_eq!(written(&exporter, batch), expected);
+        }
+        // Decoded, the request is what the crate would send (and its
+        // resource is there).
+        let decoded = ExportTraceServiceRequest::decode(&written(&exporter, &full)[..]).unwrap();
+        assert_eq!(decoded, crates(&full, &resource));
+        assert!(decoded.resource_spans[0].resource.as_ref().is_some_and(|resource| !resource.attributes.is_empty()));
+    }
+
+    #[test]
+    fn values_that_are_their_kinds_default_and_lengths_of_every_width_are_written_as_prost_writes_them() {
+        let resource = opentelemetry_sdk::Resource::builder_empty().build();
+        let exporter = InMemorySpanExporter::default();
+        let provider =
+            SdkTracerProvider::builder().with_resource(resource.clone()).with_simple_exporter(exporter.clone()).build();
+        let tracer = provider.tracer("");
+        let mut defaults = tracer.start("");
+        opentelemetry::trace::Span::set_attributes(
+            &mut defaults,
+            [
+                KeyValue::new("text", ""),
+                KeyValue::new("yes", false),
+                KeyValue::new("n", 0_i64),
+                KeyValue::new("x", 0.0),
+                KeyValue::new("negative", -1_i64),
+            ],
+        );
+        opentelemetry::trace::Span::end(&mut defaults);
+        // Lengths of one, two and three bytes, in attributes, spans and the
+        // lists around them.
+        for len in [100, 200, 20_000] {
+            let mut long = tracer.start("long");
+            opentelemetry::trace::Span::set_attribute(&mut long, KeyValue::new("text", "x".repeat(len)));
+            opentelemetry::trace::Span::end(&mut long);
+        }
+        let batch = exporter.get_finished_spans().unwrap();
+        let exporter = Resource::of(&resource);
+        for batch in [&batch[..1], &batch[1..2], &batch[2..3], &batch[3..], &batch[..]] {
+            assert_eq!(written(&exporter, batch), crates(batch, &resource).encode_to_vec());
         }
     }
 

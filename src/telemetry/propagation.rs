@@ -37,9 +37,14 @@ impl Extractor for One<'_> {
 }
 
 /// The caller's trace context, from `traceparent` in `headers`; empty when
-/// it is absent or malformed (a span under it starts a new trace).
+/// it is absent or malformed (a span under it starts a new trace). Most
+/// calls carry none, and then the propagator is not asked (what it would
+/// answer, an empty context, costs it a copy of the context it is given).
 pub(crate) fn caller(headers: &http::HeaderMap) -> Context {
-    TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(headers))
+    match headers.contains_key(TRACEPARENT) {
+        true => TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(headers)),
+        false => Context::new(),
+    }
 }
 
 /// The caller's `traceparent` header as sent (checked when it is passed on,
