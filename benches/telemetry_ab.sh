@@ -12,11 +12,12 @@
 # with any VAR=VALUE added to its environment (the SDK's OTEL_BSP_* knobs).
 # Prints every round, then per shape the median RPS, its ratio to the first
 # target's, and the gateway process's CPU a request (user + system ticks
-# over the round, warm-up included).
+# over the round, warm-up included); last, how many spans each gateway
+# dropped (its export queue full).
 #   cargo build --release && cargo bench --bench load --no-run
 #   benches/telemetry_ab.sh none=target/release/toolgate:none spans=target/release/toolgate:spans
 set -euo pipefail
-[ $# -gt 0 ] || { sed -n '2,17p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/benches/common.sh"
 rounds=${ROUNDS:-4}
@@ -67,3 +68,12 @@ for shape in dict.fromkeys(s for s, _ in rps):
         print(f"{shape} {name}: median {median:.0f} RPS ({min(rps[shape, name]):.0f}-{max(rps[shape, name]):.0f}),"
               f" {median / base:.3f} of {names[0]}, CPU a request {statistics.median(cpu[shape, name]):.1f} us")
 '
+# Spans the gateways dropped because their export queue was full: a run
+# that drops spans measures less than exporting every span.
+for target in "$@"; do
+    name=${target%%=*}
+    kill -INT "${pid[$name]}"
+    wait "${pid[$name]}" || true
+    dropped=$(sed -n 's/.*dropped_span_count=\([0-9]*\).*/\1/p' "$dir/$name.log")
+    echo "$name: ${dropped:-0} spans dropped"
+done
