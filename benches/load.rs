@@ -53,11 +53,14 @@ use toolgate::proto::v1::{
     tool_gateway_service_server::{ToolGatewayService, ToolGatewayServiceServer},
 };
 
-/// The OTLP receiver of the tests, here as a sink that drops what it gets.
 #[path = "support/serve.rs"]
 mod serve;
 
-// The tests' OTLP receiver, as the sink: the bench uses a part of it.
+/// The OTLP sink: counts spans, keeps nothing.
+#[path = "support/sink.rs"]
+mod sink;
+
+// The tests' OTLP receiver, discarding: the sink's metrics service.
 #[path = "../tests/gateway/common/otlp.rs"]
 #[allow(dead_code)]
 mod otlp;
@@ -760,8 +763,8 @@ fn serve(kind: &str) {
     runtime.block_on(async {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         println!("{}", listener.local_addr().unwrap().port());
-        let received = otlp::Received::discarding();
-        let count = received.span_count.clone();
+        let spans = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = spans.clone();
         // Each line read is answered with the sink's span count; the end of
         // stdin is the end of the server.
         let stdin_closed = async {
@@ -774,7 +777,7 @@ fn serve(kind: &str) {
             .ok();
         };
         match kind {
-            "sink" => otlp::serve(listener, received, stdin_closed).await,
+            "sink" => sink::serve(listener, spans, stdin_closed).await,
             "bare-accept" => {
                 // The same bare service through the gateway's own accept
                 // path: the difference to "bare" is what that path costs.
