@@ -469,13 +469,19 @@ mod tests {
 
     use super::*;
 
+    /// A provider of `resource` whose spans are kept in the exporter returned.
+    fn recorded(resource: &opentelemetry_sdk::Resource) -> (SdkTracerProvider, InMemorySpanExporter) {
+        let exporter = InMemorySpanExporter::default();
+        let provider =
+            SdkTracerProvider::builder().with_resource(resource.clone()).with_simple_exporter(exporter.clone()).build();
+        (provider, exporter)
+    }
+
     /// Spans with every kind of thing a span holds, made by the SDK, from
     /// two scopes: attributes of each kind of value, events, a link, a
     /// remote parent and a trace state, an error; and a plain span.
     fn spans(resource: &opentelemetry_sdk::Resource, plain_only: bool) -> Vec<SpanData> {
-        let exporter = InMemorySpanExporter::default();
-        let provider =
-            SdkTracerProvider::builder().with_resource(resource.clone()).with_simple_exporter(exporter.clone()).build();
+        let (provider, exporter) = recorded(resource);
         let toolgate = provider.tracer("toolgate");
         let other = provider.tracer_with_scope(
             InstrumentationScope::builder("other").with_version("1.2").with_schema_url("https://s").build(),
@@ -557,9 +563,7 @@ mod tests {
     #[test]
     fn values_that_are_their_kinds_default_and_lengths_of_every_width_are_written_as_prost_writes_them() {
         let resource = opentelemetry_sdk::Resource::builder_empty().build();
-        let exporter = InMemorySpanExporter::default();
-        let provider =
-            SdkTracerProvider::builder().with_resource(resource.clone()).with_simple_exporter(exporter.clone()).build();
+        let (provider, exporter) = recorded(&resource);
         let tracer = provider.tracer("");
         let mut defaults = tracer.start("");
         opentelemetry::trace::Span::set_attributes(
