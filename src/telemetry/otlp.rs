@@ -24,7 +24,7 @@ use std::{
 use bytes::{BufMut, Bytes};
 use http::uri::PathAndQuery;
 use opentelemetry::{
-    trace::{SpanId, SpanKind, Status, TraceFlags},
+    trace::{SpanId, Status, TraceFlags},
     InstrumentationScope, KeyValue, Value,
 };
 use opentelemetry_proto::{
@@ -274,14 +274,7 @@ impl Wire {
             self.bytes(4, &data.parent_span_id.to_bytes());
         }
         self.string(5, &data.name);
-        let kind = match data.span_kind {
-            SpanKind::Client => span::SpanKind::Client,
-            SpanKind::Server => span::SpanKind::Server,
-            SpanKind::Producer => span::SpanKind::Producer,
-            SpanKind::Consumer => span::SpanKind::Consumer,
-            SpanKind::Internal => span::SpanKind::Internal,
-        };
-        self.varint(6, kind as u64);
+        self.varint(6, span::SpanKind::from(data.span_kind.clone()) as u64);
         self.fixed64(7, nanos(data.start_time));
         self.fixed64(8, nanos(data.end_time));
         self.attributes(9, &data.attributes);
@@ -308,15 +301,10 @@ impl Wire {
         }
         self.varint(14, data.links.dropped_count.into());
         self.message(15, 1, |wire| {
-            let code = match &data.status {
-                Status::Unset => status::StatusCode::Unset,
-                Status::Ok => status::StatusCode::Ok,
-                Status::Error { description } => {
-                    wire.string(2, description);
-                    status::StatusCode::Error
-                }
-            };
-            wire.varint(3, code as u64);
+            if let Status::Error { description } = &data.status {
+                wire.string(2, description);
+            }
+            wire.varint(3, status::StatusCode::from(&data.status) as u64);
         });
         self.fixed32(16, flags(context.trace_flags(), data.parent_span_is_remote));
     }
@@ -329,18 +317,9 @@ impl Wire {
                 wire.string(1, attribute.key.as_str());
                 wire.message(2, 1, |wire| match &attribute.value {
                     Value::String(text) => wire.field_bytes(1, text.as_str().as_bytes()),
-                    Value::Bool(value) => {
-                        encode_key(2, WireType::Varint, &mut wire.0);
-                        encode_varint(u64::from(*value), &mut wire.0);
-                    }
-                    Value::I64(value) => {
-                        encode_key(3, WireType::Varint, &mut wire.0);
-                        encode_varint(*value as u64, &mut wire.0);
-                    }
-                    Value::F64(value) => {
-                        encode_key(4, WireType::SixtyFourBit, &mut wire.0);
-                        wire.0.put_f64_le(*value);
-                    }
+                    Value::Bool(value) => wire.field_varint(2, u64::from(*value)),
+                    Value::I64(value) => wire.field_varint(3, *value as u64),
+                    Value::F64(value) => wire.field_fixed64(4, value.to_bits()),
                     // Lists (and kinds added later): as the OTLP crate makes them.
                     other => common::AnyValue::from(other.clone()).encode_raw(&mut wire.0),
                 });
@@ -366,6 +345,9 @@ impl Wire {
         encode_varint(len as u64, &mut prefix);
     }
 
+    // Each kind's `field_` writer writes the field whatever its value; the
+    // plain one leaves the field out when it holds its default.
+
     fn field_bytes(&mut self, field: u32, value: &[u8]) {
         encode_key(field, WireType::LengthDelimited, &mut self.0);
         encode_varint(value.len() as u64, &mut self.0);
@@ -382,10 +364,14 @@ impl Wire {
         self.bytes(field, value.as_bytes());
     }
 
+    fn field_varint(&mut self, field: u32, value: u64) {
+        encode_key(field, WireType::Varint, &mut self.0);
+        encode_varint(value, &mut self.0);
+    }
+
     fn varint(&mut self, field: u32, value: u64) {
         if value != 0 {
-            encode_key(field, WireType::Varint, &mut self.0);
-            encode_varint(value, &mut self.0);
+            self.field_varint(field, value);
         }
     }
 
@@ -396,10 +382,14 @@ impl Wire {
         }
     }
 
+    fn field_fixed64(&mut self, field: u32, value: u64) {
+        encode_key(field, WireType::SixtyFourBit, &mut self.0);
+        self.0.put_u64_le(value);
+    }
+
     fn fixed64(&mut self, field: u32, value: u64) {
         if value != 0 {
-            encode_key(field, WireType::SixtyFourBit, &mut self.0);
-            self.0.put_u64_le(value);
+            self.field_fixed64(field, value);
         }
     }
 }
@@ -458,7 +448,9 @@ impl Decoder for Encoded {
 #[cfg(test)]
 mod tests {
     use opentelemetry::{
-        trace::{Link, SpanContext, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer, TracerProvider as _},
+        trace::{
+            Link, SpanContext, SpanKind, TraceContextExt, TraceFlags, TraceId, TraceState, Tracer, TracerProvider as _,
+        },
         Context,
     };
     use opentelemetry_proto::{
