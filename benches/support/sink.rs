@@ -26,7 +26,7 @@ use tonic::{
 };
 use tonic_prost::ProstCodec;
 
-use super::otlp::Received;
+use super::otlp::{self, Received};
 
 /// `ExportTraceServiceRequest`, as far as its spans.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -88,7 +88,7 @@ impl UnaryService<Spans> for Traces {
     }
 }
 
-/// Serves the sink on `listener` (TCP_NODELAY set, as collectors set it)
+/// Serves the sink on `listener` (TCP_NODELAY set, [`otlp::incoming`])
 /// until `shutdown`; `count` is the spans received.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -98,10 +98,7 @@ pub async fn serve(
     tonic::transport::Server::builder()
         .add_service(Traces(count))
         .add_service(MetricsServiceServer::new(Received::discarding()))
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(otlp::incoming(listener), shutdown)
         .await
         .unwrap();
 }

@@ -108,10 +108,15 @@ impl MetricsService for Received {
     }
 }
 
-/// Serves `received` on `listener` until `shutdown`, with TCP_NODELAY on
-/// its connections as collectors have it (Go sets it on every connection):
-/// without it, an answer written in pieces waited for the exporter's
-/// delayed acknowledgement, 40 ms for one batch in ten under load.
+/// `listener`'s connections with TCP_NODELAY set, as collectors set it (Go
+/// sets it on every connection): without it, an answer written in pieces
+/// waited for the exporter's delayed acknowledgement, 40 ms for one batch
+/// in ten under load.
+pub fn incoming(listener: tokio::net::TcpListener) -> tonic::transport::server::TcpIncoming {
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
+}
+
+/// Serves `received` on `listener` ([`incoming`]) until `shutdown`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     received: Received,
@@ -120,10 +125,7 @@ pub async fn serve(
     tonic::transport::Server::builder()
         .add_service(TraceServiceServer::new(received.clone()))
         .add_service(MetricsServiceServer::new(received))
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(incoming(listener), shutdown)
         .await
         .unwrap();
 }
