@@ -30,6 +30,11 @@ mod catalogue;
 #[path = "support/serve.rs"]
 mod serve;
 
+/// The binary's allocator (src/main.rs), so that the rows measured in
+/// process are what `toolgate serve` does.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::{
     path::Path,
     process::Child,
