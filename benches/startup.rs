@@ -17,7 +17,9 @@
 //!
 //! `cargo bench --bench startup [-- --tools 10000 --runs 5 --shared]`: with
 //! `--shared` every tool takes the same schema (as families of tools often
-//! do), which the load compiles once. `-- --write FILE` writes the registry
+//! do), which the load compiles once. `-- --compare NAME=BINARY ...` starts
+//! each of several builds `--runs` times on the registry, interleaved, and
+//! reports only that. `-- --write FILE` writes the registry
 //! to FILE and stops (to profile `toolgate validate --catalog FILE`).
 
 // Benchmarks report what they measured and start the processes they measure.
@@ -66,6 +68,12 @@ fn main() {
         return;
     }
     println!("registry: {tools} tools, {:.1} MB of YAML", yaml.len() as f64 / 1e6);
+    if let Some(at) = args.iter().position(|a| a == "--compare") {
+        let targets = args[at + 1..].iter().take_while(|a| !a.starts_with("--"));
+        let targets: Vec<(&str, &str)> = targets.map(|a| a.split_once('=').expect("NAME=BINARY")).collect();
+        compare(&targets, dir.path(), runs);
+        return;
+    }
 
     let options = LoadOptions { registry: vec![path.clone()], ..LoadOptions::default() };
     let (mut read, mut assemble) = (Vec::new(), Vec::new());
@@ -206,6 +214,31 @@ async fn calls(gateway: &Gateway, calls: usize, names: &[String]) -> Duration {
     started.elapsed()
 }
 
+/// Each of `targets` (a name and a build of `toolgate`) started `runs`
+/// times on `registry`, the targets in turn in each round: on a machine
+/// whose speed moves through the day, only builds started in one run
+/// compare. Prints each one's median time to ready with its range, and its
+/// median RSS when ready.
+fn compare(targets: &[(&str, &str)], registry: &Path, runs: usize) {
+    let mut measured = vec![Vec::new(); targets.len()];
+    for _ in 0..runs {
+        for ((_, binary), starts) in targets.iter().zip(&mut measured) {
+            let gateway = Gateway::start_binary(Path::new(binary), registry);
+            starts.push((gateway.ready_after, gateway.rss_kib()));
+        }
+    }
+    for ((name, _), starts) in targets.iter().zip(measured) {
+        let (ready, mut rss): (Vec<Duration>, Vec<u64>) = starts.into_iter().unzip();
+        let (fastest, slowest) = (ready.iter().min().unwrap().as_millis(), ready.iter().max().unwrap().as_millis());
+        rss.sort();
+        println!(
+            "{name}: ready after {:?} ({fastest}-{slowest} ms), RSS when ready {:.1} MB (medians of {runs})",
+            median(ready),
+            rss[rss.len() / 2] as f64 / 1024.0
+        );
+    }
+}
+
 /// `toolgate serve` on a registry folder; killed when dropped.
 struct Gateway {
     child: Child,
@@ -215,8 +248,13 @@ struct Gateway {
 
 impl Gateway {
     fn start(registry: &Path) -> Self {
+        Self::start_binary(Path::new(env!("CARGO_BIN_EXE_toolgate")), registry)
+    }
+
+    /// [`Gateway::start`], running `binary` (another build, to compare).
+    fn start_binary(binary: &Path, registry: &Path) -> Self {
         let started = Instant::now();
-        let (child, port) = serve::start(registry, &[]);
+        let (child, port) = serve::start_binary(binary, registry, &[], &[]);
         let ready_after = started.elapsed();
         Self { child, port, ready_after }
     }

@@ -10,6 +10,7 @@ use std::{
 /// `env` added to its environment (and no OTLP endpoint inherited); returns
 /// it once it logs that it listens, with its port. Its log goes on being
 /// read, so that it never blocks on a full pipe.
+#[allow(dead_code)] // each bench uses a part of this module
 pub fn start(catalog: &Path, env: &[(&str, &str)]) -> (Child, u16) {
     start_with(catalog, env, &[])
 }
@@ -17,7 +18,12 @@ pub fn start(catalog: &Path, env: &[(&str, &str)]) -> (Child, u16) {
 /// [`start`], with more arguments to `serve` (`--tls-cert`, …).
 #[allow(dead_code)] // each bench uses a part of this module
 pub fn start_with(catalog: &Path, env: &[(&str, &str)], args: &[&str]) -> (Child, u16) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+    start_binary(Path::new(env!("CARGO_BIN_EXE_toolgate")), catalog, env, args)
+}
+
+/// [`start_with`], running `binary` (another build, to compare).
+pub fn start_binary(binary: &Path, catalog: &Path, env: &[(&str, &str)], args: &[&str]) -> (Child, u16) {
+    let mut child = Command::new(binary)
         .args(["serve", "--listen", "127.0.0.1:0", "--catalog"])
         .arg(catalog)
         .args(args)
