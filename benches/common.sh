@@ -7,10 +7,12 @@ load_bench() {
 
 # Starts the load bench serving WHAT (bare: the plain tonic echo server;
 # sink: the OTLP sink) on file descriptor 3, which keeps it running until
-# closed, and waits for it; sets $served to its port. Writes WHAT.port in DIR.
+# closed, and waits for it; sets $served to its port and $served_pid to its
+# process. Writes WHAT.port in DIR.
 serve_bench() {
     local what=$1 dir=$2
     exec 3> >(exec "$(load_bench)" --serve "$what" > "$dir/$what.port")
+    served_pid=$!
     until [ -s "$dir/$what.port" ]; do sleep 0.05; done
     served=$(head -1 "$dir/$what.port")
 }
@@ -38,10 +40,11 @@ gateway_port() {
 }
 
 # h2load sending the echo Execute in REQUEST (benches/echo_request.py) to
-# the gateway on PORT, with h2load's other ARGS (-c, -m, -D or -n, ...).
+# the gateway on PORT, with h2load's other ARGS (-c, -m, -D or -n, ...);
+# run under the command in the array $h2load_under when it is set.
 h2load_execute() {
     local request=$1 port=$2
     shift 2
-    h2load "$@" -d "$request" -H "content-type: application/grpc" -H "te: trailers" \
+    ${h2load_under[@]+"${h2load_under[@]}"} h2load "$@" -d "$request" -H "content-type: application/grpc" -H "te: trailers" \
         "http://127.0.0.1:$port/toolgate.v1.ToolGatewayService/Execute"
 }

@@ -11,13 +11,16 @@
 #   sampled  metrics and 10 % of traces (parentbased_traceidratio 0.1)
 # with any VAR=VALUE added to its environment (the SDK's OTEL_BSP_* knobs).
 # Prints every round, then per shape the median RPS, its ratio to the first
-# target's, and the gateway process's CPU a request (user + system ticks
-# over the round, warm-up included); last, how many spans each gateway
-# dropped (its export queue full).
+# target's, and the CPU a request (user + system over the round, warm-up
+# included) of the gateway process, of the SDK's span-export thread in it,
+# of the sink and of h2load: all four share the machine's cores, so the
+# export thread and the sink are what shipping the spans costs whatever
+# made them. Last, how many spans each gateway dropped (its export queue
+# full).
 #   cargo build --release && cargo bench --bench load --no-run
 #   benches/telemetry_ab.sh none=target/release/toolgate:none spans=target/release/toolgate:spans
 set -euo pipefail
-[ $# -gt 0 ] || { sed -n '2,18p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,21p' "$0"; exit 2; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/benches/common.sh"
 rounds=${ROUNDS:-4}
@@ -39,15 +42,25 @@ for target in "$@"; do
     port[$name]=$(gateway_port "$dir/$name.log")
 done
 python3 "$root/benches/echo_request.py" "$dir/request"
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# User + system ticks of a process (or of a thread: /proc/PID/task/TID).
+ticks() { awk '{print $14 + $15}' "$1/stat"; }
+# The gateway's span-export thread (the SDK names it), or none.
+exporter() {
+    { grep -l '^OpenTelemetry.T' /proc/"$1"/task/*/comm 2>/dev/null || true; } | head -1 | xargs -r dirname
+}
+# Ticks of the export thread, 0 when there is none.
+exporter_ticks() { if [ -n "$1" ]; then ticks "$1"; else echo 0; fi; }
+h2load_under=(/usr/bin/time -f "%U %S" -o "$dir/h2load.cpu")
 for shape in ${SHAPES:-1x64 16x4}; do
     for _ in $(seq "$rounds"); do
         for target in "$@"; do
             name=${target%%=*}
-            before=$(ticks "${pid[$name]}")
+            thread=$(exporter "${pid[$name]}")
+            before="$(ticks "/proc/${pid[$name]}") $(exporter_ticks "$thread") $(ticks "/proc/$served_pid")"
             rps=$(h2load_execute "$dir/request" "${port[$name]}" -c "${shape%x*}" -m "${shape#*x}" -D 4 \
                 --warm-up-time 1 | awk '/finished in/ {print $4}')
-            echo "$shape $name $rps $before $(ticks "${pid[$name]}")"
+            after="$(ticks "/proc/${pid[$name]}") $(exporter_ticks "$thread") $(ticks "/proc/$served_pid")"
+            echo "$shape $name $rps $before $after $(tail -1 "$dir/h2load.cpu")"
         done
     done
 done | python3 -c '
@@ -56,17 +69,24 @@ hz = os.sysconf("SC_CLK_TCK")
 rps, cpu, names = collections.defaultdict(list), collections.defaultdict(list), []
 for line in sys.stdin:
     print(line.strip())
-    shape, name, r, before, after = line.split()
+    shape, name, r, *fields = line.split()
     names += [name] if name not in names else []
     rps[shape, name].append(float(r))
     # 5 s of load (1 s warm-up), at about the measured rate
-    cpu[shape, name].append((int(after) - int(before)) / hz * 1e6 / (float(r) * 5))
+    calls = float(r) * 5
+    before, after = fields[0:3], fields[3:6]
+    us = [(int(a) - int(b)) / hz * 1e6 / calls for b, a in zip(before, after)]
+    us.append((float(fields[6]) + float(fields[7])) * 1e6 / calls)
+    cpu[shape, name].append(us)
 for shape in dict.fromkeys(s for s, _ in rps):
     base = statistics.median(rps[shape, names[0]])
     for name in names:
         median = statistics.median(rps[shape, name])
+        gateway, export, sink, client = (statistics.median(c) for c in zip(*cpu[shape, name]))
         print(f"{shape} {name}: median {median:.0f} RPS ({min(rps[shape, name]):.0f}-{max(rps[shape, name]):.0f}),"
-              f" {median / base:.3f} of {names[0]}, CPU a request {statistics.median(cpu[shape, name]):.1f} us")
+              f" {median / base:.3f} of {names[0]}, CPU a request {gateway:.1f} us"
+              f" (export thread {export:.1f}), sink {sink:.1f} us, h2load {client:.1f} us,"
+              f" all {gateway + sink + client:.1f} us")
 '
 # Spans the gateways dropped because their export queue was full: a run
 # that drops spans measures less than exporting every span.
