@@ -22,17 +22,18 @@
 mod catalogue;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use opentelemetry::{metrics::MeterProvider, trace::TracerProvider};
+use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{InMemoryMetricExporter, SdkMeterProvider},
-    trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter},
+    trace::{Sampler, SpanData, SpanExporter},
+    Resource,
 };
 use tonic::Request;
 use toolgate::{
     exec::Call,
     proto::v1::{tool_gateway_service_server::ToolGatewayService, ExecuteRequest},
-    telemetry::{Metrics, Observer},
+    telemetry::{Batching, Metrics, Observer, Tracer},
 };
 
 /// A realistic tool: three typed parameters, one required, no extras.
@@ -119,32 +120,28 @@ fn telemetry(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let _entered = runtime.enter();
     let meters = SdkMeterProvider::builder().with_periodic_exporter(InMemoryMetricExporter::default()).build();
-    let tracers = SdkTracerProvider::builder().with_batch_exporter(Discard).build();
+    let resource = Resource::builder().build();
+    let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), Discard, &resource, Batching::default());
     // 10 % of traces, as OTEL_TRACES_SAMPLER=parentbased_traceidratio with 0.1 makes.
-    let sampled = SdkTracerProvider::builder()
-        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(0.1))))
-        .with_batch_exporter(Discard)
-        .build();
+    let ratio = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(0.1)));
+    let sampled = Tracer::new(Box::new(ratio), Discard, &resource, Batching::default());
     let metrics = Metrics::new(&meters.meter("toolgate"));
     let observers = [
         ("off", Observer::disabled()),
         ("metrics", Observer { metrics: metrics.clone(), tracer: None, record_content: false }),
         (
             "metrics_and_spans",
-            Observer { metrics: metrics.clone(), tracer: Some(tracers.tracer("toolgate")), record_content: false },
+            Observer { metrics: metrics.clone(), tracer: Some(tracer.clone()), record_content: false },
         ),
-        (
-            "metrics_and_spans_10pct",
-            Observer { metrics, tracer: Some(sampled.tracer("toolgate")), record_content: false },
-        ),
+        ("metrics_and_spans_10pct", Observer { metrics, tracer: Some(sampled.clone()), record_content: false }),
     ];
     for (name, observer) in observers {
         let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, "", observer);
         bench_echo(&mut group, &runtime, name, &app);
     }
     group.finish();
-    let _ = tracers.shutdown();
-    let _ = sampled.shutdown();
+    tracer.shutdown();
+    sampled.shutdown();
 }
 
 /// What rate limits add to one Execute handled in process, memory store: a

@@ -10,11 +10,14 @@ use std::{
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{data::ResourceMetrics, exporter::PushMetricExporter, SdkMeterProvider, Temporality},
-    trace::{SdkTracerProvider, SpanData, SpanExporter},
+    trace::{SpanData, SpanExporter},
     Resource,
 };
 
-use super::otlp::{OtlpSpans, Settings};
+use super::{
+    otlp::{OtlpSpans, Settings},
+    tracer::{Batching, Tracer},
+};
 use crate::env::Env;
 
 /// At most one warning per this long.
@@ -87,7 +90,7 @@ impl PushMetricExporter for QuietMetrics {
     }
 }
 
-pub(crate) fn tracer_provider(env: &Env, resource: Resource) -> Option<SdkTracerProvider> {
+pub(crate) fn tracer(env: &Env, resource: &Resource) -> Option<Tracer> {
     let exporter = match Settings::from_env(env).and_then(|settings| OtlpSpans::new(&settings)) {
         Ok(exporter) => exporter,
         Err(err) => {
@@ -96,7 +99,7 @@ pub(crate) fn tracer_provider(env: &Env, resource: Resource) -> Option<SdkTracer
         }
     };
     let exporter = QuietSpans { inner: exporter, warnings: Warnings::default() };
-    Some(SdkTracerProvider::builder().with_resource(resource).with_batch_exporter(exporter).build())
+    Some(Tracer::new(Tracer::sampler_from_env(), exporter, resource, Batching::from_env(env)))
 }
 
 pub(crate) fn meter_provider(resource: Resource) -> Option<SdkMeterProvider> {

@@ -10,8 +10,9 @@
 //! are recorded only when `TOOLGATE_TRACE_CONTENT` is `1`, `true` or `yes`.
 //! An emitted name is never a span name or a metric label. Exporting never
 //! blocks a call; a failing collector costs one warning a minute, and spans
-//! past the SDK's full export queue are dropped with one warning (and
-//! counted at shutdown).
+//! past the full export queue are dropped with one warning (and counted at
+//! shutdown). Spans are made by the gateway's own [`Tracer`], metrics by
+//! the OpenTelemetry SDK.
 
 mod export;
 pub(crate) mod metrics;
@@ -20,18 +21,15 @@ pub(crate) mod propagation;
 pub(crate) mod semconv;
 pub(crate) mod span;
 pub(crate) mod throttle;
+mod tracer;
 
 use std::io::IsTerminal;
 
-use opentelemetry::trace::TracerProvider;
-use opentelemetry_sdk::{
-    metrics::SdkMeterProvider,
-    trace::{SdkTracer, SdkTracerProvider},
-    Resource,
-};
-use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
+use opentelemetry_sdk::{metrics::SdkMeterProvider, Resource};
+use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
 
 pub use metrics::Metrics;
+pub use tracer::{Batching, Tracer};
 
 /// The way a call came in, the `toolgate.front_door` attribute and label of
 /// its span, metrics and audit line.
@@ -61,7 +59,7 @@ const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
 pub struct Observer {
     pub metrics: Metrics,
     /// Makes the spans; none when traces are not exported.
-    pub tracer: Option<SdkTracer>,
+    pub tracer: Option<Tracer>,
     /// Put arguments and results on spans (opt-in).
     pub record_content: bool,
 }
@@ -74,7 +72,7 @@ impl Observer {
 
 /// The installed telemetry; [`Telemetry::shutdown`] flushes what is pending.
 pub(crate) struct Telemetry {
-    traces: Option<SdkTracerProvider>,
+    traces: Option<Tracer>,
     meters: Option<SdkMeterProvider>,
     record_content: bool,
 }
@@ -90,7 +88,7 @@ fn truthy(env: &Env, name: &str) -> bool {
 impl Telemetry {
     /// Logs to stderr only (the commands other than `serve`).
     pub(crate) fn logs_only(env: &Env) {
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
     }
 
     /// Logs, and OTLP export when the environment asks for it. Must run
@@ -104,10 +102,9 @@ impl Telemetry {
                 && env.get(exporter).is_none_or(|v| v.trim() != "none")
         };
         // Logs first, so that an exporter that cannot be made says why.
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
         let resource = resource(env);
-        let traces =
-            wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer_provider(env, resource.clone())).flatten();
+        let traces = wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer(env, &resource)).flatten();
         let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
@@ -121,14 +118,13 @@ impl Telemetry {
             Some(provider) => Metrics::new(&opentelemetry::metrics::MeterProvider::meter(provider, "toolgate")),
             None => Metrics::disabled(),
         };
-        let tracer = self.traces.as_ref().map(|provider| provider.tracer("toolgate"));
-        Observer { metrics, tracer, record_content: self.record_content }
+        Observer { metrics, tracer: self.traces.clone(), record_content: self.record_content }
     }
 
     /// Flushes pending spans and metrics and stops the exporters.
     pub(crate) fn shutdown(self) {
         if let Some(traces) = self.traces {
-            let _ = traces.shutdown();
+            traces.shutdown();
         }
         if let Some(meters) = self.meters {
             let _ = meters.shutdown();
@@ -149,16 +145,17 @@ fn resource(env: &Env) -> Resource {
 }
 
 /// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn`),
-/// with the OpenTelemetry crates' own reports off but the SDK's warnings (see
-/// [`log_layer`]). A global filter keeps every disabled callsite of the
-/// libraries below (h2, hyper, tonic) at no cost; per-layer filters alone
-/// would not.
+/// with the OpenTelemetry crates' own reports off unless it names them (a
+/// failed export is said once a minute by the exporters here, and the two
+/// reports of a full span queue come from the gateway's own tracer). A
+/// global filter keeps every disabled callsite of the libraries below (h2,
+/// hyper, tonic) at no cost; per-layer filters alone would not.
 fn log_filter(env: &Env) -> tracing_subscriber::EnvFilter {
     let user = user_filter(env);
     let mut filter = tracing_subscriber::EnvFilter::try_new(user).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     let extra = match names_opentelemetry(user) {
         true => &[][..],
-        false => &["opentelemetry=off", "opentelemetry_sdk=warn", "opentelemetry-otlp=off"][..],
+        false => &["opentelemetry=off", "opentelemetry_sdk=off", "opentelemetry-otlp=off"][..],
     };
     for directive in extra {
         filter = filter.add_directive(directive.parse().expect("a valid directive"));
@@ -175,24 +172,13 @@ fn names_opentelemetry(filter: &str) -> bool {
     filter.contains("opentelemetry")
 }
 
-/// The OpenTelemetry SDK's reports that reach the log unless
-/// `TOOLGATE_LOG` names the OpenTelemetry crates: the first span dropped
-/// because the export queue is full (once), and how many were dropped (at
-/// shutdown). It reports each failed export too; the exporters here say so
-/// once a minute instead.
-const SDK_REPORTS: [&str; 2] = ["BatchSpanProcessor.SpanDroppingStarted", "BatchSpanProcessor.SpansDropped"];
-
-/// Log lines on stderr; of the OpenTelemetry SDK's, only [`SDK_REPORTS`].
-fn log_layer<S>(env: &Env) -> impl Layer<S>
+/// Log lines on stderr.
+fn log_layer<S>() -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
-    let everything = names_opentelemetry(user_filter(env));
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .with_filter(filter_fn(move |meta| {
-            everything || meta.target() != "opentelemetry_sdk" || SDK_REPORTS.contains(&meta.name())
-        }))
 }

@@ -127,7 +127,10 @@ fn percent_decode(text: &str) -> Option<String> {
 
 /// Sends batches of spans to a collector.
 pub(crate) struct OtlpSpans {
-    client: tonic::client::Grpc<Channel>,
+    endpoint: Endpoint,
+    /// Made on the first export, in the runtime that runs the exports (the
+    /// channel's connection lives there).
+    client: std::sync::OnceLock<tonic::client::Grpc<Channel>>,
     metadata: MetadataMap,
     /// What every request says of the resource.
     resource: Resource,
@@ -143,7 +146,6 @@ impl std::fmt::Debug for OtlpSpans {
 }
 
 impl OtlpSpans {
-    /// Must run inside the Tokio runtime (the channel's connection lives there).
     pub(crate) fn new(settings: &Settings) -> Result<Self, String> {
         let endpoint = Endpoint::from_shared(settings.endpoint.clone())
             .map_err(|error| format!("the endpoint {} is not a URL: {error}", settings.endpoint))?
@@ -157,7 +159,8 @@ impl OtlpSpans {
             metadata.append(key, value);
         }
         Ok(Self {
-            client: tonic::client::Grpc::new(endpoint.connect_lazy()),
+            endpoint,
+            client: std::sync::OnceLock::new(),
             metadata,
             resource: Resource::default(),
             last_len: AtomicUsize::new(0),
@@ -165,7 +168,7 @@ impl OtlpSpans {
     }
 
     async fn send(&self, body: Bytes) -> Result<ExportTraceServiceResponse, tonic::Status> {
-        let mut client = self.client.clone();
+        let mut client = self.client.get_or_init(|| tonic::client::Grpc::new(self.endpoint.connect_lazy())).clone();
         client.ready().await.map_err(|error| tonic::Status::unavailable(error.to_string()))?;
         let request = tonic::Request::from_parts(self.metadata.clone(), Extensions::default(), body);
         Ok(client.unary(request, PathAndQuery::from_static(EXPORT), Encoded).await?.into_inner())

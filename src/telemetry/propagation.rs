@@ -10,6 +10,8 @@ use opentelemetry::{
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
 const TRACEPARENT: &str = "traceparent";
+/// The same name, parsed once: looked up on every call.
+const TRACEPARENT_HEADER: http::HeaderName = http::HeaderName::from_static(TRACEPARENT);
 
 struct Headers<'a>(&'a http::HeaderMap);
 
@@ -41,7 +43,7 @@ impl Extractor for One<'_> {
 /// calls carry none, and then the propagator is not asked (what it would
 /// answer, an empty context, costs it a copy of the context it is given).
 pub(crate) fn caller(headers: &http::HeaderMap) -> Context {
-    match headers.contains_key(TRACEPARENT) {
+    match headers.contains_key(&TRACEPARENT_HEADER) {
         true => TraceContextPropagator::new().extract_with_context(&Context::new(), &Headers(headers)),
         false => Context::new(),
     }
@@ -53,7 +55,7 @@ pub(crate) fn caller(headers: &http::HeaderMap) -> Context {
 pub(crate) fn caller_header(headers: &http::HeaderMap, exporting: bool) -> Option<String> {
     match exporting {
         true => None,
-        false => Headers(headers).get(TRACEPARENT).map(str::to_owned),
+        false => headers.get(&TRACEPARENT_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned),
     }
 }
 

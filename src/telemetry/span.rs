@@ -1,17 +1,18 @@
-//! The gateway's spans, made with the OpenTelemetry API directly: two per
-//! Execute (SERVER and `execute_tool`), on the hot path, so they cost what
-//! the SDK costs and no more. When traces are not exported there is no
-//! tracer and a [`Span`] is nothing: no attribute is even built.
+//! The gateway's spans: two per Execute (SERVER and `execute_tool`), on
+//! the hot path, made by the gateway's own [`Tracer`]. When traces are not
+//! exported there is no tracer and a [`Span`] is nothing: no attribute is
+//! even built.
 
 use std::{future::Future, pin::Pin};
 
 use futures::future::Either;
 use opentelemetry::{
     context::{FutureExt, WithContext},
-    trace::{SpanKind, Status, TraceContextExt, Tracer as _},
+    trace::{SpanKind, Status, TraceContextExt},
     Context, KeyValue, Value,
 };
-use opentelemetry_sdk::trace::SdkTracer;
+
+use super::tracer::Tracer;
 
 /// A span being recorded, or none.
 pub(crate) struct Span(Option<Context>);
@@ -25,12 +26,9 @@ impl Span {
     ///
     /// `capacity` is how many attributes the span usually ends with (those
     /// of `attributes` and those [`Span::set`] adds later): the span's list
-    /// is made that large once, where the SDK made a list of its own, grew
-    /// it and copied the one built for it in (docs/benchmarks.md,
-    /// telemetry). A span the sampler drops frees the empty list on this
-    /// thread at once.
+    /// is made that large once.
     pub(crate) fn start<A: IntoIterator<Item = KeyValue>>(
-        tracer: Option<&SdkTracer>,
+        tracer: Option<&Tracer>,
         name: &'static str,
         kind: SpanKind,
         parent: impl FnOnce() -> Context,
@@ -46,12 +44,7 @@ impl Span {
             if local.is_valid() && !local.is_remote() && !parent.span().is_recording() {
                 return None;
             }
-            let mut builder = tracer.span_builder(name).with_kind(kind);
-            builder.attributes = Some(Vec::with_capacity(capacity));
-            let mut span = builder.start_with_context(tracer, &parent);
-            if opentelemetry::trace::Span::is_recording(&span) {
-                opentelemetry::trace::Span::set_attributes(&mut span, attributes());
-            }
+            let span = tracer.start(&parent, name, kind, capacity, attributes);
             Some(parent.with_span(span))
         }))
     }
@@ -134,23 +127,26 @@ pub(crate) fn current_event(name: &'static str, attributes: impl FnOnce() -> Vec
 
 #[cfg(test)]
 mod tests {
-    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState, TracerProvider as _};
-    use opentelemetry_sdk::trace::{InMemorySpanExporter, Sampler, SdkTracerProvider};
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    use opentelemetry_sdk::{
+        trace::{InMemorySpanExporter, Sampler},
+        Resource,
+    };
 
     use super::*;
+    use crate::telemetry::tracer::Batching;
 
-    fn traced(sampler: Sampler) -> (SdkTracerProvider, InMemorySpanExporter) {
+    fn traced(sampler: Sampler) -> (Tracer, InMemorySpanExporter) {
         let exporter = InMemorySpanExporter::default();
-        let provider =
-            SdkTracerProvider::builder().with_sampler(sampler).with_simple_exporter(exporter.clone()).build();
-        (provider, exporter)
+        let tracer =
+            Tracer::new(Box::new(sampler), exporter.clone(), &Resource::builder().build(), Batching::default());
+        (tracer, exporter)
     }
 
     #[test]
     fn attributes_are_built_only_for_spans_that_record_and_unsampled_parents_get_no_children() {
         // Never sampled: no attributes built, and no child under the span.
-        let (provider, exporter) = traced(Sampler::AlwaysOff);
-        let tracer = provider.tracer("t");
+        let (tracer, exporter) = traced(Sampler::AlwaysOff);
         let built = std::cell::Cell::new(0);
         let attributes = || {
             built.set(built.get() + 1);
@@ -163,12 +159,13 @@ mod tests {
         assert!(child.0.is_none(), "no child under a span of this process that was not sampled");
         assert_eq!(built.get(), 0);
         server.end();
+        drop(parent);
+        tracer.force_flush();
         assert!(exporter.get_finished_spans().unwrap().is_empty());
 
         // A remote parent that was not sampled still gets the SERVER span
         // (the sampler decides, here: always).
-        let (provider, exporter) = traced(Sampler::AlwaysOn);
-        let tracer = provider.tracer("t");
+        let (tracer, exporter) = traced(Sampler::AlwaysOn);
         let remote =
             SpanContext::new(TraceId::from(7), SpanId::from(9), TraceFlags::default(), true, TraceState::default());
         let caller = Context::new().with_remote_span_context(remote);
@@ -180,8 +177,19 @@ mod tests {
         assert_eq!(built.get(), 2);
         child.end();
         server.end();
+        tracer.force_flush();
         let spans = exporter.get_finished_spans().unwrap();
         assert_eq!(spans.len(), 2);
         assert!(spans.iter().all(|s| s.attributes.contains(&KeyValue::new("k", "v"))));
+        let (child, server) = (&spans[0], &spans[1]);
+        assert_eq!((child.name.as_ref(), server.name.as_ref()), ("child", "server"));
+        assert_eq!(server.span_context.trace_id(), TraceId::from(7), "the caller's trace");
+        assert_eq!(server.parent_span_id, SpanId::from(9));
+        assert!(server.parent_span_is_remote);
+        assert_eq!(child.span_context.trace_id(), TraceId::from(7));
+        assert_eq!(child.parent_span_id, server.span_context.span_id());
+        assert!(!child.parent_span_is_remote);
+        assert!(server.span_context.is_sampled() && server.start_time <= child.start_time);
+        assert!(child.end_time <= server.end_time && server.start_time < server.end_time);
     }
 }

@@ -4,21 +4,21 @@
 use std::collections::BTreeMap;
 
 use opentelemetry::metrics::MeterProvider;
-use opentelemetry::trace::TracerProvider;
 use opentelemetry_sdk::{
     metrics::{
         data::{AggregatedMetrics, MetricData},
         InMemoryMetricExporter, SdkMeterProvider,
     },
-    trace::{InMemorySpanExporter, SdkTracerProvider, SpanData},
+    trace::{InMemorySpanExporter, Sampler, SpanData},
+    Resource,
 };
-use toolgate::telemetry::{Metrics, Observer};
+use toolgate::telemetry::{Batching, Metrics, Observer, Tracer};
 
 /// Spans and metrics of a gateway started with the observer of [`Recorded::start`].
 pub struct Recorded {
     spans: InMemorySpanExporter,
     metrics: InMemoryMetricExporter,
-    tracer: SdkTracerProvider,
+    tracer: Tracer,
     meter: SdkMeterProvider,
 }
 
@@ -34,19 +34,17 @@ pub struct Point {
 impl Recorded {
     pub fn start(record_content: bool) -> (Self, Observer) {
         let spans = InMemorySpanExporter::default();
-        let tracer = SdkTracerProvider::builder().with_simple_exporter(spans.clone()).build();
+        let resource = Resource::builder().build();
+        let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), spans.clone(), &resource, Batching::default());
         let metrics = InMemoryMetricExporter::default();
         let meter = SdkMeterProvider::builder().with_periodic_exporter(metrics.clone()).build();
-        let observer = Observer {
-            metrics: Metrics::new(&meter.meter("toolgate")),
-            tracer: Some(tracer.tracer("toolgate")),
-            record_content,
-        };
+        let observer =
+            Observer { metrics: Metrics::new(&meter.meter("toolgate")), tracer: Some(tracer.clone()), record_content };
         (Self { spans, metrics, tracer, meter }, observer)
     }
 
     pub fn spans(&self) -> Vec<SpanData> {
-        let _ = self.tracer.force_flush();
+        self.tracer.force_flush();
         self.spans.get_finished_spans().unwrap()
     }
 

@@ -1,0 +1,655 @@
+//! The gateway's tracer: it makes the spans of [`super::span`], and a
+//! thread of its own ships them in batches through an exporter.
+//!
+//! Why not the OpenTelemetry SDK's tracer and batch processor: measured
+//! from outside (docs/benchmarks.md, "The gateway's own tracer"), making
+//! and ending the SDK's spans on the request threads, and its queue's moves
+//! on its thread, were most of what exporting every span cost; shipping
+//! copies of the same spans without making them cost 0–4 %. A span here
+//! is its [`SpanData`] being filled in, under the one lock the
+//! OpenTelemetry context puts around every span, and moved onto a plain
+//! locked list when it ends. The list is swapped whole for an empty one
+//! when it is shipped, and the thread that ships it runs the exports in a
+//! runtime of its own, so the gateway's workers do none of that work.
+//!
+//! What is kept of the SDK: its sampler, built from the environment as the
+//! SDK builds it (`OTEL_TRACES_SAMPLER`, `_ARG`; default
+//! `parentbased_always_on`), its id generator, its span data, events and
+//! limits (128 attributes and 128 events a span), and its exporter
+//! interface. The batch settings are the SDK's variables with its defaults
+//! (`OTEL_BSP_MAX_QUEUE_SIZE` 2048, `OTEL_BSP_SCHEDULE_DELAY` 5000 ms,
+//! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` 512, at most the queue size,
+//! `OTEL_BSP_EXPORT_TIMEOUT` 30000 ms), and so are its two reports, under
+//! the SDK's names so that what watched its log still matches: a warning
+//! when the first span is dropped because the queue is full, and the
+//! number dropped at shutdown.
+
+use std::{
+    borrow::Cow,
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError,
+    },
+    thread::JoinHandle,
+    time::{Duration, Instant, SystemTime},
+};
+
+use opentelemetry::{
+    trace::{Event, Link, SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceFlags},
+    Context, InstrumentationScope, KeyValue,
+};
+use opentelemetry_sdk::{
+    trace::{
+        Config, IdGenerator, RandomIdGenerator, SamplingDecision, ShouldSample, SpanData, SpanEvents, SpanExporter,
+        SpanLinks,
+    },
+    Resource,
+};
+
+use crate::env::Env;
+
+/// The SDK's default span limits.
+const MAX_ATTRIBUTES: usize = 128;
+const MAX_EVENTS: usize = 128;
+
+/// Makes spans and ships the ended ones; cloned into every observer.
+#[derive(Clone)]
+pub struct Tracer(Arc<Inner>);
+
+struct Inner {
+    sampler: Box<dyn ShouldSample>,
+    ids: RandomIdGenerator,
+    scope: InstrumentationScope,
+    queue: Queue,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer").finish_non_exhaustive()
+    }
+}
+
+/// The batch processor's settings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Batching {
+    pub max_queue_size: usize,
+    pub scheduled_delay: Duration,
+    pub max_export_batch_size: usize,
+    pub export_timeout: Duration,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Self {
+            max_queue_size: 2048,
+            scheduled_delay: Duration::from_millis(5000),
+            max_export_batch_size: 512,
+            export_timeout: Duration::from_millis(30_000),
+        }
+    }
+}
+
+impl Batching {
+    /// The `OTEL_BSP_*` variables, as the SDK reads them: a value that is
+    /// not a number leaves the default; the batch is at most the queue.
+    pub(crate) fn from_env(env: &Env) -> Self {
+        let number = |name: &str| env.get(name).and_then(|v| v.trim().parse::<u64>().ok());
+        let default = Self::default();
+        let max_queue_size = number("OTEL_BSP_MAX_QUEUE_SIZE").map_or(default.max_queue_size, |n| n as usize);
+        let max_export_batch_size =
+            number("OTEL_BSP_MAX_EXPORT_BATCH_SIZE").map_or(default.max_export_batch_size, |n| n as usize);
+        Self {
+            max_queue_size,
+            scheduled_delay: number("OTEL_BSP_SCHEDULE_DELAY").map_or(default.scheduled_delay, Duration::from_millis),
+            max_export_batch_size: max_export_batch_size.min(max_queue_size).max(1),
+            export_timeout: number("OTEL_BSP_EXPORT_TIMEOUT").map_or(default.export_timeout, Duration::from_millis),
+        }
+    }
+}
+
+impl Tracer {
+    /// Spans sampled by `sampler`, exported through `exporter` on a thread
+    /// of its own, in a runtime of that thread's.
+    pub fn new(
+        sampler: Box<dyn ShouldSample>,
+        mut exporter: impl SpanExporter + 'static,
+        resource: &Resource,
+        batching: Batching,
+    ) -> Self {
+        exporter.set_resource(resource);
+        let inner = Arc::new(Inner {
+            sampler,
+            ids: RandomIdGenerator::default(),
+            scope: InstrumentationScope::builder("toolgate").build(),
+            queue: Queue::new(batching),
+            thread: Mutex::new(None),
+        });
+        let shipping = Arc::clone(&inner);
+        let thread = std::thread::Builder::new()
+            .name("OpenTelemetry.Traces.BatchProcessor".into())
+            .spawn(move || {
+                // The exports run in a runtime of this thread's own, so that
+                // their connection's work never lands on the gateway's
+                // workers: it runs while an export waits for its answer.
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("the span export runtime starts");
+                shipping.queue.ship(&exporter, &runtime);
+            })
+            .expect("the span export thread starts");
+        let _ = inner.queue.thread.set(thread.thread().clone());
+        *locked(&inner.thread) = Some(thread);
+        Self(inner)
+    }
+
+    /// The sampler of the environment, as the SDK builds it.
+    pub fn sampler_from_env() -> Box<dyn ShouldSample> {
+        Config::default().sampler
+    }
+
+    /// Starts a span under `parent`: a recording one when the sampler
+    /// records it (`attributes` called only then), else one that only
+    /// carries its ids (so the trace goes on to backends).
+    pub(crate) fn start<A: IntoIterator<Item = KeyValue>>(
+        &self,
+        parent: &Context,
+        name: &'static str,
+        kind: SpanKind,
+        capacity: usize,
+        attributes: impl FnOnce() -> A,
+    ) -> Recording {
+        let inner = &self.0;
+        let parent_context = parent.span().span_context().clone();
+        let trace_id = match parent_context.is_valid() {
+            true => parent_context.trace_id(),
+            false => inner.ids.new_trace_id(),
+        };
+        let span_id = inner.ids.new_span_id();
+        let sampled = inner.sampler.should_sample(Some(parent), trace_id, name, &kind, &[], &[]);
+        let flags = match sampled.decision {
+            SamplingDecision::RecordAndSample => TraceFlags::SAMPLED,
+            _ => TraceFlags::default(),
+        };
+        let context = SpanContext::new(trace_id, span_id, flags, false, sampled.trace_state);
+        let data = (sampled.decision != SamplingDecision::Drop).then(|| {
+            let mut list = Vec::with_capacity(capacity.max(sampled.attributes.len()));
+            list.extend(attributes());
+            list.extend(sampled.attributes);
+            list.truncate(MAX_ATTRIBUTES);
+            SpanData {
+                span_context: context.clone(),
+                parent_span_id: if parent_context.is_valid() { parent_context.span_id() } else { SpanId::INVALID },
+                parent_span_is_remote: parent_context.is_valid() && parent_context.is_remote(),
+                span_kind: kind,
+                name: Cow::Borrowed(name),
+                start_time: opentelemetry::time::now(),
+                end_time: SystemTime::UNIX_EPOCH,
+                attributes: list,
+                dropped_attributes_count: 0,
+                events: SpanEvents::default(),
+                links: SpanLinks::default(),
+                status: Status::Unset,
+                instrumentation_scope: inner.scope.clone(),
+            }
+        });
+        Recording { context, data, tracer: self.clone() }
+    }
+
+    /// Ships what is queued now, and returns once it is shipped (or the
+    /// export timeout has passed).
+    pub fn force_flush(&self) {
+        let queue = &self.0.queue;
+        let mut flushes = locked(&queue.flushes);
+        flushes.requested += 1;
+        let wanted = flushes.requested;
+        if let Some(thread) = queue.thread.get() {
+            thread.unpark();
+        }
+        let deadline = Instant::now() + queue.batching.export_timeout;
+        while flushes.done < wanted && !queue.stopping.load(Ordering::Acquire) {
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { return };
+            flushes = queue.flushed.wait_timeout(flushes, left).unwrap_or_else(PoisonError::into_inner).0;
+        }
+    }
+
+    /// Ships what is queued and stops the thread; then says how many spans
+    /// were dropped, if any.
+    pub fn shutdown(&self) {
+        let inner = &self.0;
+        inner.queue.stopping.store(true, Ordering::Release);
+        if let Some(thread) = locked(&inner.thread).take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+        let dropped = inner.queue.dropped.load(Ordering::Relaxed);
+        if dropped > 0 {
+            tracing::warn!(
+                name = "BatchSpanProcessor.SpansDropped",
+                dropped_span_count = dropped,
+                max_queue_size = inner.queue.batching.max_queue_size,
+                "spans were dropped because the export queue was full: raise OTEL_BSP_MAX_QUEUE_SIZE, or sample"
+            );
+        }
+    }
+}
+
+/// The spans ended and not yet shipped.
+struct Queue {
+    batching: Batching,
+    spans: Mutex<Vec<SpanData>>,
+    dropped: AtomicU64,
+    stopping: AtomicBool,
+    /// The shipping thread, woken when a batch is full.
+    thread: OnceLock<std::thread::Thread>,
+    flushes: Mutex<Flushes>,
+    flushed: Condvar,
+}
+
+/// Flushes asked for, and flushes done (each ships what was queued when it
+/// was asked for).
+#[derive(Default)]
+struct Flushes {
+    requested: u64,
+    done: u64,
+}
+
+impl Queue {
+    fn new(batching: Batching) -> Self {
+        Self {
+            batching,
+            spans: Mutex::new(Vec::with_capacity(batching.max_export_batch_size)),
+            dropped: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+            thread: OnceLock::new(),
+            flushes: Mutex::default(),
+            flushed: Condvar::new(),
+        }
+    }
+
+    /// Queues an ended span, or drops it when the queue is full (the first
+    /// drop is reported once).
+    fn push(&self, span: SpanData) {
+        if self.stopping.load(Ordering::Relaxed) {
+            // Ended after shutdown: nothing ships it any more, as with the SDK.
+            return;
+        }
+        let mut spans = locked(&self.spans);
+        if spans.len() >= self.batching.max_queue_size {
+            drop(spans);
+            if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!(
+                    name = "BatchSpanProcessor.SpanDroppingStarted",
+                    "a span was dropped because the export queue is full; the number dropped is reported at shutdown"
+                );
+            }
+            return;
+        }
+        spans.push(span);
+        let full = spans.len() == self.batching.max_export_batch_size;
+        drop(spans);
+        if full {
+            if let Some(thread) = self.thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+
+    /// The shipping thread: a batch whenever one is full, and whatever is
+    /// queued every scheduled delay and at shutdown.
+    fn ship(&self, exporter: &impl SpanExporter, runtime: &tokio::runtime::Runtime) {
+        let Batching { scheduled_delay, max_export_batch_size: size, export_timeout, .. } = self.batching;
+        let mut next = Instant::now() + scheduled_delay;
+        let mut spare = Vec::with_capacity(size);
+        loop {
+            let now = Instant::now();
+            let flushing = || {
+                let flushes = locked(&self.flushes);
+                flushes.requested > flushes.done
+            };
+            if now < next && !self.stopping.load(Ordering::Acquire) && !flushing() {
+                std::thread::park_timeout(next - now);
+            }
+            let stopping = self.stopping.load(Ordering::Acquire);
+            let flush = locked(&self.flushes).requested;
+            let timer = Instant::now() >= next;
+            let due = stopping || timer || flush > locked(&self.flushes).done;
+            loop {
+                // The whole queue at once, swapped for an empty list made
+                // beforehand: the lock is held for a swap, never for a copy.
+                let mut taken = {
+                    let mut spans = locked(&self.spans);
+                    if spans.len() >= size || (due && !spans.is_empty()) {
+                        std::mem::replace(&mut *spans, std::mem::take(&mut spare))
+                    } else {
+                        break;
+                    }
+                };
+                while !taken.is_empty() {
+                    if taken.len() < size && !due {
+                        // Not a whole batch, and not yet time: back in front
+                        // of what was queued meanwhile.
+                        let mut spans = locked(&self.spans);
+                        spans.splice(0..0, taken);
+                        break;
+                    }
+                    let rest = match taken.len() > size {
+                        true => taken.split_off(size),
+                        false => Vec::new(),
+                    };
+                    let export = exporter.export(taken);
+                    // A failed export is the exporter's to report (export.rs).
+                    let _ = runtime.block_on(async { tokio::time::timeout(export_timeout, export).await });
+                    taken = rest;
+                }
+                spare = Vec::with_capacity(size);
+            }
+            if timer {
+                next = Instant::now() + scheduled_delay;
+            }
+            let mut flushes = locked(&self.flushes);
+            if flush > flushes.done {
+                flushes.done = flush;
+                self.flushed.notify_all();
+            }
+            drop(flushes);
+            if stopping {
+                let _ = exporter.shutdown_with_timeout(export_timeout);
+                return;
+            }
+        }
+    }
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A span being made: its data, while it records, or only its ids. The
+/// OpenTelemetry context holds it (boxed, under its lock) while it is
+/// current; its data moves into the queue when it ends.
+pub(crate) struct Recording {
+    context: SpanContext,
+    data: Option<SpanData>,
+    tracer: Tracer,
+}
+
+impl Recording {
+    fn end_at(&mut self, at: SystemTime) {
+        if let Some(mut data) = self.data.take() {
+            data.end_time = at;
+            self.tracer.0.queue.push(data);
+        }
+    }
+}
+
+impl opentelemetry::trace::Span for Recording {
+    fn add_event_with_timestamp<T>(&mut self, name: T, timestamp: SystemTime, attributes: Vec<KeyValue>)
+    where
+        T: Into<Cow<'static, str>>,
+    {
+        if let Some(data) = &mut self.data {
+            match data.events.events.len() < MAX_EVENTS {
+                true => data.events.events.push(Event::new(name, timestamp, attributes, 0)),
+                false => data.events.dropped_count += 1,
+            }
+        }
+    }
+
+    fn span_context(&self) -> &SpanContext {
+        &self.context
+    }
+
+    fn is_recording(&self) -> bool {
+        self.data.is_some()
+    }
+
+    fn set_attribute(&mut self, attribute: KeyValue) {
+        if let Some(data) = &mut self.data {
+            match data.attributes.len() < MAX_ATTRIBUTES {
+                true => data.attributes.push(attribute),
+                false => data.dropped_attributes_count += 1,
+            }
+        }
+    }
+
+    fn set_status(&mut self, status: Status) {
+        if let Some(data) = &mut self.data {
+            // Ok > Error > Unset, as the SDK orders them.
+            if status > data.status {
+                data.status = status;
+            }
+        }
+    }
+
+    fn update_name<T>(&mut self, new_name: T)
+    where
+        T: Into<Cow<'static, str>>,
+    {
+        if let Some(data) = &mut self.data {
+            data.name = new_name.into();
+        }
+    }
+
+    fn add_link(&mut self, span_context: SpanContext, attributes: Vec<KeyValue>) {
+        if let Some(data) = &mut self.data {
+            data.links.links.push(Link::new(span_context, attributes, 0));
+        }
+    }
+
+    fn end_with_timestamp(&mut self, timestamp: SystemTime) {
+        self.end_at(timestamp);
+    }
+}
+
+impl Drop for Recording {
+    /// A span dropped without being ended (its call was cancelled) ends now,
+    /// as the SDK's did.
+    fn drop(&mut self) {
+        if self.data.is_some() {
+            self.end_at(opentelemetry::time::now());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::Span as _;
+    use opentelemetry_sdk::{error::OTelSdkResult, trace::Sampler};
+
+    use super::*;
+
+    /// Keeps every batch it is given, and is told of its shutdown.
+    #[derive(Clone, Debug, Default)]
+    struct Kept {
+        batches: Arc<Mutex<Vec<Vec<SpanData>>>>,
+        shut: Arc<AtomicBool>,
+    }
+
+    impl SpanExporter for Kept {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            locked(&self.batches).push(batch);
+            Ok(())
+        }
+
+        fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
+            self.shut.store(true, Ordering::Relaxed);
+            Ok(())
+        }
+    }
+
+    impl Kept {
+        fn sizes(&self) -> Vec<usize> {
+            locked(&self.batches).iter().map(Vec::len).collect()
+        }
+
+        fn spans(&self) -> Vec<SpanData> {
+            locked(&self.batches).iter().flatten().cloned().collect()
+        }
+    }
+
+    fn tracer(batching: Batching) -> (Tracer, Kept) {
+        let kept = Kept::default();
+        (Tracer::new(Box::new(Sampler::AlwaysOn), kept.clone(), &Resource::builder().build(), batching), kept)
+    }
+
+    fn span(tracer: &Tracer, name: &'static str) -> Recording {
+        tracer.start(&Context::new(), name, SpanKind::Internal, 1, || [KeyValue::new("k", name)])
+    }
+
+    #[test]
+    fn a_full_batch_ships_at_once_and_the_rest_at_shutdown() {
+        let batching =
+            Batching { max_export_batch_size: 2, scheduled_delay: Duration::from_secs(60), ..Batching::default() };
+        let (tracer, kept) = tracer(batching);
+        for name in ["a", "b", "c", "d", "e"] {
+            span(&tracer, name).end();
+        }
+        let waited = Instant::now();
+        while kept.sizes().len() < 2 && waited.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(kept.sizes(), [2, 2], "two full batches, long before the scheduled delay");
+        tracer.shutdown();
+        assert_eq!(kept.sizes(), [2, 2, 1], "what was left, at shutdown");
+        assert!(kept.shut.load(Ordering::Relaxed), "the exporter is shut down");
+        let names: Vec<String> = kept.spans().iter().map(|s| s.name.to_string()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        // A span ended after shutdown is not shipped, and not counted as dropped.
+        span(&tracer, "late").end();
+        assert_eq!(kept.spans().len(), 5);
+        assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 0);
+    }
+
+    /// Holds its first export until opened, and says when it holds it.
+    #[derive(Clone, Debug, Default)]
+    struct Gate {
+        kept: Kept,
+        state: Arc<(Mutex<(bool, bool)>, Condvar)>,
+    }
+
+    impl SpanExporter for Gate {
+        async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+            {
+                let (state, changed) = &*self.state;
+                let mut state = locked(state);
+                state.0 = true;
+                changed.notify_all();
+                while !state.1 {
+                    state = changed.wait(state).unwrap();
+                }
+            }
+            self.kept.export(batch).await
+        }
+    }
+
+    #[test]
+    fn spans_past_a_full_queue_are_dropped_and_counted() {
+        let batching = Batching {
+            max_queue_size: 2,
+            max_export_batch_size: 2,
+            scheduled_delay: Duration::from_secs(60),
+            ..Batching::default()
+        };
+        let gate = Gate::default();
+        let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), gate.clone(), &Resource::builder().build(), batching);
+        // Two fill a batch, which the thread takes and holds in its export.
+        span(&tracer, "1").end();
+        span(&tracer, "2").end();
+        let (state, changed) = &*gate.state;
+        let mut held = locked(state);
+        while !held.0 {
+            held = changed.wait(held).unwrap();
+        }
+        // Two fill the queue again; three find it full.
+        for name in ["3", "4", "5", "6", "7"] {
+            span(&tracer, name).end();
+        }
+        assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 3);
+        held.1 = true;
+        changed.notify_all();
+        drop(held);
+        tracer.shutdown();
+        let names: Vec<String> = gate.kept.spans().iter().map(|s| s.name.to_string()).collect();
+        assert_eq!(names, ["1", "2", "3", "4"], "what the queue held is shipped, the rest counted");
+    }
+
+    #[test]
+    fn a_span_dropped_unended_ends_then_and_flush_ships_it() {
+        let (tracer, kept) = tracer(Batching::default());
+        let recording = span(&tracer, "cancelled");
+        assert!(recording.is_recording());
+        drop(recording);
+        tracer.force_flush();
+        let spans = kept.spans();
+        assert_eq!(spans.len(), 1);
+        assert!(spans[0].end_time >= spans[0].start_time && spans[0].end_time > SystemTime::UNIX_EPOCH);
+    }
+
+    #[test]
+    fn limits_status_and_name_are_the_sdks() {
+        let (tracer, kept) = tracer(Batching::default());
+        let mut recording = span(&tracer, "first");
+        for i in 0..MAX_ATTRIBUTES + 1 {
+            recording.set_attribute(KeyValue::new("n", i as i64));
+        }
+        for _ in 0..MAX_EVENTS + 2 {
+            recording.add_event("e", vec![]);
+        }
+        recording.set_status(Status::error("broke"));
+        recording.set_status(Status::Unset);
+        recording.update_name("second");
+        recording.end();
+        let mut ok = span(&tracer, "ok");
+        ok.set_status(Status::Ok);
+        ok.set_status(Status::error("later"));
+        ok.end();
+        tracer.force_flush();
+        let spans = kept.spans();
+        let first = &spans[0];
+        assert_eq!(first.name, "second");
+        assert_eq!(first.attributes.len(), MAX_ATTRIBUTES, "the one given at start and 127 more");
+        assert_eq!(first.dropped_attributes_count, 2);
+        assert_eq!((first.events.len(), first.events.dropped_count), (MAX_EVENTS, 2));
+        assert_eq!(first.status, Status::error("broke"), "Unset does not replace Error");
+        assert_eq!(spans[1].status, Status::Ok, "Error does not replace Ok");
+    }
+
+    #[test]
+    fn a_span_the_sampler_drops_carries_ids_and_records_nothing() {
+        let kept = Kept::default();
+        let tracer =
+            Tracer::new(Box::new(Sampler::AlwaysOff), kept.clone(), &Resource::builder().build(), Batching::default());
+        let built = std::cell::Cell::new(false);
+        let recording = tracer.start(&Context::new(), "n", SpanKind::Server, 4, || {
+            built.set(true);
+            [KeyValue::new("k", "v")]
+        });
+        assert!(!recording.is_recording() && !built.get());
+        assert!(recording.span_context().is_valid() && !recording.span_context().is_sampled());
+        drop(recording);
+        tracer.force_flush();
+        assert!(kept.spans().is_empty());
+    }
+
+    #[test]
+    fn batching_reads_the_sdks_variables() {
+        let env = |pairs: &[(&str, &str)]| Batching::from_env(&Env::from_pairs(pairs.iter().copied()));
+        assert_eq!(env(&[]), Batching::default());
+        let set = env(&[
+            ("OTEL_BSP_MAX_QUEUE_SIZE", "100"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "250"),
+            ("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1000"),
+            ("OTEL_BSP_EXPORT_TIMEOUT", "7000"),
+        ]);
+        let expected = Batching {
+            max_queue_size: 100,
+            scheduled_delay: Duration::from_millis(250),
+            max_export_batch_size: 100,
+            export_timeout: Duration::from_millis(7000),
+        };
+        assert_eq!(set, expected, "a batch is at most the queue");
+        assert_eq!(env(&[("OTEL_BSP_MAX_QUEUE_SIZE", "lots")]), Batching::default());
+    }
+}
