@@ -48,7 +48,7 @@ use opentelemetry_sdk::{
 
 use crate::env::Env;
 
-/// The SDK's default span limits.
+/// The SDK's default span limits (attributes a span, and an event).
 const MAX_ATTRIBUTES: usize = 128;
 const MAX_EVENTS: usize = 128;
 
@@ -60,8 +60,18 @@ struct Inner {
     sampler: Box<dyn ShouldSample>,
     ids: RandomIdGenerator,
     scope: InstrumentationScope,
-    queue: Queue,
+    /// Shared with the shipping thread, which holds nothing else of the
+    /// tracer: the last clone dropped stops it.
+    queue: Arc<Queue>,
     thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Inner {
+    /// A tracer dropped without [`Tracer::shutdown`] ships what is queued
+    /// and stops its thread, as the SDK's provider did.
+    fn drop(&mut self) {
+        self.shutdown();
+    }
 }
 
 impl std::fmt::Debug for Tracer {
@@ -122,10 +132,10 @@ impl Tracer {
             sampler,
             ids: RandomIdGenerator::default(),
             scope: InstrumentationScope::builder("toolgate").build(),
-            queue: Queue::new(batching),
+            queue: Arc::new(Queue::new(batching)),
             thread: Mutex::new(None),
         });
-        let shipping = Arc::clone(&inner);
+        let shipping = Arc::clone(&inner.queue);
         let thread = std::thread::Builder::new()
             .name("OpenTelemetry.Traces.BatchProcessor".into())
             .spawn(move || {
@@ -136,7 +146,7 @@ impl Tracer {
                     .enable_all()
                     .build()
                     .expect("the span export runtime starts");
-                shipping.queue.ship(&exporter, &runtime);
+                shipping.ship(&exporter, &runtime);
             })
             .expect("the span export thread starts");
         let _ = inner.queue.thread.set(thread.thread().clone());
@@ -217,18 +227,22 @@ impl Tracer {
     /// Ships what is queued and stops the thread; then says how many spans
     /// were dropped, if any.
     pub fn shutdown(&self) {
-        let inner = &self.0;
-        inner.queue.stopping.store(true, Ordering::Release);
-        if let Some(thread) = locked(&inner.thread).take() {
-            thread.thread().unpark();
-            let _ = thread.join();
-        }
-        let dropped = inner.queue.dropped.load(Ordering::Relaxed);
+        self.0.shutdown();
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) {
+        self.queue.stopping.store(true, Ordering::Release);
+        let Some(thread) = locked(&self.thread).take() else { return };
+        thread.thread().unpark();
+        let _ = thread.join();
+        let dropped = self.queue.dropped.load(Ordering::Relaxed);
         if dropped > 0 {
             tracing::warn!(
                 name = "BatchSpanProcessor.SpansDropped",
                 dropped_span_count = dropped,
-                max_queue_size = inner.queue.batching.max_queue_size,
+                max_queue_size = self.queue.batching.max_queue_size,
                 "spans were dropped because the export queue was full: raise OTEL_BSP_MAX_QUEUE_SIZE, or sample"
             );
         }
@@ -391,7 +405,12 @@ impl opentelemetry::trace::Span for Recording {
     {
         if let Some(data) = &mut self.data {
             match data.events.events.len() < MAX_EVENTS {
-                true => data.events.events.push(Event::new(name, timestamp, attributes, 0)),
+                true => {
+                    let mut attributes = attributes;
+                    let dropped = attributes.len().saturating_sub(MAX_ATTRIBUTES);
+                    attributes.truncate(MAX_ATTRIBUTES);
+                    data.events.events.push(Event::new(name, timestamp, attributes, dropped as u32));
+                }
                 false => data.events.dropped_count += 1,
             }
         }
@@ -588,13 +607,27 @@ mod tests {
     }
 
     #[test]
+    fn a_tracer_dropped_without_shutdown_ships_what_is_queued_and_stops() {
+        let batching = Batching { scheduled_delay: Duration::from_secs(60), ..Batching::default() };
+        let (tracer, kept) = tracer(batching);
+        span(&tracer, "queued").end();
+        let spare = tracer.clone();
+        drop(tracer);
+        assert!(kept.spans().is_empty() && !kept.shut.load(Ordering::Relaxed), "a clone still holds it");
+        drop(spare);
+        assert_eq!(kept.spans().len(), 1);
+        assert!(kept.shut.load(Ordering::Relaxed));
+    }
+
+    #[test]
     fn limits_status_and_name_are_the_sdks() {
         let (tracer, kept) = tracer(Batching::default());
         let mut recording = span(&tracer, "first");
         for i in 0..MAX_ATTRIBUTES + 1 {
             recording.set_attribute(KeyValue::new("n", i as i64));
         }
-        for _ in 0..MAX_EVENTS + 2 {
+        recording.add_event("wide", vec![KeyValue::new("a", 1); MAX_ATTRIBUTES + 3]);
+        for _ in 0..MAX_EVENTS + 1 {
             recording.add_event("e", vec![]);
         }
         recording.set_status(Status::error("broke"));
@@ -612,6 +645,8 @@ mod tests {
         assert_eq!(first.attributes.len(), MAX_ATTRIBUTES, "the one given at start and 127 more");
         assert_eq!(first.dropped_attributes_count, 2);
         assert_eq!((first.events.len(), first.events.dropped_count), (MAX_EVENTS, 2));
+        let wide = &first.events[0];
+        assert_eq!((wide.attributes.len(), wide.dropped_attributes_count), (MAX_ATTRIBUTES, 3));
         assert_eq!(first.status, Status::error("broke"), "Unset does not replace Error");
         assert_eq!(spans[1].status, Status::Ok, "Error does not replace Ok");
     }
