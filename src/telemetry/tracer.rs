@@ -187,6 +187,7 @@ impl Tracer {
             let mut list = Vec::with_capacity(capacity.max(sampled.attributes.len()));
             list.extend(attributes());
             list.extend(sampled.attributes);
+            let dropped_attributes_count = list.len().saturating_sub(MAX_ATTRIBUTES) as u32;
             list.truncate(MAX_ATTRIBUTES);
             SpanData {
                 span_context: context.clone(),
@@ -197,7 +198,7 @@ impl Tracer {
                 start_time: opentelemetry::time::now(),
                 end_time: SystemTime::UNIX_EPOCH,
                 attributes: list,
-                dropped_attributes_count: 0,
+                dropped_attributes_count,
                 events: SpanEvents::default(),
                 links: SpanLinks::default(),
                 status: Status::Unset,
@@ -649,6 +650,13 @@ mod tests {
         assert_eq!((wide.attributes.len(), wide.dropped_attributes_count), (MAX_ATTRIBUTES, 3));
         assert_eq!(first.status, Status::error("broke"), "Unset does not replace Error");
         assert_eq!(spans[1].status, Status::Ok, "Error does not replace Ok");
+        let many = tracer.start(&Context::new(), "many", SpanKind::Internal, 1, || {
+            (0..MAX_ATTRIBUTES + 4).map(|i| KeyValue::new("n", i as i64))
+        });
+        drop(many);
+        tracer.force_flush();
+        let many = kept.spans().pop().unwrap();
+        assert_eq!((many.attributes.len(), many.dropped_attributes_count), (MAX_ATTRIBUTES, 4));
     }
 
     #[test]
