@@ -37,14 +37,7 @@ impl Span {
     ) -> Self {
         Self(tracer.and_then(|tracer| {
             let parent = parent();
-            // Under a span of this process that was not sampled, a child
-            // would not be either (every sampler the environment configures
-            // decides by the trace id or by the parent): none is made.
-            let local = parent.span().span_context().clone();
-            if local.is_valid() && !local.is_remote() && !parent.span().is_recording() {
-                return None;
-            }
-            let span = tracer.start(&parent, name, kind, capacity, attributes);
+            let span = tracer.start(&parent, name, kind, capacity, attributes)?;
             Some(parent.with_span(span))
         }))
     }

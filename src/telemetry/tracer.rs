@@ -161,7 +161,10 @@ impl Tracer {
 
     /// Starts a span under `parent`: a recording one when the sampler
     /// records it (`attributes` called only then), else one that only
-    /// carries its ids (so the trace goes on to backends).
+    /// carries its ids (so the trace goes on to backends). None under a
+    /// span of this process that was not sampled: a child would not be
+    /// either (every sampler the environment configures decides by the
+    /// trace id or by the parent).
     pub(crate) fn start<A: IntoIterator<Item = KeyValue>>(
         &self,
         parent: &Context,
@@ -169,9 +172,13 @@ impl Tracer {
         kind: SpanKind,
         capacity: usize,
         attributes: impl FnOnce() -> A,
-    ) -> Recording {
+    ) -> Option<Recording> {
         let inner = &self.0;
-        let parent_context = parent.span().span_context().clone();
+        let parent_span = parent.span();
+        let parent_context = parent_span.span_context();
+        if parent_context.is_valid() && !parent_context.is_remote() && !parent_span.is_recording() {
+            return None;
+        }
         let trace_id = match parent_context.is_valid() {
             true => parent_context.trace_id(),
             false => inner.ids.new_trace_id(),
@@ -205,7 +212,7 @@ impl Tracer {
                 instrumentation_scope: inner.scope.clone(),
             }
         });
-        Recording { context, data, tracer: self.clone() }
+        Some(Recording { context, data, tracer: self.clone() })
     }
 
     /// Ships what is queued now, and returns once it is shipped (or the
@@ -515,7 +522,7 @@ mod tests {
     }
 
     fn span(tracer: &Tracer, name: &'static str) -> Recording {
-        tracer.start(&Context::new(), name, SpanKind::Internal, 1, || [KeyValue::new("k", name)])
+        tracer.start(&Context::new(), name, SpanKind::Internal, 1, || [KeyValue::new("k", name)]).expect("a root span")
     }
 
     #[test]
@@ -653,6 +660,7 @@ mod tests {
         let many = tracer.start(&Context::new(), "many", SpanKind::Internal, 1, || {
             (0..MAX_ATTRIBUTES + 4).map(|i| KeyValue::new("n", i as i64))
         });
+        let many = many.expect("a root span");
         drop(many);
         tracer.force_flush();
         let many = kept.spans().pop().unwrap();
@@ -669,6 +677,7 @@ mod tests {
             built.set(true);
             [KeyValue::new("k", "v")]
         });
+        let recording = recording.expect("a root span, sampled or not");
         assert!(!recording.is_recording() && !built.get());
         assert!(recording.span_context().is_valid() && !recording.span_context().is_sampled());
         drop(recording);
