@@ -194,8 +194,7 @@ impl Tracer {
             let mut list = Vec::with_capacity(capacity.max(sampled.attributes.len()));
             list.extend(attributes());
             list.extend(sampled.attributes);
-            let dropped_attributes_count = list.len().saturating_sub(MAX_ATTRIBUTES) as u32;
-            list.truncate(MAX_ATTRIBUTES);
+            let dropped_attributes_count = capped(&mut list);
             SpanData {
                 span_context: context.clone(),
                 parent_span_id: if parent_context.is_valid() { parent_context.span_id() } else { SpanId::INVALID },
@@ -325,18 +324,19 @@ impl Queue {
         let mut next = Instant::now() + scheduled_delay;
         let mut spare = Vec::with_capacity(size);
         loop {
-            let now = Instant::now();
-            let flushing = || {
+            // The flush asked for and not yet done, if any.
+            let flush = || {
                 let flushes = locked(&self.flushes);
-                flushes.requested > flushes.done
+                (flushes.requested > flushes.done).then_some(flushes.requested)
             };
-            if now < next && !self.stopping.load(Ordering::Acquire) && !flushing() {
+            let now = Instant::now();
+            if now < next && !self.stopping.load(Ordering::Acquire) && flush().is_none() {
                 std::thread::park_timeout(next - now);
             }
             let stopping = self.stopping.load(Ordering::Acquire);
-            let flush = locked(&self.flushes).requested;
+            let flush = flush();
             let timer = Instant::now() >= next;
-            let due = stopping || timer || flush > locked(&self.flushes).done;
+            let due = stopping || timer || flush.is_some();
             loop {
                 // The whole queue at once, swapped for an empty list made
                 // beforehand: the lock is held for a swap, never for a copy.
@@ -370,18 +370,23 @@ impl Queue {
             if timer {
                 next = Instant::now() + scheduled_delay;
             }
-            let mut flushes = locked(&self.flushes);
-            if flush > flushes.done {
-                flushes.done = flush;
+            if let Some(flush) = flush {
+                locked(&self.flushes).done = flush;
                 self.flushed.notify_all();
             }
-            drop(flushes);
             if stopping {
                 let _ = exporter.shutdown_with_timeout(export_timeout);
                 return;
             }
         }
     }
+}
+
+/// Keeps the first [`MAX_ATTRIBUTES`] of `list`; says how many it dropped.
+fn capped(list: &mut Vec<KeyValue>) -> u32 {
+    let dropped = list.len().saturating_sub(MAX_ATTRIBUTES);
+    list.truncate(MAX_ATTRIBUTES);
+    dropped as u32
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -415,9 +420,8 @@ impl opentelemetry::trace::Span for Recording {
             match data.events.events.len() < MAX_EVENTS {
                 true => {
                     let mut attributes = attributes;
-                    let dropped = attributes.len().saturating_sub(MAX_ATTRIBUTES);
-                    attributes.truncate(MAX_ATTRIBUTES);
-                    data.events.events.push(Event::new(name, timestamp, attributes, dropped as u32));
+                    let dropped = capped(&mut attributes);
+                    data.events.events.push(Event::new(name, timestamp, attributes, dropped));
                 }
                 false => data.events.dropped_count += 1,
             }
