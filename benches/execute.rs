@@ -26,7 +26,7 @@ use opentelemetry::metrics::MeterProvider;
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{InMemoryMetricExporter, SdkMeterProvider},
-    trace::{Sampler, SpanData, SpanExporter},
+    trace::{Sampler, SpanData, SpanExporter, SpanLimits},
     Resource,
 };
 use tonic::Request;
@@ -121,10 +121,11 @@ fn telemetry(c: &mut Criterion) {
     let _entered = runtime.enter();
     let meters = SdkMeterProvider::builder().with_periodic_exporter(InMemoryMetricExporter::default()).build();
     let resource = Resource::builder().build();
-    let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), Discard, &resource, Batching::default());
+    let tracer =
+        Tracer::new(Box::new(Sampler::AlwaysOn), SpanLimits::default(), Discard, &resource, Batching::default());
     // 10 % of traces, as OTEL_TRACES_SAMPLER=parentbased_traceidratio with 0.1 makes.
     let ratio = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(0.1)));
-    let sampled = Tracer::new(Box::new(ratio), Discard, &resource, Batching::default());
+    let sampled = Tracer::new(Box::new(ratio), SpanLimits::default(), Discard, &resource, Batching::default());
     let metrics = Metrics::new(&meters.meter("toolgate"));
     let observers = [
         ("off", Observer::disabled()),

@@ -99,7 +99,8 @@ pub(crate) fn tracer(env: &Env, resource: &Resource) -> Option<Tracer> {
         }
     };
     let exporter = QuietSpans { inner: exporter, warnings: Warnings::default() };
-    Some(Tracer::new(Tracer::sampler_from_env(), exporter, resource, Batching::from_env(env)))
+    let (sampler, limits) = Tracer::configured_by_env();
+    Some(Tracer::new(sampler, limits, exporter, resource, Batching::from_env(env)))
 }
 
 pub(crate) fn meter_provider(resource: Resource) -> Option<SdkMeterProvider> {

@@ -122,7 +122,7 @@ pub(crate) fn current_event(name: &'static str, attributes: impl FnOnce() -> Vec
 mod tests {
     use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
     use opentelemetry_sdk::{
-        trace::{InMemorySpanExporter, Sampler},
+        trace::{InMemorySpanExporter, Sampler, SpanLimits},
         Resource,
     };
 
@@ -131,8 +131,9 @@ mod tests {
 
     fn traced(sampler: Sampler) -> (Tracer, InMemorySpanExporter) {
         let exporter = InMemorySpanExporter::default();
+        let resource = Resource::builder().build();
         let tracer =
-            Tracer::new(Box::new(sampler), exporter.clone(), &Resource::builder().build(), Batching::default());
+            Tracer::new(Box::new(sampler), SpanLimits::default(), exporter.clone(), &resource, Batching::default());
         (tracer, exporter)
     }
 

@@ -12,10 +12,11 @@
 //! when it is shipped, and the thread that ships it runs the exports in a
 //! runtime of its own, so the gateway's workers do none of that work.
 //!
-//! What is kept of the SDK: its sampler, built from the environment as the
-//! SDK builds it (`OTEL_TRACES_SAMPLER`, `_ARG`; default
-//! `parentbased_always_on`), its id generator, its span data, events and
-//! limits (128 attributes and 128 events a span), and its exporter
+//! What is kept of the SDK: its sampler and span limits, built from the
+//! environment as the SDK builds them (`OTEL_TRACES_SAMPLER`, `_ARG`,
+//! default `parentbased_always_on`; `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`,
+//! `OTEL_SPAN_EVENT_COUNT_LIMIT`, `OTEL_SPAN_LINK_COUNT_LIMIT`, default 128
+//! each), its id generator, its span data and events, and its exporter
 //! interface. The batch settings are the SDK's variables with its defaults
 //! (`OTEL_BSP_MAX_QUEUE_SIZE` 2048, `OTEL_BSP_SCHEDULE_DELAY` 5000 ms,
 //! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` 512, at most the queue size,
@@ -41,16 +42,12 @@ use opentelemetry::{
 use opentelemetry_sdk::{
     trace::{
         Config, IdGenerator, RandomIdGenerator, SamplingDecision, ShouldSample, SpanData, SpanEvents, SpanExporter,
-        SpanLinks,
+        SpanLimits, SpanLinks,
     },
     Resource,
 };
 
 use crate::env::Env;
-
-/// The SDK's default span limits (attributes a span, and an event).
-const MAX_ATTRIBUTES: usize = 128;
-const MAX_EVENTS: usize = 128;
 
 /// Makes spans and ships the ended ones; cloned into every observer.
 #[derive(Clone)]
@@ -58,6 +55,7 @@ pub struct Tracer(Arc<Inner>);
 
 struct Inner {
     sampler: Box<dyn ShouldSample>,
+    limits: SpanLimits,
     ids: RandomIdGenerator,
     scope: InstrumentationScope,
     /// Shared with the shipping thread, which holds nothing else of the
@@ -119,10 +117,11 @@ impl Batching {
 }
 
 impl Tracer {
-    /// Spans sampled by `sampler`, exported through `exporter` on a thread
-    /// of its own, in a runtime of that thread's.
+    /// Spans sampled by `sampler` and held to `limits`, exported through
+    /// `exporter` on a thread of its own, in a runtime of that thread's.
     pub fn new(
         sampler: Box<dyn ShouldSample>,
+        limits: SpanLimits,
         mut exporter: impl SpanExporter + 'static,
         resource: &Resource,
         batching: Batching,
@@ -130,6 +129,7 @@ impl Tracer {
         exporter.set_resource(resource);
         let inner = Arc::new(Inner {
             sampler,
+            limits,
             ids: RandomIdGenerator::default(),
             scope: InstrumentationScope::builder("toolgate").build(),
             queue: Arc::new(Queue::new(batching)),
@@ -154,9 +154,11 @@ impl Tracer {
         Self(inner)
     }
 
-    /// The sampler of the environment, as the SDK builds it.
-    pub fn sampler_from_env() -> Box<dyn ShouldSample> {
-        Config::default().sampler
+    /// The sampler and span limits of the environment, as the SDK builds
+    /// them.
+    pub fn configured_by_env() -> (Box<dyn ShouldSample>, SpanLimits) {
+        let Config { sampler, span_limits, .. } = Config::default();
+        (sampler, span_limits)
     }
 
     /// Starts a span under `parent`: a recording one when the sampler
@@ -194,7 +196,7 @@ impl Tracer {
             let mut list = Vec::with_capacity(capacity.max(sampled.attributes.len()));
             list.extend(attributes());
             list.extend(sampled.attributes);
-            let dropped_attributes_count = capped(&mut list);
+            let dropped_attributes_count = capped(&mut list, inner.limits.max_attributes_per_span);
             SpanData {
                 span_context: context.clone(),
                 parent_span_id: if parent_context.is_valid() { parent_context.span_id() } else { SpanId::INVALID },
@@ -382,10 +384,10 @@ impl Queue {
     }
 }
 
-/// Keeps the first [`MAX_ATTRIBUTES`] of `list`; says how many it dropped.
-fn capped(list: &mut Vec<KeyValue>) -> u32 {
-    let dropped = list.len().saturating_sub(MAX_ATTRIBUTES);
-    list.truncate(MAX_ATTRIBUTES);
+/// Keeps the first `limit` attributes of `list`; says how many it dropped.
+fn capped(list: &mut Vec<KeyValue>, limit: u32) -> u32 {
+    let dropped = list.len().saturating_sub(limit as usize);
+    list.truncate(limit as usize);
     dropped as u32
 }
 
@@ -416,11 +418,12 @@ impl opentelemetry::trace::Span for Recording {
     where
         T: Into<Cow<'static, str>>,
     {
+        let limits = self.tracer.0.limits;
         if let Some(data) = &mut self.data {
-            match data.events.events.len() < MAX_EVENTS {
+            match data.events.events.len() < limits.max_events_per_span as usize {
                 true => {
                     let mut attributes = attributes;
-                    let dropped = capped(&mut attributes);
+                    let dropped = capped(&mut attributes, limits.max_attributes_per_event);
                     data.events.events.push(Event::new(name, timestamp, attributes, dropped));
                 }
                 false => data.events.dropped_count += 1,
@@ -437,8 +440,9 @@ impl opentelemetry::trace::Span for Recording {
     }
 
     fn set_attribute(&mut self, attribute: KeyValue) {
+        let limit = self.tracer.0.limits.max_attributes_per_span as usize;
         if let Some(data) = &mut self.data {
-            match data.attributes.len() < MAX_ATTRIBUTES {
+            match data.attributes.len() < limit {
                 true => data.attributes.push(attribute),
                 false => data.dropped_attributes_count += 1,
             }
@@ -464,8 +468,16 @@ impl opentelemetry::trace::Span for Recording {
     }
 
     fn add_link(&mut self, span_context: SpanContext, attributes: Vec<KeyValue>) {
+        let limits = self.tracer.0.limits;
         if let Some(data) = &mut self.data {
-            data.links.links.push(Link::new(span_context, attributes, 0));
+            match data.links.links.len() < limits.max_links_per_span as usize {
+                true => {
+                    let mut attributes = attributes;
+                    let dropped = capped(&mut attributes, limits.max_attributes_per_link);
+                    data.links.links.push(Link::new(span_context, attributes, dropped));
+                }
+                false => data.links.dropped_count += 1,
+            }
         }
     }
 
@@ -490,6 +502,10 @@ mod tests {
     use opentelemetry_sdk::{error::OTelSdkResult, trace::Sampler};
 
     use super::*;
+
+    /// The SDK's default limits: attributes a span and an event, events a span.
+    const MAX_ATTRIBUTES: usize = 128;
+    const MAX_EVENTS: usize = 128;
 
     /// Keeps every batch it is given, and is told of its shutdown.
     #[derive(Clone, Debug, Default)]
@@ -521,8 +537,14 @@ mod tests {
     }
 
     fn tracer(batching: Batching) -> (Tracer, Kept) {
+        limited(batching, SpanLimits::default())
+    }
+
+    fn limited(batching: Batching, limits: SpanLimits) -> (Tracer, Kept) {
         let kept = Kept::default();
-        (Tracer::new(Box::new(Sampler::AlwaysOn), kept.clone(), &Resource::builder().build(), batching), kept)
+        let tracer =
+            Tracer::new(Box::new(Sampler::AlwaysOn), limits, kept.clone(), &Resource::builder().build(), batching);
+        (tracer, kept)
     }
 
     fn span(tracer: &Tracer, name: &'static str) -> Recording {
@@ -584,7 +606,13 @@ mod tests {
             ..Batching::default()
         };
         let gate = Gate::default();
-        let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), gate.clone(), &Resource::builder().build(), batching);
+        let tracer = Tracer::new(
+            Box::new(Sampler::AlwaysOn),
+            SpanLimits::default(),
+            gate.clone(),
+            &Resource::builder().build(),
+            batching,
+        );
         // Two fill a batch, which the thread takes and holds in its export.
         span(&tracer, "1").end();
         span(&tracer, "2").end();
@@ -672,10 +700,39 @@ mod tests {
     }
 
     #[test]
+    fn the_limits_given_hold_for_attributes_events_and_links() {
+        let limits = SpanLimits {
+            max_attributes_per_span: 2,
+            max_events_per_span: 1,
+            max_attributes_per_event: 1,
+            max_links_per_span: 1,
+            max_attributes_per_link: 1,
+        };
+        let (tracer, kept) = limited(Batching::default(), limits);
+        let mut recording =
+            tracer.start(&Context::new(), "s", SpanKind::Internal, 1, || vec![KeyValue::new("a", 1); 3]).unwrap();
+        recording.set_attribute(KeyValue::new("b", 2));
+        recording.add_event("e", vec![KeyValue::new("c", 3); 2]);
+        recording.add_event("f", vec![]);
+        let linked = recording.span_context().clone();
+        recording.add_link(linked.clone(), vec![KeyValue::new("d", 4); 3]);
+        recording.add_link(linked, vec![]);
+        recording.end();
+        tracer.force_flush();
+        let span = kept.spans().pop().unwrap();
+        assert_eq!((span.attributes.len(), span.dropped_attributes_count), (2, 2));
+        assert_eq!((span.events.len(), span.events.dropped_count), (1, 1));
+        assert_eq!((span.events[0].attributes.len(), span.events[0].dropped_attributes_count), (1, 1));
+        assert_eq!((span.links.len(), span.links.dropped_count), (1, 1));
+        assert_eq!((span.links[0].attributes.len(), span.links[0].dropped_attributes_count), (1, 2));
+    }
+
+    #[test]
     fn a_span_the_sampler_drops_carries_ids_and_records_nothing() {
         let kept = Kept::default();
-        let tracer =
-            Tracer::new(Box::new(Sampler::AlwaysOff), kept.clone(), &Resource::builder().build(), Batching::default());
+        let resource = Resource::builder().build();
+        let off = Box::new(Sampler::AlwaysOff);
+        let tracer = Tracer::new(off, SpanLimits::default(), kept.clone(), &resource, Batching::default());
         let built = std::cell::Cell::new(false);
         let recording = tracer.start(&Context::new(), "n", SpanKind::Server, 4, || {
             built.set(true);

@@ -86,6 +86,31 @@ async fn spans_and_metrics_reach_an_otlp_receiver_in_the_callers_traces() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_standard_span_limit_and_sampler_variables_apply() {
+    let (collector, received) = receiver(Duration::ZERO).await;
+    let env = [
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT", "1"),
+        ("OTEL_TRACES_SAMPLER", "parentbased_always_off"),
+    ];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
+    // Sampled by the caller: kept, whatever the root sampler says.
+    let sampled = "66666666666666666666666666666666";
+    assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, sampled).await, ErrorKind::Unspecified);
+    // No caller's trace: the root sampler (always off) drops it.
+    let request =
+        ExecuteRequest { tool: "web_search".into(), arguments_json: r#"{"query": "y"}"#.into(), ..Default::default() };
+    client.execute(request).await.unwrap();
+    let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+    let spans = received.span_list();
+    assert_eq!(spans.len(), 2, "the sampled call's SERVER and execute_tool spans only: {spans:?}");
+    assert!(spans.iter().all(|(trace, _, _)| trace == sampled), "{spans:?}");
+    assert!(spans.iter().all(|(_, _, attributes)| attributes.len() == 1), "one attribute a span: {spans:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn span_exports_carry_the_configured_headers_and_a_setting_this_build_cannot_send_is_said_at_start() {
     let (collector, received) = receiver(Duration::ZERO).await;
     let env = [

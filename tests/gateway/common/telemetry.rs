@@ -9,7 +9,7 @@ use opentelemetry_sdk::{
         data::{AggregatedMetrics, MetricData},
         InMemoryMetricExporter, SdkMeterProvider,
     },
-    trace::{InMemorySpanExporter, Sampler, SpanData},
+    trace::{InMemorySpanExporter, Sampler, SpanData, SpanLimits},
     Resource,
 };
 use toolgate::telemetry::{Batching, Metrics, Observer, Tracer};
@@ -35,7 +35,8 @@ impl Recorded {
     pub fn start(record_content: bool) -> (Self, Observer) {
         let spans = InMemorySpanExporter::default();
         let resource = Resource::builder().build();
-        let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), spans.clone(), &resource, Batching::default());
+        let limits = SpanLimits::default();
+        let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), limits, spans.clone(), &resource, Batching::default());
         let metrics = InMemoryMetricExporter::default();
         let meter = SdkMeterProvider::builder().with_periodic_exporter(metrics.clone()).build();
         let observer =
