@@ -324,7 +324,12 @@ impl Queue {
     fn ship(&self, exporter: &impl SpanExporter, runtime: &tokio::runtime::Runtime) {
         let Batching { scheduled_delay, max_export_batch_size: size, export_timeout, .. } = self.batching;
         let mut next = Instant::now() + scheduled_delay;
-        let mut spare = Vec::with_capacity(size);
+        // The most spans the list has held when it was taken: the list put
+        // in its place is made that large, so that the request threads do
+        // not grow it again (copying every span in it) each time this
+        // thread comes late.
+        let mut capacity = size;
+        let mut spare = Vec::with_capacity(capacity);
         loop {
             // The flush asked for and not yet done, if any.
             let flush = || {
@@ -345,6 +350,7 @@ impl Queue {
                 let mut taken = {
                     let mut spans = locked(&self.spans);
                     if spans.len() >= size || (due && !spans.is_empty()) {
+                        capacity = capacity.max(spans.capacity());
                         std::mem::replace(&mut *spans, std::mem::take(&mut spare))
                     } else {
                         break;
@@ -367,7 +373,7 @@ impl Queue {
                     let _ = runtime.block_on(async { tokio::time::timeout(export_timeout, export).await });
                     taken = rest;
                 }
-                spare = Vec::with_capacity(size);
+                spare = Vec::with_capacity(capacity);
             }
             if timer {
                 next = Instant::now() + scheduled_delay;
