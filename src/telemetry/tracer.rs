@@ -327,8 +327,9 @@ impl Queue {
         // The most spans the list has held when it was taken: the list put
         // in its place is made that large, so that the request threads do
         // not grow it again (copying every span in it) each time this
-        // thread comes late. It is bounded by the queue size, whose every
-        // slot the SDK's queue allocated from the start.
+        // thread comes late. It stays below twice the queue size (the list
+        // grows by doubling), where the SDK's queue allocated a slot for
+        // every span of the queue size from the start.
         let mut capacity = size;
         let mut spare = Vec::with_capacity(capacity);
         loop {
