@@ -355,7 +355,7 @@ impl Wire {
         encode_varint(len as u64, &mut prefix);
     }
 
-    /// A field's key. Every field here is below 16, so a key is one byte.
+    /// A field's key: one byte for a field below 16 (all but a span's flags).
     #[inline]
     fn key(&mut self, field: u32, wire_type: WireType) {
         self.raw_varint(u64::from(field << 3 | wire_type as u32));
