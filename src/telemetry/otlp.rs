@@ -234,6 +234,16 @@ impl Resource {
 /// prost.
 struct Wire(Vec<u8>);
 
+/// Whether two spans' scopes are one, as the crate compares them; quickly
+/// for scopes without attributes, the gateway's own, where the crate's
+/// comparison makes and sorts two lists of them for every span.
+fn same_scope(a: &InstrumentationScope, b: &InstrumentationScope) -> bool {
+    match (a.attributes().next(), b.attributes().next()) {
+        (None, None) => a.name() == b.name() && a.version() == b.version() && a.schema_url() == b.schema_url(),
+        _ => a == b,
+    }
+}
+
 impl Wire {
     fn request(&mut self, resource: &Resource, batch: &[SpanData]) {
         // ExportTraceServiceRequest.resource_spans: one resource, one list
@@ -247,8 +257,8 @@ impl Wire {
             for data in batch {
                 let scope = &data.instrumentation_scope;
                 let index = match of_span.last() {
-                    Some(&last) if scopes[last] == scope => last,
-                    _ => scopes.iter().position(|known| *known == scope).unwrap_or_else(|| {
+                    Some(&last) if same_scope(scopes[last], scope) => last,
+                    _ => scopes.iter().position(|known| same_scope(known, scope)).unwrap_or_else(|| {
                         scopes.push(scope);
                         scopes.len() - 1
                     }),
