@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use opentelemetry::{trace::SpanKind, Context, KeyValue};
+use opentelemetry::{trace::SpanKind, KeyValue};
 
 use super::{Call, ErrorKind, Outcome, RepairKind};
 use crate::{
@@ -24,7 +24,7 @@ pub(crate) fn span(observer: &Observer, call: &Call) -> Span {
     // Room for the two always set, a call id, the tool's name and type, and
     // `error.type`.
     const USUAL: usize = 6;
-    Span::start(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, Context::current, USUAL, || {
+    Span::child(observer.tracer.as_ref(), semconv::EXECUTE_TOOL, SpanKind::Internal, USUAL, || {
         let (principal, user) = call.caller.identity();
         let optional = [
             (!call.call_id.is_empty()).then(|| KeyValue::new(semconv::GEN_AI_TOOL_CALL_ID, call.call_id.clone())),

@@ -4,7 +4,7 @@
 
 use opentelemetry::{
     propagation::{Extractor, TextMapPropagator},
-    trace::TraceContextExt,
+    trace::{SpanContext, TraceContextExt},
     Context,
 };
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -61,18 +61,17 @@ pub(crate) fn caller_header(headers: &http::HeaderMap, exporting: bool) -> Optio
 
 /// `value` if it is a well-formed `traceparent`.
 pub(crate) fn checked(value: &str) -> Option<String> {
-    traceparent_of(&TraceContextPropagator::new().extract_with_context(&Context::new(), &One(value)))
+    let context = TraceContextPropagator::new().extract_with_context(&Context::new(), &One(value));
+    traceparent_of(context.span().span_context())
 }
 
 /// The `traceparent` of the current span (see
 /// [`super::span::Span::run`]), when spans are exported.
 pub(crate) fn current_traceparent() -> Option<String> {
-    Context::map_current(traceparent_of)
+    super::span::current(traceparent_of).flatten()
 }
 
-fn traceparent_of(context: &Context) -> Option<String> {
-    let span = context.span();
-    let span_context = span.span_context();
+fn traceparent_of(span_context: &SpanContext) -> Option<String> {
     span_context.is_valid().then(|| {
         format!("00-{}-{}-{:02x}", span_context.trace_id(), span_context.span_id(), span_context.trace_flags().to_u8())
     })

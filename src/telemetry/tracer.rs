@@ -9,9 +9,9 @@
 //! in the same runs. (What is left splits into making the spans, 4–5
 //! points, and encoding and sending them, 3–8: "Making against
 //! shipping".) A span here is its [`SpanData`] being filled in, under the
-//! one lock the OpenTelemetry context puts around every span, and moved
-//! onto a plain locked list when it ends. The list is swapped whole for an empty one
-//! when it is shipped, and the thread that ships it runs the exports in a
+//! lock of the [`super::span::Span`] that owns it (not in an OpenTelemetry
+//! context), and moved onto a plain locked list when it ends. The list is
+//! swapped whole for an empty one when it is shipped, and the thread that ships it runs the exports in a
 //! runtime of its own, so the gateway's workers do none of that work.
 //!
 //! What is kept of the SDK: its sampler and span limits, built from the
@@ -163,12 +163,14 @@ impl Tracer {
         (sampler, span_limits)
     }
 
-    /// Starts a span under `parent`: a recording one when the sampler
-    /// records it (`attributes` called only then), else one that only
-    /// carries its ids (so the trace goes on to backends). None under a
-    /// span of this process that was not sampled: a child would not be
-    /// either (every sampler the environment configures decides by the
-    /// trace id or by the parent).
+    /// Starts a span under `parent` (the caller's context: empty, or a
+    /// remote span): a recording one when the sampler records it
+    /// (`attributes` called only then), else one that only carries its ids
+    /// (so the trace goes on to backends). None under a span of this
+    /// process that was not sampled: a child would not be either (every
+    /// sampler the environment configures decides by the trace id or by the
+    /// parent). Spans under a span of this process are made by
+    /// [`Tracer::start_child`].
     pub(crate) fn start<A: IntoIterator<Item = KeyValue>>(
         &self,
         parent: &Context,
@@ -187,35 +189,73 @@ impl Tracer {
             true => parent_context.trace_id(),
             false => inner.ids.new_trace_id(),
         };
-        let span_id = inner.ids.new_span_id();
         let sampled = inner.sampler.should_sample(Some(parent), trace_id, name, &kind, &[], &[]);
         let flags = match sampled.decision {
             SamplingDecision::RecordAndSample => TraceFlags::SAMPLED,
             _ => TraceFlags::default(),
         };
-        let context = SpanContext::new(trace_id, span_id, flags, false, sampled.trace_state);
+        let context = SpanContext::new(trace_id, inner.ids.new_span_id(), flags, false, sampled.trace_state);
         let data = (sampled.decision != SamplingDecision::Drop).then(|| {
-            let mut list = Vec::with_capacity(capacity.max(sampled.attributes.len()));
-            list.extend(attributes());
-            list.extend(sampled.attributes);
-            let dropped_attributes_count = capped(&mut list, inner.limits.max_attributes_per_span);
-            SpanData {
-                span_context: context.clone(),
-                parent_span_id: if parent_context.is_valid() { parent_context.span_id() } else { SpanId::INVALID },
-                parent_span_is_remote: parent_context.is_valid() && parent_context.is_remote(),
-                span_kind: kind,
-                name: Cow::Borrowed(name),
-                start_time: opentelemetry::time::now(),
-                end_time: SystemTime::UNIX_EPOCH,
-                attributes: list,
-                dropped_attributes_count,
-                events: SpanEvents::default(),
-                links: SpanLinks::default(),
-                status: Status::Unset,
-                instrumentation_scope: inner.scope.clone(),
-            }
+            let attributes = || attributes().into_iter().chain(sampled.attributes);
+            self.data(&context, parent_context, name, kind, capacity, attributes)
         });
         Some(Recording { context, data, tracer: self.clone() })
+    }
+
+    /// Starts a span under `parent`, a span of this process that records
+    /// and was sampled. The sampler is not asked: every sampler the
+    /// environment configures would sample it too, with the parent's trace
+    /// state (the parent-based ones follow a sampled parent of this
+    /// process; the ratio decides by the trace id, which is the parent's),
+    /// and none of them adds attributes.
+    pub(crate) fn start_child<A: IntoIterator<Item = KeyValue>>(
+        &self,
+        parent: &SpanContext,
+        name: &'static str,
+        kind: SpanKind,
+        capacity: usize,
+        attributes: impl FnOnce() -> A,
+    ) -> Recording {
+        let context = SpanContext::new(
+            parent.trace_id(),
+            self.0.ids.new_span_id(),
+            parent.trace_flags(),
+            false,
+            parent.trace_state().clone(),
+        );
+        let data = Some(self.data(&context, parent, name, kind, capacity, attributes));
+        Recording { context, data, tracer: self.clone() }
+    }
+
+    /// The data of the span `context` under `parent`, as it starts.
+    fn data<A: IntoIterator<Item = KeyValue>>(
+        &self,
+        context: &SpanContext,
+        parent: &SpanContext,
+        name: &'static str,
+        kind: SpanKind,
+        capacity: usize,
+        attributes: impl FnOnce() -> A,
+    ) -> Box<SpanData> {
+        let inner = &self.0;
+        let mut list = Vec::with_capacity(capacity);
+        list.extend(attributes());
+        let dropped_attributes_count = capped(&mut list, inner.limits.max_attributes_per_span);
+        Box::new(SpanData {
+            span_context: context.clone(),
+            parent_span_id: if parent.is_valid() { parent.span_id() } else { SpanId::INVALID },
+            parent_span_is_remote: parent.is_valid() && parent.is_remote(),
+            span_kind: kind,
+            name: Cow::Borrowed(name),
+            start_time: opentelemetry::time::now(),
+            end_time: SystemTime::UNIX_EPOCH,
+            attributes: list,
+            dropped_attributes_count,
+            events: SpanEvents::default(),
+            links: SpanLinks::default(),
+            status: Status::Unset,
+            instrumentation_scope: inner.scope.clone(),
+        })
     }
 
     /// Ships what is queued now, and returns once it is shipped (or the
@@ -405,12 +445,14 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A span being made: its data, while it records, or only its ids. The
-/// OpenTelemetry context holds it (boxed, under its lock) while it is
-/// current; its data moves into the queue when it ends.
+/// A span being made: its data, while it records, or only its ids. A
+/// [`super::span::Span`] holds it (under its lock) while it is made; its
+/// data moves into the queue when it ends.
 pub(crate) struct Recording {
     context: SpanContext,
-    data: Option<SpanData>,
+    /// Boxed, so that the span moves as a few words: its data is
+    /// hundreds of bytes, copied on each move.
+    data: Option<Box<SpanData>>,
     tracer: Tracer,
 }
 
@@ -418,7 +460,7 @@ impl Recording {
     fn end_at(&mut self, at: SystemTime) {
         if let Some(mut data) = self.data.take() {
             data.end_time = at;
-            self.tracer.0.queue.push(data);
+            self.tracer.0.queue.push(*data);
         }
     }
 }
