@@ -10,13 +10,13 @@ use std::{
 use opentelemetry_sdk::{
     error::OTelSdkResult,
     metrics::{data::ResourceMetrics, exporter::PushMetricExporter, SdkMeterProvider, Temporality},
-    trace::{SpanData, SpanExporter},
+    trace::SpanExporter,
     Resource,
 };
 
 use super::{
-    otlp::{OtlpSpans, Settings},
-    tracer::{Batching, Tracer},
+    otlp::{self, OtlpSpans, Settings},
+    tracer::{Batch, Batching, Exporter, Tracer},
 };
 use crate::env::Env;
 
@@ -45,9 +45,12 @@ struct QuietSpans {
     warnings: Warnings,
 }
 
-impl SpanExporter for QuietSpans {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        let result = self.inner.export(batch).await;
+impl Exporter for QuietSpans {
+    async fn export(&self, batch: Batch) -> OTelSdkResult {
+        let result = match batch {
+            Batch::Data(spans) => self.inner.export(spans).await,
+            Batch::Written(spans) => self.inner.export_written(spans).await,
+        };
         if let Err(error) = &result {
             self.warnings.failed("spans", error);
         }
@@ -56,10 +59,6 @@ impl SpanExporter for QuietSpans {
 
     fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
         self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        self.inner.set_resource(resource);
     }
 }
 
@@ -98,9 +97,11 @@ pub(crate) fn tracer(env: &Env, resource: &Resource) -> Option<Tracer> {
             return None;
         }
     };
+    let mut exporter = exporter;
+    exporter.set_resource(resource);
     let exporter = QuietSpans { inner: exporter, warnings: Warnings::default() };
     let (sampler, limits) = Tracer::configured_by_env();
-    Some(Tracer::new(sampler, limits, exporter, resource, Batching::from_env(env)))
+    Some(Tracer::writing(sampler, limits, exporter, otlp::write_span, Batching::from_env(env)))
 }
 
 pub(crate) fn meter_provider(resource: Resource) -> Option<SdkMeterProvider> {

@@ -134,6 +134,8 @@ pub(crate) struct OtlpSpans {
     metadata: MetadataMap,
     /// What every request says of the resource.
     resource: Resource,
+    /// The scope of the spans [`write_span`] wrote: the tracer's one.
+    scope: InstrumentationScope,
     /// How long the last request was: the next one's buffer is made that
     /// large at once.
     last_len: AtomicUsize,
@@ -163,6 +165,7 @@ impl OtlpSpans {
             client: std::sync::OnceLock::new(),
             metadata,
             resource: Resource::default(),
+            scope: InstrumentationScope::builder(super::tracer::SCOPE).build(),
             last_len: AtomicUsize::new(0),
         })
     }
@@ -176,15 +179,19 @@ impl OtlpSpans {
     }
 }
 
-impl SpanExporter for OtlpSpans {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        if batch.is_empty() {
+impl OtlpSpans {
+    /// Sends spans [`write_span`] wrote, all of the tracer's scope.
+    pub(crate) async fn export_written(&self, spans: Vec<u8>) -> OTelSdkResult {
+        if spans.is_empty() {
             return Ok(());
         }
-        let mut wire = Wire(Vec::with_capacity(self.last_len.load(Ordering::Relaxed)));
-        wire.request(&self.resource, &batch);
-        self.last_len.store(wire.0.len(), Ordering::Relaxed);
-        drop(batch);
+        let mut wire = Wire(Vec::with_capacity(spans.len() + self.resource.field.len() + 64));
+        wire.written_request(&self.resource, &self.scope, &spans);
+        drop(spans);
+        self.sent(wire).await
+    }
+
+    async fn sent(&self, wire: Wire) -> OTelSdkResult {
         match self.send(Bytes::from(wire.0)).await {
             Ok(response) => match response.partial_success {
                 Some(partial) if partial.rejected_spans > 0 => Err(OTelSdkError::InternalFailure(format!(
@@ -195,6 +202,19 @@ impl SpanExporter for OtlpSpans {
             },
             Err(status) => Err(OTelSdkError::InternalFailure(format!("{:?}: {}", status.code(), status.message()))),
         }
+    }
+}
+
+impl SpanExporter for OtlpSpans {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let mut wire = Wire(Vec::with_capacity(self.last_len.load(Ordering::Relaxed)));
+        wire.request(&self.resource, &batch);
+        self.last_len.store(wire.0.len(), Ordering::Relaxed);
+        drop(batch);
+        self.sent(wire).await
     }
 
     fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
@@ -244,12 +264,21 @@ fn same_scope(a: &InstrumentationScope, b: &InstrumentationScope) -> bool {
     }
 }
 
+/// Writes `data` after `out` as one span of the spans of a scope
+/// (`ScopeSpans.spans`, its key and length included), as
+/// [`OtlpSpans::export_written`] sends it: the gateway's tracer calls this
+/// where each span ends ([`super::tracer::Tracer::writing`]).
+pub(crate) fn write_span(data: &SpanData, out: &mut Vec<u8>) {
+    let mut wire = Wire(std::mem::take(out));
+    wire.scope_span(data);
+    *out = wire.0;
+}
+
 impl Wire {
     fn request(&mut self, resource: &Resource, batch: &[SpanData]) {
         // ExportTraceServiceRequest.resource_spans: one resource, one list
         // of spans per scope, in the order the batch first names them.
-        self.message(1, 3, |wire| {
-            wire.0.extend_from_slice(&resource.field);
+        self.resource_spans(resource, |wire| {
             // Each span's scope, compared first with the span's before (a
             // batch is mostly of one).
             let mut scopes: Vec<&InstrumentationScope> = Vec::new();
@@ -266,17 +295,43 @@ impl Wire {
                 of_span.push(index);
             }
             for (index, scope) in scopes.into_iter().enumerate() {
-                wire.message(2, 3, |wire| {
-                    let message = common::InstrumentationScope::from((scope, None));
-                    prost::encoding::message::encode(1, &message, &mut wire.0);
+                wire.scope_spans(scope, |wire| {
                     for (data, _) in batch.iter().zip(&of_span).filter(|(_, of)| **of == index) {
-                        wire.message(2, 2, |wire| wire.span(data));
+                        wire.scope_span(data);
                     }
-                    wire.string(3, scope.schema_url().unwrap_or_default());
                 });
             }
+        });
+    }
+
+    /// A request of spans [`write_span`] wrote, all of `scope`.
+    fn written_request(&mut self, resource: &Resource, scope: &InstrumentationScope, spans: &[u8]) {
+        self.resource_spans(resource, |wire| wire.scope_spans(scope, |wire| wire.0.extend_from_slice(spans)));
+    }
+
+    /// `ExportTraceServiceRequest.resource_spans`: the resource, and the
+    /// lists of spans `scopes` writes.
+    fn resource_spans(&mut self, resource: &Resource, scopes: impl FnOnce(&mut Self)) {
+        self.message(1, 3, |wire| {
+            wire.0.extend_from_slice(&resource.field);
+            scopes(wire);
             wire.string(3, &resource.schema_url);
         });
+    }
+
+    /// `ResourceSpans.scope_spans`: `scope`, and the spans `spans` writes.
+    fn scope_spans(&mut self, scope: &InstrumentationScope, spans: impl FnOnce(&mut Self)) {
+        self.message(2, 3, |wire| {
+            let message = common::InstrumentationScope::from((scope, None));
+            prost::encoding::message::encode(1, &message, &mut wire.0);
+            spans(wire);
+            wire.string(3, scope.schema_url().unwrap_or_default());
+        });
+    }
+
+    /// `ScopeSpans.spans`: one span.
+    fn scope_span(&mut self, data: &SpanData) {
+        self.message(2, 2, |wire| wire.span(data));
     }
 
     fn span(&mut self, data: &SpanData) {
@@ -598,6 +653,24 @@ mod tests {
         let decoded = ExportTraceServiceRequest::decode(&written(&exporter, &full)[..]).unwrap();
         assert_eq!(decoded, crates(&full, &resource));
         assert!(decoded.resource_spans[0].resource.as_ref().is_some_and(|resource| !resource.attributes.is_empty()));
+    }
+
+    #[test]
+    fn spans_written_where_they_end_make_the_request_prost_makes_of_the_crates() {
+        let resource = opentelemetry_sdk::Resource::builder().with_service_name("toolgate").build();
+        let exporter = Resource::of(&resource);
+        let scope = InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build();
+        let mut batch = spans(&resource, false);
+        for data in &mut batch {
+            data.instrumentation_scope = scope.clone();
+        }
+        let mut written = Vec::new();
+        for data in &batch {
+            write_span(data, &mut written);
+        }
+        let mut wire = Wire(Vec::new());
+        wire.written_request(&exporter, &scope, &written);
+        assert_eq!(wire.0, crates(&batch, &resource).encode_to_vec());
     }
 
     #[test]
