@@ -785,29 +785,51 @@ mod tests {
         state: Arc<(Mutex<(bool, bool)>, Condvar)>,
     }
 
+    impl Gate {
+        /// In an export: says it holds one, and waits until opened.
+        fn pass(&self) {
+            let (state, changed) = &*self.state;
+            let mut state = locked(state);
+            state.0 = true;
+            changed.notify_all();
+            while !state.1 {
+                state = changed.wait(state).unwrap();
+            }
+        }
+
+        /// Waits until an export is held, runs `meanwhile`, and opens.
+        fn open_after(&self, meanwhile: impl FnOnce()) {
+            let (state, changed) = &*self.state;
+            let mut held = locked(state);
+            while !held.0 {
+                held = changed.wait(held).unwrap();
+            }
+            meanwhile();
+            held.1 = true;
+            changed.notify_all();
+        }
+    }
+
     impl SpanExporter for Gate {
         async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-            {
-                let (state, changed) = &*self.state;
-                let mut state = locked(state);
-                state.0 = true;
-                changed.notify_all();
-                while !state.1 {
-                    state = changed.wait(state).unwrap();
-                }
-            }
+            self.pass();
             self.kept.export(batch).await
+        }
+    }
+
+    /// Batches of two, a queue of `queue` spans, shipped only when full.
+    fn pairs_queued(queue: usize) -> Batching {
+        Batching {
+            max_queue_size: queue,
+            max_export_batch_size: 2,
+            scheduled_delay: Duration::from_secs(60),
+            ..Batching::default()
         }
     }
 
     #[test]
     fn spans_past_a_full_queue_are_dropped_and_counted() {
-        let batching = Batching {
-            max_queue_size: 2,
-            max_export_batch_size: 2,
-            scheduled_delay: Duration::from_secs(60),
-            ..Batching::default()
-        };
+        let batching = pairs_queued(2);
         let gate = Gate::default();
         let tracer = Tracer::new(
             Box::new(Sampler::AlwaysOn),
@@ -819,19 +841,13 @@ mod tests {
         // Two fill a batch, which the thread takes and holds in its export.
         span(&tracer, "1").end();
         span(&tracer, "2").end();
-        let (state, changed) = &*gate.state;
-        let mut held = locked(state);
-        while !held.0 {
-            held = changed.wait(held).unwrap();
-        }
-        // Two fill the queue again; three find it full.
-        for name in ["3", "4", "5", "6", "7"] {
-            span(&tracer, name).end();
-        }
-        assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 3);
-        held.1 = true;
-        changed.notify_all();
-        drop(held);
+        gate.open_after(|| {
+            // Two fill the queue again; three find it full.
+            for name in ["3", "4", "5", "6", "7"] {
+                span(&tracer, name).end();
+            }
+            assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 3);
+        });
         tracer.shutdown();
         let names: Vec<String> = gate.kept.spans().iter().map(|s| s.name.to_string()).collect();
         assert_eq!(names, ["1", "2", "3", "4"], "what the queue held is shipped, the rest counted");
@@ -847,13 +863,7 @@ mod tests {
     impl Exporter for Lines {
         async fn export(&self, batch: Batch) -> OTelSdkResult {
             let Batch::Written(bytes) = batch else { panic!("a writing tracer's batches are written") };
-            let (state, changed) = &*self.gate.state;
-            let mut state = locked(state);
-            state.0 = true;
-            changed.notify_all();
-            while !state.1 {
-                state = changed.wait(state).unwrap();
-            }
+            self.gate.pass();
             locked(&self.batches).push(String::from_utf8(bytes).unwrap());
             Ok(())
         }
@@ -871,30 +881,19 @@ mod tests {
 
     #[test]
     fn written_spans_ship_in_whole_batches_split_where_spans_end() {
-        let batching = Batching {
-            max_queue_size: 5,
-            max_export_batch_size: 2,
-            scheduled_delay: Duration::from_secs(60),
-            ..Batching::default()
-        };
+        let batching = pairs_queued(5);
         let lines = Lines::default();
         let tracer = Tracer::writing(Box::new(Sampler::AlwaysOn), SpanLimits::default(), lines.clone(), line, batching);
         // Two fill a batch, which the thread takes and holds in its export.
         span(&tracer, "1").end();
         span(&tracer, "2").end();
-        let (state, changed) = &*lines.gate.state;
-        let mut held = locked(state);
-        while !held.0 {
-            held = changed.wait(held).unwrap();
-        }
-        // Five fill the queue; the sixth is dropped.
-        for name in ["3", "4", "5", "6", "7", "8"] {
-            span(&tracer, name).end();
-        }
-        assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 1);
-        held.1 = true;
-        changed.notify_all();
-        drop(held);
+        lines.gate.open_after(|| {
+            // Five fill the queue; the sixth is dropped.
+            for name in ["3", "4", "5", "6", "7", "8"] {
+                span(&tracer, name).end();
+            }
+            assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 1);
+        });
         // The five go as two whole batches, the last one back in the queue,
         // in front of the one ended next.
         let waited = Instant::now();
