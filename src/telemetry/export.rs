@@ -90,14 +90,13 @@ impl PushMetricExporter for QuietMetrics {
 }
 
 pub(crate) fn tracer(env: &Env, resource: &Resource) -> Option<Tracer> {
-    let exporter = match Settings::from_env(env).and_then(|settings| OtlpSpans::new(&settings)) {
+    let mut exporter = match Settings::from_env(env).and_then(|settings| OtlpSpans::new(&settings)) {
         Ok(exporter) => exporter,
         Err(err) => {
             tracing::warn!("traces will not be exported: {err}");
             return None;
         }
     };
-    let mut exporter = exporter;
     exporter.set_resource(resource);
     let exporter = QuietSpans { inner: exporter, warnings: Warnings::default() };
     let (sampler, limits) = Tracer::configured_by_env();
