@@ -468,13 +468,13 @@ impl Queue {
 
     /// Queues an ended span (written first, when there is a writer), or
     /// drops it when the queue is full (the first drop is reported once).
-    fn push(&self, span: SpanData) {
+    fn push(&self, span: Box<SpanData>) {
         if self.stopping.load(Ordering::Relaxed) {
             // Ended after shutdown: nothing ships it any more, as with the SDK.
             return;
         }
         let Some(write) = self.writer else {
-            return self.add(|pending| pending.data.push(span));
+            return self.add(|pending| pending.data.push(*span));
         };
         WRITING.with(|writing| {
             let mut writing = writing.borrow_mut();
@@ -611,7 +611,7 @@ impl Recording {
     fn end_at(&mut self, at: SystemTime) {
         if let Some(mut data) = self.data.take() {
             data.end_time = at;
-            self.tracer.0.queue.push(*data);
+            self.tracer.0.queue.push(data);
         }
     }
 }
