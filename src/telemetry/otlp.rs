@@ -7,19 +7,18 @@
 //! four fifths of what exporting every span cost: copying each batch (kept
 //! for retries), converting every id, key and value into a newly allocated
 //! string or list, prost measuring each nested message again for every
-//! message around it, and freeing it all. This exporter writes each batch's
-//! protobuf straight from the SDK's spans into one buffer ([`Wire`]); unit
-//! tests hold its bytes equal to prost's encoding of the crate's request.
+//! message around it, and freeing it all. Here each span's protobuf is
+//! written straight from the SDK's span data ([`Wire`]), by the thread
+//! that ends it ([`write_span`]), and a request is a batch of those bytes
+//! in the resource and the tracer's one scope; unit tests hold its bytes
+//! equal to prost's encoding of the crate's request.
 //!
 //! Where it differs: a failed export is not retried (the batch processor's
 //! next batch follows; a collector that is down costs the warning of
 //! `export.rs`); `https` endpoints and compression are refused at start, as
 //! the OTLP crate refused them with the features this build has.
 
-use std::{
-    sync::atomic::{AtomicUsize, Ordering},
-    time::{Duration, SystemTime},
-};
+use std::time::{Duration, SystemTime};
 
 use bytes::{BufMut, Bytes};
 use http::uri::PathAndQuery;
@@ -37,7 +36,7 @@ use opentelemetry_proto::{
 };
 use opentelemetry_sdk::{
     error::{OTelSdkError, OTelSdkResult},
-    trace::{SpanData, SpanExporter},
+    trace::SpanData,
 };
 use prost::{
     encoding::{encode_varint, encoded_len_varint, WireType},
@@ -136,9 +135,6 @@ pub(crate) struct OtlpSpans {
     resource: Resource,
     /// The scope of the spans [`write_span`] wrote: the tracer's one.
     scope: InstrumentationScope,
-    /// How long the last request was: the next one's buffer is made that
-    /// large at once.
-    last_len: AtomicUsize,
 }
 
 impl std::fmt::Debug for OtlpSpans {
@@ -166,7 +162,6 @@ impl OtlpSpans {
             metadata,
             resource: Resource::default(),
             scope: InstrumentationScope::builder(super::tracer::SCOPE).build(),
-            last_len: AtomicUsize::new(0),
         })
     }
 
@@ -180,6 +175,11 @@ impl OtlpSpans {
 }
 
 impl OtlpSpans {
+    /// The resource every request names.
+    pub(crate) fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        self.resource = Resource::of(resource);
+    }
+
     /// Sends spans [`write_span`] wrote, all of the tracer's scope.
     pub(crate) async fn export_written(&self, spans: Vec<u8>) -> OTelSdkResult {
         if spans.is_empty() {
@@ -202,23 +202,6 @@ impl OtlpSpans {
             },
             Err(status) => Err(OTelSdkError::InternalFailure(format!("{:?}: {}", status.code(), status.message()))),
         }
-    }
-}
-
-impl SpanExporter for OtlpSpans {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let mut wire = Wire(Vec::with_capacity(self.last_len.load(Ordering::Relaxed)));
-        wire.request(&self.resource, &batch);
-        self.last_len.store(wire.0.len(), Ordering::Relaxed);
-        drop(batch);
-        self.sent(wire).await
-    }
-
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.resource = Resource::of(resource);
     }
 }
 
@@ -254,16 +237,6 @@ impl Resource {
 /// prost.
 struct Wire(Vec<u8>);
 
-/// Whether two spans' scopes are one, as the crate compares them; quickly
-/// for scopes without attributes, the gateway's own, where the crate's
-/// comparison makes and sorts two lists of them for every span.
-fn same_scope(a: &InstrumentationScope, b: &InstrumentationScope) -> bool {
-    match (a.attributes().next(), b.attributes().next()) {
-        (None, None) => a.name() == b.name() && a.version() == b.version() && a.schema_url() == b.schema_url(),
-        _ => a == b,
-    }
-}
-
 /// Writes `data` after `out` as one span of the spans of a scope
 /// (`ScopeSpans.spans`, its key and length included), as
 /// [`OtlpSpans::export_written`] sends it: the gateway's tracer calls this
@@ -275,35 +248,6 @@ pub(crate) fn write_span(data: &SpanData, out: &mut Vec<u8>) {
 }
 
 impl Wire {
-    fn request(&mut self, resource: &Resource, batch: &[SpanData]) {
-        // ExportTraceServiceRequest.resource_spans: one resource, one list
-        // of spans per scope, in the order the batch first names them.
-        self.resource_spans(resource, |wire| {
-            // Each span's scope, compared first with the span's before (a
-            // batch is mostly of one).
-            let mut scopes: Vec<&InstrumentationScope> = Vec::new();
-            let mut of_span = Vec::with_capacity(batch.len());
-            for data in batch {
-                let scope = &data.instrumentation_scope;
-                let index = match of_span.last() {
-                    Some(&last) if same_scope(scopes[last], scope) => last,
-                    _ => scopes.iter().position(|known| same_scope(known, scope)).unwrap_or_else(|| {
-                        scopes.push(scope);
-                        scopes.len() - 1
-                    }),
-                };
-                of_span.push(index);
-            }
-            for (index, scope) in scopes.into_iter().enumerate() {
-                wire.scope_spans(scope, |wire| {
-                    for (data, _) in batch.iter().zip(&of_span).filter(|(_, of)| **of == index) {
-                        wire.scope_span(data);
-                    }
-                });
-            }
-        });
-    }
-
     /// A request of spans [`write_span`] wrote, all of `scope`.
     fn written_request(&mut self, resource: &Resource, scope: &InstrumentationScope, spans: &[u8]) {
         self.resource_spans(resource, |wire| wire.scope_spans(scope, |wire| wire.0.extend_from_slice(spans)));
@@ -622,16 +566,28 @@ mod tests {
         exporter.get_finished_spans().unwrap()
     }
 
-    /// What the OTLP crate sends for `batch`.
-    fn crates(batch: &[SpanData], resource: &opentelemetry_sdk::Resource) -> ExportTraceServiceRequest {
-        let resource = ResourceAttributesWithSchema::from(resource);
-        ExportTraceServiceRequest { resource_spans: group_spans_by_resource_and_scope(batch.to_vec(), &resource) }
+    /// `batch` as the gateway's tracer makes it: every span of its one scope.
+    fn of_tracer(batch: &[SpanData]) -> Vec<SpanData> {
+        let scope = InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build();
+        batch.iter().map(|data| SpanData { instrumentation_scope: scope.clone(), ..data.clone() }).collect()
     }
 
-    /// What `exporter` sends for `batch`.
+    /// What the OTLP crate sends for `batch`, of the tracer's scope.
+    fn crates(batch: &[SpanData], resource: &opentelemetry_sdk::Resource) -> ExportTraceServiceRequest {
+        let resource = ResourceAttributesWithSchema::from(resource);
+        ExportTraceServiceRequest { resource_spans: group_spans_by_resource_and_scope(of_tracer(batch), &resource) }
+    }
+
+    /// What `exporter` sends for `batch`, each span written as the tracer
+    /// writes it where it ends.
     fn written(exporter: &Resource, batch: &[SpanData]) -> Vec<u8> {
+        let mut spans = Vec::new();
+        for data in batch {
+            write_span(data, &mut spans);
+        }
         let mut wire = Wire(Vec::new());
-        wire.request(exporter, batch);
+        let scope = InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build();
+        wire.written_request(exporter, &scope, &spans);
         wire.0
     }
 
@@ -653,24 +609,6 @@ mod tests {
         let decoded = ExportTraceServiceRequest::decode(&written(&exporter, &full)[..]).unwrap();
         assert_eq!(decoded, crates(&full, &resource));
         assert!(decoded.resource_spans[0].resource.as_ref().is_some_and(|resource| !resource.attributes.is_empty()));
-    }
-
-    #[test]
-    fn spans_written_where_they_end_make_the_request_prost_makes_of_the_crates() {
-        let resource = opentelemetry_sdk::Resource::builder().with_service_name("toolgate").build();
-        let exporter = Resource::of(&resource);
-        let scope = InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build();
-        let mut batch = spans(&resource, false);
-        for data in &mut batch {
-            data.instrumentation_scope = scope.clone();
-        }
-        let mut written = Vec::new();
-        for data in &batch {
-            write_span(data, &mut written);
-        }
-        let mut wire = Wire(Vec::new());
-        wire.written_request(&exporter, &scope, &written);
-        assert_eq!(wire.0, crates(&batch, &resource).encode_to_vec());
     }
 
     #[test]
