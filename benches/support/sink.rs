@@ -1,6 +1,6 @@
 //! The load benches' OTLP sink: counts the spans it is sent and keeps
 //! nothing, reading each request only as deep as its list of spans (each
-//! span's bytes are skipped, not decoded). It runs on the cores the
+//! span's bytes are skipped by their length, not decoded). It runs on the cores the
 //! gateway runs on, where a collector would not: the tests' receiver, which
 //! decodes every span, took 6–8 µs of them a call, a sixth of what the
 //! gateway took. Metrics go to the tests' receiver, discarding.
@@ -15,9 +15,14 @@ use std::{
     task::{Context, Poll},
 };
 
+use bytes::{Buf, BufMut};
 use futures::future::BoxFuture;
 use opentelemetry_proto::tonic::collector::{
     metrics::v1::metrics_service_server::MetricsServiceServer, trace::v1::ExportTraceServiceResponse,
+};
+use prost::{
+    encoding::{skip_field, DecodeContext, WireType},
+    DecodeError,
 };
 use tonic::{
     body::Body,
@@ -41,15 +46,40 @@ struct ResourceSpans {
     scope_spans: Vec<ScopeSpans>,
 }
 
-#[derive(Clone, PartialEq, prost::Message)]
+/// `ScopeSpans`, as far as how many spans it holds: a span is stepped over
+/// by its length, as any field the sink does not read is, never read field
+/// by field (prost's decoding of an empty message walks every field of
+/// it: a quarter of the sink's CPU before).
+#[derive(Clone, Debug, Default, PartialEq)]
 struct ScopeSpans {
-    #[prost(message, repeated, tag = "2")]
-    spans: Vec<Skipped>,
+    spans: usize,
 }
 
-/// A span: its fields are skipped.
-#[derive(Clone, PartialEq, prost::Message)]
-struct Skipped {}
+impl prost::Message for ScopeSpans {
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl Buf,
+        ctx: DecodeContext,
+    ) -> Result<(), DecodeError> {
+        if tag == 2 {
+            self.spans += 1;
+        }
+        skip_field(wire_type, tag, buf, ctx)
+    }
+
+    /// The sink only receives: nothing of this is ever sent.
+    fn encode_raw(&self, _: &mut impl BufMut) {}
+
+    fn encoded_len(&self) -> usize {
+        0
+    }
+
+    fn clear(&mut self) {
+        self.spans = 0;
+    }
+}
 
 /// The trace service, counting.
 #[derive(Clone)]
@@ -82,7 +112,7 @@ impl UnaryService<Spans> for Traces {
     type Future = Ready<Result<Response<ExportTraceServiceResponse>, Status>>;
 
     fn call(&mut self, request: Request<Spans>) -> Self::Future {
-        let spans = request.get_ref().resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans.len());
+        let spans = request.get_ref().resource_spans.iter().flat_map(|r| &r.scope_spans).map(|s| s.spans);
         self.0.fetch_add(spans.sum::<usize>() as u64, Ordering::Relaxed);
         ready(Ok(Response::new(ExportTraceServiceResponse::default())))
     }
