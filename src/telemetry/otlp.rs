@@ -23,7 +23,7 @@ use std::time::{Duration, SystemTime};
 use bytes::{BufMut, Bytes};
 use http::uri::PathAndQuery;
 use opentelemetry::{
-    trace::{SpanId, Status, TraceFlags},
+    trace::{SpanId, Status, TraceFlags, TraceState},
     InstrumentationScope, KeyValue, Value,
 };
 use opentelemetry_proto::{
@@ -282,7 +282,7 @@ impl Wire {
         let context = &data.span_context;
         self.bytes(1, &context.trace_id().to_bytes());
         self.bytes(2, &context.span_id().to_bytes());
-        self.string(3, &context.trace_state().header());
+        self.trace_state(3, context.trace_state());
         if data.parent_span_id != SpanId::INVALID {
             self.bytes(4, &data.parent_span_id.to_bytes());
         }
@@ -306,7 +306,7 @@ impl Wire {
             self.message(13, 1, |wire| {
                 wire.bytes(1, &context.trace_id().to_bytes());
                 wire.bytes(2, &context.span_id().to_bytes());
-                wire.string(3, &context.trace_state().header());
+                wire.trace_state(3, context.trace_state());
                 wire.attributes(4, &link.attributes);
                 wire.varint(5, link.dropped_attributes_count.into());
                 wire.fixed32(6, flags(context.trace_flags(), context.is_remote()));
@@ -337,6 +337,14 @@ impl Wire {
                     other => common::AnyValue::from(other.clone()).encode_raw(&mut wire.0),
                 });
             });
+        }
+    }
+
+    /// A trace state as its header; most spans have none, and the header
+    /// of none is not made.
+    fn trace_state(&mut self, field: u32, state: &TraceState) {
+        if *state != TraceState::NONE {
+            self.string(field, &state.header());
         }
     }
 
@@ -625,6 +633,8 @@ mod tests {
                 KeyValue::new("n", 0_i64),
                 KeyValue::new("x", 0.0),
                 KeyValue::new("negative", -1_i64),
+                // An empty key is left out, as an empty text is.
+                KeyValue::new("", "keyless"),
             ],
         );
         opentelemetry::trace::Span::end(&mut defaults);
