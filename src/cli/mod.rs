@@ -307,11 +307,19 @@ impl ServeArgs {
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings_with(&args.catalog, args.flags(), env)?;
     settings.check_exposure(args.allow_remote)?;
-    let runtime =
-        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    // A worker holds the spans it ends while it is busy and queues them
+    // when it goes idle or stops (telemetry::worker_idle).
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .on_thread_park(crate::telemetry::worker_idle)
+        .on_thread_stop(crate::telemetry::release_held_spans)
+        .build()
+        .context("cannot start the runtime")?;
     let served = runtime.block_on(async move {
         let telemetry = Telemetry::start(env);
         let served = serve_with(&args, &settings, env, telemetry.observer()).await;
+        // What this thread still holds goes before the final flush.
+        crate::telemetry::release_held_spans();
         // Flushing waits on the exporters' threads, at most FINAL_FLUSH: a
         // collector that does not answer must not hold up the exit past the
         // grace periods of compose and Kubernetes.

@@ -29,6 +29,7 @@ use opentelemetry_sdk::{metrics::SdkMeterProvider, Resource};
 use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
 
 pub use metrics::Metrics;
+pub(crate) use tracer::{release_held as release_held_spans, worker_idle};
 pub use tracer::{Batching, Tracer};
 
 /// The way a call came in, the `toolgate.front_door` attribute and label of
