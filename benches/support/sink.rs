@@ -1,9 +1,9 @@
 //! The load benches' OTLP sink: counts the spans it is sent and keeps
 //! nothing, reading each request only as deep as its list of spans (each
-//! span's bytes are skipped by their length, not decoded). It runs on the cores the
-//! gateway runs on, where a collector would not: the tests' receiver, which
-//! decodes every span, took 6–8 µs of them a call, a sixth of what the
-//! gateway took. Metrics go to the tests' receiver, discarding.
+//! span's bytes are skipped by their length, not decoded). It runs on the
+//! cores the gateway runs on, where a collector would not: the tests'
+//! receiver, which decodes every span, took 6–8 µs of them a call, a sixth
+//! of what the gateway took. Metrics go to the tests' receiver, discarding.
 
 use std::{
     convert::Infallible,

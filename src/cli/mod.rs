@@ -308,7 +308,9 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings_with(&args.catalog, args.flags(), env)?;
     settings.check_exposure(args.allow_remote)?;
     // A worker holds the spans it ends while it is busy and queues them
-    // when it goes idle or stops (telemetry::worker_idle).
+    // when it goes idle or stops (telemetry::worker_idle): by the final
+    // flush below, once every connection has closed, the workers are idle
+    // and have queued what they held.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(crate::telemetry::worker_idle)
@@ -318,8 +320,6 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let served = runtime.block_on(async move {
         let telemetry = Telemetry::start(env);
         let served = serve_with(&args, &settings, env, telemetry.observer()).await;
-        // What this thread still holds goes before the final flush.
-        crate::telemetry::release_held_spans();
         // Flushing waits on the exporters' threads, at most FINAL_FLUSH: a
         // collector that does not answer must not hold up the exit past the
         // grace periods of compose and Kubernetes.

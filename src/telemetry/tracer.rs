@@ -508,8 +508,8 @@ pub(crate) fn worker_idle() {
     });
 }
 
-/// Moves the spans this thread holds onto their queue: before a final
-/// flush, and as a worker stops (a runtime's stop hook).
+/// Moves the spans this thread holds onto their queue: a runtime's stop
+/// hook, as a worker stops.
 pub(crate) fn release_held() {
     with_held(Held::release);
 }
@@ -890,9 +890,7 @@ mod tests {
             held.1 = true;
             changed.notify_all();
         }
-    }
 
-    impl Gate {
         /// Lets every export through.
         fn open(&self) {
             let (state, changed) = &*self.state;
