@@ -20,7 +20,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use bytes::{BufMut, Bytes};
+use bytes::BufMut;
 use http::uri::PathAndQuery;
 use opentelemetry::{
     trace::{SpanId, Status, TraceFlags, TraceState},
@@ -165,7 +165,7 @@ impl OtlpSpans {
         })
     }
 
-    async fn send(&self, body: Bytes) -> Result<ExportTraceServiceResponse, tonic::Status> {
+    async fn send(&self, body: Framed) -> Result<ExportTraceServiceResponse, tonic::Status> {
         let mut client = self.client.get_or_init(|| tonic::client::Grpc::new(self.endpoint.connect_lazy())).clone();
         client.ready().await.map_err(|error| tonic::Status::unavailable(error.to_string()))?;
         let codec = Encoded { len: body.len() };
@@ -185,14 +185,11 @@ impl OtlpSpans {
         if spans.is_empty() {
             return Ok(());
         }
-        let mut wire = Wire(Vec::with_capacity(spans.len() + self.resource.field.len() + 64));
-        wire.written_request(&self.resource, &self.scope, &spans);
-        drop(spans);
-        self.sent(wire).await
+        self.sent(Framed::around(&self.resource, &self.scope, spans)).await
     }
 
-    async fn sent(&self, wire: Wire) -> OTelSdkResult {
-        match self.send(Bytes::from(wire.0)).await {
+    async fn sent(&self, request: Framed) -> OTelSdkResult {
+        match self.send(request).await {
             Ok(response) => match response.partial_success {
                 Some(partial) if partial.rejected_spans > 0 => Err(OTelSdkError::InternalFailure(format!(
                     "the collector rejected {} spans: {}",
@@ -247,32 +244,51 @@ pub(crate) fn write_span(data: &SpanData, out: &mut Vec<u8>) {
     *out = wire.0;
 }
 
+/// An `ExportTraceServiceRequest` of spans [`write_span`] wrote, all of one
+/// scope: what goes before them (the resource, the scope, and the two
+/// lists' keys and lengths) and after them (the schema URLs), written
+/// around them only into the buffer tonic sends from ([`Encoded`]). So a
+/// batch's spans are copied once on their way out, not first into a
+/// request of their own.
+struct Framed {
+    head: Vec<u8>,
+    spans: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Framed {
+    /// `spans` in one `ResourceSpans` of `resource` and one `ScopeSpans`
+    /// of `scope`.
+    fn around(resource: &Resource, scope: &InstrumentationScope, spans: Vec<u8>) -> Self {
+        let mut scope_field = Vec::new();
+        prost::encoding::message::encode(1, &common::InstrumentationScope::from((scope, None)), &mut scope_field);
+        // The scope's schema URL, then the resource's: each list's last field.
+        let mut tail = Wire(Vec::new());
+        tail.string(3, scope.schema_url().unwrap_or_default());
+        let scope_tail = tail.0.len();
+        tail.string(3, &resource.schema_url);
+        let scope_spans = scope_field.len() + spans.len() + scope_tail;
+        let resource_spans = resource.field.len()
+            + 1
+            + encoded_len_varint(scope_spans as u64)
+            + scope_spans
+            + (tail.0.len() - scope_tail);
+        let mut head = Wire(Vec::with_capacity(resource.field.len() + scope_field.len() + 8));
+        head.key(1, WireType::LengthDelimited);
+        head.raw_varint(resource_spans as u64);
+        head.0.extend_from_slice(&resource.field);
+        head.key(2, WireType::LengthDelimited);
+        head.raw_varint(scope_spans as u64);
+        head.0.extend_from_slice(&scope_field);
+        Self { head: head.0, spans, tail: tail.0 }
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + self.spans.len() + self.tail.len()
+    }
+}
+
 impl Wire {
-    /// A request of spans [`write_span`] wrote, all of `scope`.
-    fn written_request(&mut self, resource: &Resource, scope: &InstrumentationScope, spans: &[u8]) {
-        self.resource_spans(resource, |wire| wire.scope_spans(scope, |wire| wire.0.extend_from_slice(spans)));
-    }
-
-    /// `ExportTraceServiceRequest.resource_spans`: the resource, and the
-    /// lists of spans `scopes` writes.
-    fn resource_spans(&mut self, resource: &Resource, scopes: impl FnOnce(&mut Self)) {
-        self.message(1, 3, |wire| {
-            wire.0.extend_from_slice(&resource.field);
-            scopes(wire);
-            wire.string(3, &resource.schema_url);
-        });
-    }
-
-    /// `ResourceSpans.scope_spans`: `scope`, and the spans `spans` writes.
-    fn scope_spans(&mut self, scope: &InstrumentationScope, spans: impl FnOnce(&mut Self)) {
-        self.message(2, 3, |wire| {
-            let message = common::InstrumentationScope::from((scope, None));
-            prost::encoding::message::encode(1, &message, &mut wire.0);
-            spans(wire);
-            wire.string(3, scope.schema_url().unwrap_or_default());
-        });
-    }
-
     /// `ScopeSpans.spans`: one span.
     fn scope_span(&mut self, data: &SpanData) {
         self.message(2, 2, |wire| wire.span(data));
@@ -451,15 +467,14 @@ fn nanos(time: SystemTime) -> u64 {
     time.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |elapsed| elapsed.as_nanos() as u64)
 }
 
-/// Sends a request encoded beforehand, of `len` bytes, and decodes the
-/// answer.
+/// Sends a [`Framed`] of `len` bytes, and decodes the answer.
 #[derive(Clone, Copy)]
 struct Encoded {
     len: usize,
 }
 
 impl Codec for Encoded {
-    type Encode = Bytes;
+    type Encode = Framed;
     type Decode = ExportTraceServiceResponse;
     type Encoder = Self;
     type Decoder = Self;
@@ -474,11 +489,13 @@ impl Codec for Encoded {
 }
 
 impl Encoder for Encoded {
-    type Item = Bytes;
+    type Item = Framed;
     type Error = tonic::Status;
 
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        dst.put(item);
+    fn encode(&mut self, item: Framed, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put_slice(&item.head);
+        dst.put_slice(&item.spans);
+        dst.put_slice(&item.tail);
         Ok(())
     }
 
@@ -593,16 +610,23 @@ mod tests {
         for data in batch {
             write_span(data, &mut spans);
         }
-        let mut wire = Wire(Vec::new());
         let scope = InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build();
-        wire.written_request(exporter, &scope, &spans);
-        wire.0
+        let request = Framed::around(exporter, &scope, spans);
+        let len = request.len();
+        let sent = [request.head, request.spans, request.tail].concat();
+        assert_eq!(sent.len(), len);
+        sent
     }
 
     #[test]
     fn a_batch_is_written_byte_for_byte_as_prost_encodes_the_otlp_crates_request() {
-        let resource = opentelemetry_sdk::Resource::builder().with_service_name("toolgate").build();
+        // A schema URL, written after the spans.
+        let resource = opentelemetry_sdk::Resource::builder()
+            .with_service_name("toolgate")
+            .with_schema_url([], "https://opentelemetry.io/schemas/1.37.0")
+            .build();
         let exporter = Resource::of(&resource);
+        assert!(!exporter.schema_url.is_empty());
         let full = spans(&resource, false);
         assert_eq!(full.len(), 3);
         let plain = spans(&resource, true);
