@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use opentelemetry::{trace::SpanKind, KeyValue};
 
-use super::{Call, ErrorKind, Outcome, RepairKind};
+use super::{outcome::ToolType, Call, ErrorKind, Outcome, RepairKind};
 use crate::{
-    catalog::{Backend, Catalog},
+    catalog::Catalog,
     telemetry::{semconv, span::Span, Observer},
 };
 
@@ -53,16 +53,15 @@ pub(crate) fn finished(
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool.filter(|_| span.is_recording()) {
         span.rename(|| [semconv::EXECUTE_TOOL, " ", name].concat());
-        let kind = catalog.lookup(name).and_then(|n| match n {
-            crate::catalog::Name::Tool(id) => Some(&catalog.tool(id).backend),
-            _ => None,
+        // Known where the call found its tool; looked up for an answer
+        // replayed from the once-only store.
+        let tool_type = outcome.tool_type.unwrap_or_else(|| match catalog.lookup(name) {
+            Some(crate::catalog::Name::Tool(id)) => ToolType::of(catalog.tool(id)),
+            _ => ToolType::Function,
         });
         span.set_all([
             KeyValue::new(semconv::GEN_AI_TOOL_NAME, name.to_owned()),
-            KeyValue::new(
-                semconv::GEN_AI_TOOL_TYPE,
-                if matches!(kind, Some(Backend::Mcp(_))) { "extension" } else { "function" },
-            ),
+            KeyValue::new(semconv::GEN_AI_TOOL_TYPE, tool_type.label()),
         ]);
     }
     if outcome.replayed {

@@ -391,5 +391,6 @@ fn vanished(tool: &str) -> Outcome {
         replayed: true,
         budget_remaining: None,
         rate_remaining: None,
+        tool_type: None,
     }
 }

@@ -258,6 +258,37 @@ pub struct Outcome {
     /// configured: `None`).
     #[serde(skip)]
     pub(crate) rate_remaining: Option<u32>,
+    /// The tool's `gen_ai.tool.type`, known where the tool
+    /// was; `None` unresolved, or read back from the once-only store (its
+    /// span looks it up then).
+    #[serde(skip)]
+    pub(crate) tool_type: Option<ToolType>,
+}
+
+/// A tool's `gen_ai.tool.type` (a byte, where the name would be two words
+/// in every outcome).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ToolType {
+    /// A tool of an MCP server.
+    Extension,
+    /// Every other tool.
+    Function,
+}
+
+impl ToolType {
+    pub(crate) fn of(tool: &Tool) -> Self {
+        match tool.backend {
+            crate::catalog::Backend::Mcp(_) => Self::Extension,
+            _ => Self::Function,
+        }
+    }
+
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Extension => "extension",
+            Self::Function => "function",
+        }
+    }
 }
 
 impl Outcome {
@@ -271,6 +302,7 @@ impl Outcome {
             replayed: false,
             budget_remaining: None,
             rate_remaining: None,
+            tool_type: Some(ToolType::of(tool)),
         }
     }
 
@@ -285,6 +317,7 @@ impl Outcome {
             replayed: false,
             budget_remaining: None,
             rate_remaining: None,
+            tool_type: tool.map(ToolType::of),
         }
     }
 }

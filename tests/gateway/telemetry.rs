@@ -12,8 +12,9 @@ use toolgate::{
 
 use crate::common::{
     backend::{self, HttpBackend},
+    mcp::stdio_server,
     telemetry::{attribute, events, Point, Recorded},
-    CatalogDir, Client, TestGateway,
+    test_env, CatalogDir, Client, TestGateway,
 };
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
@@ -242,4 +243,37 @@ async fn metrics_count_calls_repairs_hints_and_violations_by_canonical_tool() {
     );
     let labels = format!("{points:?}");
     assert!(!labels.contains("launch_rocket") && !labels.contains("WebSearch"), "no emitted name is a label");
+}
+
+#[tokio::test]
+async fn a_tool_of_an_mcp_server_is_an_extension_also_when_its_answer_is_replayed() {
+    let dir = CatalogDir::new();
+    let registry = format!(
+        "mcp_servers:\n{}tools:\n  - name: local_echo\n    description: Echo.\n    backend: {{builtin: echo}}\n",
+        stdio_server("notes", "notes_server.py", &[], "")
+    );
+    dir.file("registry/tools.yaml", &registry);
+    let (recorded, observer) = Recorded::start(false);
+    let mut gw = TestGateway::dir(&dir).env(test_env(&[])).observer(observer).start().await;
+    // The second answer comes from the once-only store, not the call.
+    for (tool, key, replayed) in [("list_notes", "k1", false), ("list_notes", "k1", true), ("local_echo", "", false)] {
+        let request = ExecuteRequest { tool: tool.into(), idempotency_key: key.into(), ..Default::default() };
+        let response = gw.client.execute(request).await.unwrap().into_inner();
+        assert!(response.ok && response.replayed == replayed, "{response:?}");
+    }
+    let spans = recorded.spans();
+    let types: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name.starts_with("execute_tool"))
+        .map(|s| (s.name.to_string(), attribute(s, "gen_ai.tool.type").unwrap_or_default()))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("execute_tool list_notes".to_string(), "extension".to_string()),
+            ("execute_tool list_notes".to_string(), "extension".to_string()),
+            ("execute_tool local_echo".to_string(), "function".to_string()),
+        ]
+    );
+    gw.shutdown().await;
 }
