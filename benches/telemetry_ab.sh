@@ -16,11 +16,12 @@
 # of the sink and of h2load: all four share the machine's cores, so the
 # export thread and the sink are what shipping the spans costs whatever
 # made them. Last, how many spans each gateway dropped (its export queue
-# full).
+# full). Saved outputs of several runs pool round by round with
+# benches/paired_rounds.py.
 #   cargo build --release && cargo bench --bench load --no-run
 #   benches/telemetry_ab.sh none=target/release/toolgate:none spans=target/release/toolgate:spans
 set -euo pipefail
-[ $# -gt 0 ] || { sed -n '2,21p' "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n '2,22p' "$0"; exit 2; }
 root="$(cd "$(dirname "$0")/.." && pwd)"
 . "$root/benches/common.sh"
 rounds=${ROUNDS:-4}
