@@ -258,9 +258,9 @@ pub struct Outcome {
     /// configured: `None`).
     #[serde(skip)]
     pub(crate) rate_remaining: Option<u32>,
-    /// The tool's `gen_ai.tool.type`, known where the tool
-    /// was; `None` unresolved, or read back from the once-only store (its
-    /// span looks it up then).
+    /// The tool's `gen_ai.tool.type`, set where the call found its tool;
+    /// `None` unresolved, or read back from the once-only store (its span
+    /// looks it up then).
     #[serde(skip)]
     pub(crate) tool_type: Option<ToolType>,
 }
