@@ -134,7 +134,7 @@ pub(crate) struct OtlpSpans {
     /// What every request says of the resource.
     resource: Resource,
     /// The scope of the spans [`write_span`] wrote: the tracer's one.
-    scope: InstrumentationScope,
+    scope: Scope,
 }
 
 impl std::fmt::Debug for OtlpSpans {
@@ -161,7 +161,7 @@ impl OtlpSpans {
             client: std::sync::OnceLock::new(),
             metadata,
             resource: Resource::default(),
-            scope: InstrumentationScope::builder(super::tracer::SCOPE).build(),
+            scope: Scope::of(&InstrumentationScope::builder(super::tracer::SCOPE).build()),
         })
     }
 
@@ -224,6 +224,21 @@ impl Resource {
     }
 }
 
+/// The scope of every request's spans, encoded once.
+struct Scope {
+    /// `ScopeSpans.scope`, key and length included.
+    field: Vec<u8>,
+    schema_url: String,
+}
+
+impl Scope {
+    fn of(scope: &InstrumentationScope) -> Self {
+        let mut field = Vec::new();
+        prost::encoding::message::encode(1, &common::InstrumentationScope::from((scope, None)), &mut field);
+        Self { field, schema_url: scope.schema_url().unwrap_or_default().to_owned() }
+    }
+}
+
 /// An `ExportTraceServiceRequest` written straight from the SDK's spans:
 /// the bytes prost makes of what the OTLP crate converts them into (a unit
 /// test holds them equal), without that conversion's owned copy of every
@@ -259,27 +274,25 @@ struct Framed {
 impl Framed {
     /// `spans` in one `ResourceSpans` of `resource` and one `ScopeSpans`
     /// of `scope`.
-    fn around(resource: &Resource, scope: &InstrumentationScope, spans: Vec<u8>) -> Self {
-        let mut scope_field = Vec::new();
-        prost::encoding::message::encode(1, &common::InstrumentationScope::from((scope, None)), &mut scope_field);
+    fn around(resource: &Resource, scope: &Scope, spans: Vec<u8>) -> Self {
         // The scope's schema URL, then the resource's: each list's last field.
         let mut tail = Wire(Vec::new());
-        tail.string(3, scope.schema_url().unwrap_or_default());
+        tail.string(3, &scope.schema_url);
         let scope_tail = tail.0.len();
         tail.string(3, &resource.schema_url);
-        let scope_spans = scope_field.len() + spans.len() + scope_tail;
+        let scope_spans = scope.field.len() + spans.len() + scope_tail;
         let resource_spans = resource.field.len()
             + 1
             + encoded_len_varint(scope_spans as u64)
             + scope_spans
             + (tail.0.len() - scope_tail);
-        let mut head = Wire(Vec::with_capacity(resource.field.len() + scope_field.len() + 8));
+        let mut head = Wire(Vec::with_capacity(resource.field.len() + scope.field.len() + 8));
         head.key(1, WireType::LengthDelimited);
         head.raw_varint(resource_spans as u64);
         head.0.extend_from_slice(&resource.field);
         head.key(2, WireType::LengthDelimited);
         head.raw_varint(scope_spans as u64);
-        head.0.extend_from_slice(&scope_field);
+        head.0.extend_from_slice(&scope.field);
         Self { head: head.0, spans, tail: tail.0 }
     }
 
@@ -610,7 +623,7 @@ mod tests {
         for data in batch {
             write_span(data, &mut spans);
         }
-        let scope = InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build();
+        let scope = Scope::of(&InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build());
         let request = Framed::around(exporter, &scope, spans);
         let len = request.len();
         let sent = [request.head, request.spans, request.tail].concat();
