@@ -310,7 +310,8 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     // A worker holds the spans it ends while it is busy and queues them
     // when it goes idle or stops (telemetry::worker_idle): by the final
     // flush below, once every connection has closed, the workers are idle
-    // and have queued what they held.
+    // and have queued what they held (the flush waits a moment for one
+    // still busy).
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .on_thread_park(crate::telemetry::worker_idle)

@@ -36,7 +36,7 @@ use std::{
     cell::RefCell,
     future::Future,
     sync::{
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError,
     },
     thread::JoinHandle,
@@ -353,10 +353,22 @@ impl Tracer {
     }
 }
 
+/// How long shutdown waits for busy workers to queue the spans they hold
+/// (at most the export timeout): a worker does as it goes idle, and one
+/// still busy past this keeps them, unshipped.
+const HELD_WAIT: Duration = Duration::from_millis(500);
+
 impl Inner {
     fn shutdown(&self) {
-        self.queue.stopping.store(true, Ordering::Release);
         let Some(thread) = locked(&self.thread).take() else { return };
+        // What this thread holds, then what workers still busy hold: each
+        // queues it as it goes idle or stops.
+        release_held();
+        let deadline = Instant::now() + HELD_WAIT.min(self.queue.batching.export_timeout);
+        while self.queue.holding.load(Ordering::Acquire) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.queue.stopping.store(true, Ordering::Release);
         thread.thread().unpark();
         let _ = thread.join();
         let dropped = self.queue.dropped.load(Ordering::Relaxed);
@@ -379,6 +391,9 @@ struct Queue {
     writer: Option<Writer>,
     spans: Mutex<Pending>,
     dropped: AtomicU64,
+    /// How many threads hold spans of this queue ([`Held`]): shutdown
+    /// waits for them to queue those first.
+    holding: AtomicUsize,
     stopping: AtomicBool,
     /// The shipping thread, woken when a batch is full.
     thread: OnceLock<std::thread::Thread>,
@@ -455,7 +470,7 @@ thread_local! {
     /// The spans this thread has written and not yet moved onto their
     /// queue.
     static HELD: RefCell<Held> = const {
-        RefCell::new(Held { holds: false, queue: None, bytes: Vec::new(), ends: Vec::new() })
+        RefCell::new(Held { holds: false, queue: None, bytes: Vec::new(), ends: Vec::new(), counted: false })
     };
 }
 
@@ -476,6 +491,11 @@ struct Held {
     bytes: Vec<u8>,
     /// Where each held span's bytes end.
     ends: Vec<usize>,
+    /// Whether this thread is counted among those holding spans of its
+    /// queue: from the first span it holds until it releases them. Counted
+    /// once a handful, not once a span, so that the workers do not trade
+    /// the counter's cache line on every call.
+    counted: bool,
 }
 
 impl Held {
@@ -491,8 +511,21 @@ impl Held {
                 });
             }
         }
+        if std::mem::take(&mut self.counted) {
+            if let Some(queue) = &self.queue {
+                queue.holding.fetch_sub(1, Ordering::Release);
+            }
+        }
         self.bytes.clear();
         self.ends.clear();
+    }
+}
+
+impl Drop for Held {
+    /// A thread that ends without a runtime's stop hook still queues what
+    /// it holds, as its locals are torn down.
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -526,6 +559,7 @@ impl Queue {
             writer,
             spans: Mutex::new(Pending::with_capacity(writer.is_some(), batching.max_export_batch_size, 0)),
             dropped: AtomicU64::new(0),
+            holding: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             thread: OnceLock::new(),
             flushes: Mutex::default(),
@@ -556,6 +590,9 @@ impl Queue {
             held.ends.push(held.bytes.len());
             if !held.holds || held.ends.len() >= HOLD {
                 held.release();
+            } else if !held.counted {
+                held.counted = true;
+                self.holding.fetch_add(1, Ordering::AcqRel);
             }
         };
         let mut span = Some(span);
@@ -1064,6 +1101,60 @@ mod tests {
         tracer.shutdown();
         assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 2);
         assert_eq!(locked(&lines.batches).concat(), "1\n2\n3\n4\n5\n");
+    }
+
+    #[test]
+    fn shutdown_waits_for_a_busy_worker_to_queue_what_it_holds_but_not_forever() {
+        let batching = Batching { scheduled_delay: Duration::from_secs(60), ..Batching::default() };
+        let (tracer, lines) = writing(batching);
+        let (held, shutting) = std::sync::mpsc::channel();
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                worker_idle();
+                span(&tracer, "held").end();
+                held.send(()).unwrap();
+                // Still busy as shutdown begins; idle a moment later.
+                std::thread::sleep(Duration::from_millis(50));
+                worker_idle();
+            });
+            shutting.recv().unwrap();
+            tracer.shutdown();
+        });
+        assert_eq!(locked(&lines.batches).concat(), "held\n", "queued while shutdown waited, then shipped");
+        assert_eq!(tracer.0.queue.holding.load(Ordering::Relaxed), 0);
+
+        // A worker that stays busy holds shutdown up for the export timeout
+        // at most; what it holds is not shipped.
+        let batching = Batching { export_timeout: Duration::from_millis(100), ..batching };
+        let (tracer, lines) = writing(batching);
+        let (held, shutting) = std::sync::mpsc::channel();
+        let (shut, done) = std::sync::mpsc::channel();
+        let busy = &tracer;
+        std::thread::scope(|scope| {
+            scope.spawn(move || {
+                worker_idle();
+                span(busy, "kept").end();
+                held.send(()).unwrap();
+                done.recv().unwrap();
+                worker_idle();
+            });
+            shutting.recv().unwrap();
+            tracer.shutdown();
+            shut.send(()).unwrap();
+        });
+        assert!(locked(&lines.batches).is_empty());
+
+        // A thread that ends without the stop hook queues what it holds.
+        let (tracer, lines) = writing(Batching { scheduled_delay: Duration::from_secs(60), ..Batching::default() });
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                worker_idle();
+                span(&tracer, "ended").end();
+            });
+        });
+        assert_eq!(queued(&tracer), 1);
+        tracer.shutdown();
+        assert_eq!(locked(&lines.batches).concat(), "ended\n");
     }
 
     #[test]
