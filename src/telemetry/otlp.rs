@@ -132,9 +132,9 @@ pub(crate) struct OtlpSpans {
     client: std::sync::OnceLock<tonic::client::Grpc<Channel>>,
     metadata: MetadataMap,
     /// What every request says of the resource.
-    resource: Resource,
+    resource: Heading,
     /// The scope of the spans [`write_span`] wrote: the tracer's one.
-    scope: Scope,
+    scope: Heading,
 }
 
 impl std::fmt::Debug for OtlpSpans {
@@ -160,8 +160,8 @@ impl OtlpSpans {
             endpoint,
             client: std::sync::OnceLock::new(),
             metadata,
-            resource: Resource::default(),
-            scope: Scope::of(&InstrumentationScope::builder(super::tracer::SCOPE).build()),
+            resource: Heading::default(),
+            scope: Heading::scope(&InstrumentationScope::builder(super::tracer::SCOPE).build()),
         })
     }
 
@@ -177,7 +177,7 @@ impl OtlpSpans {
 impl OtlpSpans {
     /// The resource every request names.
     pub(crate) fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.resource = Resource::of(resource);
+        self.resource = Heading::resource(resource);
     }
 
     /// Sends spans [`write_span`] wrote, all of the tracer's scope.
@@ -202,40 +202,36 @@ impl OtlpSpans {
     }
 }
 
-/// The resource of every request, encoded once.
+/// What every request says of its resource, or of its spans' scope,
+/// encoded once: the message, as the first field of its list (key and
+/// length included; none for a resource before the provider sets one), and
+/// the list's schema URL.
 #[derive(Default)]
-struct Resource {
-    /// `ResourceSpans.resource`, key and length included; none before the
-    /// provider sets one.
+struct Heading {
     field: Vec<u8>,
     schema_url: String,
 }
 
-impl Resource {
-    fn of(resource: &opentelemetry_sdk::Resource) -> Self {
+impl Heading {
+    fn new(message: &impl Message, schema_url: Option<&str>) -> Self {
+        let mut field = Vec::new();
+        prost::encoding::message::encode(1, message, &mut field);
+        Self { field, schema_url: schema_url.unwrap_or_default().to_owned() }
+    }
+
+    /// `ResourceSpans.resource`, and its schema URL.
+    fn resource(resource: &opentelemetry_sdk::Resource) -> Self {
         let resource = ResourceAttributesWithSchema::from(resource);
         let message = opentelemetry_proto::tonic::resource::v1::Resource {
             attributes: resource.attributes.0,
             ..Default::default()
         };
-        let mut field = Vec::new();
-        prost::encoding::message::encode(1, &message, &mut field);
-        Self { field, schema_url: resource.schema_url.unwrap_or_default() }
+        Self::new(&message, resource.schema_url.as_deref())
     }
-}
 
-/// The scope of every request's spans, encoded once.
-struct Scope {
-    /// `ScopeSpans.scope`, key and length included.
-    field: Vec<u8>,
-    schema_url: String,
-}
-
-impl Scope {
-    fn of(scope: &InstrumentationScope) -> Self {
-        let mut field = Vec::new();
-        prost::encoding::message::encode(1, &common::InstrumentationScope::from((scope, None)), &mut field);
-        Self { field, schema_url: scope.schema_url().unwrap_or_default().to_owned() }
+    /// `ScopeSpans.scope`, and its schema URL.
+    fn scope(scope: &InstrumentationScope) -> Self {
+        Self::new(&common::InstrumentationScope::from((scope, None)), scope.schema_url())
     }
 }
 
@@ -274,7 +270,7 @@ struct Framed {
 impl Framed {
     /// `spans` in one `ResourceSpans` of `resource` and one `ScopeSpans`
     /// of `scope`.
-    fn around(resource: &Resource, scope: &Scope, spans: Vec<u8>) -> Self {
+    fn around(resource: &Heading, scope: &Heading, spans: Vec<u8>) -> Self {
         // The scope's schema URL, then the resource's: each list's last field.
         let mut tail = Wire(Vec::new());
         tail.string(3, &scope.schema_url);
@@ -618,12 +614,12 @@ mod tests {
 
     /// What `exporter` sends for `batch`, each span written as the tracer
     /// writes it where it ends.
-    fn written(exporter: &Resource, batch: &[SpanData]) -> Vec<u8> {
+    fn written(exporter: &Heading, batch: &[SpanData]) -> Vec<u8> {
         let mut spans = Vec::new();
         for data in batch {
             write_span(data, &mut spans);
         }
-        let scope = Scope::of(&InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build());
+        let scope = Heading::scope(&InstrumentationScope::builder(crate::telemetry::tracer::SCOPE).build());
         let request = Framed::around(exporter, &scope, spans);
         let len = request.len();
         let sent = [request.head, request.spans, request.tail].concat();
@@ -638,7 +634,7 @@ mod tests {
             .with_service_name("toolgate")
             .with_schema_url([], "https://opentelemetry.io/schemas/1.37.0")
             .build();
-        let exporter = Resource::of(&resource);
+        let exporter = Heading::resource(&resource);
         assert!(!exporter.schema_url.is_empty());
         let full = spans(&resource, false);
         assert_eq!(full.len(), 3);
@@ -683,7 +679,7 @@ mod tests {
             opentelemetry::trace::Span::end(&mut long);
         }
         let batch = exporter.get_finished_spans().unwrap();
-        let exporter = Resource::of(&resource);
+        let exporter = Heading::resource(&resource);
         for batch in [&batch[..1], &batch[1..2], &batch[2..3], &batch[3..], &batch[..]] {
             assert_eq!(written(&exporter, batch), crates(batch, &resource).encode_to_vec());
         }
