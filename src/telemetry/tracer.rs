@@ -1145,13 +1145,16 @@ mod tests {
         assert!(locked(&lines.batches).is_empty());
 
         // A thread that ends without the stop hook queues what it holds.
+        // Joined, not scoped: a scope may end before the thread's locals
+        // are torn down, a join waits for it.
         let (tracer, lines) = writing(Batching { scheduled_delay: Duration::from_secs(60), ..Batching::default() });
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                worker_idle();
-                span(&tracer, "ended").end();
-            });
-        });
+        let ending = tracer.clone();
+        std::thread::spawn(move || {
+            worker_idle();
+            span(&ending, "ended").end();
+        })
+        .join()
+        .unwrap();
         assert_eq!(queued(&tracer), 1);
         tracer.shutdown();
         assert_eq!(locked(&lines.batches).concat(), "ended\n");
