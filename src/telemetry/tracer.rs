@@ -87,22 +87,59 @@ impl std::fmt::Debug for Tracer {
     }
 }
 
-/// The batch processor's settings.
+/// The batch processor's settings: the SDK's `OTEL_BSP_*` variables, and
+/// two bounds of bytes of the gateway's own.
+///
+/// The defaults of the queue and of a batch are four times the SDK's
+/// (8192 and 2048 spans, where the SDK has 2048 and 512): in batches of
+/// 512, about two thirds of what the shipping thread spent went to the
+/// exports as such (waking, the request, its answer), not to their spans,
+/// and batches four times as large halved what the shipping thread and
+/// the collector took of the gateway's cores, measured from outside
+/// (docs/benchmarks.md, "Batches of 2048"). The queue keeps room for three
+/// batches beyond the one being filled, as the SDK's does; its bytes are
+/// bounded by [`MAX_QUEUE_BYTES`] too. Set, the variables mean what they
+/// mean to the SDK.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Batching {
     pub max_queue_size: usize,
     pub scheduled_delay: Duration,
     pub max_export_batch_size: usize,
     pub export_timeout: Duration,
+    /// The most bytes of written spans one export carries
+    /// ([`MAX_EXPORT_BYTES`]); not one of the SDK's variables.
+    pub max_export_bytes: usize,
+    /// The most bytes of written spans queued ([`MAX_QUEUE_BYTES`]).
+    pub max_queue_bytes: usize,
 }
+
+/// The most bytes of written spans in one export: gRPC servers, an
+/// OpenTelemetry Collector's receiver among them, refuse a message past
+/// 4 MiB unless told otherwise, and a refused export loses its batch
+/// whole. A batch of 512 spans recorded with their content
+/// (`TOOLGATE_TRACE_CONTENT`, up to 4,096 characters of arguments and as
+/// many of result a span) can pass it, so a batch also ends where its bytes
+/// would: 64 KiB are left for the resource and scope around the spans. A
+/// span larger than this alone goes alone.
+pub(crate) const MAX_EXPORT_BYTES: usize = 4 * 1024 * 1024 - 64 * 1024;
+
+/// The most bytes of written spans queued: spans past it are dropped and
+/// counted as spans past a full queue are. Most spans are a few hundred
+/// bytes, and the queue's 8192 fill long before; spans recorded with their
+/// content can be kilobytes each, and a queue of them waiting for a
+/// collector that is down holds about this much at most (a worker's
+/// handful of held spans can pass it).
+pub(crate) const MAX_QUEUE_BYTES: usize = 16 * 1024 * 1024;
 
 impl Default for Batching {
     fn default() -> Self {
         Self {
-            max_queue_size: 2048,
+            max_queue_size: 8192,
             scheduled_delay: Duration::from_millis(5000),
-            max_export_batch_size: 512,
+            max_export_batch_size: 2048,
             export_timeout: Duration::from_millis(30_000),
+            max_export_bytes: MAX_EXPORT_BYTES,
+            max_queue_bytes: MAX_QUEUE_BYTES,
         }
     }
 }
@@ -121,6 +158,7 @@ impl Batching {
             scheduled_delay: number("OTEL_BSP_SCHEDULE_DELAY").map_or(default.scheduled_delay, Duration::from_millis),
             max_export_batch_size: max_export_batch_size.min(max_queue_size).max(1),
             export_timeout: number("OTEL_BSP_EXPORT_TIMEOUT").map_or(default.export_timeout, Duration::from_millis),
+            ..default
         }
     }
 }
@@ -435,6 +473,22 @@ impl Pending {
         self.len() == 0
     }
 
+    /// Whether these spans make a whole batch: `size` spans, or with a
+    /// writer `bytes` bytes of them.
+    fn full(&self, size: usize, bytes: usize) -> bool {
+        self.len() >= size || self.written.len() >= bytes
+    }
+
+    /// How many of the first spans go in one batch: at most `size`, and
+    /// with a writer as many as fit in `bytes` bytes, but always one.
+    fn fitting(&self, size: usize, bytes: usize) -> usize {
+        let n = self.len().min(size);
+        match self.ends.get(n.wrapping_sub(1)) {
+            Some(&end) if end > bytes => self.ends[..n].partition_point(|&end| end <= bytes).max(1),
+            _ => n,
+        }
+    }
+
     /// Keeps the first `n` spans (fewer than there are) and returns the rest.
     fn split_off(&mut self, n: usize) -> Self {
         if self.ends.is_empty() {
@@ -605,17 +659,21 @@ impl Queue {
     }
 
     /// Adds `n` spans with `put`, or as many as there is room for: `put`
-    /// gets how many that is (none when the queue is full, and `put` is not
-    /// called). The rest are dropped and counted, the first drop reported.
+    /// gets how many that is (none when the queue is full, of spans or of
+    /// bytes, and `put` is not called). The rest are dropped and counted,
+    /// the first drop reported.
     fn add(&self, n: usize, put: impl FnOnce(&mut Pending, usize)) {
-        let size = self.batching.max_export_batch_size;
+        let (size, bytes) = (self.batching.max_export_batch_size, self.batching.max_export_bytes);
         let mut pending = locked(&self.spans);
-        let before = pending.len();
-        let room = self.batching.max_queue_size.saturating_sub(before).min(n);
+        let (before, was_full) = (pending.len(), pending.full(size, bytes));
+        let room = match pending.written.len() < self.batching.max_queue_bytes {
+            true => self.batching.max_queue_size.saturating_sub(before).min(n),
+            false => 0,
+        };
         if room > 0 {
             put(&mut pending, room);
         }
-        let full = before < size && pending.len() >= size;
+        let full = !was_full && pending.full(size, bytes);
         drop(pending);
         if room < n && self.dropped.fetch_add((n - room) as u64, Ordering::Relaxed) == 0 {
             tracing::warn!(
@@ -633,7 +691,8 @@ impl Queue {
     /// The shipping thread: a batch whenever one is full, and whatever is
     /// queued every scheduled delay and at shutdown.
     fn ship(&self, exporter: &impl Exporter, runtime: &tokio::runtime::Runtime) {
-        let Batching { scheduled_delay, max_export_batch_size: size, export_timeout, .. } = self.batching;
+        let Batching { scheduled_delay, max_export_batch_size: size, export_timeout, max_export_bytes: bytes, .. } =
+            self.batching;
         let mut next = Instant::now() + scheduled_delay;
         // The most spans (and bytes of them) the list has held when it was
         // taken: the list put in its place is made that large, so that the
@@ -642,8 +701,8 @@ impl Queue {
         // size (the list grows by doubling), where the SDK's queue
         // allocated a slot for every span of the queue size from the start.
         let writes = self.writer.is_some();
-        let (mut capacity, mut bytes) = (size, 0);
-        let mut spare = Pending::with_capacity(writes, capacity, bytes);
+        let (mut capacity, mut written) = (size, 0);
+        let mut spare = Pending::with_capacity(writes, capacity, written);
         loop {
             // The flush asked for and not yet done, if any.
             let flush = || {
@@ -663,23 +722,24 @@ impl Queue {
                 // beforehand: the lock is held for a swap, never for a copy.
                 let mut taken = {
                     let mut spans = locked(&self.spans);
-                    if spans.len() >= size || (due && !spans.is_empty()) {
+                    if spans.full(size, bytes) || (due && !spans.is_empty()) {
                         capacity = capacity.max(spans.data.capacity()).max(spans.ends.capacity());
-                        bytes = bytes.max(spans.written.capacity());
+                        written = written.max(spans.written.capacity());
                         std::mem::replace(&mut *spans, std::mem::take(&mut spare))
                     } else {
                         break;
                     }
                 };
                 while !taken.is_empty() {
-                    if taken.len() < size && !due {
+                    if !taken.full(size, bytes) && !due {
                         // Not a whole batch, and not yet time: back in front
                         // of what was queued meanwhile.
                         taken.put_before(&mut locked(&self.spans));
                         break;
                     }
-                    let rest = match taken.len() > size {
-                        true => taken.split_off(size),
+                    let n = taken.fitting(size, bytes);
+                    let rest = match taken.len() > n {
+                        true => taken.split_off(n),
                         false => Pending::default(),
                     };
                     let export = exporter.export(taken.batch());
@@ -687,7 +747,7 @@ impl Queue {
                     let _ = runtime.block_on(async { tokio::time::timeout(export_timeout, export).await });
                     taken = rest;
                 }
-                spare = Pending::with_capacity(writes, capacity, bytes);
+                spare = Pending::with_capacity(writes, capacity, written);
             }
             if timer {
                 next = Instant::now() + scheduled_delay;
@@ -1031,6 +1091,44 @@ mod tests {
         assert_eq!(*locked(&lines.batches), ["1\n2\n", "3\n4\n", "5\n6\n", "7\n9\n"]);
     }
 
+    #[test]
+    fn a_batch_also_ends_where_its_bytes_would_pass_the_most_one_export_carries() {
+        // Room for a hundred spans, but five bytes: two spans of two bytes.
+        let batching = Batching {
+            max_export_batch_size: 100,
+            max_export_bytes: 5,
+            scheduled_delay: Duration::from_secs(60),
+            ..Batching::default()
+        };
+        let (tracer, lines) = writing(batching);
+        for name in ["1", "2", "3", "a-long-name", "4", "5", "6"] {
+            span(&tracer, name).end();
+        }
+        // A span larger than the most goes alone; what is left of a batch
+        // waits (shipped here at shutdown).
+        let waited = Instant::now();
+        let shipped = || locked(&lines.batches).len();
+        while (shipped() < 4 || queued(&tracer) != 1) && waited.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!((shipped(), queued(&tracer)), (4, 1), "the last span waits for more, as a batch not yet full does");
+        tracer.shutdown();
+        assert_eq!(*locked(&lines.batches), ["1\n2\n", "3\n", "a-long-name\n", "4\n5\n", "6\n"]);
+    }
+
+    #[test]
+    fn spans_past_the_most_bytes_queued_are_dropped_and_counted() {
+        let batching = Batching { max_queue_bytes: 5, scheduled_delay: Duration::from_secs(60), ..Batching::default() };
+        let (tracer, lines) = writing(batching);
+        for name in ["1", "2", "3", "4"] {
+            span(&tracer, name).end();
+        }
+        // Six bytes queued are past five: the fourth span has no room.
+        assert_eq!(tracer.0.queue.dropped.load(Ordering::Relaxed), 1);
+        tracer.shutdown();
+        assert_eq!(*locked(&lines.batches), ["1\n2\n3\n"]);
+    }
+
     /// Spans in the queue of `tracer`, not yet taken to be shipped.
     fn queued(tracer: &Tracer) -> usize {
         locked(&tracer.0.queue.spans).len()
@@ -1287,6 +1385,7 @@ mod tests {
             scheduled_delay: Duration::from_millis(250),
             max_export_batch_size: 100,
             export_timeout: Duration::from_millis(7000),
+            ..Batching::default()
         };
         assert_eq!(set, expected, "a batch is at most the queue");
         assert_eq!(env(&[("OTEL_BSP_MAX_QUEUE_SIZE", "lots")]), Batching::default());

@@ -236,6 +236,29 @@ async fn spans_past_a_full_export_queue_are_dropped_with_one_warning_and_counted
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_recorded_with_their_content_ship_in_requests_a_collector_takes() {
+    // 600 calls of 4,000 characters, recorded with their content (the
+    // arguments and the echoed result on each `execute_tool` span): about
+    // 5 MB of spans, shipped at shutdown as one batch of the default size,
+    // past the 4 MiB a gRPC server takes unless told otherwise.
+    let (collector, received) = receiver(Duration::ZERO).await;
+    let env =
+        [("TOOLGATE_TRACE_CONTENT", "1"), ("OTEL_BSP_SCHEDULE_DELAY", "60000"), ("OTEL_METRICS_EXPORTER", "none")];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
+    let arguments = format!(r#"{{"query": "{}"}}"#, "x".repeat(4000));
+    for i in 0..600 {
+        let trace = format!("{:032x}", i + 1);
+        assert_eq!(call(&mut client, "web_search", &arguments, &trace).await, ErrorKind::Unspecified);
+    }
+    let (code, rest) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0));
+    assert!(!rest.iter().any(|line| line.contains("could not be exported")), "{rest:#?}");
+    assert_eq!(received.span_count.load(std::sync::atomic::Ordering::Relaxed), 1200);
+    let requests = received.span_metadata.lock().unwrap().len();
+    assert!(requests >= 2, "the batch went as {requests} request(s)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_never_answers_holds_up_the_exit_two_seconds_at_most() {
     let (collector, _received) = receiver(Duration::from_secs(60)).await;
     let env = [("OTEL_BSP_SCHEDULE_DELAY", "60000"), ("OTEL_METRIC_EXPORT_INTERVAL", "60000")];
