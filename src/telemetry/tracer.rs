@@ -23,10 +23,12 @@
 //! default `parentbased_always_on`; `OTEL_SPAN_ATTRIBUTE_COUNT_LIMIT`,
 //! `OTEL_SPAN_EVENT_COUNT_LIMIT`, `OTEL_SPAN_LINK_COUNT_LIMIT`, default 128
 //! each), its id generator, its span data and events, and its exporter
-//! interface. The batch settings are the SDK's variables with its defaults
-//! (`OTEL_BSP_MAX_QUEUE_SIZE` 2048, `OTEL_BSP_SCHEDULE_DELAY` 5000 ms,
-//! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` 512, at most the queue size,
-//! `OTEL_BSP_EXPORT_TIMEOUT` 30000 ms), and so are its two reports, under
+//! interface. The batch settings are the SDK's variables
+//! (`OTEL_BSP_MAX_QUEUE_SIZE`, default 8192 where the SDK's is 2048;
+//! `OTEL_BSP_SCHEDULE_DELAY`, 5000 ms; `OTEL_BSP_MAX_EXPORT_BATCH_SIZE`,
+//! 2048 where the SDK's is 512, at most the queue size;
+//! `OTEL_BSP_EXPORT_TIMEOUT`, 30000 ms; see [`Batching`]), and so are its
+//! two reports, under
 //! the SDK's names so that what watched its log still matches: a warning
 //! when the first span is dropped because the queue is full, and the
 //! number dropped at shutdown.
