@@ -100,7 +100,7 @@ impl std::fmt::Debug for Tracer {
 /// the collector took of the gateway's cores, measured from outside
 /// (docs/benchmarks.md, "Batches of 2048"). The queue keeps room for three
 /// batches beyond the one being filled, as the SDK's does; its bytes are
-/// bounded by [`MAX_QUEUE_BYTES`] too. Set, the variables mean what they
+/// bounded by `MAX_QUEUE_BYTES` too. Set, the variables mean what they
 /// mean to the SDK.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Batching {
@@ -109,9 +109,9 @@ pub struct Batching {
     pub max_export_batch_size: usize,
     pub export_timeout: Duration,
     /// The most bytes of written spans one export carries
-    /// ([`MAX_EXPORT_BYTES`]); not one of the SDK's variables.
+    /// (`MAX_EXPORT_BYTES`); not one of the SDK's variables.
     pub max_export_bytes: usize,
-    /// The most bytes of written spans queued ([`MAX_QUEUE_BYTES`]).
+    /// The most bytes of written spans queued (`MAX_QUEUE_BYTES`).
     pub max_queue_bytes: usize,
 }
 
