@@ -183,6 +183,10 @@ impl Shared {
     }
 }
 
+/// Name and arguments longer than this together are prepared off the
+/// runtime's workers ([`Executor::prepare_async`]).
+const INLINE_TEXT_BYTES: usize = 64 * 1024;
+
 /// Runs calls against one catalogue snapshot, under one configuration's
 /// policy and grants.
 pub struct Executor {
@@ -252,10 +256,18 @@ impl Executor {
     }
 
     /// [`Executor::prepare`], a large tool set resolved off the runtime's
-    /// workers.
+    /// workers, and a long text read on a thread the runtime has handed its
+    /// other tasks away from (reading is linear, but 1 MiB of hostile text
+    /// is still milliseconds no other request should wait behind).
     async fn prepare_async(&self, call: &Call) -> Result<Result<Ready, Outcome>, RequestError> {
         if call.tools.len() <= INLINE_NAMES {
-            return self.prepare(call);
+            let long = call.tool.len() + call.arguments_json.len() > INLINE_TEXT_BYTES;
+            let multi_thread = tokio::runtime::Handle::try_current()
+                .is_ok_and(|runtime| runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+            return match long && multi_thread {
+                true => tokio::task::block_in_place(|| self.prepare(call)),
+                false => self.prepare(call),
+            };
         }
         check_names("tools", &call.tools)?;
         let strict = self.policy.strict_for(call.strict);

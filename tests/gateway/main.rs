@@ -19,6 +19,7 @@ mod execute_backends;
 mod execute_names;
 mod hardening;
 mod health_reflection;
+mod hostile_reading;
 mod identity;
 mod layers;
 mod list_tools;

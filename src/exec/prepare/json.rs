@@ -9,13 +9,19 @@
 
 use serde_json::{Map, Value};
 
+use super::work;
 use crate::exec::{limits::ArgumentLimits, outcome::ToolError};
 
 /// The JSON value `text` holds, or the Python literal (single quotes,
 /// `True` / `False` / `None`), under the same limits as arguments; for
 /// values sent as the text of an array or object.
 pub(crate) fn literal(text: &str, limits: ArgumentLimits) -> Option<Value> {
-    parse_json(text, limits).ok().or_else(|| parse_json(&fix_tokens(text), limits).ok())
+    if !work::charge(text.len()) {
+        return None;
+    }
+    parse_json(text, limits)
+        .ok()
+        .or_else(|| work::charge(2 * text.len()).then(|| parse_json(&fix_tokens(text), limits).ok())?)
 }
 
 /// Why a text did not parse to a JSON value.
@@ -263,6 +269,7 @@ fn closers(open: char) -> Option<&'static [char]> {
 pub(super) fn fix_tokens(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 8);
     let chars: Vec<char> = text.chars().collect();
+    let mut searched = Closers::default();
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -274,7 +281,7 @@ pub(super) fn fix_tokens(text: &str) -> String {
             continue;
         }
         if c == '/' && chars.get(i + 1) == Some(&'*') {
-            if let Some(end) = find(&chars, i + 2, &['*', '/']) {
+            if let Some(end) = searched.find(&chars, i + 2, &['*', '/']) {
                 i = end + 2;
                 continue;
             }
@@ -289,7 +296,7 @@ pub(super) fn fix_tokens(text: &str) -> String {
                 }
                 // A string whose quotes are escaped once too often.
                 Some('"') => {
-                    if let Some(end) = find(&chars, i + 2, &['\\', '"']) {
+                    if let Some(end) = searched.find(&chars, i + 2, &['\\', '"']) {
                         push_json_string(&chars[i + 2..end], &mut out);
                         i = end + 2;
                         continue;
@@ -301,7 +308,7 @@ pub(super) fn fix_tokens(text: &str) -> String {
         // A template's quote token used as a string's quotes.
         if let Some(token) = QUOTE_TOKENS.iter().find(|t| starts_with(&chars, i, t)) {
             let token: Vec<char> = token.chars().collect();
-            if let Some(end) = find(&chars, i + token.len(), &token) {
+            if let Some(end) = searched.find(&chars, i + token.len(), &token) {
                 push_json_string(&chars[i + token.len()..end], &mut out);
                 i = end + token.len();
                 continue;
@@ -381,9 +388,28 @@ fn starts_with(chars: &[char], at: usize, token: &str) -> bool {
     token.chars().all(|t| rest.next() == Some(&t))
 }
 
-/// Where `needle` next occurs in `chars` from `from`.
-fn find(chars: &[char], from: usize, needle: &[char]) -> Option<usize> {
-    (from..chars.len().saturating_sub(needle.len() - 1)).find(|&i| chars[i..].starts_with(needle))
+/// The closing tokens [`fix_tokens`] looked for and did not find: a
+/// search that found none from one place finds none from any later one, so
+/// it is not made again. Without this, text of many openers and no closer
+/// (`/* /* /* …`) cost a search to the end for each opener.
+#[derive(Default)]
+struct Closers {
+    absent: Vec<Vec<char>>,
+}
+
+impl Closers {
+    /// Where `needle` next occurs in `chars` from `from` (searches only
+    /// forward: `from` never goes back between calls).
+    fn find(&mut self, chars: &[char], from: usize, needle: &[char]) -> Option<usize> {
+        if self.absent.iter().any(|absent| absent == needle) {
+            return None;
+        }
+        let found = (from..chars.len().saturating_sub(needle.len() - 1)).find(|&i| chars[i..].starts_with(needle));
+        if found.is_none() {
+            self.absent.push(needle.to_vec());
+        }
+        found
+    }
 }
 
 /// `text` as a JSON string, every character as itself.

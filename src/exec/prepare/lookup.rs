@@ -9,7 +9,7 @@ use crate::{
     exec::outcome::{ErrorKind, Repair, RepairKind, ToolError},
     resolve::{
         message::{is_bidi_control, is_invisible, or_list, python_list, quote_emitted},
-        AvailableSet,
+        AvailableSet, MAX_NAME_BYTES,
     },
     similar::{normalised_key, residue},
 };
@@ -38,6 +38,12 @@ pub(crate) fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str,
         if set.contains(id) {
             return Resolved::Tool(id, None);
         }
+    }
+    // Longer than any name: only a whole call written in the name (read
+    // before this stage) or noise; neither is repaired nor has a nearest
+    // name, and reading its words would cost more than its length.
+    if emitted.len() > MAX_NAME_BYTES {
+        return Resolved::Missing { suggestions: Vec::new() };
     }
     let repaired = |id: ToolId| {
         let canonical = catalog.tool(id).name.clone();

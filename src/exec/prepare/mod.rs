@@ -35,12 +35,13 @@ mod lookup;
 mod syntax;
 mod validate;
 mod values;
+pub(crate) mod work;
 
 use serde_json::{Map, Value};
 
 pub(crate) use lookup::Inventory;
 
-use super::{Call, ExecLimits, Outcome, Ready, Repair, RepairKind, RequestError, ToolError};
+use super::{limits::byte_size, Call, ExecLimits, Outcome, Ready, Repair, RepairKind, RequestError, ToolError};
 use crate::{
     catalog::{Catalog, Tool, ToolId},
     resolve::AvailableSet,
@@ -110,7 +111,38 @@ impl Draft<'_> {
 
 /// Runs the stages. `Err` is a request that cannot be executed as sent;
 /// `Ok(Err)` is the in-band answer of a call that stopped at a stage.
+///
+/// Before any stage reads them, the name and the arguments are held to the
+/// argument size limit; then the stages run under a meter of their work
+/// ([`work`]): a call whose reading would pass it is refused, never acted
+/// on as far as it was read.
 pub(crate) fn prepare(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
+    let call = cx.call;
+    let max = cx.limits.arguments.max_bytes;
+    for (what, text) in [("the tool name is", &call.tool), ("arguments are", &call.arguments_json)] {
+        if text.len() > max {
+            let message = format!("{what} {} bytes long; the limit is {}", text.len(), byte_size(max));
+            return Ok(Err(unread(message)));
+        }
+    }
+    let input = call.tool.len() + call.arguments_json.len();
+    let (prepared, work) = work::metered(input, || stages(cx));
+    if work.exhausted {
+        return Ok(Err(unread(format!(
+            "the tool call could not be read as written ({} of text in more pieces than one call has): \
+             send the tool's name alone and its arguments as one JSON object",
+            byte_size(input)
+        ))));
+    }
+    prepared
+}
+
+/// The answer of a call refused before any stage read it whole.
+fn unread(message: String) -> Outcome {
+    Outcome::failed(None, Vec::new(), String::new(), ToolError::invalid_arguments(message))
+}
+
+fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     let call = cx.call;
     let whole = match whole_call(cx) {
         Ok(whole) => whole,

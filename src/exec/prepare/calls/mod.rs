@@ -42,7 +42,7 @@ mod tags;
 
 use serde_json::{Map, Value};
 
-use super::json::literal;
+use super::{json::literal, work};
 use crate::{
     exec::{limits::ArgumentLimits, outcome::ToolError},
     similar::residue,
@@ -116,7 +116,7 @@ pub(crate) fn read(text: &str, limits: ArgumentLimits) -> Reading {
 
 fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
     let text = strip_residue(text);
-    if depth > MAX_NESTING || text.is_empty() {
+    if depth > MAX_NESTING || text.is_empty() || !work::charge(text.len()) {
         return Reading::Nothing;
     }
     if text.starts_with(['{', '[']) {
@@ -143,10 +143,14 @@ pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
     let text = residue::fold_tokens(text);
     let mut count = 0;
     let mut at = 0;
-    while at < text.len() {
+    let mut unclosed = tags::Unclosed::default();
+    // An object closes at a `}` or `]`: none after the last one.
+    let last_closer = text.rfind(['}', ']']);
+    // A meter spent stops the count: the call is then refused whole.
+    while at < text.len() && !work::spent() {
         let rest = &text[at..];
         let c = rest.chars().next().expect("not at the end");
-        if c == '{' {
+        if c == '{' && last_closer.is_some_and(|last| last > at) {
             if let Some(end) = balanced_end(rest) {
                 if literal(&rest[..end], limits).is_some_and(|v| v.is_object()) {
                     count += 1;
@@ -156,18 +160,23 @@ pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
             }
         }
         if c == '<' {
-            if let Some((calls, end)) = tags::calls_at(rest, limits) {
+            if let Some((calls, end)) = tags::calls_at(rest, at, limits, &mut unclosed) {
                 count += calls;
                 at += end;
                 continue;
             }
         }
         if c.is_alphabetic() && !text[..at].ends_with(|p: char| p.is_alphanumeric() || p == '_') {
-            if let Some((calls, end)) = python::calls_at(rest) {
-                count += calls;
-                at += end;
-                continue;
+            match python::calls_at(rest) {
+                Ok((calls, end)) => {
+                    count += calls;
+                    at += end;
+                }
+                // A name that no `(` follows: no call starts inside it
+                // either (each would be a part of the same name).
+                Err(name) => at += name.max(c.len_utf8()),
             }
+            continue;
         }
         at += c.len_utf8();
     }
@@ -288,6 +297,9 @@ pub(crate) fn strip_residue(text: &str) -> &str {
     let mut text = text.trim();
     for _ in 0..16 {
         let before = text.len();
+        if !work::charge(before) {
+            break;
+        }
         if let Some(len) = residue::special_token_len(text).or_else(|| half_token_len(text)) {
             text = text[len..].trim_start();
         }
@@ -374,29 +386,42 @@ fn trailing_token_start(text: &str) -> Option<usize> {
 /// closing bracket), counting brackets outside strings in `"`, `'` and the
 /// quote tokens `<|"|>` and `<escape>`; `None` when it is never closed.
 pub(crate) fn balanced_end(text: &str) -> Option<usize> {
+    if work::spent() {
+        return None;
+    }
+    let end = balanced_end_unmetered(text);
+    work::charge(end.unwrap_or(text.len()));
+    end
+}
+
+fn balanced_end_unmetered(text: &str) -> Option<usize> {
     let mut depth = 0usize;
     let mut quote: Option<&str> = None;
     let mut at = 0;
     let bytes = text.as_bytes();
-    while at < text.len() {
-        let rest = &text[at..];
+    // Byte by byte: every delimiter is ASCII, and no byte of a multi-byte
+    // character is one.
+    while at < bytes.len() {
+        let b = bytes[at];
         if let Some(q) = quote {
-            if rest.starts_with('\\') && q.len() == 1 {
-                at += 1 + rest[1..].chars().next().map_or(0, char::len_utf8);
+            if b == b'\\' && q.len() == 1 {
+                at += 2;
                 continue;
             }
-            if rest.starts_with(q) {
+            if b == q.as_bytes()[0] && text[at..].starts_with(q) {
                 quote = None;
                 at += q.len();
                 continue;
             }
         } else {
-            if let Some(q) = ["<|\"|>", "<escape>", "\"", "'"].into_iter().find(|q| rest.starts_with(q)) {
-                quote = Some(q);
-                at += q.len();
-                continue;
+            if matches!(b, b'<' | b'"' | b'\'') {
+                if let Some(q) = ["<|\"|>", "<escape>", "\"", "'"].into_iter().find(|q| text[at..].starts_with(q)) {
+                    quote = Some(q);
+                    at += q.len();
+                    continue;
+                }
             }
-            match bytes[at] {
+            match b {
                 b'{' | b'[' => depth += 1,
                 b'}' | b']' => {
                     depth = depth.checked_sub(1)?;
@@ -407,7 +432,7 @@ pub(crate) fn balanced_end(text: &str) -> Option<usize> {
                 _ => {}
             }
         }
-        at += rest.chars().next().map_or(1, char::len_utf8);
+        at += 1;
     }
     None
 }
@@ -449,7 +474,7 @@ fn name_then_arguments(text: &str, limits: ArgumentLimits) -> Reading {
 /// parameter tag, outside special tokens.
 fn arguments_start(text: &str) -> Option<usize> {
     let mut at = 0;
-    while at < text.len() {
+    while at < text.len() && work::charge(1) {
         let rest = &text[at..];
         if let Some(len) = residue::special_token_len(rest) {
             at += len;

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Number, Value};
 
-use super::{Arguments, Found, Reading};
+use super::{super::work, Arguments, Found, Reading};
 
 /// Nesting of literals at most this deep.
 const MAX_DEPTH: usize = 32;
@@ -45,14 +45,28 @@ pub(super) fn read(text: &str) -> Option<Reading> {
 }
 
 /// A call with at least one keyword argument at the start of `text`, and
-/// where it ends (for counting calls in text after a call's arguments).
-pub(super) fn calls_at(text: &str) -> Option<(usize, usize)> {
+/// where it ends (for counting calls in text after a call's arguments); or,
+/// when there is none, how far no call can start: past the run of name
+/// characters and dots `text` starts with when no `(` follows it (a name
+/// starting inside the run ends where it ends), else nowhere (0).
+pub(super) fn calls_at(text: &str) -> Result<(usize, usize), usize> {
     let mut parser = Parser { text, at: 0 };
-    let found = parser.call()?;
-    match found.arguments {
-        Arguments::Values(values) if !values.is_empty() => Some((1, parser.at)),
-        _ => None,
+    if let Some(Found { arguments: Arguments::Values(values), .. }) = parser.call() {
+        if !values.is_empty() {
+            return Ok((1, parser.at));
+        }
     }
+    let run = text.find(|c: char| !(is_name_char(c) || c == '.')).unwrap_or(text.len());
+    work::charge(run);
+    Err(match text[run..].trim_start().starts_with('(') {
+        true => 0,
+        false => run,
+    })
+}
+
+/// A character of a Python-style name (and of the `-` models put in them).
+fn is_name_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '-'
 }
 
 struct Parser<'a> {
@@ -81,12 +95,16 @@ impl<'a> Parser<'a> {
 
     fn space(&mut self) {
         let trimmed = self.rest().trim_start();
+        work::charge(self.rest().len() - trimmed.len());
         self.at = self.text.len() - trimmed.len();
     }
 
     fn identifier(&mut self) -> Option<&'a str> {
         let rest = self.rest();
-        let len = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')).unwrap_or(rest.len());
+        let len = rest.find(|c: char| !is_name_char(c)).unwrap_or(rest.len());
+        if !work::charge(len + 1) {
+            return None;
+        }
         if len == 0 || rest.starts_with(|c: char| c.is_ascii_digit() || c == '-') {
             return None;
         }
@@ -95,15 +113,23 @@ impl<'a> Parser<'a> {
         Some(&self.text[start..start + len])
     }
 
-    /// `name(…)`, `ns.name(…)`, `name.call(…)`, `print(call)`.
-    fn call(&mut self) -> Option<Found> {
+    /// `name`, `ns.name`, `name.call`: a name and its dots.
+    fn dotted_name(&mut self) -> Option<&'a str> {
         let start = self.at;
         self.identifier()?;
         while self.peek() == Some('.') {
             self.at += 1;
             self.identifier()?;
         }
-        let dotted = &self.text[start..self.at];
+        Some(&self.text[start..self.at])
+    }
+
+    /// `name(…)`, `ns.name(…)`, `name.call(…)`, `print(call)`.
+    fn call(&mut self) -> Option<Found> {
+        if work::spent() {
+            return None;
+        }
+        let dotted = self.dotted_name()?;
         self.space();
         if !self.eat('(') {
             return None;
@@ -148,7 +174,7 @@ impl<'a> Parser<'a> {
     }
 
     fn literal(&mut self, depth: usize) -> Option<Value> {
-        if depth > MAX_DEPTH {
+        if depth > MAX_DEPTH || !work::charge(1) {
             return None;
         }
         match self.peek()? {
@@ -221,6 +247,7 @@ impl<'a> Parser<'a> {
                     || ((c == '-' || c == '+') && (i == 0 || rest[..i].ends_with(['e', 'E']))))
             })
             .map_or(rest.len(), |(i, _)| i);
+        work::charge(len);
         let text = rest[..len].trim_start_matches('+');
         self.at += len;
         if let Ok(int) = text.parse::<i64>() {
@@ -244,6 +271,9 @@ impl<'a> Parser<'a> {
         };
         let mut out = String::new();
         loop {
+            if !work::charge(1) {
+                return None;
+            }
             let tail = &rest[at..];
             if tail.starts_with(delimiter) {
                 self.at += at + delimiter.len();

@@ -9,7 +9,10 @@
 use serde_json::{Map, Value};
 
 use super::{read_in, Arguments, Found, Reading};
-use crate::exec::{limits::ArgumentLimits, prepare::json::literal};
+use crate::exec::{
+    limits::ArgumentLimits,
+    prepare::{json::literal, work},
+};
 
 /// Elements that are one call when they carry a name (`<function=NAME>`,
 /// `<invoke name="NAME">`).
@@ -52,21 +55,79 @@ impl Element<'_> {
     }
 }
 
-/// The element `text` starts with, closed by its matching end tag.
-fn element(text: &str) -> Option<Element<'_>> {
+/// What searches of one text for elements found missing, so that none is
+/// made twice: a text of many openers and no closer (`<a><a><a>…`, `<a <a
+/// …`) would otherwise cost a search to its end for each opener. Places
+/// are counted from the start of the text the searches walk forward in.
+#[derive(Default)]
+pub(super) struct Unclosed {
+    /// No `>` at or after this place.
+    angle: Option<usize>,
+    /// No `</TAG>` starting at or after the place given with each tag.
+    end_tags: Vec<(String, usize)>,
+}
+
+impl Unclosed {
+    fn end_tag(&self, tag: &str) -> Option<usize> {
+        self.end_tags.iter().find(|(t, _)| t == tag).map(|(_, at)| *at)
+    }
+
+    fn no_end_tag(&mut self, tag: &str, from: usize) {
+        match self.end_tags.iter_mut().find(|(t, _)| t == tag) {
+            Some((_, at)) => *at = (*at).min(from),
+            None => self.end_tags.push((tag.to_owned(), from)),
+        }
+    }
+}
+
+/// The element `text` starts with, closed by its matching end tag; `text`
+/// starts `base` bytes into the text `unclosed` is of. The bytes looked at
+/// are charged to the meter.
+fn element<'a>(text: &'a str, base: usize, unclosed: &mut Unclosed) -> Option<Element<'a>> {
+    if work::spent() {
+        return None;
+    }
+    let mut visited = 0;
+    let found = element_unmetered(text, base, unclosed, &mut visited);
+    work::charge(visited);
+    found
+}
+
+/// Where `needle` is in `text[from..]` before the place `absent` (counted
+/// from `text`'s start), after which it is known to be missing; `visited`
+/// grows to the last byte looked at.
+fn find_before(text: &str, from: usize, needle: &str, absent: Option<usize>, visited: &mut usize) -> Option<usize> {
+    let end = absent.map_or(text.len(), |absent| (absent + needle.len()).saturating_sub(1).min(text.len()));
+    let region = text.get(from..end.max(from))?;
+    let found = region.find(needle);
+    *visited = (*visited).max(found.map_or(end, |at| from + at + needle.len()));
+    found.map(|at| from + at)
+}
+
+fn element_unmetered<'a>(
+    text: &'a str,
+    base: usize,
+    unclosed: &mut Unclosed,
+    visited: &mut usize,
+) -> Option<Element<'a>> {
     let rest = text.strip_prefix('<')?;
     let tag_len = rest.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':' | '.')))?;
+    *visited = 1 + tag_len;
     if tag_len == 0 {
         return None;
     }
     let tag = &rest[..tag_len];
-    let close = rest.find('>')?;
-    let head = &rest[tag_len..close];
+    let relative = |absent: Option<usize>| absent.map(|at| at.saturating_sub(base));
+    let Some(close) = find_before(text, 1, ">", relative(unclosed.angle), visited) else {
+        unclosed.angle = Some(unclosed.angle.map_or(base + 1, |at| at.min(base + 1)));
+        return None;
+    };
+    let head = &rest[tag_len..close - 1];
     let (value, attributes) = match head.strip_prefix('=') {
         Some(value) => (Some(unquote(value.trim()).to_owned()), Vec::new()),
         None => (None, attributes(head)?),
     };
-    let body_start = 1 + close + 1;
+    let body_start = close + 1;
     if head.trim_end().ends_with('/') {
         return Some(Element { tag, value, attributes, inner: "", end: body_start });
     }
@@ -74,7 +135,10 @@ fn element(text: &str) -> Option<Element<'_>> {
     let mut depth = 1usize;
     let mut at = body_start;
     loop {
-        let next_close = at + text[at..].find(&end_tag)?;
+        let Some(next_close) = find_before(text, at, &end_tag, relative(unclosed.end_tag(tag)), visited) else {
+            unclosed.no_end_tag(tag, base + at);
+            return None;
+        };
         let mut search = at;
         while let Some(found) = text[search..next_close].find(&open) {
             let found = search + found;
@@ -145,10 +209,11 @@ fn parts(text: &str) -> Vec<Part<'_>> {
     let mut parts = Vec::new();
     let mut at = 0;
     let mut text_start = None;
+    let mut unclosed = Unclosed::default();
     while at < text.len() {
         let rest = &text[at..];
         if rest.starts_with('<') {
-            if let Some(found) = element(rest) {
+            if let Some(found) = element(rest, at, &mut unclosed) {
                 if let Some(start) = text_start.take() {
                     push_text(&mut parts, &text[start..at]);
                 }
@@ -290,8 +355,14 @@ pub(super) fn parameters(body: &str) -> Option<Map<String, Value>> {
 
 /// The calls of the element `text` starts with, and where it ends; `None`
 /// when it holds none.
-pub(super) fn calls_at(text: &str, limits: ArgumentLimits) -> Option<(usize, usize)> {
-    let found = element(text)?;
+/// `text` starts `base` bytes into the text `unclosed` is of.
+pub(super) fn calls_at(
+    text: &str,
+    base: usize,
+    limits: ArgumentLimits,
+    unclosed: &mut Unclosed,
+) -> Option<(usize, usize)> {
+    let found = element(text, base, unclosed)?;
     let end = found.end;
     match element_calls(found, limits, 0) {
         Reading::Nothing => None,
