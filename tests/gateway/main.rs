@@ -26,6 +26,7 @@ mod list_tools;
 mod mcp;
 mod mcp_conformance;
 mod mcp_front_door;
+mod mcp_hardening;
 mod model_output;
 mod once;
 mod otlp;

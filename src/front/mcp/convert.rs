@@ -24,9 +24,38 @@ pub(crate) const META_RETRYABLE: &str = "dev.toolgate/retryable";
 pub(crate) const META_RETRY_AFTER: &str = "dev.toolgate/retry_after";
 pub(crate) const META_IDEMPOTENCY_KEY: &str = "dev.toolgate/idempotency_key";
 pub(crate) const META_SESSION_ID: &str = "dev.toolgate/session_id";
-/// Where the HTTP edge puts arguments sent as text (a string where an
-/// object belongs), for the handler to repair like any emitted arguments.
+/// Once the name under which the HTTP edge passed arguments sent as text
+/// to the handler; never a client's to send (what runs would differ from
+/// what a proxy or an audit of `params.arguments` saw).
 pub(crate) const META_ARGUMENTS_TEXT: &str = "dev.toolgate/arguments_text";
+
+/// A request's `_meta` checked: nothing only the gateway may set, and the
+/// ids it reads are JSON strings (an idempotency key sent as a number was
+/// ignored, and a retried call ran twice).
+pub(crate) fn check_meta(meta: &Map<String, Value>) -> Result<(), ErrorData> {
+    let invalid = |message: String| Err(ErrorData::new(ErrorCode::INVALID_PARAMS, message, None));
+    if meta.contains_key(META_ARGUMENTS_TEXT) {
+        return invalid(format!(
+            "Invalid params: _meta[\"{META_ARGUMENTS_TEXT}\"] is not a client's to send: send the arguments as params.arguments"
+        ));
+    }
+    for key in [META_IDEMPOTENCY_KEY, META_SESSION_ID] {
+        match meta.get(key) {
+            None | Some(Value::String(_)) => {}
+            Some(other) => {
+                let sent = match other {
+                    Value::Number(_) => "a number",
+                    Value::Bool(_) => "a boolean",
+                    Value::Object(_) => "an object",
+                    Value::Array(_) => "an array",
+                    _ => "null",
+                };
+                return invalid(format!("Invalid params: _meta[\"{key}\"] must be a JSON string, not {sent}"));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// A catalogue tool as `tools/list` shows it: the model-facing schema (bound
 /// parameters left out) and what the tool's presentation says (for a
@@ -105,13 +134,11 @@ pub(crate) fn request_error(err: RequestError) -> ErrorData {
     ErrorData::new(ErrorCode::INVALID_PARAMS, err.to_string(), None)
 }
 
-/// The arguments of a call as the text the core parses: an object as JSON,
-/// a string as the text the model emitted (repaired like any other), absent
-/// as none.
-pub(crate) fn arguments_text(arguments: Option<&Map<String, Value>>, text: Option<&str>) -> String {
-    match (text, arguments) {
-        (Some(text), _) => text.to_owned(),
-        (None, Some(object)) => serde_json::to_string(object).expect("JSON values serialise"),
-        (None, None) => String::new(),
+/// The arguments of a call the transport parsed (stdio) as the text the
+/// core parses: an object as JSON, absent as none.
+pub(crate) fn arguments_text(arguments: Option<&Map<String, Value>>) -> String {
+    match arguments {
+        Some(object) => serde_json::to_string(object).expect("JSON values serialise"),
+        None => String::new(),
     }
 }

@@ -14,7 +14,7 @@ use hyper::{body::Incoming as Body, Request, Response, StatusCode};
 use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rustls::pki_types::CertificateDer;
-use serde_json::{json, Map, Value};
+use serde_json::{json, value::RawValue, Value};
 use tokio::{
     io::{AsyncRead, AsyncWrite},
     net::TcpListener,
@@ -24,7 +24,7 @@ use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 use super::{
     sessions::{Sessions, MAX_SESSIONS},
-    Asked, Door, View,
+    Asked, Door, SentArguments, View,
 };
 use crate::{
     catalog::Name,
@@ -40,6 +40,11 @@ use crate::{
 
 /// The largest request body; past it, 413.
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// The largest message beside a `tools/call`'s arguments (every other
+/// member, and every other message whole); past it, 413. MCP's messages
+/// are a few hundred bytes; the transport parses what is left into a tree.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
@@ -234,7 +239,12 @@ impl Edge {
         parts.extensions.insert(Asked { snapshot, caller, toolset });
         let body = match parts.method {
             hyper::Method::POST => match message(body).await {
-                Ok(bytes) => bytes,
+                Ok((bytes, arguments)) => {
+                    if let Some(arguments) = arguments {
+                        parts.extensions.insert(arguments);
+                    }
+                    bytes
+                }
                 Err(reply) => return reply,
             },
             _ => Bytes::new(),
@@ -292,10 +302,16 @@ fn is_loopback_host(host: &str) -> bool {
 /// to be one JSON-RPC message the transport can route: JSON (else -32700),
 /// one object (a batch is refused, -32600: both eras forbid them), and for
 /// `tools/call` a name and arguments that are an object or the arguments'
-/// JSON text (else -32602). Arguments sent as text are moved to
-/// `_meta["dev.toolgate/arguments_text"]` for the handler, which repairs
-/// them like any emitted arguments.
-async fn message(body: Body) -> Result<Bytes, Reply> {
+/// JSON text (else -32602).
+///
+/// Read once, without building a tree: members are kept as their raw text.
+/// A `tools/call`'s arguments are taken out of the message as the text the
+/// core parses ([`SentArguments`], as emitted: an object's text byte for
+/// byte, a string's content), so neither this edge nor the transport ever
+/// builds a tree of them; the core holds them to the argument limits before
+/// parsing. What is left of any message, the transport's to parse, is at
+/// most [`MAX_MESSAGE_BYTES`].
+async fn message(body: Body) -> Result<(Bytes, Option<SentArguments>), Reply> {
     let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
     let bytes = match limited.collect().await {
         Ok(collected) => collected.to_bytes(),
@@ -305,40 +321,58 @@ async fn message(body: Body) -> Result<Bytes, Reply> {
         }
         Err(err) => return Err(plain(StatusCode::BAD_REQUEST, &format!("the request body could not be read: {err}"))),
     };
-    let mut value: Value = match serde_json::from_slice(&bytes) {
-        Ok(value) => value,
+    let raw: &RawValue = match serde_json::from_slice(&bytes) {
+        Ok(raw) => raw,
         Err(err) => return Err(rpc_error(Value::Null, -32700, &format!("Parse error: {err}"))),
     };
-    let Value::Object(message) = &mut value else {
-        let why = match value {
-            Value::Array(_) => "Invalid Request: batches are not supported",
-            _ => "Invalid Request: a JSON-RPC message is an object",
+    let Ok(mut members) = serde_json::from_str::<Members<'_>>(raw.get()) else {
+        let why = match raw.get().starts_with('[') {
+            true => "Invalid Request: batches are not supported",
+            false => "Invalid Request: a JSON-RPC message is an object",
         };
         return Err(rpc_error(Value::Null, -32600, why));
     };
-    if message.get("method").and_then(Value::as_str) != Some("tools/call") {
-        return Ok(bytes);
+    let method = members.get("method").and_then(|m| serde_json::from_str::<String>(m.get()).ok());
+    if method.as_deref() != Some("tools/call") {
+        return match bytes.len() <= MAX_MESSAGE_BYTES {
+            true => Ok((bytes, None)),
+            false => Err(too_large()),
+        };
     }
-    let id = message.get("id").cloned().unwrap_or(Value::Null);
+    let id = members.get("id").and_then(|id| serde_json::from_str::<Value>(id.get()).ok()).unwrap_or(Value::Null);
     let invalid = |why: &str| rpc_error(id.clone(), -32602, &format!("Invalid params: {why}"));
-    let Some(Value::Object(params)) = message.get_mut("params") else {
+    let Some(mut params) = members.get("params").and_then(|p| serde_json::from_str::<Members<'_>>(p.get()).ok()) else {
         return Err(invalid("tools/call needs params with the tool's name"));
     };
-    if !params.get("name").is_some_and(Value::is_string) {
+    if !params.get("name").is_some_and(|name| name.get().starts_with('"')) {
         return Err(invalid("tools/call needs the tool's name, a string"));
     }
-    match params.get("arguments") {
-        // As sent: the transport reads the same bytes.
-        None | Some(Value::Null | Value::Object(_)) => return Ok(bytes),
-        Some(Value::String(_)) => {}
+    let sent = params.remove("arguments");
+    let arguments = match sent.map(RawValue::get) {
+        None | Some("null") => String::new(),
+        Some(object) if object.starts_with('{') => object.to_owned(),
+        Some(text) if text.starts_with('"') => serde_json::from_str::<String>(text).expect("a JSON string"),
         Some(_) => return Err(invalid("arguments must be an object (or the arguments' JSON text)")),
+    };
+    if bytes.len() - sent.map_or(0, |a| a.get().len()) > MAX_MESSAGE_BYTES {
+        return Err(too_large());
     }
-    if let Some(Value::String(text)) = params.remove("arguments") {
-        let meta = params.entry("_meta").or_insert_with(|| Value::Object(Map::new()));
-        let Value::Object(meta) = meta else { return Err(invalid("_meta must be an object")) };
-        meta.insert(super::convert::META_ARGUMENTS_TEXT.to_owned(), Value::String(text));
-    }
-    Ok(Bytes::from(serde_json::to_vec(&value).expect("JSON values serialise")))
+    let params = RawValue::from_string(serde_json::to_string(&params).expect("raw JSON serialises"))
+        .expect("serialised members are JSON");
+    members.insert("params".to_owned(), &params);
+    let rest = serde_json::to_vec(&members).expect("raw JSON serialises");
+    Ok((Bytes::from(rest), Some(SentArguments(arguments))))
+}
+
+/// A JSON object's members as their raw text.
+type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
+
+/// 413 for a message whose parts beside a call's arguments pass
+/// [`MAX_MESSAGE_BYTES`].
+fn too_large() -> Reply {
+    let message =
+        format!("a JSON-RPC message is at most {} KiB beside a tools/call's arguments", MAX_MESSAGE_BYTES / 1024);
+    plain(StatusCode::PAYLOAD_TOO_LARGE, &message)
 }
 
 /// 400 with a JSON-RPC error.

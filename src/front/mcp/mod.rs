@@ -19,7 +19,14 @@ pub(crate) mod http;
 mod observe;
 mod sessions;
 
-use std::{borrow::Cow, pin::pin, sync::Arc};
+use std::{
+    borrow::Cow,
+    pin::pin,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
 
 use crate::{
     exec::Call,
@@ -52,6 +59,12 @@ pub(crate) struct Asked {
     pub(crate) toolset: Option<String>,
 }
 
+/// The arguments of a `tools/call` as sent over HTTP, taken out of the
+/// message by the edge (as emitted: an object's text, or a string's
+/// content) so that only the core parses them.
+#[derive(Clone)]
+pub(crate) struct SentArguments(pub(crate) String);
+
 /// The current snapshot, and what changes with each swap of it.
 #[derive(Clone)]
 pub(crate) struct View {
@@ -70,12 +83,15 @@ pub(crate) struct Door {
     /// Dropped with this session's last clone of the door: what listens
     /// for changes on the session's behalf then stops.
     alive: Arc<watch::Sender<()>>,
+    /// Something listens for changes on this session's behalf: a session
+    /// has one listener, however often it says `notifications/initialized`.
+    listening: Arc<AtomicBool>,
 }
 
 impl Door {
     /// The door of an HTTP listener: each request says who calls.
     pub(crate) fn new(view: View) -> Self {
-        Self { view, fixed: None, alive: Arc::new(watch::Sender::new(())) }
+        Self { view, fixed: None, alive: Arc::new(watch::Sender::new(())), listening: Arc::default() }
     }
 
     /// The door of one process's stdio: every request is `caller`'s.
@@ -85,7 +101,7 @@ impl Door {
 
     /// The door of a new session.
     pub(crate) fn session(&self) -> Self {
-        Self { alive: Arc::new(watch::Sender::new(())), ..self.clone() }
+        Self { alive: Arc::new(watch::Sender::new(())), listening: Arc::default(), ..self.clone() }
     }
 
     /// The snapshot, caller and toolset of a request.
@@ -134,9 +150,13 @@ impl ServerHandler for Door {
     }
 
     /// A session-era client is told when its tools change, on its GET
-    /// stream, for as long as the session lives.
+    /// stream, for as long as the session lives: by one listener, started
+    /// by the first `notifications/initialized` (a repeated one is a no-op).
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         let Ok(asked) = self.asked(&context.extensions) else { return };
+        if self.listening.swap(true, Ordering::AcqRel) {
+            return;
+        }
         let mut alive = self.alive.subscribe();
         let ended = async move { while alive.changed().await.is_ok() {} };
         let peer = context.peer;
@@ -167,11 +187,14 @@ impl ServerHandler for Door {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let asked = self.asked(&context.extensions)?;
         // The request's `_meta` (rmcp hands it over in the context).
         let metas = [request.meta.as_ref().map(|m| &m.0 .0), Some(&context.meta.0 .0)];
+        for meta in metas.iter().flatten() {
+            convert::check_meta(meta)?;
+        }
         let read = |key: &str| -> Option<String> {
             metas.iter().flatten().find_map(|meta| meta.get(key)?.as_str().map(str::to_owned))
         };
@@ -179,12 +202,15 @@ impl ServerHandler for Door {
         let session = read(convert::META_SESSION_ID).or_else(|| mcp_session.clone()).unwrap_or_default();
         let observer = asked.snapshot.executor().observer().clone();
         let served = Served::start(&observer, observe::TOOLS_CALL, &context, &metas, mcp_session.as_deref());
+        // Taken, not copied: up to the argument limit of text.
+        let sent =
+            context.extensions.get_mut::<::http::request::Parts>().and_then(|p| p.extensions.remove::<SentArguments>());
         let call = Call {
             tool: request.name.to_string(),
-            arguments_json: convert::arguments_text(
-                request.arguments.as_ref(),
-                read(convert::META_ARGUMENTS_TEXT).as_deref(),
-            ),
+            arguments_json: match sent {
+                Some(SentArguments(text)) => text,
+                None => convert::arguments_text(request.arguments.as_ref()),
+            },
             tools: asked.toolset.iter().cloned().collect(),
             // With spans exported, backends are given the call's own span.
             traceparent: read("traceparent").filter(|_| observer.tracer.is_none()),
@@ -225,12 +251,18 @@ impl ServerHandler for Door {
 /// The tools `asked` offers, as MCP lists them: in name order (the
 /// catalogue's own order, which a toolset's expansion does not keep).
 async fn listing(asked: &Asked) -> Result<Vec<Tool>, ErrorData> {
+    let ids = listed(asked).await?;
+    let catalog = asked.snapshot.executor().catalog();
+    Ok(ids.into_iter().map(|id| convert::tool(catalog.tool(id))).collect())
+}
+
+/// The tools of [`listing`], as the snapshot's ids.
+async fn listed(asked: &Asked) -> Result<Vec<crate::catalog::ToolId>, ErrorData> {
     let executor = asked.snapshot.executor();
     let names = asked.toolset.iter().cloned().collect();
     let mut ids = executor.list(&asked.caller, names).await.map_err(convert::request_error)?;
     ids.sort_unstable_by_key(|id| id.0);
-    let catalog = executor.catalog();
-    Ok(ids.into_iter().map(|id| convert::tool(catalog.tool(id))).collect())
+    Ok(ids)
 }
 
 /// The session-era session of a request (`Mcp-Session-Id`), the default

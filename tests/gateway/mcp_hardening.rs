@@ -1,0 +1,196 @@
+//! Hardening, round 4, the MCP front door: what an attack on it found,
+//! through the real binary and raw HTTP (what a well-behaved SDK never
+//! sends).
+
+use serde_json::{json, Value};
+
+use crate::{
+    common::{CatalogDir, LogLines, Reaped},
+    mcp_front_door::{post, rpc, serve},
+};
+
+/// A field of `/proc/PID/status`, in KiB (`VmRSS`, `VmHWM`: the peak).
+fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// `n` tools on the built-in echo, each with a schema of a few parameters
+/// (what a listing of them weighs is what a copy per listener cost).
+fn tools(n: usize) -> String {
+    let mut yaml = String::from("tools:\n");
+    for i in 0..n {
+        yaml.push_str(&format!(
+            "  - name: service_{i}_action\n    description: Does action {i} of the service, with care and at length.\n    \
+             parameters: {{type: object, properties: {{id: {{type: string, description: the id}}, \
+             limit: {{type: integer, minimum: 1, maximum: 100}}, tags: {{type: array, items: {{type: string}}}}}}, \
+             required: [id]}}\n    backend: {{builtin: echo}}\n"
+        ));
+    }
+    yaml.push_str(
+        "  - name: web_search\n    description: Search the web.\n    \
+                   parameters: {type: object, properties: {query: {type: string}}, required: [query]}\n    \
+                   backend: {builtin: echo}\n",
+    );
+    yaml
+}
+
+/// A gateway serving `tools(n)` with its MCP door; its process, MCP URL
+/// and log.
+fn gateway(n: usize) -> (CatalogDir, Reaped, String, LogLines) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &tools(n));
+    let (child, url, log) = serve(dir.dir.path(), &[]);
+    (dir, child, url, log)
+}
+
+/// A session-era session; the headers that send a request in it.
+async fn session(url: &str) -> Vec<(&'static str, String)> {
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, headers, body) = post(url, &[], init).await;
+    assert_eq!(status, 200, "{body}");
+    let id = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    vec![("mcp-session-id", id), ("mcp-protocol-version", "2025-06-18".to_owned())]
+}
+
+fn borrowed<'a>(headers: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    headers.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_saying_initialized_again_and_again_holds_one_listener_and_no_copy_of_its_tools() {
+    let (_dir, child, url, _log) = gateway(300);
+    let headers = session(&url).await;
+    let headers = borrowed(&headers);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    post(&url, &headers, initialized).await;
+    let listed = post(&url, &headers, r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).await;
+    let count = rpc(&listed.2)["result"]["tools"].as_array().unwrap().len();
+    assert!(count > 300, "{count}");
+    let before = memory_kib(child.id(), "VmRSS:");
+    let client = reqwest::Client::new();
+    let mut sent = tokio::task::JoinSet::new();
+    for _ in 0..2_000 {
+        let mut request = client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(initialized);
+        for (name, value) in &headers {
+            request = request.header(*name, *value);
+        }
+        sent.spawn(async move { request.send().await.unwrap().status().as_u16() });
+        while sent.len() >= 16 {
+            assert_eq!(sent.join_next().await.unwrap().unwrap(), 202);
+        }
+    }
+    while let Some(status) = sent.join_next().await {
+        assert_eq!(status.unwrap(), 202);
+    }
+    // What the listeners hold is held once they have listed: a request
+    // after them is served after their first listing.
+    let listed = post(&url, &headers, r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#).await;
+    assert_eq!(rpc(&listed.2)["result"]["tools"].as_array().unwrap().len(), count);
+    let after = memory_kib(child.id(), "VmRSS:");
+    println!("RSS: {before} KiB, then {after} KiB after 2,000 notifications/initialized");
+    assert!(after < before + 32 * 1024, "one session grew from {before} KiB to {after} KiB");
+}
+
+/// A `tools/call` body of tiny JSON values where `where_` says, about
+/// `size` bytes long, as request `id`.
+fn tiny_values(where_: &str, size: usize, id: usize) -> String {
+    let values = "[]".repeat(size / 3).replace("][", "],[");
+    match where_ {
+        "arguments" => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"web_search","arguments":{{"query":"x","pad":[{values}]}}}}}}"#
+        ),
+        "_meta" => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"web_search","arguments":{{"query":"x"}},"_meta":{{"pad":[{values}]}}}}}}"#
+        ),
+        _ => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping","params":{{"pad":[{values}]}}}}"#),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_of_tiny_json_values_costs_about_its_size_and_the_limits_apply_before_any_tree() {
+    let (_dir, child, url, _log) = gateway(1);
+    let headers = session(&url).await;
+    let headers = borrowed(&headers);
+    let size = 3_700_000;
+    let peak = memory_kib(child.id(), "VmHWM:");
+    let mut answers = Vec::new();
+    for round in 0..2 {
+        let calls = (0..4).map(|i| post(&url, &headers, tiny_values("arguments", size, 10 * round + i)));
+        for (status, _, body) in futures::future::join_all(calls).await {
+            assert_eq!(status, 200, "{body}");
+            answers.push(rpc(&body));
+        }
+        let (status, _, body) = post(&url, &headers, tiny_values("_meta", size, 10 * round + 5)).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (413, "a JSON-RPC message is at most 64 KiB beside a tools/call's arguments")
+        );
+        let (status, _, _) = post(&url, &headers, tiny_values("ping", size, 10 * round + 6)).await;
+        assert_eq!(status, 413, "round {round}");
+    }
+    let after = memory_kib(child.id(), "VmHWM:");
+    println!("peak RSS: {peak} KiB before, {after} KiB after 8 bodies of 3.7 MB of tiny values");
+    // Four bodies at once are held as text (4 x 3.7 MB, and a copy of each's
+    // arguments), never as trees of them (about 60 times their size).
+    assert!(after < peak + 64 * 1024, "peak RSS grew from {peak} KiB to {after} KiB");
+    for answer in answers {
+        let result = &answer["result"];
+        assert_eq!(result["isError"], true, "{answer}");
+        let text = result["content"][0]["text"].as_str().unwrap();
+        // The first answers say so; later ones, that the session's retry
+        // budget for the tool is spent, naming the same problem.
+        assert!(text.contains("arguments are 3700020 bytes long; the limit is 1 MiB"), "{text}");
+    }
+    // Beside the limits, a call still runs (in a session of its own: this
+    // one's retry budget for the tool is spent).
+    let headers = session(&url).await;
+    let headers = borrowed(&headers);
+    let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+        "params": {"name": "web_search", "arguments": {"query": "rust"}}});
+    let (_, _, body) = post(&url, &headers, call.to_string()).await;
+    assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_only_the_gateway_sets_is_refused_and_ids_it_reads_must_be_strings() {
+    let (dir, _child, url, _log) = gateway(1);
+    let headers = session(&url).await;
+    let headers = borrowed(&headers);
+    let call = |meta: Value, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "web_search", "arguments": arguments, "_meta": meta}})
+        .to_string()
+    };
+    // What runs is what `params.arguments` says, never a `_meta` beside it.
+    let smuggled = call(json!({"dev.toolgate/arguments_text": "{\"query\": \"other\"}"}), json!({"query": "seen"}));
+    let (status, _, body) = post(&url, &headers, smuggled).await;
+    let error = &rpc(&body)["error"];
+    assert_eq!((status, error["code"].as_i64()), (200, Some(-32602)), "{body}");
+    assert!(error["message"].as_str().unwrap().contains("dev.toolgate/arguments_text"), "{body}");
+    for key in [json!(5), json!({"k": 1}), json!(true)] {
+        let (status, _, body) =
+            post(&url, &headers, call(json!({"dev.toolgate/idempotency_key": key}), json!({"query": "pay"}))).await;
+        let error = &rpc(&body)["error"];
+        assert_eq!((status, error["code"].as_i64()), (200, Some(-32602)), "{body}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .contains("_meta[\"dev.toolgate/idempotency_key\"] must be a JSON string"),
+            "{body}"
+        );
+    }
+    // Arguments sent as their JSON text still run, repaired like any emitted.
+    let (_, _, body) = post(&url, &headers, call(json!({}), json!("{'query': 'as text'}"))).await;
+    let result = &rpc(&body)["result"];
+    assert_eq!(result["isError"], false, "{body}");
+    assert!(result["content"][0]["text"].as_str().unwrap().contains("as text"), "{body}");
+    drop(dir);
+}
