@@ -17,8 +17,11 @@ use tokio::{sync::Mutex, task::JoinHandle};
 
 use crate::{
     catalog::{self, Files, McpListing, Problem},
-    exec::{rate::RateLimits, ExecLimits, Executor, Policy, Shared},
-    identity::{Granted, Identity},
+    exec::{
+        rate::{Admitted, Limited, RateLimits},
+        ExecLimits, Executor, Policy, Shared,
+    },
+    identity::{Caller, Credentials, Granted, Identity, Unauthenticated},
     mcp::{Event, Retired},
     telemetry::Observer,
 };
@@ -97,6 +100,34 @@ impl Snapshot {
     pub fn executor(&self) -> &Executor {
         &self.executor
     }
+
+    /// The gate of every front door: who `credentials` prove, admitted
+    /// under its principal's request rate and `concurrent` limit (the place
+    /// is held while [`Admitted`] lives), for the toolset its endpoint
+    /// names, if any (one outside the caller's grants is as absent).
+    pub(crate) async fn admit(
+        &self,
+        credentials: &Credentials<'_>,
+        toolset: Option<&str>,
+    ) -> Result<(Caller, Admitted), Refused> {
+        let caller = self.identity.authenticate(credentials).map_err(Refused::Unauthenticated)?;
+        let admitted = self.executor.admit(&caller).await.map_err(Refused::Limited)?;
+        if let Some(name) = toolset {
+            self.executor.toolset(&caller, name).map_err(Refused::UnknownToolset)?;
+        }
+        Ok((caller, admitted))
+    }
+}
+
+/// Why [`Snapshot::admit`] let a request no further; each door says it in
+/// its protocol.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    Unauthenticated(Unauthenticated),
+    Limited(Limited),
+    /// The message: an unknown toolset, with a did-you-mean among those the
+    /// caller may see.
+    UnknownToolset(String),
 }
 
 /// The current snapshot, swapped atomically; each request holds the one it

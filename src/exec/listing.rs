@@ -9,13 +9,34 @@ use opentelemetry::KeyValue;
 
 use super::{Executor, RequestError};
 use crate::{
-    catalog::{Catalog, ToolId},
+    catalog::{Catalog, Name, ToolId, Toolset},
     identity::Caller,
-    resolve::{self, check_names, AvailableSet, Resolution, INLINE_NAMES},
+    resolve::{self, check_names, message::quote_emitted, AvailableSet, Resolution, INLINE_NAMES},
     telemetry::{semconv, span},
 };
 
 impl Executor {
+    /// Whether `name` is a toolset `caller` may see: one with a tool inside
+    /// its grants (every toolset, for a caller who may use every tool).
+    /// Else the message of an unknown toolset, its did-you-mean among the
+    /// toolsets the caller may see: a toolset outside the grants answers
+    /// exactly as an absent one.
+    pub(crate) fn toolset(&self, caller: &Caller, name: &str) -> Result<(), String> {
+        let visible = self.visible(caller);
+        let seen = |toolset: &Toolset| match &visible {
+            AvailableSet::All => true,
+            AvailableSet::Only(_) => toolset.tools.iter().any(|&id| visible.contains(id)),
+        };
+        if let Some(Name::Toolset(id)) = self.catalog.lookup(name) {
+            if seen(self.catalog.toolset(id)) {
+                return Ok(());
+            }
+        }
+        let known = self.catalog.toolsets().iter().filter(|t| seen(t)).map(|t| t.name.as_str());
+        let statement = format!("unknown toolset {}", quote_emitted(name));
+        Err(crate::similar::did_you_mean(&statement, name, known, String::new))
+    }
+
     /// Resolves `names` among the tools `caller` may use. Strict (the
     /// request's choice, else the policy), an unknown name fails the
     /// request; non-strict, it is left out with a warning. Each unknown name

@@ -124,6 +124,58 @@ pub(crate) struct Credentials<'a> {
     pub(crate) access_tokens: bool,
 }
 
+/// A request's credentials as any HTTP request carries them (gRPC's
+/// metadata are its HTTP/2 headers): the one place where a front door's
+/// request is read for them. Holds every value of the headers that carry
+/// credentials; [`Presented::credentials`] lends them out.
+pub(crate) struct Presented<'a> {
+    authorization: Vec<Option<&'a str>>,
+    user_token: Vec<Option<&'a str>>,
+    certificate: Option<Vec<String>>,
+    peer: Option<std::net::SocketAddr>,
+    access_tokens: bool,
+}
+
+impl<'a> Presented<'a> {
+    /// What `headers`, a request to a gateway of `identity`, present; with
+    /// `certificate`, the DER of the end-entity certificate the connection
+    /// presented when the listener's client CA in use now still trusts it;
+    /// the peer; and whether an OAuth access token may be the credential.
+    pub(crate) fn of(
+        identity: &Identity,
+        headers: &'a http::HeaderMap,
+        certificate: Option<&[u8]>,
+        peer: Option<std::net::SocketAddr>,
+        access_tokens: bool,
+    ) -> Self {
+        let values =
+            |name: &str| -> Vec<Option<&'a str>> { headers.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
+        Self {
+            authorization: values("authorization"),
+            user_token: identity.user_header().map(values).unwrap_or_default(),
+            certificate: certificate.map(names_of),
+            peer,
+            access_tokens,
+        }
+    }
+
+    pub(crate) fn credentials(&self) -> Credentials<'_> {
+        Credentials {
+            authorization: &self.authorization,
+            certificate: self.certificate.as_deref(),
+            user_token: &self.user_token,
+            peer: self.peer,
+            access_tokens: self.access_tokens,
+        }
+    }
+
+    /// Whether an `authorization` header was sent (a refusal then says the
+    /// token is invalid, not missing).
+    pub(crate) fn sent_authorization(&self) -> bool {
+        !self.authorization.is_empty()
+    }
+}
+
 /// Why credentials proved no one: for the operator's log only (the caller
 /// hears [`UNAUTHENTICATED`], whatever the reason). Never holds a
 /// credential.

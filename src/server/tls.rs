@@ -78,6 +78,16 @@ impl ServerTls {
         Ok(())
     }
 
+    /// The end-entity certificate of `chain` (what a connection presented)
+    /// when `tls`, the listener's, still trusts the chain ([`Self::trusts`]).
+    pub(crate) fn vouched<'c>(
+        tls: Option<&ServerTls>,
+        chain: Option<&'c [CertificateDer<'static>]>,
+    ) -> Option<&'c [u8]> {
+        let chain = chain.filter(|chain| tls.is_some_and(|tls| tls.trusts(chain)))?;
+        chain.first().map(|end_entity| end_entity.as_ref())
+    }
+
     /// Whether the client CA in use now (re-read on reload) still vouches for
     /// this chain, presented when its connection was made: a connection made
     /// before the CA was rotated proves nothing the new CA does not.

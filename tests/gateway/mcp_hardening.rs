@@ -194,3 +194,36 @@ async fn meta_only_the_gateway_sets_is_refused_and_ids_it_reads_must_be_strings(
     assert!(result["content"][0]["text"].as_str().unwrap().contains("as text"), "{body}");
     drop(dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toolset_outside_the_callers_grants_answers_as_an_absent_one() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: web_search\n    description: s\n    backend: {builtin: echo}\n  \
+         - name: pay\n    description: p\n    backend: {builtin: echo}\n\
+         toolsets:\n  research: [web_search]\n  payments: [pay]\n",
+    );
+    let hash = toolgate::identity::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!("principals:\n  - name: researcher\n    api_key_sha256: {hash}\n    tools: [research]\n"),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let key = [("authorization", "Bearer k")];
+    let at = |toolset: &str| url.replace("/mcp", &format!("/mcp/toolsets/{toolset}"));
+    // Hidden, and absent: the same answer, and neither suggests the hidden one.
+    let (hidden, _, hidden_body) = post(&at("payments"), &key, init).await;
+    let (absent, _, absent_body) = post(&at("refunds"), &key, init).await;
+    assert_eq!((hidden, hidden_body.as_str()), (404, "unknown toolset 'payments'"));
+    assert_eq!((absent, absent_body.as_str()), (404, "unknown toolset 'refunds'"));
+    let (_, _, near_hidden) = post(&at("paymentz"), &key, init).await;
+    assert_eq!(near_hidden, "unknown toolset 'paymentz'");
+    // A toolset inside the grants is served and suggested.
+    let (status, _, _) = post(&at("research"), &key, init).await;
+    assert_eq!(status, 200);
+    let (_, _, near) = post(&at("reserch"), &key, init).await;
+    assert_eq!(near, "unknown toolset 'reserch', did you mean 'research'?");
+}

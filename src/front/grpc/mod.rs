@@ -24,8 +24,9 @@ pub use serve::{ServeError, Serving};
 
 use crate::{
     catalog::render,
+    exec::rate::Admitted,
     exec::Call,
-    identity::{Caller, Credentials},
+    identity::{Caller, Presented},
     live::{Snapshot, SnapshotSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     server::ServerTls,
@@ -58,49 +59,27 @@ impl Gateway {
         self
     }
 
-    /// The snapshot a request works on, and who sent the request, from its
-    /// metadata and its connection's client certificate.
-    fn caller(
+    /// The snapshot a request works on, who sent it (from its metadata and
+    /// its connection's client certificate) and its place under the
+    /// principal's limits ([`Snapshot::admit`]).
+    async fn admitted(
         &self,
         metadata: &MetadataMap,
         extensions: &tonic::Extensions,
-    ) -> Result<(Arc<Snapshot>, Caller), RpcError> {
+    ) -> Result<(Arc<Snapshot>, Caller, Admitted), RpcError> {
+        use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
         let snapshot = self.current.load_full();
-        let values =
-            |name: &str| -> Vec<Option<&str>> { metadata.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
-        let authorization = values("authorization");
-        let user_token = snapshot.identity.user_header().map(values).unwrap_or_default();
-        let certificate = client_certificate_names(extensions, self.tls.as_deref());
+        let tls_info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>();
+        let chain = tls_info.and_then(TlsConnectInfo::peer_certs);
+        let certificate = ServerTls::vouched(self.tls.as_deref(), chain.as_deref().map(Vec::as_slice));
         let peer = extensions
-            .get::<tonic::transport::server::TcpConnectInfo>()
-            .and_then(|info| info.remote_addr())
-            .or_else(|| {
-                use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-                extensions.get::<TlsConnectInfo<TcpConnectInfo>>().and_then(|info| info.get_ref().remote_addr())
-            });
-        let credentials = Credentials {
-            authorization: &authorization,
-            certificate: certificate.as_deref(),
-            user_token: &user_token,
-            peer,
-            access_tokens: false,
-        };
-        let caller = snapshot.identity.authenticate(&credentials)?;
-        Ok((snapshot, caller))
+            .get::<TcpConnectInfo>()
+            .and_then(TcpConnectInfo::remote_addr)
+            .or_else(|| tls_info.and_then(|info| info.get_ref().remote_addr()));
+        let presented = Presented::of(&snapshot.identity, metadata.as_ref(), certificate, peer, false);
+        let (caller, admitted) = snapshot.admit(&presented.credentials(), None).await?;
+        Ok((snapshot, caller, admitted))
     }
-}
-
-/// The names of the client certificate the connection presented (mTLS),
-/// if the client CA in use now still vouches for it: a connection made
-/// before the CA was rotated keeps its session, not its proof.
-fn client_certificate_names(extensions: &tonic::Extensions, tls: Option<&ServerTls>) -> Option<Vec<String>> {
-    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
-    let info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>()?;
-    let certs = info.peer_certs()?;
-    if !tls?.trusts(&certs) {
-        return None;
-    }
-    Some(crate::identity::names_of(certs.first()?.as_ref()))
 }
 
 #[tonic::async_trait]
@@ -108,8 +87,7 @@ impl ToolGatewayService for Gateway {
     async fn resolve(&self, request: Request<pb::ResolveRequest>) -> Result<Response<pb::ResolveResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
         let work = pin!(async {
-            let (snapshot, caller) = self.caller(&metadata, &extensions)?;
-            let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
+            let (snapshot, caller, _admitted) = self.admitted(&metadata, &extensions).await?;
             let executor = &snapshot.executor;
             let resolution = executor.resolve(&caller, request.names, request.strict).await?;
             Ok(convert::resolve_response(executor.catalog(), &resolution))
@@ -120,8 +98,7 @@ impl ToolGatewayService for Gateway {
     async fn execute(&self, request: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
         let work = pin!(async {
-            let (snapshot, caller) = self.caller(&metadata, &extensions)?;
-            let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
+            let (snapshot, caller, _admitted) = self.admitted(&metadata, &extensions).await?;
             let traceparent = propagation::caller_header(metadata.as_ref(), self.observer.tracer.is_some());
             let call: Call = convert::call(request, caller_deadline(&metadata), traceparent).by(caller);
             let outcome = snapshot.executor.execute(&call).await?;
@@ -136,8 +113,7 @@ impl ToolGatewayService for Gateway {
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
         let (metadata, extensions, request) = request.into_parts();
         let work = pin!(async {
-            let (snapshot, caller) = self.caller(&metadata, &extensions)?;
-            let _admitted = snapshot.executor.admit(&caller).await.map_err(RpcError::from)?;
+            let (snapshot, caller, _admitted) = self.admitted(&metadata, &extensions).await?;
             let catalog = snapshot.executor.catalog();
             let ids = snapshot.executor.list(&caller, request.tools).await?;
             let format = pb::ToolFormat::try_from(request.format).map_err(|_| RpcError::Format(request.format))?;

@@ -54,6 +54,18 @@ impl From<RequestError> for RpcError {
     }
 }
 
+impl From<crate::live::Refused> for RpcError {
+    fn from(refused: crate::live::Refused) -> Self {
+        match refused {
+            crate::live::Refused::Unauthenticated(err) => err.into(),
+            crate::live::Refused::Limited(limited) => limited.into(),
+            // No gRPC request names a toolset endpoint; were one to, its
+            // name would be a bad argument.
+            crate::live::Refused::UnknownToolset(message) => RpcError::Invalid(message),
+        }
+    }
+}
+
 impl From<Unauthenticated> for RpcError {
     fn from(err: Unauthenticated) -> Self {
         RpcError::Unauthenticated(err.to_string())

@@ -27,10 +27,8 @@ use super::{
     Asked, Door, SentArguments, View,
 };
 use crate::{
-    catalog::Name,
-    identity::{oauth, Credentials, OauthVerifier},
-    live::SnapshotSlot,
-    resolve::message::quote_emitted,
+    identity::{oauth, OauthVerifier, Presented},
+    live::{Refused, Snapshot, SnapshotSlot},
     server::{
         connections::{Guarded, Registry},
         tls::TlsIncoming,
@@ -188,51 +186,12 @@ impl Edge {
             Some(toolset) => toolset,
             None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
         };
-        let headers = request.headers();
-        let values =
-            |name: &str| -> Vec<Option<&str>> { headers.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
-        let authorization = values("authorization");
-        let user_token = snapshot.identity.user_header().map(values).unwrap_or_default();
-        // A client certificate proves only what the client CA in use now
-        // still vouches for (the CA may have changed since the handshake).
-        let certificate = chain
-            .filter(|chain| self.tls.as_ref().is_some_and(|tls| tls.trusts(chain)))
-            .and_then(|chain| chain.first())
-            .map(|end_entity| crate::identity::names_of(end_entity.as_ref()));
-        let credentials = Credentials {
-            authorization: &authorization,
-            certificate: certificate.as_deref(),
-            user_token: &user_token,
-            peer: Some(peer),
-            access_tokens: true,
-        };
-        let caller = match snapshot.identity.authenticate(&credentials) {
-            Ok(caller) => caller,
-            Err(refused) => {
-                let oauth = snapshot.identity.oauth().map(|o| o.as_ref());
-                return unauthenticated(oauth, !authorization.is_empty(), refused.insufficient_scope);
-            }
-        };
-        // The principal's request limit: 429 with Retry-After (whole
-        // seconds, rounded up).
-        let admitted = match snapshot.executor().admit(&caller).await {
+        let certificate = ServerTls::vouched(self.tls.as_deref(), chain.map(Vec::as_slice));
+        let presented = Presented::of(&snapshot.identity, request.headers(), certificate, Some(peer), true);
+        let (caller, admitted) = match snapshot.admit(&presented.credentials(), toolset.as_deref()).await {
             Ok(admitted) => admitted,
-            Err(limited) => {
-                let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, &limited.message);
-                let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
-                reply.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
-                return reply;
-            }
+            Err(refused) => return refusal(&snapshot, refused, presented.sent_authorization()),
         };
-        if let Some(name) = &toolset {
-            let catalog = snapshot.executor().catalog();
-            if !matches!(catalog.lookup(name), Some(Name::Toolset(_))) {
-                let known = catalog.toolsets().iter().map(|t| t.name.as_str());
-                let statement = format!("unknown toolset {}", quote_emitted(name));
-                let message = crate::similar::did_you_mean(&statement, name, known, String::new);
-                return plain(StatusCode::NOT_FOUND, &message);
-            }
-        }
         let guard = self.registry.call(peer);
         let deleting = request.method() == hyper::Method::DELETE;
         let (mut parts, body) = request.into_parts();
@@ -402,6 +361,26 @@ fn plain(status: StatusCode, message: &str) -> Reply {
         .header(hyper::header::CONTENT_TYPE, "text/plain; charset=utf-8")
         .body(Full::new(Bytes::from(message.to_owned())).boxed())
         .expect("a valid response")
+}
+
+/// A request [`Snapshot::admit`] refused, in HTTP: 401 or 403 for its
+/// credentials ([`unauthenticated`]); 429 with `Retry-After` (whole
+/// seconds, rounded up) over the principal's limit; 404 for an unknown
+/// toolset.
+fn refusal(snapshot: &Snapshot, refused: Refused, sent: bool) -> Reply {
+    match refused {
+        Refused::Unauthenticated(refused) => {
+            let oauth = snapshot.identity.oauth().map(|o| o.as_ref());
+            unauthenticated(oauth, sent, refused.insufficient_scope)
+        }
+        Refused::Limited(limited) => {
+            let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, &limited.message);
+            let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            reply.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
+            reply
+        }
+        Refused::UnknownToolset(message) => plain(StatusCode::NOT_FOUND, &message),
+    }
 }
 
 /// 401 with `WWW-Authenticate: Bearer`, saying `error="invalid_token"` when
