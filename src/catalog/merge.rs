@@ -540,5 +540,5 @@ fn version_of(tools: &[Arc<Tool>], toolsets: &[Toolset]) -> String {
         }
         hash.update([3]);
     }
-    hash.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+    base16ct::lower::encode_string(&hash.finalize()[..8])
 }

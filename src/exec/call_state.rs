@@ -123,25 +123,14 @@ fn scoped(caller: &Caller, id: &str) -> String {
         hash.update(part.as_bytes());
         hash.update([0]);
     }
-    hex(&hash.finalize())
-}
-
-/// Lowercase hex, without an allocation per byte.
-fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
+    base16ct::lower::encode_string(&hash.finalize())
 }
 
 /// The owner part of a key: the principal's, as the store's quotas see it.
 fn owner(caller: &Caller) -> String {
     match &caller.principal {
         None => ANONYMOUS_OWNER.to_owned(),
-        Some(principal) => hex(&Sha256::digest(principal.as_bytes())[..8]),
+        Some(principal) => base16ct::lower::encode_string(&Sha256::digest(principal.as_bytes())[..8]),
     }
 }
 
@@ -159,7 +148,7 @@ pub(crate) fn rate_key(caller: &Caller, what: &str) -> String {
 
 /// The first 16 hex digits of `text`'s SHA-256 (a user in a key).
 pub(crate) fn digest(text: &str) -> String {
-    hex(&Sha256::digest(text.as_bytes())[..8])
+    base16ct::lower::encode_string(&Sha256::digest(text.as_bytes())[..8])
 }
 
 pub(crate) fn budget_key(caller: &Caller, session: &str, tool: &str) -> String {
@@ -213,7 +202,7 @@ pub(crate) fn call_hash(tool: &str, arguments: &serde_json::Map<String, Value>) 
     hash.update(tool.as_bytes());
     hash.update([0]);
     hash.update(text.as_bytes());
-    hex(&hash.finalize())
+    base16ct::lower::encode_string(&hash.finalize())
 }
 
 #[cfg(test)]

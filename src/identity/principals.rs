@@ -224,19 +224,13 @@ pub(crate) fn bearer(value: &str) -> Option<&str> {
 }
 
 fn parse_sha256(hex: &str) -> Option<[u8; 32]> {
-    if hex.len() != 64 {
-        return None;
-    }
     let mut digest = [0u8; 32];
-    for (i, byte) in digest.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(digest)
+    (base16ct::mixed::decode(hex, &mut digest).ok()?.len() == digest.len()).then_some(digest)
 }
 
 /// The hex SHA-256 of an API key, as `api_key_sha256` holds it.
 pub fn hash_key(key: &str) -> String {
-    Sha256::digest(key.trim().as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    base16ct::lower::encode_string(&Sha256::digest(key.trim().as_bytes()))
 }
 
 /// A fresh random API key (32 random bytes, hex, `tg_` first) and its hash.
@@ -244,7 +238,7 @@ pub(crate) fn new_key() -> (String, String) {
     let mut bytes = [0u8; 32];
     ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
         .expect("the system's random source works");
-    let key = format!("tg_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
+    let key = format!("tg_{}", base16ct::lower::encode_string(&bytes));
     let hash = hash_key(&key);
     (key, hash)
 }
@@ -279,6 +273,18 @@ mod tests {
         let credentials =
             Credentials { authorization, certificate: cert, user_token: &[], peer: None, access_tokens: false };
         p.authenticate(&credentials).map(|c| c.principal.unwrap().to_string())
+    }
+
+    #[test]
+    fn a_key_hash_is_64_hex_digits_in_either_case() {
+        let hash = hash_key("k");
+        assert_eq!(hash.len(), 64);
+        let digest = parse_sha256(&hash).unwrap();
+        assert_eq!(parse_sha256(&hash.to_uppercase()), Some(digest));
+        // A sign is no digit (an integer parser takes `+f` for 15).
+        assert_eq!(parse_sha256(&format!("+f{}", &hash[2..])), None);
+        assert_eq!(parse_sha256(&hash[2..]), None);
+        assert_eq!(parse_sha256(&format!("{hash}00")), None);
     }
 
     #[test]
