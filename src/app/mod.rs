@@ -11,30 +11,31 @@
 //! (config's `Fixed`); everything else takes effect.
 
 pub(crate) mod reload;
+mod serve;
 
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::{anyhow, Context};
-use tokio::net::TcpListener;
 
 use crate::{
     catalog::{self, Catalog, LoadError, Problem, Severity},
     config::Settings,
     env::Env,
     exec::{CallState, HttpClients, Shared},
-    front::grpc,
     identity::{Identity, OauthVerifier, Principals, UserVerifier},
     live::{LiveCatalog, Sources},
     mcp::McpPool,
     process::Inherited,
-    server::{ConnectionSettings, ServerTls, Stop},
     state::{MemoryStore, RedisStore, Store, DEFAULT_MAX_RECORDS},
     telemetry::Observer,
 };
 
+pub use serve::{Listeners, Serving};
+
 pub use crate::{
-    front::grpc::{Gateway, ServeError, Serving},
+    front::grpc::Gateway,
     live::{Reloaded, Snapshot},
+    server::ServeError,
 };
 
 /// What the process gives the gateway besides its settings.
@@ -146,30 +147,6 @@ impl App {
         Gateway::new(self.live.current())
     }
 
-    /// Serves the gRPC front door (with health and reflection) on `listener`
-    /// until `stop` says.
-    pub async fn serve_grpc(
-        &self,
-        listener: TcpListener,
-        stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
-        serving: Serving,
-    ) -> Result<(), ServeError> {
-        let gateway = self.grpc().with_tls(serving.tls.clone());
-        grpc::serve(listener, gateway, stop, serving).await
-    }
-
-    /// Serves the MCP front door (streamable HTTP, through `tls` when set)
-    /// on `listener` until `stop` says.
-    pub(crate) fn serve_mcp(
-        &self,
-        listener: TcpListener,
-        connections: ConnectionSettings,
-        tls: Option<Arc<ServerTls>>,
-        stop: Stop<impl std::future::Future<Output = ()>, impl std::future::Future<Output = ()>>,
-    ) -> impl std::future::Future<Output = ()> {
-        crate::front::mcp::http::serve(listener, self.view(), connections, tls, stop)
-    }
-
     /// Serves MCP on this process's stdin and stdout for the caller that
     /// `principal` and `user_token` name, until the client closes them.
     pub(crate) async fn serve_mcp_stdio(
@@ -179,7 +156,7 @@ impl App {
     ) -> anyhow::Result<()> {
         use rmcp::ServiceExt;
         let caller = self.snapshot().identity.local(principal, user_token).map_err(|why| anyhow!(why))?;
-        let door = crate::front::mcp::Door::for_caller(self.view(), caller);
+        let door = crate::front::mcp::Handler::for_caller(self.view(), caller);
         let running = door.serve(rmcp::transport::stdio()).await.context("cannot serve MCP on stdio")?;
         running.waiting().await.context("MCP on stdio ended")?;
         Ok(())
@@ -264,22 +241,6 @@ fn limit_warnings(snapshot: &Snapshot, settings: &Settings) -> Vec<Problem> {
             message: format!("no principal is granted '{name}': this limit applies to no call"),
         })
         .collect()
-}
-
-/// TLS (its files re-read on every reload) and the health listener, as
-/// `settings` ask, for [`App::serve_grpc`].
-pub async fn serving(settings: &Settings, connections: ConnectionSettings) -> anyhow::Result<Serving> {
-    let tls = match &settings.tls {
-        Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
-        None => None,
-    };
-    let health = match settings.health_listen {
-        Some(addr) => {
-            Some(TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr} (health_listen)"))?)
-        }
-        None => None,
-    };
-    Ok(Serving { connections, tls, health })
 }
 
 /// Who may call under `settings`: their principals, a verifier of users'

@@ -27,7 +27,7 @@ use notify::{
 };
 use tokio::{signal::unix::Signal, sync::mpsc};
 
-use super::{log_problems, App, ReloadError};
+use super::{log_problems, App, ReloadError, Reloaded};
 use crate::{
     config::{Fixed, Settings},
     server::ServerTls,
@@ -222,28 +222,7 @@ impl Reloader {
         }
         let strict = settings.load.strict;
         match self.app.reload(&settings).await {
-            Ok(reloaded) => {
-                log_problems(&reloaded.warnings, strict);
-                if before > 0 && settings.principals.is_empty() {
-                    tracing::warn!(
-                        "the reload removes authentication: the configuration has no principals now (it had \
-                         {before}), so every caller that can reach the gateway may resolve and run every tool"
-                    );
-                }
-                for server in &reloaded.connected {
-                    tracing::info!(server = %server, "MCP server connected for the reload");
-                }
-                for server in &reloaded.ended {
-                    tracing::info!(server = %server, "MCP server removed by the reload: ended once its calls finish");
-                }
-                tracing::info!(
-                    catalog_version = reloaded.version,
-                    tools = reloaded.tools,
-                    strict,
-                    principals = settings.principals.len(),
-                    "catalogue and configuration reloaded"
-                );
-            }
+            Ok(reloaded) => swapped(&reloaded, &settings, before),
             Err(ReloadError::Settings(why)) => rejected(&why),
             Err(ReloadError::Catalogue(problems)) => {
                 log_problems(&problems, strict);
@@ -254,6 +233,33 @@ impl Reloader {
             }
         }
     }
+}
+
+/// What a reload that was swapped in says: its warnings, authentication
+/// removed (`before`: the principals there were), MCP servers connected and
+/// ended, the new catalogue.
+fn swapped(reloaded: &Reloaded, settings: &Settings, before: usize) {
+    let strict = settings.load.strict;
+    log_problems(&reloaded.warnings, strict);
+    if before > 0 && settings.principals.is_empty() {
+        tracing::warn!(
+            "the reload removes authentication: the configuration has no principals now (it had \
+             {before}), so every caller that can reach the gateway may resolve and run every tool"
+        );
+    }
+    for server in &reloaded.connected {
+        tracing::info!(server = %server, "MCP server connected for the reload");
+    }
+    for server in &reloaded.ended {
+        tracing::info!(server = %server, "MCP server removed by the reload: ended once its calls finish");
+    }
+    tracing::info!(
+        catalog_version = reloaded.version,
+        tools = reloaded.tools,
+        strict,
+        principals = settings.principals.len(),
+        "catalogue and configuration reloaded"
+    );
 }
 
 /// A reload whose settings could not be read or built.

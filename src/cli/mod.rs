@@ -11,24 +11,22 @@ mod call;
 mod output;
 mod start;
 
-use std::{future::Future, net::SocketAddr, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
+use std::{future::Future, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
 
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use tokio::net::TcpListener;
 
 use crate::{
-    app::{self, reload, Host},
+    app::{reload, App, Host, Listeners, Serving},
     catalog::{render, Catalog, Tool, ToolFormat},
     config::{FileConfig, Flags, Settings},
     env::Env,
-    resolve,
-    server::{self, ConnectionSettings},
+    resolve, server,
     telemetry::Telemetry,
 };
 use call::CallArgs;
 use output::{emit, table};
-use start::{inspect, start, supervisor, Report};
+use start::{announce, inspect, start, supervisor, Report};
 
 #[derive(Parser, Debug)]
 #[command(name = "toolgate", version, about = "A tool gateway for LLM agent backends, over gRPC and MCP")]
@@ -341,8 +339,8 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
 /// How long the last flush of spans and metrics may take at exit.
 const FINAL_FLUSH: Duration = Duration::from_secs(2);
 
-/// Starts the catalogue, serves until a signal, reloads on SIGHUP and file
-/// changes, ends the MCP servers.
+/// Starts the catalogue, serves every door until a signal, reloads on
+/// SIGHUP and file changes, ends the MCP servers.
 async fn serve_with(
     args: &ServeArgs,
     settings: &Settings,
@@ -364,52 +362,37 @@ async fn serve_with(
             return Ok(ExitCode::FAILURE);
         }
     };
-    let listener = match TcpListener::bind(settings.listen).await {
-        Ok(listener) => listener,
-        Err(err) => {
-            app.shutdown().await;
-            return Err(err).with_context(|| format!("cannot listen on {}", settings.listen));
-        }
-    };
-    let serving = match app::serving(settings, ConnectionSettings::default()).await {
-        Ok(serving) => serving,
+    let bound = async { anyhow::Ok((Listeners::bind(settings).await?, Serving::new(settings, Default::default())?)) };
+    let (listeners, serving) = match bound.await {
+        Ok(bound) => bound,
         Err(err) => {
             app.shutdown().await;
             return Err(err);
         }
     };
-    let mcp = match &settings.mcp {
-        Some(mcp) => match TcpListener::bind(mcp.listen).await {
-            Ok(listener) => Some(listener),
-            Err(err) => {
-                app.shutdown().await;
-                return Err(err).with_context(|| format!("cannot listen on {} (mcp_front_door)", mcp.listen));
-            }
-        },
-        None => None,
-    };
-    let addr: SocketAddr = listener.local_addr()?;
-    // What the log says of the catalogue, not the catalogue: held here, it
-    // would outlive every reload (at 10,000 tools, 18 MB kept for nothing).
-    let (version, tools) = {
-        let catalog = app.catalog();
-        (catalog.version().to_owned(), catalog.tools().len())
-    };
-    match settings.principals.len() {
-        0 => tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool"),
-        n => tracing::info!("{n} principals configured: every call needs a credential"),
-    }
-    if let Some(health) = &serving.health {
-        tracing::info!("health (grpc.health.v1 only, plaintext) on {}", health.local_addr()?);
-    }
-    tracing::info!(strict = settings.policy.strict, catalog_version = version, "catalogue loaded");
-    tracing::info!("{}", state_line(&settings.state));
-    if serving.tls.is_some() {
-        tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
-    }
+    let reloading = reloading(args, env, settings, &app, &serving, hangup);
+    announce(settings, &app, &listeners, &serving)?;
+    let stop = server::Stop { shutdown, drain: args.drain_timeout, now: signals.second() };
+    let served = app.serve(listeners, serving, Some(reloading), stop).await;
+    app.shutdown().await;
+    served?;
+    tracing::info!("toolgate stopped");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The reloader of `serve`: on SIGHUP (`hangup`) and on changes in the
+/// folders the settings read from.
+fn reloading(
+    args: &ServeArgs,
+    env: &Env,
+    settings: &Settings,
+    app: &App,
+    serving: &Serving,
+    hangup: tokio::signal::unix::Signal,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
     let watched = reload::Watched::of(settings, args.catalog.config.as_deref());
     let folders = watched.folders.len();
-    let (_watcher, changes) = reload::watch(watched);
+    let (watcher, changes) = reload::watch(watched);
     let reloader = reload::Reloader {
         app: app.clone(),
         tls: serving.tls.clone(),
@@ -417,43 +400,17 @@ async fn serve_with(
         fixed: settings.fixed.clone(),
         allow_remote: args.allow_remote,
     };
-    let _reloading = AbortOnDrop(tokio::spawn(reloader.run(hangup, changes)));
     tracing::info!("reloads on SIGHUP and on changes in {} watched folders", folders);
-    let mcp = match mcp {
-        Some(listener) => {
-            let scheme = if serving.tls.is_some() { "https" } else { "http" };
-            tracing::info!("MCP (streamable HTTP) on {scheme}://{}/mcp", listener.local_addr()?);
-            let stop = server::Stop { shutdown: signals.first(), drain: args.drain_timeout, now: signals.second() };
-            let connections = ConnectionSettings::default();
-            Some(tokio::spawn(app.serve_mcp(listener, connections, serving.tls.clone(), stop)))
-        }
-        None => None,
-    };
-    tracing::info!("toolgate listening on {addr} ({tools} tools)");
-    let stop = server::Stop { shutdown, drain: args.drain_timeout, now: signals.second() };
-    let served = app.serve_grpc(listener, stop, serving).await;
-    if let Some(mcp) = mcp {
-        let _ = mcp.await;
-    }
-    app.shutdown().await;
-    served?;
-    tracing::info!("toolgate stopped");
-    Ok(ExitCode::SUCCESS)
+    Box::pin(async move {
+        let _watcher = watcher;
+        reloader.run(hangup, changes).await;
+    })
 }
 
 /// Reads the settings again as `serve` read them at start.
 fn rebuild(args: &ServeArgs, env: &Env) -> reload::Rebuild {
     let (catalog, serve, env) = (args.catalog.clone(), args.flags(), env.clone());
     Arc::new(move || settings_with(&catalog, serve.clone(), &env))
-}
-
-/// A background task ended with the command.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 /// Ctrl-C and SIGTERM: the first asks every listener to stop, the next ends

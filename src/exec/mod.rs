@@ -100,8 +100,10 @@ pub struct Call {
     pub idempotency_key: String,
     /// The conversation, for retry budgets: empty for none.
     pub session_id: String,
-    /// How the call came in (for telemetry only).
-    pub front_door: crate::telemetry::FrontDoor,
+    /// The front door the call came in by, as the door names itself
+    /// (`grpc`, `mcp`): the `toolgate.front_door` attribute and label of
+    /// its span, metrics and audit line. Empty for a call made in process.
+    pub front_door: &'static str,
 }
 
 impl Call {

@@ -33,7 +33,7 @@ pub(crate) fn span(observer: &Observer, call: &Call) -> Span {
         ];
         [
             KeyValue::new(semconv::GEN_AI_OPERATION_NAME, semconv::EXECUTE_TOOL),
-            KeyValue::new(semconv::FRONT_DOOR, call.front_door.label()),
+            KeyValue::new(semconv::FRONT_DOOR, call.front_door),
         ]
         .into_iter()
         .chain(optional.into_iter().flatten())
@@ -131,7 +131,7 @@ pub(crate) fn finished(
     };
     span.end();
     let (principal, user) = call.caller.identity();
-    metrics.call(tool, principal, call.front_door.label(), label, error_type, took.as_secs_f64());
+    metrics.call(tool, principal, call.front_door, label, error_type, took.as_secs_f64());
     // The audit line: who ran what, and how it ended; never the arguments.
     // Only for calls with an identity: without principals or users there is
     // no one to audit, and a line per call costs a busy gateway about 7 µs
@@ -143,7 +143,7 @@ pub(crate) fn finished(
         target: "toolgate::audit",
         principal = principal.unwrap_or("-"),
         auth = call.caller.proof.label(),
-        front_door = call.front_door.label(),
+        front_door = call.front_door,
         user = user.unwrap_or("-"),
         tool = tool.unwrap_or("_unresolved"),
         outcome = label,

@@ -651,13 +651,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let extensions = request.extensions();
-        let peer = match extensions.get::<TcpConnectInfo>() {
-            Some(tcp) => tcp.remote_addr(),
-            None => extensions
-                .get::<tonic::transport::server::TlsConnectInfo<TcpConnectInfo>>()
-                .and_then(|tls| tls.get_ref().remote_addr()),
-        };
+        let peer = request.extensions().get::<super::Peer>().and_then(|peer| peer.addr);
         let guard = peer.and_then(|peer| self.registry.calls(peer)).map(CallGuard::new);
         Responding { response: self.inner.call(request), guard }
     }

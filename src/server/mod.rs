@@ -8,12 +8,15 @@
 //! and know the address before the first request, with no sleeping.
 
 pub(crate) mod connections;
+mod serve;
 pub(crate) mod tls;
 
 use std::time::Duration;
 
 pub use connections::ConnectionSettings;
 pub(crate) use connections::Incoming;
+pub use serve::ServeError;
+pub(crate) use serve::{serve, Connections, Door, Peer, Stopping};
 pub(crate) use tls::ServerTls;
 
 /// Serves `routes` on `listener` through the gateway's own accepted-
@@ -26,12 +29,13 @@ pub async fn serve_accepted(
     routes: tonic::service::Routes,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), tonic::transport::Error> {
+    use futures::StreamExt;
     let registry = std::sync::Arc::new(connections::Registry::default());
     let incoming = Incoming::new(listener, ConnectionSettings::default(), std::sync::Arc::clone(&registry));
     tonic::transport::Server::builder()
         .layer(connections::TrackCalls::new(registry))
         .add_routes(routes)
-        .serve_with_incoming_shutdown(incoming, shutdown)
+        .serve_with_incoming_shutdown(incoming.map(|conn| conn.map(serve::Accepted::Plain)), shutdown)
         .await
 }
 

@@ -32,24 +32,6 @@ pub use metrics::Metrics;
 pub(crate) use tracer::{release_held as release_held_spans, worker_idle};
 pub use tracer::{Batching, Tracer};
 
-/// The way a call came in, the `toolgate.front_door` attribute and label of
-/// its span, metrics and audit line.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FrontDoor {
-    #[default]
-    Grpc,
-    Mcp,
-}
-
-impl FrontDoor {
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            FrontDoor::Grpc => "grpc",
-            FrontDoor::Mcp => "mcp",
-        }
-    }
-}
-
 use crate::env::Env;
 
 /// The default log filter: rmcp narrates every connection at info.

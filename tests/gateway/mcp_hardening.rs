@@ -227,3 +227,26 @@ async fn a_toolset_outside_the_callers_grants_answers_as_an_absent_one() {
     let (_, _, near) = post(&at("reserch"), &key, init).await;
     assert_eq!(near, "unknown toolset 'reserch', did you mean 'research'?");
 }
+
+/// `App::serve` runs every door over one snapshot, as `serve` does: the
+/// test gateway's gRPC and MCP doors answer the same catalogue, and both
+/// stop with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_serve_runs_both_doors_and_stops_both() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut gw = crate::common::TestGateway::registry(crate::common::SEARCH_REGISTRY).start().await;
+    let answer = crate::common::execute(&mut gw.client, "WebSearch", r#"{"query": "grpc"}"#).await;
+    assert!(answer.ok, "{answer:?}");
+    let headers = session(&gw.mcp_url).await;
+    let headers = borrowed(&headers);
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "WebSearch", "arguments": {"query": "mcp"}}});
+    let (_, _, body) = post(&gw.mcp_url, &headers, call.to_string()).await;
+    let result = &rpc(&body)["result"];
+    assert_eq!(result["isError"], false, "{body}");
+    assert_eq!(result["_meta"]["dev.toolgate/repairs"][0]["repaired"], "web_search", "{body}");
+    let (url, addr) = (gw.mcp_url.clone(), gw.addr);
+    gw.shutdown().await;
+    assert!(reqwest::Client::new().post(&url).body("{}").send().await.is_err(), "the MCP door stopped");
+    assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the gRPC door stopped");
+}

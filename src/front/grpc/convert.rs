@@ -56,6 +56,7 @@ pub(crate) fn call(request: pb::ExecuteRequest, deadline: Option<Duration>, trac
         traceparent,
         idempotency_key: request.idempotency_key,
         session_id: request.session_id,
+        front_door: super::NAME,
         ..Call::default()
     }
 }

@@ -19,8 +19,7 @@ use std::{pin::pin, sync::Arc, time::Duration};
 
 use tonic::{metadata::MetadataMap, Request, Response, Status};
 
-pub(crate) use serve::serve;
-pub use serve::{ServeError, Serving};
+pub(crate) use serve::GrpcDoor;
 
 use crate::{
     catalog::render,
@@ -29,10 +28,13 @@ use crate::{
     identity::{Caller, Presented},
     live::{Snapshot, SnapshotSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
-    server::ServerTls,
+    server::{Peer, ServerTls},
     telemetry::{propagation, Observer},
 };
 use status::RpcError;
+
+/// What this door calls itself in spans, metrics and audit lines.
+pub(crate) const NAME: &str = "grpc";
 
 /// The service: the slot of the current snapshot (swapped on reload); each
 /// request works on the snapshot current when it started.
@@ -67,15 +69,11 @@ impl Gateway {
         metadata: &MetadataMap,
         extensions: &tonic::Extensions,
     ) -> Result<(Arc<Snapshot>, Caller, Admitted), RpcError> {
-        use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
         let snapshot = self.current.load_full();
-        let tls_info = extensions.get::<TlsConnectInfo<TcpConnectInfo>>();
-        let chain = tls_info.and_then(TlsConnectInfo::peer_certs);
-        let certificate = ServerTls::vouched(self.tls.as_deref(), chain.as_deref().map(Vec::as_slice));
-        let peer = extensions
-            .get::<TcpConnectInfo>()
-            .and_then(TcpConnectInfo::remote_addr)
-            .or_else(|| tls_info.and_then(|info| info.get_ref().remote_addr()));
+        let peer = extensions.get::<Peer>();
+        let chain = peer.and_then(|peer| peer.chain.as_deref()).map(Vec::as_slice);
+        let certificate = ServerTls::vouched(self.tls.as_deref(), chain);
+        let peer = peer.and_then(|peer| peer.addr);
         let presented = Presented::of(&snapshot.identity, metadata.as_ref(), certificate, peer, false);
         let (caller, admitted) = snapshot.admit(&presented.credentials(), None).await?;
         Ok((snapshot, caller, admitted))

@@ -6,7 +6,7 @@
 //! toolset exists (404 with a did-you-mean); the handler then sees the
 //! snapshot, caller and toolset in the request's extensions.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc};
+use std::{convert::Infallible, net::SocketAddr, sync::Arc};
 
 use bytes::Bytes;
 use http_body_util::{combinators::BoxBody, BodyExt, Full};
@@ -15,24 +15,19 @@ use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rustls::pki_types::CertificateDer;
 use serde_json::{json, value::RawValue, Value};
-use tokio::{
-    io::{AsyncRead, AsyncWrite},
-    net::TcpListener,
-};
-use tokio_stream::{Stream, StreamExt};
-use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
+use tokio_stream::StreamExt;
+use tonic::transport::server::Connected;
 
 use super::{
     sessions::{Sessions, MAX_SESSIONS},
-    Asked, Door, SentArguments, View,
+    Asked, Handler, SentArguments, View,
 };
 use crate::{
     identity::{oauth, OauthVerifier, Presented},
     live::{Refused, Snapshot, SnapshotSlot},
     server::{
         connections::{Guarded, Registry},
-        tls::TlsIncoming,
-        ConnectionSettings, Incoming, ServerTls, Stop,
+        Connections, Door, Peer, ServeError, ServerTls, Stopping,
     },
 };
 
@@ -49,7 +44,7 @@ type Reply = Response<BoxBody<Bytes, Infallible>>;
 /// What every request of the listener shares.
 struct Edge {
     current: SnapshotSlot,
-    transport: StreamableHttpService<Door, Sessions>,
+    transport: StreamableHttpService<Handler, Sessions>,
     registry: Arc<Registry>,
     /// The listener's TLS, whose client CA checks client certificates.
     tls: Option<Arc<ServerTls>>,
@@ -58,109 +53,75 @@ struct Edge {
     loopback: bool,
 }
 
-/// Serves MCP on `listener` (through TLS when `tls` is set, client
-/// certificates as on gRPC) until `stop` says; calls in flight get the
-/// drain time to finish.
-pub(crate) async fn serve(
-    listener: TcpListener,
+/// The MCP door: `/mcp` and `/mcp/toolsets/NAME` over HTTP/1.1 and
+/// HTTP/2, on the connections [`crate::server::serve`] accepted (through TLS
+/// when the listener has it, client certificates as on gRPC).
+pub(crate) struct McpDoor {
     view: View,
-    connections: ConnectionSettings,
     tls: Option<Arc<ServerTls>>,
-    stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
-) {
-    let current = view.current.clone();
-    let door = Door::new(view);
-    let config = StreamableHttpServerConfig::default()
-        .disable_allowed_hosts()
-        .with_legacy_session_mode(true)
-        .with_max_request_body_bytes(MAX_BODY_BYTES);
-    let transport =
-        StreamableHttpService::new(move || Ok(door.session()), Arc::new(Sessions::new(MAX_SESSIONS)), config);
-    let registry = Arc::new(Registry::default());
-    let edge = Arc::new(Edge {
-        current,
-        transport,
-        registry: Arc::clone(&registry),
-        tls: tls.clone(),
-        loopback: listener.local_addr().is_ok_and(|addr| addr.ip().is_loopback()),
-    });
-    let handshake_timeout = connections.handshake_timeout;
-    let incoming = Incoming::new(listener, connections, registry).http1();
-    match tls {
-        None => accept(incoming, edge, stop).await,
-        Some(tls) => accept(TlsIncoming::new(incoming, tls, handshake_timeout), edge, stop).await,
+    /// The listener is on a loopback address.
+    loopback: bool,
+}
+
+impl McpDoor {
+    /// The door over `view` of a listener (`loopback`: on a loopback
+    /// address).
+    pub(crate) fn new(view: View, tls: Option<Arc<ServerTls>>, loopback: bool) -> Self {
+        Self { view, tls, loopback }
     }
 }
 
-/// Serves each connection of `incoming` with `edge` until `stop` says.
-async fn accept<C>(
-    mut incoming: impl Stream<Item = std::io::Result<C>> + Unpin,
-    edge: Arc<Edge>,
-    stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
-) where
-    C: AsyncRead + AsyncWrite + Connected + Send + Unpin + 'static,
-    C::ConnectInfo: Peer,
-{
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let builder = Builder::new(TokioExecutor::new());
-    let Stop { shutdown, drain, now } = stop;
-    tokio::pin!(shutdown);
-    loop {
-        let conn = tokio::select! {
-            next = incoming.next() => match next {
-                Some(Ok(conn)) => conn,
-                Some(Err(_)) => continue,
-                None => break,
-            },
-            () = &mut shutdown => break,
-        };
-        let info = conn.connect_info();
-        let Some(peer) = info.address() else { continue };
-        let chain = info.chain();
-        let edge = Arc::clone(&edge);
-        let service = hyper::service::service_fn(move |request| {
-            let (edge, chain) = (Arc::clone(&edge), chain.clone());
-            async move { Ok::<_, Infallible>(edge.handle(request, peer, chain.as_deref()).await) }
-        });
-        let connection =
-            graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
-        tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(peer = %peer, "MCP connection ended: {err}");
-            }
-        });
-    }
-    tokio::select! {
-        () = graceful.shutdown() => {}
-        () = tokio::time::sleep(drain) => tracing::warn!("MCP calls still in flight after the drain time; closing"),
-        () = now => {}
-    }
-}
-
-/// Who is at the other end of a connection: its address and, over TLS,
-/// the certificate chain it presented.
-trait Peer {
-    fn address(&self) -> Option<SocketAddr>;
-    fn chain(&self) -> Option<Arc<Vec<CertificateDer<'static>>>>;
-}
-
-impl Peer for TcpConnectInfo {
-    fn address(&self) -> Option<SocketAddr> {
-        self.remote_addr()
+impl Door for McpDoor {
+    fn name(&self) -> &'static str {
+        super::NAME
     }
 
-    fn chain(&self) -> Option<Arc<Vec<CertificateDer<'static>>>> {
-        None
-    }
-}
-
-impl Peer for TlsConnectInfo<TcpConnectInfo> {
-    fn address(&self) -> Option<SocketAddr> {
-        self.get_ref().remote_addr()
+    fn http1(&self) -> bool {
+        true
     }
 
-    fn chain(&self) -> Option<Arc<Vec<CertificateDer<'static>>>> {
-        self.peer_certs()
+    async fn run(
+        self,
+        mut connections: Connections,
+        registry: Arc<Registry>,
+        mut stopping: Stopping,
+    ) -> Result<(), ServeError> {
+        let current = self.view.current.clone();
+        let handler = Handler::new(self.view);
+        let config = StreamableHttpServerConfig::default()
+            .disable_allowed_hosts()
+            .with_legacy_session_mode(true)
+            .with_max_request_body_bytes(MAX_BODY_BYTES);
+        let transport =
+            StreamableHttpService::new(move || Ok(handler.session()), Arc::new(Sessions::new(MAX_SESSIONS)), config);
+        let edge = Arc::new(Edge { current, transport, registry, tls: self.tls, loopback: self.loopback });
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let builder = Builder::new(TokioExecutor::new());
+        loop {
+            let conn = tokio::select! {
+                next = connections.next() => match next {
+                    Some(Ok(conn)) => conn,
+                    Some(Err(_)) => continue,
+                    None => break,
+                },
+                () = &mut stopping => break,
+            };
+            let Peer { addr: Some(peer), chain } = conn.connect_info() else { continue };
+            let edge = Arc::clone(&edge);
+            let service = hyper::service::service_fn(move |request| {
+                let (edge, chain) = (Arc::clone(&edge), chain.clone());
+                async move { Ok::<_, Infallible>(edge.handle(request, peer, chain.as_deref()).await) }
+            });
+            let connection =
+                graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
+            tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(peer = %peer, "MCP connection ended: {err}");
+                }
+            });
+        }
+        graceful.shutdown().await;
+        Ok(())
     }
 }
 

@@ -32,7 +32,6 @@ use crate::{
     exec::Call,
     identity::Caller,
     live::{Snapshot, SnapshotSlot},
-    telemetry::FrontDoor,
 };
 use observe::Served;
 use rmcp::{
@@ -44,6 +43,9 @@ use rmcp::{
     ErrorData, RoleServer, ServerHandler,
 };
 use tokio::sync::watch;
+
+/// What this door calls itself in spans, metrics and audit lines.
+pub(crate) const NAME: &str = "mcp";
 
 /// The revisions served: the stateless one, and the session era (an older
 /// client is offered 2025-06-18 by version negotiation).
@@ -75,7 +77,7 @@ pub(crate) struct View {
 /// The handler of every MCP request: a view of the current snapshot. The
 /// transport makes one per session (and per stateless request).
 #[derive(Clone)]
-pub(crate) struct Door {
+pub(crate) struct Handler {
     view: View,
     /// The caller of every request, when the transport does not say (stdio:
     /// the process speaks for one caller).
@@ -88,7 +90,7 @@ pub(crate) struct Door {
     listening: Arc<AtomicBool>,
 }
 
-impl Door {
+impl Handler {
     /// The door of an HTTP listener: each request says who calls.
     pub(crate) fn new(view: View) -> Self {
         Self { view, fixed: None, alive: Arc::new(watch::Sender::new(())), listening: Arc::default() }
@@ -117,7 +119,7 @@ impl Door {
     }
 }
 
-impl ServerHandler for Door {
+impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build();
         ServerConfig::new(capabilities)
@@ -202,21 +204,15 @@ impl ServerHandler for Door {
         let session = read(convert::META_SESSION_ID).or_else(|| mcp_session.clone()).unwrap_or_default();
         let observer = asked.snapshot.executor().observer().clone();
         let served = Served::start(&observer, observe::TOOLS_CALL, &context, &metas, mcp_session.as_deref());
-        // Taken, not copied: up to the argument limit of text.
-        let sent =
-            context.extensions.get_mut::<::http::request::Parts>().and_then(|p| p.extensions.remove::<SentArguments>());
         let call = Call {
             tool: request.name.to_string(),
-            arguments_json: match sent {
-                Some(SentArguments(text)) => text,
-                None => convert::arguments_text(request.arguments.as_ref()),
-            },
+            arguments_json: arguments(&request, &mut context.extensions),
             tools: asked.toolset.iter().cloned().collect(),
             // With spans exported, backends are given the call's own span.
             traceparent: read("traceparent").filter(|_| observer.tracer.is_none()),
             idempotency_key: read(convert::META_IDEMPOTENCY_KEY).unwrap_or_default(),
             session_id: session,
-            front_door: FrontDoor::Mcp,
+            front_door: NAME,
             ..Call::default()
         }
         .by(asked.caller);
@@ -263,6 +259,17 @@ async fn listed(asked: &Asked) -> Result<Vec<crate::catalog::ToolId>, ErrorData>
     let mut ids = executor.list(&asked.caller, names).await.map_err(convert::request_error)?;
     ids.sort_unstable_by_key(|id| id.0);
     Ok(ids)
+}
+
+/// A call's arguments as the text the core parses: as the HTTP edge took
+/// them out of the message (taken, not copied: up to the argument limit of
+/// text), else (stdio) as the transport parsed them.
+fn arguments(request: &CallToolRequestParams, extensions: &mut Extensions) -> String {
+    let parts = extensions.get_mut::<::http::request::Parts>();
+    match parts.and_then(|parts| parts.extensions.remove::<SentArguments>()) {
+        Some(SentArguments(text)) => text,
+        None => convert::arguments_text(request.arguments.as_ref()),
+    }
 }
 
 /// The session-era session of a request (`Mcp-Session-Id`), the default

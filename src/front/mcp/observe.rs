@@ -11,7 +11,7 @@ use opentelemetry::{trace::SpanKind, KeyValue};
 use rmcp::{service::RequestContext, RoleServer};
 use serde_json::{Map, Value};
 
-use crate::telemetry::{propagation, semconv, span::Span, FrontDoor, Observer};
+use crate::telemetry::{propagation, semconv, span::Span, Observer};
 
 pub(super) const TOOLS_CALL: &str = "tools/call";
 pub(super) const TOOLS_LIST: &str = "tools/list";
@@ -45,7 +45,7 @@ impl Served {
                 let mut attributes = vec![
                     KeyValue::new(semconv::MCP_METHOD_NAME, method),
                     KeyValue::new(semconv::JSONRPC_REQUEST_ID, context.id.to_string()),
-                    KeyValue::new(semconv::FRONT_DOOR, FrontDoor::Mcp.label()),
+                    KeyValue::new(semconv::FRONT_DOOR, super::NAME),
                 ];
                 if let Some(version) = context.protocol_version() {
                     attributes.push(KeyValue::new(semconv::MCP_PROTOCOL_VERSION, version.to_string()));

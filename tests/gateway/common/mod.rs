@@ -20,10 +20,10 @@ use std::{
 };
 
 use tempfile::TempDir;
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::{sync::oneshot, task::JoinHandle};
 use tonic::transport::Channel;
 use toolgate::{
-    app::{App, Host, ServeError, Serving, StartError},
+    app::{App, Host, Listeners, ServeError, Serving, StartError},
     catalog::{self, LoadError, LoadOptions, Loaded, Problem},
     config::{FileConfig, Flags, Settings},
     env::Env,
@@ -83,6 +83,8 @@ impl CatalogDir {
 /// 127.0.0.1:0 until dropped.
 pub struct TestGateway {
     pub addr: SocketAddr,
+    /// The MCP door's URL (`http://127.0.0.1:PORT/mcp`), served in process.
+    pub mcp_url: String,
     pub client: Client,
     /// The running gateway (for reloads).
     pub app: App,
@@ -178,8 +180,12 @@ impl<'a> GatewayBuilder<'a> {
         let supervisor = Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_toolgate")));
         let host = Host { env: self.env, observer: self.observer, supervisor };
         let (app, warnings) = App::start(&settings, host).await?;
-        let serving = toolgate::app::serving(&settings, self.connections).await.expect("TLS and health listener");
-        let mut gateway = TestGateway::serve(app, serving).await;
+        let serving = Serving::new(&settings, self.connections).expect("TLS");
+        // Both doors on a free port (the settings' own addresses are the
+        // binary's); the probe port where the settings put it.
+        let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let listeners = Listeners::bind_at(&settings, local, Some(local)).await.expect("the listeners");
+        let mut gateway = TestGateway::serve(app, serving, listeners).await;
         gateway.warnings = warnings;
         gateway._dir = dir;
         Ok(gateway)
@@ -212,18 +218,21 @@ impl TestGateway {
         GatewayBuilder::new(Source::Flags(flags))
     }
 
-    async fn serve(app: App, serving: Serving) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
+    /// Serves `app` as `serve` does ([`App::serve`]: every door), until
+    /// shut down.
+    async fn serve(app: App, serving: Serving, listeners: Listeners) -> Self {
+        let addr = listeners.grpc.local_addr().unwrap();
+        let mcp = listeners.mcp.as_ref().unwrap().local_addr().unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async {
             let _ = stopped.await;
         };
         let stop_when = Stop { shutdown, drain: Duration::from_secs(5), now: std::future::pending() };
         let served = app.clone();
-        let task = tokio::spawn(async move { served.serve_grpc(listener, stop_when, serving).await });
+        let task = tokio::spawn(async move { served.serve(listeners, serving, None, stop_when).await });
         let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
-        Self { addr, client, app, warnings: Vec::new(), stop: Some(stop), task: Some(task), _dir: None }
+        let mcp_url = format!("http://{mcp}/mcp");
+        Self { addr, mcp_url, client, app, warnings: Vec::new(), stop: Some(stop), task: Some(task), _dir: None }
     }
 
     pub async fn channel(&self) -> Channel {

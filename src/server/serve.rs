@@ -1,0 +1,192 @@
+//! The one way a front door is served ([`serve`]): its listener's
+//! connections accepted through the guards ([`super::connections`]: the
+//! cap, the handshake and idle deadlines, keepalive), through TLS when the
+//! listener has it ([`super::tls`]), handed to the door's protocol engine
+//! ([`Door`]), and, when the door is told to stop, drained for at most the
+//! drain time (or not at all, on a second signal). A door brings only its
+//! protocol: tonic for gRPC, hyper for MCP's streamable HTTP.
+
+use std::{future::Future, io, net::SocketAddr, pin::Pin, sync::Arc, task::Poll};
+
+use futures::{Stream, StreamExt};
+use rustls::pki_types::CertificateDer;
+use tokio::{
+    io::{AsyncRead, AsyncWrite, ReadBuf},
+    net::TcpListener,
+};
+use tonic::transport::server::Connected;
+
+use super::{
+    connections::{Conn, Registry},
+    tls::{TlsConn, TlsIncoming},
+    ConnectionSettings, Incoming, ServerTls, Stop,
+};
+
+/// Who is at the other end of an accepted connection: its address and,
+/// over TLS, the certificate chain it presented. Every door finds it in a
+/// request's extensions.
+#[derive(Clone, Debug)]
+pub(crate) struct Peer {
+    pub(crate) addr: Option<SocketAddr>,
+    pub(crate) chain: Option<Arc<Vec<CertificateDer<'static>>>>,
+}
+
+/// A connection of a door's listener, as the door's engine receives it
+/// (the TLS state boxed: it is several times the size of a connection; the
+/// plaintext connection, the common one, stays inline).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Accepted {
+    Plain(Conn),
+    Tls(Box<TlsConn>),
+}
+
+/// The accepted connections of one listener.
+pub(crate) type Connections = Pin<Box<dyn Stream<Item = io::Result<Accepted>> + Send>>;
+
+/// Completes when a door should stop accepting and finish what it has.
+pub(crate) type Stopping = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Why a door stopped serving before it was told to.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot build the reflection service: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// A front door's protocol over the connections [`serve`] accepted.
+pub(crate) trait Door: Send {
+    /// What the door calls itself (logs, spans, metrics, audit).
+    fn name(&self) -> &'static str;
+
+    /// Whether it speaks HTTP/1.1 besides HTTP/2 (the preface watch and
+    /// TLS's ALPN then accept an HTTP/1.1 request head).
+    fn http1(&self) -> bool {
+        false
+    }
+
+    /// Serves every connection of `connections` (`registry` counts each
+    /// one's calls) until `stopping` completes; then accepts no more and
+    /// completes once the calls in flight have ended.
+    fn run(
+        self,
+        connections: Connections,
+        registry: Arc<Registry>,
+        stopping: Stopping,
+    ) -> impl Future<Output = Result<(), ServeError>> + Send;
+}
+
+/// Serves `door` on `listener`, with `settings`' guards and `tls`, until
+/// `stop`'s shutdown completes; then the door stops accepting and calls in
+/// flight get up to the drain time to finish (or none, once `stop`'s second
+/// signal comes).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    settings: ConnectionSettings,
+    tls: Option<Arc<ServerTls>>,
+    door: impl Door,
+    stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
+) -> Result<(), ServeError> {
+    let name = door.name();
+    let registry = Arc::new(Registry::default());
+    let handshake_timeout = settings.handshake_timeout;
+    let mut incoming = Incoming::new(listener, settings, Arc::clone(&registry));
+    if door.http1() {
+        incoming = incoming.http1();
+    }
+    let connections: Connections = match tls {
+        None => Box::pin(incoming.map(|conn| conn.map(Accepted::Plain))),
+        Some(tls) => {
+            let accepted = TlsIncoming::new(incoming, tls, handshake_timeout);
+            Box::pin(accepted.map(|conn| conn.map(|conn| Accepted::Tls(Box::new(conn)))))
+        }
+    };
+    let (tell, told) = tokio::sync::watch::channel(false);
+    let stopping: Stopping = Box::pin(async move {
+        let mut told = told;
+        let _ = told.wait_for(|&stop| stop).await;
+    });
+    let served = door.run(connections, registry, stopping);
+    tokio::pin!(served);
+    let Stop { shutdown, drain, now } = stop;
+    tokio::select! {
+        result = &mut served => return result,
+        () = shutdown => {}
+    }
+    let _ = tell.send(true);
+    tokio::select! {
+        result = tokio::time::timeout(drain, served) => result.unwrap_or_else(|_| {
+            tracing::warn!(door = name, drain_secs = drain.as_secs_f64(), "calls still in flight after the drain time; closing");
+            Ok(())
+        }),
+        () = now => {
+            tracing::warn!(door = name, "asked again to stop: closing now, without waiting for calls in flight");
+            Ok(())
+        }
+    }
+}
+
+impl Connected for Accepted {
+    type ConnectInfo = Peer;
+
+    fn connect_info(&self) -> Peer {
+        match self {
+            Accepted::Plain(conn) => Peer { addr: conn.connect_info().remote_addr(), chain: None },
+            Accepted::Tls(conn) => {
+                let info = conn.connect_info();
+                Peer { addr: info.get_ref().remote_addr(), chain: info.peer_certs() }
+            }
+        }
+    }
+}
+
+impl AsyncRead for Accepted {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Accepted::Plain(conn) => Pin::new(conn).poll_read(cx, buf),
+            Accepted::Tls(conn) => Pin::new(conn.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Accepted {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Accepted::Plain(conn) => Pin::new(conn).poll_write(cx, buf),
+            Accepted::Tls(conn) => Pin::new(conn.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Accepted::Plain(conn) => Pin::new(conn).poll_flush(cx),
+            Accepted::Tls(conn) => Pin::new(conn.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Accepted::Plain(conn) => Pin::new(conn).poll_shutdown(cx),
+            Accepted::Tls(conn) => Pin::new(conn.as_mut()).poll_shutdown(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Accepted::Plain(conn) => Pin::new(conn).poll_write_vectored(cx, bufs),
+            Accepted::Tls(conn) => Pin::new(conn.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Accepted::Plain(conn) => conn.is_write_vectored(),
+            Accepted::Tls(conn) => conn.is_write_vectored(),
+        }
+    }
+}
