@@ -302,12 +302,49 @@ pub enum ConfigError {
          or pass --allow-remote"
     )]
     Cleartext(SocketAddr),
+    /// Every problem of one configuration, one a line, in the file's order.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    All(Vec<ConfigError>),
+}
+
+/// The problems [`Settings::build`] found so far: it goes on past each one,
+/// so that a configuration is corrected in one pass, not one problem at a
+/// time.
+#[derive(Default)]
+struct Problems(Vec<ConfigError>);
+
+impl Problems {
+    /// The value, or `None` with its problem kept.
+    fn keep<T>(&mut self, result: Result<T, ConfigError>) -> Option<T> {
+        result.map_err(|err| self.0.push(err)).ok()
+    }
+
+    fn push(&mut self, problem: ConfigError) {
+        self.0.push(problem);
+    }
+
+    /// Every problem as one error (a single one as itself), if there is one.
+    fn into_error(mut self) -> Option<ConfigError> {
+        match self.0.len() {
+            0 => None,
+            1 => self.0.pop(),
+            _ => Some(ConfigError::All(self.0)),
+        }
+    }
+}
+
+/// `text` as a listen address.
+fn address(text: &str) -> Result<SocketAddr, ConfigError> {
+    text.parse().map_err(|_| ConfigError::Listen(text.to_owned()))
 }
 
 impl Settings {
+    /// The settings of `flags` over `file` over the defaults; every problem
+    /// found, when there is one (all of them, not the first).
     pub fn build(flags: Flags, file: FileConfig, env: &Env) -> Result<Self, ConfigError> {
+        let mut problems = Problems::default();
         let listen_text = flags.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        let listen = listen_text.parse().map_err(|_| ConfigError::Listen(listen_text.clone()))?;
+        let listen = problems.keep(address(&listen_text));
         let policy = policy_from_sources(flags.strict, env, file.policy.strict);
         let defaults = LoadOptions::default();
         let registry = match (flags.catalog.is_empty(), file.catalog) {
@@ -326,27 +363,26 @@ impl Settings {
                 Some(TlsConfig { cert, key, client_ca: file.tls.as_ref().and_then(|t| t.client_ca.clone()) })
             }
             (None, None) => file.tls,
-            _ => return Err(ConfigError::TlsPair),
+            _ => problems.keep(Err(ConfigError::TlsPair)),
         };
-        let health_listen = match file.health_listen {
-            Some(text) => Some(text.parse().map_err(|_| ConfigError::Listen(text.clone()))?),
-            None => None,
-        };
+        let health_listen = file.health_listen.and_then(|text| problems.keep(address(&text)));
         let origin = file.origin.as_deref().unwrap_or("<configuration>");
-        let principals = Principals::from_config(&file.principals, origin).map_err(ConfigError::Principals)?;
+        let principals = Principals::from_config(&file.principals, origin).map_err(ConfigError::Principals);
+        let principals = problems.keep(principals).unwrap_or_default();
         let rates = RateLimits::from_config(file.rate_limits.as_ref(), &file.principals, origin)
-            .map_err(ConfigError::Principals)?;
+            .map_err(ConfigError::Principals);
+        let rates = problems.keep(rates).unwrap_or_default();
         let origin = origin.to_owned();
         if principals.use_certificates() && tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
-            return Err(ConfigError::NoClientCa);
+            problems.push(ConfigError::NoClientCa);
         }
         let users = file.users.and_then(|u: UsersConfig| u.jwt);
         if let Some(jwt) = &users {
-            jwt.check().map_err(ConfigError::Users)?;
+            problems.keep(jwt.check().map_err(ConfigError::Users));
         }
         let state = file.state.unwrap_or_default();
         if let Some(url) = &state.redis {
-            crate::state::check_url(url).map_err(ConfigError::Redis)?;
+            problems.keep(crate::state::check_url(url).map_err(ConfigError::Redis));
         }
         let retry_budget = file.policy.retry_budget;
         // The MCP front door: `--mcp-listen`, then TOOLGATE_MCP_LISTEN, then
@@ -354,19 +390,19 @@ impl Settings {
         let door = file.mcp_front_door.unwrap_or_default();
         let mcp_listen = flags.mcp_listen.or_else(|| env.get(MCP_LISTEN_ENV).map(str::to_owned)).or(door.listen);
         let mcp = match mcp_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
-            Some(text) => Some(McpSettings {
-                listen: text.parse().map_err(|_| ConfigError::Listen(text.to_owned()))?,
+            Some(text) => problems.keep(address(text)).map(|listen| McpSettings {
+                listen,
                 allowed_origins: door.allowed_origins,
-                oauth: match door.oauth {
-                    Some(oauth) => {
-                        oauth.check(&principals).map_err(ConfigError::Users)?;
-                        Some(oauth)
-                    }
-                    None => None,
-                },
+                oauth: door
+                    .oauth
+                    .filter(|oauth| problems.keep(oauth.check(&principals).map_err(ConfigError::Users)).is_some()),
             }),
             None => None,
         };
+        if let Some(all) = problems.into_error() {
+            return Err(all);
+        }
+        let listen = listen.expect("no problem: the address parsed");
         let fixed = Fixed {
             listen,
             tls: tls.clone(),

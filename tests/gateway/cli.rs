@@ -263,3 +263,25 @@ fn call_reaches_a_tls_gateway_by_host_and_port_with_its_ca_and_checks_an_https_u
     assert_eq!(refused.status.code(), Some(1));
     assert!(stderr(&refused).contains("invalid peer certificate"), "{}", stderr(&refused));
 }
+
+#[test]
+fn validate_reports_every_configuration_problem_not_the_first() {
+    let dir = crate::common::CatalogDir::new();
+    dir.file("registry/tools.yaml", "tools:\n  - name: lookup\n    description: x\n    backend: {builtin: echo}\n");
+    dir.file(
+        "toolgate.yaml",
+        "listen: nowhere\n\
+         principals:\n  - name: bot\n    api_key_sha256: not-hex\n    tools: [lookup]\n\
+         rate_limits:\n  tools:\n    lookup: {per_minute: 0}\n",
+    );
+    let out = crate::common::run(dir.dir.path(), &["validate", "--catalog", "registry", "--config", "toolgate.yaml"]);
+    let text = crate::common::stderr(&out);
+    assert_ne!(out.status.code(), Some(0), "{text}");
+    for expected in [
+        "invalid listen address 'nowhere'",
+        "principals[0] (bot): api_key_sha256 must be 64 hexadecimal digits",
+        "rate_limits.tools.lookup",
+    ] {
+        assert!(text.contains(expected), "{expected}\nnot in:\n{text}");
+    }
+}
