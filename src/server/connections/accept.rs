@@ -1,0 +1,170 @@
+//! The accepted connections of a listener: capped in number (the next
+//! waits in the listen queue), and an accept loop that pauses when the
+//! process runs out of descriptors or memory instead of spinning.
+
+use std::{
+    future::Future,
+    io,
+    net::SocketAddr,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use tokio::{
+    net::{TcpListener, TcpStream},
+    sync::{OwnedSemaphorePermit, Semaphore},
+    time::Sleep,
+};
+
+use super::{Conn, ConnectionSettings, Registry};
+
+/// The first and the longest pause of the accept loop after a resource error.
+const BACKOFF_FIRST: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Accepted connections of a listener, as [`ConnectionSettings`] say.
+pub(crate) struct Incoming {
+    listener: TcpListener,
+    settings: Arc<ConnectionSettings>,
+    /// An HTTP/1.1 request head counts as a preface (the MCP listener).
+    http1: bool,
+    registry: Arc<Registry>,
+    permits: Arc<Semaphore>,
+    /// A permit held for the next accepted connection.
+    permit: Option<OwnedSemaphorePermit>,
+    /// Waiting for a connection to close, at the cap.
+    waiting: Option<Pin<Box<dyn Future<Output = OwnedSemaphorePermit> + Send>>>,
+    /// Pausing after a resource error.
+    backoff: Option<Pin<Box<Sleep>>>,
+    next_backoff: Duration,
+}
+
+impl Incoming {
+    pub(crate) fn new(listener: TcpListener, settings: ConnectionSettings, registry: Arc<Registry>) -> Self {
+        let permits = Arc::new(Semaphore::new(settings.max_connections));
+        Self {
+            listener,
+            settings: Arc::new(settings),
+            http1: false,
+            registry,
+            permits,
+            permit: None,
+            waiting: None,
+            backoff: None,
+            next_backoff: BACKOFF_FIRST,
+        }
+    }
+
+    /// Connections may speak HTTP/1.1 as well: its first request head is
+    /// what must arrive before the handshake deadline.
+    pub(crate) fn http1(mut self) -> Self {
+        self.http1 = true;
+        self
+    }
+
+    fn poll_permit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.permit.is_some() {
+            return Poll::Ready(());
+        }
+        if self.waiting.is_none() {
+            match Arc::clone(&self.permits).try_acquire_owned() {
+                Ok(permit) => {
+                    self.permit = Some(permit);
+                    return Poll::Ready(());
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        max_connections = self.settings.max_connections,
+                        "connection limit reached: {} connections are open; new ones wait in the listen queue \
+                         until one closes",
+                        self.settings.max_connections
+                    );
+                    self.waiting = Some(Box::pin(Arc::clone(&self.permits).acquire_owned_or_never()));
+                }
+            }
+        }
+        let waiting = self.waiting.as_mut().expect("set above");
+        match waiting.as_mut().poll(cx) {
+            Poll::Ready(permit) => {
+                self.waiting = None;
+                self.permit = Some(permit);
+                tracing::info!("below the connection limit again: accepting connections");
+                Poll::Ready(())
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn accepted(&mut self, stream: TcpStream, peer: SocketAddr) -> io::Result<Conn> {
+        stream.set_nodelay(true)?;
+        let keepalive = socket2::TcpKeepalive::new().with_time(self.settings.keepalive_interval);
+        // Best effort, as tonic does: a socket that refuses it still serves.
+        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+        let permit = self.permit.take().expect("a permit was taken before accepting");
+        Ok(Conn::new(stream, peer, Arc::clone(&self.registry), Arc::clone(&self.settings), self.http1, permit))
+    }
+}
+
+trait AcquireOwned {
+    /// A permit, whenever one frees; the semaphore is never closed.
+    fn acquire_owned_or_never(self) -> impl Future<Output = OwnedSemaphorePermit> + Send;
+}
+
+impl AcquireOwned for Arc<Semaphore> {
+    async fn acquire_owned_or_never(self) -> OwnedSemaphorePermit {
+        self.acquire_owned().await.expect("the connection semaphore is never closed")
+    }
+}
+
+/// Whether an accept error says the process or system ran out of something
+/// (descriptors, buffers, memory): retrying at once would fail the same way.
+fn exhausted(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(code) if code == libc::EMFILE || code == libc::ENFILE || code == libc::ENOBUFS || code == libc::ENOMEM
+    )
+}
+
+impl futures::Stream for Incoming {
+    type Item = io::Result<Conn>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(backoff) = this.backoff.as_mut() {
+                if backoff.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                this.backoff = None;
+            }
+            if this.poll_permit(cx).is_pending() {
+                return Poll::Pending;
+            }
+            match this.listener.poll_accept(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok((stream, peer))) => {
+                    this.next_backoff = BACKOFF_FIRST;
+                    match this.accepted(stream, peer) {
+                        Ok(conn) => return Poll::Ready(Some(Ok(conn))),
+                        // The peer left already; the permit is kept for the next.
+                        Err(_) => continue,
+                    }
+                }
+                Poll::Ready(Err(err)) if exhausted(&err) => {
+                    let pause = this.next_backoff;
+                    tracing::warn!(
+                        open = this.registry.len(),
+                        "cannot accept a connection: {err}; pausing the accept loop for {pause:?}"
+                    );
+                    this.next_backoff = (pause * 2).min(BACKOFF_MAX);
+                    this.backoff = Some(Box::pin(tokio::time::sleep(pause)));
+                }
+                // A connection that failed on its own (reset before it was
+                // accepted): tonic logs it and accepts the next.
+                Poll::Ready(Err(err)) => return Poll::Ready(Some(Err(err))),
+            }
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The calls of each connection, counted from the request to the end of
+//! its response body (a tower layer for gRPC, a guard for other doors), so
+//! that a connection can tell idle from busy.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+        Arc, Mutex, OnceLock,
+    },
+    task::{Context, Poll},
+    time::Instant,
+};
+
+/// The open connections, by peer address, with their calls in flight.
+#[derive(Default)]
+pub(crate) struct Registry {
+    pub(super) open: Mutex<HashMap<SocketAddr, Arc<Calls>>>,
+}
+
+impl Registry {
+    pub(super) fn calls(&self, peer: SocketAddr) -> Option<Arc<Calls>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned()
+    }
+
+    /// A call in flight on the connection of `peer` until the guard drops
+    /// (with the response body): the connection is not idle meanwhile.
+    pub(crate) fn call(&self, peer: SocketAddr) -> Option<CallGuard> {
+        self.calls(peer).map(CallGuard::new)
+    }
+
+    /// Connections open now.
+    pub(crate) fn len(&self) -> usize {
+        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The calls of one connection: how many are in flight, and since when
+/// there have been none.
+#[derive(Default)]
+pub(super) struct Calls {
+    pub(super) active: AtomicUsize,
+    /// Milliseconds since [`epoch`] at which `active` last fell to 0 (or
+    /// the connection opened).
+    pub(super) idle_since: AtomicU64,
+}
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+pub(super) fn now_millis() -> u64 {
+    epoch().elapsed().as_millis() as u64
+}
+
+/// A tower layer counting each connection's calls in flight, from the
+/// request to the end of its response body, so that [`Conn`] can tell an
+/// idle connection from a busy one.
+#[derive(Clone)]
+pub(crate) struct TrackCalls {
+    registry: Arc<Registry>,
+}
+
+impl TrackCalls {
+    pub(crate) fn new(registry: Arc<Registry>) -> Self {
+        Self { registry }
+    }
+}
+
+impl<S> tower::Layer<S> for TrackCalls {
+    type Service = Tracked<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Tracked { inner, registry: Arc::clone(&self.registry) }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct Tracked<S> {
+    inner: S,
+    registry: Arc<Registry>,
+}
+
+/// One call in flight on a connection; dropped with the response body.
+pub(crate) struct CallGuard(Arc<Calls>);
+
+impl CallGuard {
+    fn new(calls: Arc<Calls>) -> Self {
+        calls.active.fetch_add(1, Ordering::AcqRel);
+        Self(calls)
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.0.idle_since.store(now_millis(), Ordering::Release);
+        self.0.active.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl<S, B> tower::Service<http::Request<B>> for Tracked<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<tonic::body::Body>>,
+{
+    type Response = http::Response<Guarded>;
+    type Error = S::Error;
+    type Future = Responding<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let peer = request.extensions().get::<crate::server::Peer>().and_then(|peer| peer.addr);
+        let guard = peer.and_then(|peer| self.registry.calls(peer)).map(CallGuard::new);
+        Responding { response: self.inner.call(request), guard }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The inner service's response, its body then given the call's guard.
+    pub(crate) struct Responding<F> {
+        #[pin]
+        response: F,
+        guard: Option<CallGuard>,
+    }
+}
+
+impl<F, E> Future for Responding<F>
+where
+    F: Future<Output = Result<http::Response<tonic::body::Body>, E>>,
+{
+    type Output = Result<http::Response<Guarded>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let response = std::task::ready!(this.response.poll(cx))?;
+        let guard = this.guard.take();
+        Poll::Ready(Ok(response.map(|body| Guarded { body, _guard: guard })))
+    }
+}
+
+/// A response body that holds its call's [`CallGuard`] until it is done.
+pub(crate) struct Guarded<B = tonic::body::Body> {
+    body: B,
+    _guard: Option<CallGuard>,
+}
+
+impl<B> Guarded<B> {
+    pub(crate) fn new(body: B, guard: Option<CallGuard>) -> Self {
+        Self { body, _guard: guard }
+    }
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}

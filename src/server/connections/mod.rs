@@ -1,0 +1,84 @@
+//! The gateway's connections: accepted with `TCP_NODELAY` and TCP
+//! keepalive, capped in number, closed when they never start or stay idle,
+//! and an accept loop that backs off when the process runs out of file
+//! descriptors instead of spinning.
+//!
+//! tonic's own serve loop `continue`s on every accept error (a core at
+//! 100 % while `accept` fails with EMFILE) and has no handshake or idle
+//! timeout, so these live here, one concern a file: the settings (here),
+//! the stream of accepted connections ([`accept`]: the cap and the
+//! backoff), the wrapper of each ([`conn`]: the preface and idle
+//! deadlines, which keeps tonic's connect info) and the count of each
+//! connection's calls ([`calls`]). Whether a connection is idle is counted
+//! in calls, not bytes: HTTP/2 keepalive pings are bytes, and a connection
+//! that only answers pings is idle.
+
+mod accept;
+mod calls;
+mod conn;
+
+use std::time::Duration;
+
+pub(crate) use accept::Incoming;
+pub(crate) use calls::{Guarded, Registry, TrackCalls};
+pub(crate) use conn::{Conn, PrefaceWatch};
+
+/// How the gateway treats connections. The defaults are in docs/limits.md's
+/// limits table.
+#[derive(Clone, Debug)]
+pub struct ConnectionSettings {
+    /// Connections open at once; more wait in the listen queue until one
+    /// closes. Default: three quarters of the process's file-descriptor
+    /// limit (the rest is for tools, backends and files), at most 10,000.
+    pub max_connections: usize,
+    /// A connection must send the whole HTTP/2 preface and its first
+    /// SETTINGS frame within this time (counted after the TLS handshake,
+    /// which has as long again), or it is closed.
+    pub handshake_timeout: Duration,
+    /// A connection without a call for this long is closed.
+    pub idle_timeout: Duration,
+    /// HTTP/2 PING after this long without a frame from the client…
+    pub keepalive_interval: Duration,
+    /// …and the connection is closed if the PING is not answered in this
+    /// time: a peer that vanished (half-open) does not hold a connection.
+    pub keepalive_timeout: Duration,
+}
+
+impl Default for ConnectionSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: default_max_connections(),
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(300),
+            keepalive_interval: Duration::from_secs(60),
+            keepalive_timeout: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Connections the probe port (`health_listen`) keeps open at once.
+const PROBE_CONNECTIONS: usize = 16;
+/// How long a probe connection may take to send its preface, and stay idle.
+const PROBE_HANDSHAKE: Duration = Duration::from_secs(2);
+const PROBE_IDLE: Duration = Duration::from_secs(30);
+
+impl ConnectionSettings {
+    /// The settings of the probe port: a cap of its own, small (16 or this
+    /// port's, if smaller), and deadlines no longer than 2 s to send the
+    /// preface and 30 s idle. A probe connects, asks and leaves.
+    pub(crate) fn for_probes(&self) -> ConnectionSettings {
+        ConnectionSettings {
+            max_connections: self.max_connections.min(PROBE_CONNECTIONS),
+            handshake_timeout: self.handshake_timeout.min(PROBE_HANDSHAKE),
+            idle_timeout: self.idle_timeout.min(PROBE_IDLE),
+            keepalive_interval: self.keepalive_interval,
+            keepalive_timeout: self.keepalive_timeout,
+        }
+    }
+}
+
+/// Three quarters of the soft file-descriptor limit, between 16 and 10,000.
+pub(crate) fn default_max_connections() -> usize {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    limit.map_or(10_000, |n| (n.min(1 << 20) as usize * 3 / 4).clamp(16, 10_000))
+}
