@@ -47,125 +47,213 @@ impl Executor {
     /// the same call again gets the first's answer, replayed; a different
     /// call with the key is refused.
     pub(super) async fn once(&self, ready: Ready, call: &Call, expiry: Expiry) -> Result<Outcome, RequestError> {
-        let state = &self.shared.state;
-        let metrics = &self.shared.observer.metrics;
-        let tool = self.catalog.tool(ready.tool);
-        let key = call_state::idempotency_key(&call.caller, &call.idempotency_key);
+        let once = Once::new(self, &ready, call, expiry);
+        match once.claim().await {
+            Claim::Ours => {}
+            Claim::Answered(outcome) => return Ok(once.replayed(*outcome)),
+            Claim::Reused => return Err(RequestError::KeyReused(call.idempotency_key.clone())),
+            // Once-only cannot be checked: an idempotent tool runs anyway.
+            Claim::Unchecked if once.tool.idempotent => return Ok(self.dispatched(ready, call, expiry).await),
+            Claim::Unchecked => return Ok(once.unavailable(ready, CANNOT_GUARANTEE)),
+            Claim::Refused(message) => return Ok(once.unavailable(ready, message)),
+        }
+        match once.run(ready).await {
+            Ok(ran) => {
+                once.store(&ran).await;
+                Ok(ran)
+            }
+            Err(not_run) => Ok(not_run),
+        }
+    }
+}
+
+/// One call with an idempotency key, on its way: claim the key
+/// ([`Once::claim`]), run the call ([`Once::run`]), store its answer
+/// ([`Once::store`]).
+struct Once<'a> {
+    executor: &'a Executor,
+    call: &'a Call,
+    tool: &'a crate::catalog::Tool,
+    state: &'a CallState,
+    expiry: Expiry,
+    /// The key in the store (the caller's key, scoped to who calls).
+    key: String,
+    /// The call's hash: the same call again has the same.
+    hash: String,
+    /// When the holder gives up waiting for another with the key.
+    lease: Duration,
+    holder: Holder,
+}
+
+/// What claiming a key came to.
+enum Claim {
+    /// The key is ours: the call may run.
+    Ours,
+    /// The first call with the key answered (or vanished): its answer.
+    Answered(Box<Outcome>),
+    /// Another call holds the key.
+    Reused,
+    /// The store could not be asked before anything was claimed:
+    /// once-only cannot be checked (an idempotent tool runs anyway).
+    Unchecked,
+    /// Not now: why.
+    Refused(&'static str),
+}
+
+impl<'a> Once<'a> {
+    fn new(executor: &'a Executor, ready: &Ready, call: &'a Call, expiry: Expiry) -> Self {
+        let tool = executor.catalog.tool(ready.tool);
         let hash = call_state::call_hash(&tool.name, &ready.arguments);
         let lease = expiry.cap(tool.timeout) + LEASE_MARGIN;
-        let holder = Holder::new(&hash, lease);
-        let unavailable = |ready: Ready, message: &str| {
-            let mut error = ToolError::new(ErrorKind::Unavailable, message, false);
-            error.retryable = true;
-            Outcome::of(tool, ready, Err(error))
-        };
-        let store_down = |err: &StoreError| {
-            state.warn_unreachable("idempotency keys cannot be checked", err);
-            metrics.store_error("idempotency");
-        };
-        let replayed = |mut outcome: Outcome| {
-            outcome.replayed = true;
-            metrics.replayed(Some(&tool.name));
-            outcome
-        };
-        let reused = || RequestError::KeyReused(call.idempotency_key.clone());
-        let mut claim = state.bounded(expiry, state.store.claim(&key, &holder.claimed, state.idempotency_ttl)).await;
-        // Waiting for the first holder until its answer, a claim to take
-        // over, or the caller's deadline.
-        let waiting = expiry.at(lease + STORE_DEADLINE);
+        Once {
+            executor,
+            call,
+            tool,
+            state: &executor.shared.state,
+            expiry,
+            key: call_state::idempotency_key(&call.caller, &call.idempotency_key),
+            holder: Holder::new(&hash, lease),
+            hash,
+            lease,
+        }
+    }
+
+    /// Claims the key, waiting for the first holder until its answer, a
+    /// claim to take over, or the caller's deadline.
+    async fn claim(&self) -> Claim {
+        let state = self.state;
+        let mut claim = self.bounded(state.store.claim(&self.key, &self.holder.claimed, state.idempotency_ttl)).await;
+        let waiting = self.expiry.at(self.lease + STORE_DEADLINE);
         loop {
             let existing = match claim {
-                Ok(None) => break,
+                Ok(None) => return Claim::Ours,
                 Ok(Some(existing)) => existing,
                 Err(err) => {
-                    store_down(&err);
                     // The claim may yet land: release it when the store answers.
-                    holder.release_later(state, &key);
-                    if tool.idempotent {
-                        return Ok(self.dispatched(ready, call, expiry).await);
-                    }
-                    return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                    self.store_down(&err, true);
+                    return Claim::Unchecked;
                 }
             };
             match Record::parse(&existing) {
-                Some(record) if record.hash() != hash => return Err(reused()),
-                Some(Record::Done { outcome, .. }) => return Ok(replayed(*outcome)),
+                Some(record) if record.hash() != self.hash => return Claim::Reused,
+                Some(Record::Done { outcome, .. }) => return Claim::Answered(outcome),
                 Some(record) if record.abandoned() => {
                     // Never dispatched: ours to take, by compare-and-set.
-                    let taken = state.store.replace(&key, &existing, &holder.claimed, state.idempotency_ttl);
-                    match state.bounded(expiry, taken).await {
-                        Ok(true) => break,
+                    let taken = state.store.replace(&self.key, &existing, &self.holder.claimed, state.idempotency_ttl);
+                    match self.bounded(taken).await {
+                        Ok(true) => return Claim::Ours,
                         Ok(false) => {}
                         Err(err) => {
-                            store_down(&err);
-                            holder.release_later(state, &key);
-                            return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                            self.store_down(&err, true);
+                            return Claim::Refused(CANNOT_GUARANTEE);
                         }
                     }
                 }
                 Some(record @ Record::Running { .. }) if record.expired() => {
                     // Dispatched, and its holder vanished: its effect is
                     // unknown, for every caller from now on.
-                    let outcome = vanished(&tool.name);
-                    let stored = Record::done(&hash, &outcome);
-                    let replaced = state.store.replace(&key, &existing, &stored, state.idempotency_ttl);
-                    match state.bounded(expiry, replaced).await {
-                        Ok(true) => return Ok(replayed(outcome)),
+                    let outcome = vanished(&self.tool.name);
+                    let stored = Record::done(&self.hash, &outcome);
+                    let replaced = state.store.replace(&self.key, &existing, &stored, state.idempotency_ttl);
+                    match self.bounded(replaced).await {
+                        Ok(true) => return Claim::Answered(Box::new(outcome)),
                         Ok(false) => {}
                         Err(err) => {
-                            store_down(&err);
-                            return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                            self.store_down(&err, false);
+                            return Claim::Refused(CANNOT_GUARANTEE);
                         }
                     }
                 }
                 _ => {
                     if Instant::now() + POLL > waiting {
-                        return Ok(unavailable(ready, STILL_RUNNING));
+                        return Claim::Refused(STILL_RUNNING);
                     }
                     tokio::time::sleep(POLL).await;
                 }
             }
-            claim = match state.bounded(expiry, state.store.get(&key)).await {
+            claim = match self.bounded(state.store.get(&self.key)).await {
                 // Released meanwhile: claim it afresh.
                 Ok(None) => {
-                    state.bounded(expiry, state.store.claim(&key, &holder.claimed, state.idempotency_ttl)).await
+                    self.bounded(state.store.claim(&self.key, &self.holder.claimed, state.idempotency_ttl)).await
                 }
-                Ok(Some(record)) => Ok(Some(record)),
-                Err(err) => Err(err),
+                other => other,
             };
         }
-        // Claimed: turn it into dispatching, or, if another took it over
-        // meanwhile, do not run. The call's rate limits are taken at the
-        // same time (a replay, answered above, never counts): no round
-        // trip more than a keyed call without limits.
-        let dispatching = state.store.replace(&key, &holder.claimed, &holder.dispatching, state.idempotency_ttl);
-        let (dispatching, rated) =
-            tokio::join!(state.bounded(expiry, dispatching), self.within_rate(&call.caller, &tool.name));
+    }
+
+    /// Runs the claimed call: the claim turned into dispatching (or, if
+    /// another took it over meanwhile, no run), the call's rate limits
+    /// taken at the same time (a replay, answered earlier, never counts: no
+    /// round trip more than a keyed call without limits), then dispatch.
+    /// `Ok`: the call ran, its answer to store; `Err`: it did not, and the
+    /// key is released (or another's).
+    async fn run(&self, ready: Ready) -> Result<Outcome, Outcome> {
+        let state = self.state;
+        let dispatching =
+            state.store.replace(&self.key, &self.holder.claimed, &self.holder.dispatching, state.idempotency_ttl);
+        let rated = self.executor.within_rate(&self.call.caller, &self.tool.name);
+        let (dispatching, rated) = tokio::join!(self.bounded(dispatching), rated);
         match dispatching {
             Ok(true) => {}
-            Ok(false) => return Ok(unavailable(ready, STILL_RUNNING)),
+            Ok(false) => return Err(self.unavailable(ready, STILL_RUNNING)),
             Err(err) => {
-                store_down(&err);
-                holder.release_later(state, &key);
-                return Ok(unavailable(ready, CANNOT_GUARANTEE));
+                self.store_down(&err, true);
+                return Err(self.unavailable(ready, CANNOT_GUARANTEE));
             }
         }
-        let room = match rated {
-            Ok(room) => room,
-            Err(limited) => {
-                holder.finish(state, &key, End::Release, expiry).await;
-                return Ok(Outcome::of(tool, ready, Err(limited)));
+        match rated {
+            Ok(room) => {
+                let mut outcome = self.executor.dispatched(ready, self.call, self.expiry).await;
+                outcome.rate_remaining = room;
+                Ok(outcome)
             }
-        };
-        let idempotent = tool.idempotent;
-        let mut outcome = self.dispatched(ready, call, expiry).await;
-        outcome.rate_remaining = room;
-        let end = match to_store(&outcome, idempotent) {
-            Some(kept) => End::Keep(Record::done(&hash, &kept)),
+            Err(limited) => {
+                self.holder.finish(state, &self.key, End::Release, self.expiry).await;
+                Err(Outcome::of(self.tool, ready, Err(limited)))
+            }
+        }
+    }
+
+    /// Stores the answer of a call that ran (kept to replay, or the key
+    /// released when the answer is one a retry should not get).
+    async fn store(&self, outcome: &Outcome) {
+        let end = match to_store(outcome, self.tool.idempotent) {
+            Some(kept) => End::Keep(Record::done(&self.hash, &kept)),
             None => End::Release,
         };
-        holder.finish(state, &key, end, expiry).await;
-        Ok(outcome)
+        self.holder.finish(self.state, &self.key, end, self.expiry).await;
+    }
+
+    /// A store operation, bounded by the store's deadline and the caller's.
+    async fn bounded<T>(
+        &self,
+        operation: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        self.state.bounded(self.expiry, operation).await
+    }
+
+    /// The store did not answer: said (and counted); the claim released
+    /// once it answers if it may have landed (`release`).
+    fn store_down(&self, err: &StoreError, release: bool) {
+        self.state.warn_unreachable("idempotency keys cannot be checked", err);
+        self.executor.shared.observer.metrics.store_error("idempotency");
+        if release {
+            self.holder.release_later(self.state, &self.key);
+        }
+    }
+
+    /// The first call's answer, replayed (and counted).
+    fn replayed(&self, mut outcome: Outcome) -> Outcome {
+        outcome.replayed = true;
+        self.executor.shared.observer.metrics.replayed(Some(&self.tool.name));
+        outcome
+    }
+
+    /// The call did not run, and a retry may help: why.
+    fn unavailable(&self, ready: Ready, message: &str) -> Outcome {
+        let mut error = ToolError::new(ErrorKind::Unavailable, message, false);
+        error.retryable = true;
+        Outcome::of(self.tool, ready, Err(error))
     }
 }
 
