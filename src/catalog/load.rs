@@ -13,9 +13,8 @@ use super::{
     error::{CatalogProblems, LoadError, Problem, Severity},
     mcp::{self, McpListing},
     merge::{merge, AliasDecl, Declarations, GrantDecl, Layer, ToolDecl, ToolsetDecl},
-    raw,
     schema::SchemaCache,
-    Backend, Catalog, McpServer, Place, Source, Tool,
+    yaml, Backend, Catalog, McpServer, Place, Source, Tool,
 };
 use crate::{env::Env, similar};
 
@@ -283,7 +282,7 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
     // Each tool is built as soon as it is read (so the file is never held
     // whole twice over); its problems are reported after the file's YAML
     // problems, as if every entry had been read first.
-    let read = raw::parse(&origin, &text, problems, |entry, built| {
+    let read = yaml::parse(&origin, &text, problems, |entry, built| {
         let aliases =
             entry.aliases.iter().enumerate().map(|(i, a)| (a.clone(), place(format!("{}.aliases[{i}]", entry.path))));
         let aliases: Vec<_> = aliases.collect();

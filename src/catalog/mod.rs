@@ -17,6 +17,7 @@ mod merge;
 mod pieces;
 mod raw;
 mod schema;
+mod yaml;
 
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
