@@ -17,6 +17,8 @@ use std::{
 
 use serde::Deserialize;
 
+pub use crate::tls::TlsConfig;
+
 pub(crate) use crate::exec::Policy;
 use crate::{
     catalog::{GrantDecl, LoadOptions, Place},
@@ -118,15 +120,6 @@ pub(crate) struct McpSettings {
 
 /// The environment variable that sets `--mcp-listen`.
 pub(crate) const MCP_LISTEN_ENV: &str = "TOOLGATE_MCP_LISTEN";
-
-/// `tls:` of the configuration file; paths relative to the file.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct TlsConfig {
-    pub(crate) cert: PathBuf,
-    pub(crate) key: PathBuf,
-    pub(crate) client_ca: Option<PathBuf>,
-}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -8,16 +8,17 @@
 //! |---|---|---|
 //! | 1 | [`cli`] | the `toolgate` commands: flags, signals, what a person reads |
 //! | 2 | [`app`] | the composition root: settings → stores, identity, catalogue, executor, front doors; reload |
-//! | 3 | `front` | the front doors: gRPC (proto ↔ core, errors → statuses) |
-//! | 4 | [`server`] | listeners and accepted connections: caps, deadlines, TLS; how a server stops |
+//! | 3 | `front` | the front doors: gRPC (proto ↔ core, errors → statuses), MCP |
+//! | 4 | [`server`] | the one edge: `serve` (accept, TLS handshakes, caps, deadlines, drain) for every door |
 //! | 5 | `live` | keeps the snapshot (executor and identity) current: validate, then swap |
 //! | 6 | [`config`] | plain settings from flags, environment and file; builds nothing |
 //! | 7 | [`exec`] | the core: prepare (named stages), dispatch, once-only, budgets, outcomes; resolve and list |
 //! | 8 | [`identity`] | who calls (principals, keys, certificates, user tokens) and what each may run |
 //! | 9 | [`resolve`], `mcp`, `state` | names → tools and their messages; the MCP client; the state stores |
-//! | 10 | [`catalog`] | YAML files → an immutable catalogue; no network, no processes |
-//! | 11 | [`similar`], `process`, [`telemetry`], `tls`, [`proto`] | pure name functions; child processes; logs, OTLP and trace context; rustls set-up; the generated contract |
-//! | 12 | [`env`](mod@env) | the process environment as a value, read nowhere else |
+//! | 10 | `tls` | rustls: the provider, HTTPS clients' roots, the listeners' certificates and client CA |
+//! | 11 | [`catalog`] | YAML files → an immutable catalogue; no network, no processes |
+//! | 12 | [`similar`], `process`, [`telemetry`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; the generated contract |
+//! | 13 | [`env`](mod@env) | the process environment as a value, read nowhere else |
 //!
 //! The public modules are what the binary, the integration tests and the
 //! benchmarks use; everything else is `pub(crate)`.

@@ -30,7 +30,7 @@ use tokio::{signal::unix::Signal, sync::mpsc};
 use super::{log_problems, App, ReloadError, Reloaded};
 use crate::{
     config::{Fixed, Settings},
-    server::ServerTls,
+    tls::ServerTls,
 };
 
 /// How long triggers must stop before a reload starts.

@@ -12,7 +12,8 @@ use super::App;
 use crate::{
     config::Settings,
     front::{grpc, mcp},
-    server::{self, ConnectionSettings, ServeError, ServerTls, Stop},
+    server::{self, ConnectionSettings, ServeError, Stop},
+    tls::ServerTls,
 };
 
 /// The listeners of the doors `settings` configure, bound: the gateway's

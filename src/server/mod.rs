@@ -8,8 +8,8 @@
 //! and know the address before the first request, with no sleeping.
 
 pub(crate) mod connections;
+mod handshake;
 mod serve;
-pub(crate) mod tls;
 
 use std::time::Duration;
 
@@ -17,7 +17,6 @@ pub use connections::ConnectionSettings;
 pub(crate) use connections::Incoming;
 pub use serve::ServeError;
 pub(crate) use serve::{serve, Connections, Door, Peer, Stopping};
-pub(crate) use tls::ServerTls;
 
 /// Serves `routes` on `listener` through the gateway's own accepted-
 /// connection path (the connection cap, handshake and idle deadlines, the

@@ -18,9 +18,10 @@ use tonic::transport::server::Connected;
 
 use super::{
     connections::{Conn, Registry},
-    tls::{TlsConn, TlsIncoming},
-    ConnectionSettings, Incoming, ServerTls, Stop,
+    handshake::{TlsConn, TlsIncoming},
+    ConnectionSettings, Incoming, Stop,
 };
+use crate::tls::ServerTls;
 
 /// Who is at the other end of an accepted connection: its address and,
 /// over TLS, the certificate chain it presented. Every door finds it in a

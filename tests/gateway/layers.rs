@@ -21,8 +21,9 @@ const LAYERS: &[&[&str]] = &[
     &["exec"],
     &["identity"],
     &["resolve", "mcp", "state"],
+    &["tls"],
     &["catalog"],
-    &["similar", "process", "telemetry", "tls", "proto"],
+    &["similar", "process", "telemetry", "proto"],
     &["env"],
 ];
 

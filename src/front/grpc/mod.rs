@@ -28,8 +28,9 @@ use crate::{
     identity::{Caller, Presented},
     live::{Snapshot, SnapshotSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
-    server::{Peer, ServerTls},
+    server::Peer,
     telemetry::{propagation, Observer},
+    tls::ServerTls,
 };
 use status::RpcError;
 

@@ -27,8 +27,9 @@ use crate::{
     live::{Refused, Snapshot, SnapshotSlot},
     server::{
         connections::{Guarded, Registry},
-        Connections, Door, Peer, ServeError, ServerTls, Stopping,
+        Connections, Door, Peer, ServeError, Stopping,
     },
+    tls::ServerTls,
 };
 
 /// The largest request body; past it, 413.

@@ -1,37 +1,36 @@
-//! TLS for the gateway's listeners (gRPC and MCP), terminated here with tokio-rustls rather than
-//! by tonic, whose TLS configuration cannot change once built: the server's
-//! certificate, key and client CA are re-read on SIGHUP ([`ServerTls::reload`])
-//! and apply to every connection accepted after, while connections already
-//! open keep theirs. Client certificates are optional (a caller may use an
-//! API key instead); when one is presented it must chain to the client CA.
+//! TLS for the gateway's listeners (gRPC and MCP), terminated by the
+//! gateway with tokio-rustls rather than by tonic, whose TLS configuration
+//! cannot change once built: the server's certificate, key and client CA
+//! are re-read on SIGHUP ([`ServerTls::reload`]) and apply to every
+//! connection accepted after, while connections already open keep theirs.
+//! Client certificates are optional (a caller may use an API key instead);
+//! when one is presented it must chain to the client CA. The handshake of
+//! each accepted connection is the accept path's (`server/handshake.rs`).
 
 use std::{
     collections::HashMap,
-    io,
-    pin::Pin,
     sync::{Arc, Mutex},
-    task::{Context, Poll},
-    time::Duration,
 };
 
 use arc_swap::ArcSwap;
-use futures::{stream::FuturesUnordered, Stream, StreamExt};
 use rustls::{
     pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer},
     server::{danger::ClientCertVerifier, WebPkiClientVerifier},
     RootCertStore, ServerConfig,
 };
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
-use tokio_rustls::{server::TlsStream, TlsAcceptor};
+use std::path::PathBuf;
+use tokio_rustls::TlsAcceptor;
 
-use super::connections::{Conn, Incoming, PrefaceWatch};
-use crate::{
-    config::TlsConfig,
-    telemetry::throttle::{self, Throttle},
-};
-
-/// At most one refused handshake is logged at WARN in this time.
-const REFUSED_LOG_PERIOD: Duration = Duration::from_secs(10);
+/// `tls:` of the configuration file; paths relative to the file.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    pub(crate) cert: PathBuf,
+    pub(crate) key: PathBuf,
+    pub(crate) client_ca: Option<PathBuf>,
+}
 
 /// The listener's TLS configuration, replaced whole on reload.
 pub(crate) struct ServerTls {
@@ -109,7 +108,9 @@ impl ServerTls {
         trusted
     }
 
-    fn acceptor(&self, http1: bool) -> TlsAcceptor {
+    /// What accepts a connection's handshake now (`http1`: offering
+    /// HTTP/1.1 too).
+    pub(crate) fn acceptor(&self, http1: bool) -> TlsAcceptor {
         match http1 {
             true => TlsAcceptor::from(self.config_http1.load_full()),
             false => TlsAcceptor::from(self.config.load_full()),
@@ -162,84 +163,4 @@ fn build(files: &TlsConfig) -> Result<(ServerConfig, Option<Arc<dyn ClientCertVe
     })?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok((config, client_verifier))
-}
-
-/// A TLS connection, its plaintext read for the HTTP/2 preface.
-pub(crate) type TlsConn = PrefaceWatch<TlsStream<Conn>>;
-
-type Handshake = Pin<Box<dyn std::future::Future<Output = Option<TlsConn>> + Send>>;
-
-/// The accepted connections of [`Incoming`], each through its TLS handshake
-/// (bounded by the handshake timeout) before it is handed to the server.
-/// Handshakes run side by side; one slow client holds up no other.
-pub(crate) struct TlsIncoming {
-    inner: Incoming,
-    tls: Arc<ServerTls>,
-    handshake_timeout: Duration,
-    /// Refused handshakes are logged at WARN, one every 10 s at most.
-    refused: Arc<Throttle>,
-    handshakes: FuturesUnordered<Handshake>,
-    inner_done: bool,
-}
-
-impl TlsIncoming {
-    pub(crate) fn new(inner: Incoming, tls: Arc<ServerTls>, handshake_timeout: Duration) -> Self {
-        let refused = Arc::new(Throttle::new(REFUSED_LOG_PERIOD));
-        Self { inner, tls, handshake_timeout, refused, handshakes: FuturesUnordered::new(), inner_done: false }
-    }
-}
-
-impl Stream for TlsIncoming {
-    type Item = io::Result<TlsConn>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        while !this.inner_done {
-            match Pin::new(&mut this.inner).poll_next(cx) {
-                Poll::Ready(Some(Ok(conn))) => {
-                    let peer = conn.peer();
-                    let accept = this.tls.acceptor(conn.http1()).accept(conn);
-                    let limit = this.handshake_timeout;
-                    let refused = Arc::clone(&this.refused);
-                    this.handshakes.push(Box::pin(async move {
-                        match tokio::time::timeout(limit, accept).await {
-                            Ok(Ok(mut stream)) => {
-                                let http1 = stream.get_ref().0.http1();
-                                let done = stream.get_mut().0.preface_above();
-                                Some(PrefaceWatch::new(stream, done, http1))
-                            }
-                            Ok(Err(err)) => {
-                                // A client that cannot connect sees only a
-                                // failed dial: the reason is said here.
-                                match refused.allow() {
-                                    Some(skipped) => tracing::warn!(
-                                        peer = %peer,
-                                        "TLS handshake refused: {err}{}",
-                                        throttle::more(skipped)
-                                    ),
-                                    None => tracing::debug!(peer = %peer, "TLS handshake refused: {err}"),
-                                }
-                                None
-                            }
-                            Err(_) => {
-                                tracing::debug!(peer = %peer, "TLS handshake not finished within {limit:?}");
-                                None
-                            }
-                        }
-                    }));
-                }
-                Poll::Ready(Some(Err(err))) => return Poll::Ready(Some(Err(err))),
-                Poll::Ready(None) => this.inner_done = true,
-                Poll::Pending => break,
-            }
-        }
-        loop {
-            match this.handshakes.poll_next_unpin(cx) {
-                Poll::Ready(Some(Some(stream))) => return Poll::Ready(Some(Ok(stream))),
-                Poll::Ready(Some(None)) => continue,
-                Poll::Ready(None) if this.inner_done => return Poll::Ready(None),
-                Poll::Ready(None) | Poll::Pending => return Poll::Pending,
-            }
-        }
-    }
 }

@@ -1,9 +1,15 @@
-//! Process-wide TLS set-up: rustls with the ring provider, chosen once at
-//! start (by the CLI, or by whoever embeds the gateway) before any HTTP
-//! client or MCP HTTP session is built; and the trust roots of every HTTPS
-//! client the gateway builds.
+//! TLS, all of it: rustls with the ring provider, chosen once at start (by
+//! the CLI, or by whoever embeds the gateway) before any HTTP client or MCP
+//! HTTP session is built; the trust roots of every HTTPS client the gateway
+//! builds; and the listeners' certificates, key and client CA
+//! ([`ServerTls`], re-read on reload).
+
+mod listener;
 
 use std::sync::{Once, OnceLock};
+
+pub(crate) use listener::ServerTls;
+pub use listener::TlsConfig;
 
 /// Installs ring as rustls' process-wide crypto provider; later calls do nothing.
 pub(crate) fn install_crypto_provider() {
