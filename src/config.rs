@@ -426,6 +426,14 @@ impl Settings {
 }
 
 impl Settings {
+    /// The address of every door besides the gateway's (`listen`), by the
+    /// door's name: the probe port (`health_listen`) and the MCP door
+    /// (`mcp_front_door.listen`). A new door's address is one entry here.
+    pub(crate) fn door_addresses(&self) -> Vec<(&'static str, SocketAddr)> {
+        let doors = [("health", self.health_listen), ("mcp", self.mcp.as_ref().map(|mcp| mcp.listen))];
+        doors.into_iter().filter_map(|(door, addr)| Some((door, addr?))).collect()
+    }
+
     /// The tools `rate_limits.tools` names, for the catalogue to check like
     /// grants (an unknown one is a load error with a did-you-mean).
     pub(crate) fn rate_limit_decl(&self) -> Vec<GrantDecl> {

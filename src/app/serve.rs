@@ -11,43 +11,62 @@ use tokio::{net::TcpListener, sync::watch};
 use super::App;
 use crate::{
     config::Settings,
-    front::{grpc, mcp},
-    server::{self, ConnectionSettings, ServeError, Stop},
+    front::{grpc, mcp::http::McpDoor},
+    server::{self, ConnectionSettings, Door, ServeError, Stop},
     tls::ServerTls,
 };
 
 /// The listeners of the doors `settings` configure, bound: the gateway's
-/// (`listen`), the probe port's (`health_listen`), the MCP door's
-/// (`mcp_front_door.listen`).
+/// (`listen`), and every other door's by its name (`health_listen`,
+/// `mcp_front_door.listen`: [`Settings::door_addresses`]).
 pub struct Listeners {
-    pub grpc: TcpListener,
-    pub health: Option<TcpListener>,
-    pub mcp: Option<TcpListener>,
+    pub(crate) grpc: TcpListener,
+    doors: Vec<(&'static str, TcpListener)>,
 }
 
 impl Listeners {
     /// Binds every address `settings` name; an error names the one that
     /// failed.
     pub async fn bind(settings: &Settings) -> anyhow::Result<Self> {
-        Self::bind_at(settings, settings.listen, settings.mcp.as_ref().map(|mcp| mcp.listen)).await
+        Self::bind_at(settings, settings.listen, &[]).await
     }
 
-    /// The same with the gateway's and the MCP door's addresses given (an
-    /// embedding process, or a test on port 0).
-    pub async fn bind_at(settings: &Settings, grpc: SocketAddr, mcp: Option<SocketAddr>) -> anyhow::Result<Self> {
-        let bind = |addr, what: &'static str| async move {
+    /// The same with the gateway's address, and the addresses of the doors
+    /// `doors` names, given (an embedding process, or a test on port 0): a
+    /// door named there is served even if the settings name no address.
+    pub async fn bind_at(
+        settings: &Settings,
+        grpc: SocketAddr,
+        doors: &[(&'static str, SocketAddr)],
+    ) -> anyhow::Result<Self> {
+        let bind = |addr, door: Option<&'static str>| async move {
+            let what = door.map_or_else(String::new, |door| format!(" (the {door} door)"));
             TcpListener::bind(addr).await.with_context(|| format!("cannot listen on {addr}{what}"))
         };
-        let grpc = bind(grpc, "").await?;
-        let health = match settings.health_listen {
-            Some(addr) => Some(bind(addr, " (health_listen)").await?),
-            None => None,
-        };
-        let mcp = match mcp {
-            Some(addr) => Some(bind(addr, " (mcp_front_door)").await?),
-            None => None,
-        };
-        Ok(Self { grpc, health, mcp })
+        let mut addresses = settings.door_addresses();
+        addresses.retain(|(door, _)| !doors.iter().any(|(given, _)| given == door));
+        addresses.extend_from_slice(doors);
+        let mut bound = Vec::new();
+        for (door, addr) in addresses {
+            bound.push((door, bind(addr, Some(door)).await?));
+        }
+        Ok(Self { grpc: bind(grpc, None).await?, doors: bound })
+    }
+
+    /// The gateway's address.
+    pub fn grpc_address(&self) -> std::io::Result<SocketAddr> {
+        self.grpc.local_addr()
+    }
+
+    /// The address of the door named `door`, if it has a listener.
+    pub fn address(&self, door: &str) -> Option<SocketAddr> {
+        self.doors.iter().find(|(name, _)| *name == door).and_then(|(_, listener)| listener.local_addr().ok())
+    }
+
+    /// The listener of the door named `door`, taken to serve it.
+    fn take(&mut self, door: &str) -> Option<TcpListener> {
+        let at = self.doors.iter().position(|(name, _)| *name == door)?;
+        Some(self.doors.remove(at).1)
     }
 }
 
@@ -91,16 +110,14 @@ impl App {
         let (fanned, relay) = fan_out(stop);
         let _reloading = reloading.map(|reloading| AbortOnDrop(tokio::spawn(reloading)));
         let grpc = grpc::GrpcDoor::new(self.grpc().with_tls(tls.clone()), &connections).await;
+        let mut listeners = listeners;
+        let (probes, view) = (connections.for_probes(), self.view());
         let mut others = Vec::new();
-        if let Some(listener) = listeners.health {
-            let probes = connections.for_probes();
-            let door = grpc.health_only(&probes);
-            others.push(tokio::spawn(server::serve(listener, probes, None, door, fanned.stop())));
-        }
-        if let Some(listener) = listeners.mcp {
-            let loopback = listener.local_addr().is_ok_and(|addr| addr.ip().is_loopback());
-            let door = mcp::http::McpDoor::new(self.view(), tls.clone(), loopback);
-            others.push(tokio::spawn(server::serve(listener, connections.clone(), tls.clone(), door, fanned.stop())));
+        // Every door beside the gateway's: one statement each.
+        others.extend(beside(&mut listeners, &fanned, &probes, None, grpc.health_only(&probes)));
+        others.extend(beside(&mut listeners, &fanned, &connections, tls.clone(), McpDoor::new(view, tls.clone())));
+        for (door, _) in &listeners.doors {
+            tracing::error!(door, "an address is configured for a door that does not exist: nothing serves it");
         }
         let served = server::serve(listeners.grpc, connections, tls, grpc, fanned.stop());
         tokio::pin!(served, relay);
@@ -118,6 +135,18 @@ impl App {
         }
         served
     }
+}
+
+/// Serves `door` beside the gateway's, on its listener if it has one.
+fn beside(
+    listeners: &mut Listeners,
+    fanned: &Fanned,
+    settings: &ConnectionSettings,
+    tls: Option<Arc<ServerTls>>,
+    door: impl Door + 'static,
+) -> Option<tokio::task::JoinHandle<Result<(), ServeError>>> {
+    let listener = listeners.take(door.name())?;
+    Some(tokio::spawn(server::serve(listener, settings.clone(), tls, door, fanned.stop())))
 }
 
 /// One stop for several doors: each [`Fanned::stop`] completes as `stop`

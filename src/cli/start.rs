@@ -19,7 +19,7 @@ use crate::{
 /// state store, TLS and every door's address, the gateway's last (its
 /// line, `toolgate listening on`, is what scripts wait for).
 pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, serving: &Serving) -> anyhow::Result<()> {
-    let addr = listeners.grpc.local_addr()?;
+    let addr = listeners.grpc_address()?;
     // What the log says of the catalogue, not the catalogue: held here, it
     // would outlive every reload (at 10,000 tools, 18 MB kept for nothing).
     let (version, tools) = {
@@ -30,17 +30,17 @@ pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, se
         0 => tracing::warn!("no authentication: every caller that can reach {addr} may resolve and run every tool"),
         n => tracing::info!("{n} principals configured: every call needs a credential"),
     }
-    if let Some(health) = &listeners.health {
-        tracing::info!("health (grpc.health.v1 only, plaintext) on {}", health.local_addr()?);
+    if let Some(health) = listeners.address("health") {
+        tracing::info!("health (grpc.health.v1 only, plaintext) on {health}");
     }
     tracing::info!(strict = settings.policy.strict, catalog_version = version, "catalogue loaded");
     tracing::info!("{}", super::state_line(&settings.state));
     if serving.tls() {
         tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
     }
-    if let Some(mcp) = &listeners.mcp {
+    if let Some(mcp) = listeners.address("mcp") {
         let scheme = if serving.tls() { "https" } else { "http" };
-        tracing::info!("MCP (streamable HTTP) on {scheme}://{}/mcp", mcp.local_addr()?);
+        tracing::info!("MCP (streamable HTTP) on {scheme}://{mcp}/mcp");
     }
     tracing::info!("toolgate listening on {addr} ({tools} tools)");
     Ok(())

@@ -67,11 +67,13 @@ pub(crate) trait Door: Send {
         false
     }
 
-    /// Serves every connection of `connections` (`registry` counts each
-    /// one's calls) until `stopping` completes; then accepts no more and
-    /// completes once the calls in flight have ended.
+    /// Serves every connection of `connections` (accepted on `local`, the
+    /// listener's address; `registry` counts each one's calls) until
+    /// `stopping` completes; then accepts no more and completes once the
+    /// calls in flight have ended.
     fn run(
         self,
+        local: Option<SocketAddr>,
         connections: Connections,
         registry: Arc<Registry>,
         stopping: Stopping,
@@ -91,6 +93,7 @@ pub(crate) async fn serve(
 ) -> Result<(), ServeError> {
     let name = door.name();
     let registry = Arc::new(Registry::default());
+    let local = listener.local_addr().ok();
     let handshake_timeout = settings.handshake_timeout;
     let mut incoming = Incoming::new(listener, settings, Arc::clone(&registry));
     if door.http1() {
@@ -108,7 +111,7 @@ pub(crate) async fn serve(
         let mut told = told;
         let _ = told.wait_for(|&stop| stop).await;
     });
-    let served = door.run(connections, registry, stopping);
+    let served = door.run(local, connections, registry, stopping);
     tokio::pin!(served);
     let Stop { shutdown, drain, now } = stop;
     tokio::select! {

@@ -95,6 +95,7 @@ impl Door for GrpcDoor {
 
     async fn run(
         self,
+        _local: Option<std::net::SocketAddr>,
         connections: Connections,
         registry: Arc<Registry>,
         stopping: Stopping,
@@ -131,6 +132,10 @@ impl Door for GrpcDoor {
     }
 }
 
+/// What the probe port's door calls itself, and its key among the doors'
+/// listeners.
+const HEALTH: &str = "health";
+
 /// The probe port's door: `grpc.health.v1` alone, without credentials (for
 /// probes: Kubernetes' send no client certificate).
 pub(crate) struct HealthDoor {
@@ -140,11 +145,12 @@ pub(crate) struct HealthDoor {
 
 impl Door for HealthDoor {
     fn name(&self) -> &'static str {
-        "health"
+        HEALTH
     }
 
     async fn run(
         self,
+        _local: Option<std::net::SocketAddr>,
         connections: Connections,
         registry: Arc<Registry>,
         stopping: Stopping,

@@ -60,15 +60,12 @@ struct Edge {
 pub(crate) struct McpDoor {
     view: View,
     tls: Option<Arc<ServerTls>>,
-    /// The listener is on a loopback address.
-    loopback: bool,
 }
 
 impl McpDoor {
-    /// The door over `view` of a listener (`loopback`: on a loopback
-    /// address).
-    pub(crate) fn new(view: View, tls: Option<Arc<ServerTls>>, loopback: bool) -> Self {
-        Self { view, tls, loopback }
+    /// The door over `view`, its listener's TLS `tls`.
+    pub(crate) fn new(view: View, tls: Option<Arc<ServerTls>>) -> Self {
+        Self { view, tls }
     }
 }
 
@@ -83,10 +80,12 @@ impl Door for McpDoor {
 
     async fn run(
         self,
+        local: Option<SocketAddr>,
         mut connections: Connections,
         registry: Arc<Registry>,
         mut stopping: Stopping,
     ) -> Result<(), ServeError> {
+        let loopback = local.is_some_and(|local| local.ip().is_loopback());
         let current = self.view.current.clone();
         let handler = Handler::new(self.view);
         let config = StreamableHttpServerConfig::default()
@@ -95,7 +94,7 @@ impl Door for McpDoor {
             .with_max_request_body_bytes(MAX_BODY_BYTES);
         let transport =
             StreamableHttpService::new(move || Ok(handler.session()), Arc::new(Sessions::new(MAX_SESSIONS)), config);
-        let edge = Arc::new(Edge { current, transport, registry, tls: self.tls, loopback: self.loopback });
+        let edge = Arc::new(Edge { current, transport, registry, tls: self.tls, loopback });
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let builder = Builder::new(TokioExecutor::new());
         loop {

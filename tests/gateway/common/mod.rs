@@ -184,7 +184,7 @@ impl<'a> GatewayBuilder<'a> {
         // Both doors on a free port (the settings' own addresses are the
         // binary's); the probe port where the settings put it.
         let local: SocketAddr = "127.0.0.1:0".parse().unwrap();
-        let listeners = Listeners::bind_at(&settings, local, Some(local)).await.expect("the listeners");
+        let listeners = Listeners::bind_at(&settings, local, &[("mcp", local)]).await.expect("the listeners");
         let mut gateway = TestGateway::serve(app, serving, listeners).await;
         gateway.warnings = warnings;
         gateway._dir = dir;
@@ -221,8 +221,8 @@ impl TestGateway {
     /// Serves `app` as `serve` does ([`App::serve`]: every door), until
     /// shut down.
     async fn serve(app: App, serving: Serving, listeners: Listeners) -> Self {
-        let addr = listeners.grpc.local_addr().unwrap();
-        let mcp = listeners.mcp.as_ref().unwrap().local_addr().unwrap();
+        let addr = listeners.grpc_address().unwrap();
+        let mcp = listeners.address("mcp").unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async {
             let _ = stopped.await;
