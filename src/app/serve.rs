@@ -18,7 +18,7 @@ use crate::{
 
 /// The listeners of the doors `settings` configure, bound: the gateway's
 /// (`listen`), and every other door's by its name (`health_listen`,
-/// `mcp_front_door.listen`: [`Settings::door_addresses`]).
+/// `mcp_front_door.listen`: the settings' `door_addresses`).
 pub struct Listeners {
     pub(crate) grpc: TcpListener,
     doors: Vec<(&'static str, TcpListener)>,

@@ -250,3 +250,70 @@ async fn one_serve_runs_both_doors_and_stops_both() {
     assert!(reqwest::Client::new().post(&url).body("{}").send().await.is_err(), "the MCP door stopped");
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "the gRPC door stopped");
 }
+
+/// A session-era `tools/call` holds its place under the principal's
+/// `concurrent` limit until its answer is sent (rmcp answers with a stream
+/// at once, and the call runs on): the third call at once under
+/// `concurrent: 2` is refused, and once the two end, a call runs again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_bounds_session_era_calls_until_their_answers() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/hold.py",
+        "import json, os, sys, time\nargs = json.load(sys.stdin)\nopen('started-' + str(args['n']), 'w').close()\n\
+         while not os.path.exists('release'):\n    time.sleep(0.01)\nprint(json.dumps({'ok': True, 'result': 'done'}))\n",
+    );
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: hold\n    description: Holds until released.\n    \
+         parameters: {type: object, properties: {n: {type: integer}}, required: [n]}\n    \
+         backend: {command: {argv: [python3, hold.py]}}\n",
+    );
+    let hash = toolgate::identity::hash_key("k");
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: bot\n    api_key_sha256: {hash}\n    tools: [hold]\n    rate: {{concurrent: 2}}\n"
+        ),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, headers, _) = post(&url, &[("authorization", "Bearer k")], init).await;
+    assert_eq!(status, 200);
+    let session = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let call = |n: u32| {
+        let (url, session) = (url.clone(), session.clone());
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                "params": {"name": "hold", "arguments": {"n": n}}});
+            let headers = [
+                ("authorization", "Bearer k"),
+                ("mcp-session-id", session.as_str()),
+                ("mcp-protocol-version", "2025-06-18"),
+            ];
+            post(&url, &headers, body.to_string()).await
+        }
+    };
+    let first = tokio::spawn(call(1));
+    let second = tokio::spawn(call(2));
+    // Both run (each wrote its marker), and hold.
+    let started = |n: u32| dir.registry().join(format!("started-{n}"));
+    while !(started(1).exists() && started(2).exists()) {
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (status, _, body) = call(3).await;
+    assert_eq!(status, 429, "{body}");
+    assert!(body.contains("at most 2 requests may be in flight"), "{body}");
+    assert!(!started(3).exists(), "the third call never ran");
+    std::fs::write(dir.registry().join("release"), "").unwrap();
+    for running in [first, second] {
+        let (status, _, body) = running.await.unwrap();
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
+    }
+    let (status, _, body) = call(4).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
+}

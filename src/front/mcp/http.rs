@@ -169,13 +169,18 @@ impl Edge {
             },
             _ => Bytes::new(),
         };
+        // A call holds its place under the principal's `concurrent` limit
+        // until its answer is sent: in the session era rmcp answers with a
+        // stream at once and the call runs on. Any other request lets go
+        // now (a GET stream or a subscription lives long).
+        let calling = parts.extensions.get::<SentArguments>().is_some();
+        let held = calling.then_some(admitted);
         let mut response = self.transport.handle(Request::from_parts(parts, Full::new(body))).await;
-        drop(admitted);
         // A session ended by DELETE: 200, as clients expect (rmcp says 202).
         if deleting && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::OK;
         }
-        response.map(|body| Guarded::new(body, guard).boxed())
+        response.map(|body| Guarded::new(body, (guard, held)).boxed())
     }
 }
 

@@ -144,19 +144,20 @@ where
     }
 }
 
-/// A response body that holds its call's [`CallGuard`] until it is done.
-pub(crate) struct Guarded<B = tonic::body::Body> {
+/// A response body that holds its call's [`CallGuard`] (or whatever else a
+/// call holds while it runs: `G`) until it is done.
+pub(crate) struct Guarded<B = tonic::body::Body, G = Option<CallGuard>> {
     body: B,
-    _guard: Option<CallGuard>,
+    _guard: G,
 }
 
-impl<B> Guarded<B> {
-    pub(crate) fn new(body: B, guard: Option<CallGuard>) -> Self {
+impl<B, G> Guarded<B, G> {
+    pub(crate) fn new(body: B, guard: G) -> Self {
         Self { body, _guard: guard }
     }
 }
 
-impl<B: http_body::Body + Unpin> http_body::Body for Guarded<B> {
+impl<B: http_body::Body + Unpin, G: Unpin> http_body::Body for Guarded<B, G> {
     type Data = B::Data;
     type Error = B::Error;
 
