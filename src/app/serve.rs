@@ -101,7 +101,7 @@ impl App {
     /// answer (the others log theirs); should it end first, the others stop.
     pub async fn serve(
         &self,
-        listeners: Listeners,
+        mut listeners: Listeners,
         serving: Serving,
         reloading: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
         stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
@@ -110,7 +110,6 @@ impl App {
         let (fanned, relay) = fan_out(stop);
         let _reloading = reloading.map(|reloading| AbortOnDrop(tokio::spawn(reloading)));
         let grpc = grpc::GrpcDoor::new(self.grpc().with_tls(tls.clone()), &connections).await;
-        let mut listeners = listeners;
         let (probes, view) = (connections.for_probes(), self.view());
         let mut others = Vec::new();
         // Every door beside the gateway's: one statement each.
@@ -120,12 +119,10 @@ impl App {
             tracing::error!(door, "an address is configured for a door that does not exist: nothing serves it");
         }
         let served = server::serve(listeners.grpc, connections, tls, grpc, fanned.stop());
-        tokio::pin!(served, relay);
-        let served = loop {
-            tokio::select! {
-                served = &mut served => break served,
-                () = &mut relay => {}
-            }
+        // The relay never ends: the gateway's door does.
+        let served = tokio::select! {
+            served = served => served,
+            never = relay => match never {},
         };
         fanned.end_unless_stopping();
         for other in others {
@@ -151,7 +148,9 @@ fn beside(
 
 /// One stop for several doors: each [`Fanned::stop`] completes as `stop`
 /// does, while the returned future (polled beside the doors) relays it.
-fn fan_out(stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>) -> (Fanned, impl Future<Output = ()>) {
+fn fan_out(
+    stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
+) -> (Fanned, impl Future<Output = std::convert::Infallible>) {
     let Stop { shutdown, drain, now } = stop;
     let fanned =
         Fanned { shutdown: Arc::new(watch::Sender::new(false)), now: Arc::new(watch::Sender::new(false)), drain };
@@ -161,7 +160,7 @@ fn fan_out(stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>) -> (F
         shutdown_tx.send_replace(true);
         now.await;
         now_tx.send_replace(true);
-        std::future::pending::<()>().await;
+        std::future::pending::<std::convert::Infallible>().await
     };
     (fanned, relay)
 }

@@ -21,15 +21,34 @@ use super::{
     handshake::{TlsConn, TlsIncoming},
     ConnectionSettings, Incoming, Stop,
 };
-use crate::tls::ServerTls;
+use crate::{
+    identity::{Identity, Presented},
+    tls::ServerTls,
+};
 
 /// Who is at the other end of an accepted connection: its address and,
 /// over TLS, the certificate chain it presented. Every door finds it in a
 /// request's extensions.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Peer {
     pub(crate) addr: Option<SocketAddr>,
     pub(crate) chain: Option<Arc<Vec<CertificateDer<'static>>>>,
+}
+
+impl Peer {
+    /// The credentials a request on this connection presents: its
+    /// `headers`, and the client certificate when `tls`, the listener's,
+    /// still trusts the chain ([`ServerTls::vouched`]); for every door.
+    pub(crate) fn presented<'h>(
+        &self,
+        identity: &Identity,
+        headers: &'h http::HeaderMap,
+        tls: Option<&ServerTls>,
+        access_tokens: bool,
+    ) -> Presented<'h> {
+        let certificate = ServerTls::vouched(tls, self.chain.as_deref().map(Vec::as_slice));
+        Presented::of(identity, headers, certificate, self.addr, access_tokens)
+    }
 }
 
 /// A connection of a door's listener, as the door's engine receives it

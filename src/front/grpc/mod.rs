@@ -25,7 +25,7 @@ use crate::{
     catalog::render,
     exec::rate::Admitted,
     exec::Call,
-    identity::{Caller, Presented},
+    identity::Caller,
     live::{Snapshot, SnapshotSlot},
     proto::v1::{self as pb, tool_gateway_service_server::ToolGatewayService},
     server::Peer,
@@ -71,11 +71,8 @@ impl Gateway {
         extensions: &tonic::Extensions,
     ) -> Result<(Arc<Snapshot>, Caller, Admitted), RpcError> {
         let snapshot = self.current.load_full();
-        let peer = extensions.get::<Peer>();
-        let chain = peer.and_then(|peer| peer.chain.as_deref()).map(Vec::as_slice);
-        let certificate = ServerTls::vouched(self.tls.as_deref(), chain);
-        let peer = peer.and_then(|peer| peer.addr);
-        let presented = Presented::of(&snapshot.identity, metadata.as_ref(), certificate, peer, false);
+        let peer = extensions.get::<Peer>().cloned().unwrap_or_default();
+        let presented = peer.presented(&snapshot.identity, metadata.as_ref(), self.tls.as_deref(), false);
         let (caller, admitted) = snapshot.admit(&presented.credentials(), None).await?;
         Ok((snapshot, caller, admitted))
     }

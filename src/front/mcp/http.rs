@@ -13,7 +13,6 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::{body::Incoming as Body, Request, Response, StatusCode};
 use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rustls::pki_types::CertificateDer;
 use serde_json::{json, value::RawValue, Value};
 use tokio_stream::StreamExt;
 use tonic::transport::server::Connected;
@@ -23,7 +22,7 @@ use super::{
     Asked, Handler, SentArguments, View,
 };
 use crate::{
-    identity::{oauth, OauthVerifier, Presented},
+    identity::{oauth, OauthVerifier},
     live::{Refused, Snapshot, SnapshotSlot},
     server::{
         connections::{Guarded, Registry},
@@ -106,11 +105,12 @@ impl Door for McpDoor {
                 },
                 () = &mut stopping => break,
             };
-            let Peer { addr: Some(peer), chain } = conn.connect_info() else { continue };
+            let connected = conn.connect_info();
+            let Some(peer) = connected.addr else { continue };
             let edge = Arc::clone(&edge);
             let service = hyper::service::service_fn(move |request| {
-                let (edge, chain) = (Arc::clone(&edge), chain.clone());
-                async move { Ok::<_, Infallible>(edge.handle(request, peer, chain.as_deref()).await) }
+                let (edge, connected) = (Arc::clone(&edge), connected.clone());
+                async move { Ok::<_, Infallible>(edge.handle(request, peer, &connected).await) }
             });
             let connection =
                 graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
@@ -126,12 +126,7 @@ impl Door for McpDoor {
 }
 
 impl Edge {
-    async fn handle(
-        &self,
-        request: Request<Body>,
-        peer: SocketAddr,
-        chain: Option<&Vec<CertificateDer<'static>>>,
-    ) -> Reply {
+    async fn handle(&self, request: Request<Body>, peer: SocketAddr, connected: &Peer) -> Reply {
         let snapshot = self.current.load_full();
         if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins()) {
             return refused;
@@ -147,8 +142,7 @@ impl Edge {
             Some(toolset) => toolset,
             None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
         };
-        let certificate = ServerTls::vouched(self.tls.as_deref(), chain.map(Vec::as_slice));
-        let presented = Presented::of(&snapshot.identity, request.headers(), certificate, Some(peer), true);
+        let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), true);
         let (caller, admitted) = match snapshot.admit(&presented.credentials(), toolset.as_deref()).await {
             Ok(admitted) => admitted,
             Err(refused) => return refusal(&snapshot, refused, presented.sent_authorization()),
