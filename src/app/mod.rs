@@ -262,7 +262,10 @@ fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc
         },
     };
     let oauth = match settings.mcp.as_ref().and_then(|m| m.oauth.as_ref()) {
-        Some(config) => Some(Arc::new(OauthVerifier::new(config, previous.and_then(|p| p.oauth()))?)),
+        Some(config) => {
+            let users_issuer = settings.users.as_ref().map(|jwt| jwt.issuer.as_str());
+            Some(Arc::new(OauthVerifier::new(config, previous.and_then(|p| p.oauth()), users_issuer)?))
+        }
         None => None,
     };
     let origins = settings.mcp.as_ref().map(|m| m.allowed_origins.clone()).unwrap_or_default();

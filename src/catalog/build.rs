@@ -312,7 +312,7 @@ fn reserved(
     origin: &str,
     problems: &mut CatalogProblems,
 ) -> bool {
-    use super::identity_names::{HEADER_PREFIX, PRINCIPAL_ENV, USER_ENV};
+    use super::identity_names::{HEADER_PREFIX, PRINCIPAL_ENV, USER_ENV, USER_ISSUER_ENV};
     let mut found = false;
     for (name, _) in headers {
         let head = name.as_bytes().get(..HEADER_PREFIX.len());
@@ -323,7 +323,7 @@ fn reserved(
         }
     }
     for (name, _) in env {
-        if name == PRINCIPAL_ENV || name == USER_ENV {
+        if [PRINCIPAL_ENV, USER_ENV, USER_ISSUER_ENV].contains(&name.as_str()) {
             let message = format!("'{name}' is the gateway's: it tells the tool who calls, and no tool may set it");
             problems.error(origin, format!("{path}.env.{name}"), message);
             found = true;

@@ -99,10 +99,12 @@ pub(crate) mod identity_names {
     /// The HTTP headers (and the prefix every such header has).
     pub(crate) const PRINCIPAL_HEADER: &str = "x-toolgate-principal";
     pub(crate) const USER_HEADER: &str = "x-toolgate-user";
+    pub(crate) const USER_ISSUER_HEADER: &str = "x-toolgate-user-issuer";
     pub(crate) const HEADER_PREFIX: &str = "x-toolgate-";
     /// The environment variables of command tools.
     pub(crate) const PRINCIPAL_ENV: &str = "TOOLGATE_PRINCIPAL";
     pub(crate) const USER_ENV: &str = "TOOLGATE_USER";
+    pub(crate) const USER_ISSUER_ENV: &str = "TOOLGATE_USER_ISSUER";
 }
 
 #[derive(Clone, Debug)]

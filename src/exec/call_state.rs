@@ -114,12 +114,12 @@ pub(crate) fn check_id(field: &'static str, id: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `sha256(principal \0 user \0 id)` in hex: a scope no caller can enter
+/// `sha256(principal \0 issuer \0 subject \0 id)` in hex: a scope no caller can enter
 /// from another's.
 fn scoped(caller: &Caller, id: &str) -> String {
-    let (principal, user) = caller.identity();
+    let user = caller.user.as_ref().map(|user| user.key());
     let mut hash = Sha256::new();
-    for part in [principal.unwrap_or(""), user.unwrap_or(""), id] {
+    for part in [caller.principal.as_deref().unwrap_or(""), user.as_deref().unwrap_or(""), id] {
         hash.update(part.as_bytes());
         hash.update([0]);
     }

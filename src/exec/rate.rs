@@ -326,7 +326,7 @@ impl Executor {
         let mut buckets: Vec<Bucket> = Vec::new();
         if let Some(rate) = &self.rates.user {
             if let Some(user) = &caller.user {
-                let key = call_state::rate_key(caller, &format!("user:{}", call_state::digest(&user.id)));
+                let key = call_state::rate_key(caller, &format!("user:{}", call_state::digest(&user.key())));
                 if let Some(bucket) = rate.bucket(key) {
                     buckets.push(bucket);
                     limits.push((Scope::User, rate.per_minute.unwrap_or_default()));
@@ -335,10 +335,9 @@ impl Executor {
         }
         if let Some((rate, per)) = self.rates.tools.get(tool) {
             let key = match per {
-                Per::User => caller
-                    .user
-                    .as_ref()
-                    .map(|user| call_state::rate_key(caller, &format!("tool:{tool}:{}", call_state::digest(&user.id)))),
+                Per::User => caller.user.as_ref().map(|user| {
+                    call_state::rate_key(caller, &format!("tool:{tool}:{}", call_state::digest(&user.key())))
+                }),
                 Per::Principal => Some(call_state::rate_key(caller, &format!("tool:{tool}"))),
                 Per::All => Some(format!("toolgate:rate:*:tool:{tool}")),
             };

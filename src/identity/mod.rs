@@ -83,24 +83,55 @@ impl Proof {
     }
 }
 
-/// An end user: a verified token's subject, and the token itself (passed on
+/// An end user: a verified token's issuer and subject (the pair is the
+/// user: two issuers' subjects never meet), and the token itself (passed on
 /// only to tools that ask for it).
 #[derive(Clone, PartialEq, Eq)]
 pub struct User {
+    /// The token's `iss` (the issuer configured for it).
+    pub(crate) issuer: Arc<str>,
+    /// The token's `sub`.
     pub(crate) id: String,
     pub(crate) token: String,
+    /// The gateway takes users from another issuer too (`users.jwt` and
+    /// `mcp_front_door.oauth` name different issuers), and this one is not
+    /// `users.jwt`'s: a bound parameter gets the issuer with the subject.
+    pub(crate) qualified: bool,
+}
+
+impl User {
+    /// The user as one text, for keys: the issuer and the subject, apart.
+    pub(crate) fn key(&self) -> String {
+        format!("{}\0{}", self.issuer, self.id)
+    }
+
+    /// The value `bind: {…: user}` fills: the subject, or `ISSUER#SUBJECT`
+    /// for a user of an issuer beside `users.jwt`'s (see `qualified`), so
+    /// that a tool never takes one issuer's user for another's.
+    pub(crate) fn bound(&self) -> String {
+        match self.qualified {
+            true => format!("{}#{}", self.issuer, self.id),
+            false => self.id.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for User {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("User").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("User").field("issuer", &self.issuer).field("id", &self.id).finish_non_exhaustive()
     }
 }
 
 impl Caller {
-    /// What a tool is told about who calls: `(principal, user)`.
+    /// What a tool is told about who calls: `(principal, user)` (the user's
+    /// subject; its issuer is [`Caller::user_issuer`]).
     pub(crate) fn identity(&self) -> (Option<&str>, Option<&str>) {
         (self.principal.as_deref(), self.user.as_ref().map(|u| u.id.as_str()))
+    }
+
+    /// The issuer of the user's token, when the call has a user.
+    pub(crate) fn user_issuer(&self) -> Option<&str> {
+        self.user.as_ref().map(|u| &*u.issuer)
     }
 }
 

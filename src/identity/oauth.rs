@@ -94,26 +94,36 @@ pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 pub(crate) struct OauthVerifier {
     config: OauthConfig,
     tokens: Arc<UserVerifier>,
+    /// Its users are told apart from `users.jwt`'s by their issuer.
+    qualified: bool,
 }
 
 impl OauthVerifier {
     /// From the settings; a JWKS file is read now. `previous` (of the
     /// snapshot before a reload) is kept when the settings are the same and
     /// its keys come from a URL, with the keys it fetched.
-    pub(crate) fn new(config: &OauthConfig, previous: Option<&Arc<OauthVerifier>>) -> Result<Self, String> {
-        let kept = previous.filter(|p| &p.config == config && config.jwks_url.is_some());
+    ///
+    /// `users_issuer` is `users.jwt.issuer`, when set: a different issuer
+    /// here makes this verifier's users [`User::qualified`](crate::identity::User).
+    pub(crate) fn new(
+        config: &OauthConfig,
+        previous: Option<&Arc<OauthVerifier>>,
+        users_issuer: Option<&str>,
+    ) -> Result<Self, String> {
+        let qualified = users_issuer.is_some_and(|issuer| issuer != config.issuer);
+        let kept = previous.filter(|p| &p.config == config && config.jwks_url.is_some() && p.qualified == qualified);
         let tokens = match kept {
             Some(previous) => Arc::clone(&previous.tokens),
             None => {
                 let tokens = Arc::new(
-                    UserVerifier::for_access_tokens(config.jwt())
+                    UserVerifier::for_access_tokens(config.jwt(), qualified)
                         .map_err(|why| why.replace("users.jwt", "mcp_front_door.oauth"))?,
                 );
                 tokens.keep_keys_fresh();
                 tokens
             }
         };
-        Ok(Self { config: config.clone(), tokens })
+        Ok(Self { config: config.clone(), tokens, qualified })
     }
 
     /// The caller an access token proves, under `principals`.
@@ -184,7 +194,7 @@ mod tests {
             scopes: vec!["tools".to_owned()],
             principal: None,
         };
-        OauthVerifier::new(&config, None).unwrap()
+        OauthVerifier::new(&config, None, None).unwrap()
     }
 
     #[test]

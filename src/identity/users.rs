@@ -129,6 +129,9 @@ pub struct UserVerifier {
     /// Whether a tool that asks may be given the token (a user token); an
     /// access token for the gateway itself is never passed on.
     forwardable: bool,
+    /// Its users are told apart from `users.jwt`'s by their issuer where a
+    /// parameter is bound to the user ([`User::qualified`]).
+    qualified: bool,
 }
 
 impl std::fmt::Debug for UserVerifier {
@@ -151,14 +154,22 @@ impl UserVerifier {
             }
             None => Vec::new(),
         };
-        Ok(Self { config, header, keys: ArcSwap::from_pointee(keys), verified: Mutex::default(), forwardable: true })
+        Ok(Self {
+            config,
+            header,
+            keys: ArcSwap::from_pointee(keys),
+            verified: Mutex::default(),
+            forwardable: true,
+            qualified: false,
+        })
     }
 
     /// A verifier of OAuth access tokens for the gateway (`audience` is the
     /// resource): as [`UserVerifier::new`], but the users it proves carry no
-    /// token, so none reaches a tool or an upstream server.
-    pub(crate) fn for_access_tokens(config: JwtConfig) -> Result<Self, String> {
-        Ok(Self { forwardable: false, ..Self::new(config)? })
+    /// token, so none reaches a tool or an upstream server. `qualified`:
+    /// the gateway's `users.jwt` names another issuer.
+    pub(crate) fn for_access_tokens(config: JwtConfig, qualified: bool) -> Result<Self, String> {
+        Ok(Self { forwardable: false, qualified, ..Self::new(config)? })
     }
 
     /// The metadata header that carries the token (lowercase).
@@ -257,7 +268,12 @@ impl UserVerifier {
             _ => {}
         }
         let verified = Arc::new(Verified {
-            user: Arc::new(User { id: claims.sub, token }),
+            user: Arc::new(User {
+                issuer: Arc::from(self.config.issuer.as_str()),
+                id: claims.sub,
+                token,
+                qualified: self.qualified,
+            }),
             exp: claims.exp,
             scopes,
             client_id: claims.client_id.or(claims.azp),

@@ -34,6 +34,8 @@ use client::Connection;
 /// The `_meta` keys that tell a tool who calls.
 pub(crate) const PRINCIPAL_META: &str = "toolgate/principal";
 pub(crate) const USER_META: &str = "toolgate/user";
+/// The issuer of the user's token, beside [`USER_META`].
+pub(crate) const USER_ISSUER_META: &str = "toolgate/user_issuer";
 
 /// What a call's `_meta` carries: the trace context, and who calls.
 #[derive(Clone, Copy, Debug, Default)]
@@ -41,6 +43,7 @@ pub(crate) struct CallMeta<'a> {
     pub(crate) traceparent: Option<&'a str>,
     pub(crate) principal: Option<&'a str>,
     pub(crate) user: Option<&'a str>,
+    pub(crate) user_issuer: Option<&'a str>,
 }
 
 /// Why a `tools/call` gave no result.
@@ -238,7 +241,8 @@ impl McpPool {
         if let Some(traceparent) = meta.traceparent {
             object.set_traceparent(traceparent);
         }
-        for (key, value) in [(PRINCIPAL_META, meta.principal), (USER_META, meta.user)] {
+        let identity = [(PRINCIPAL_META, meta.principal), (USER_META, meta.user), (USER_ISSUER_META, meta.user_issuer)];
+        for (key, value) in identity {
             if let Some(value) = value {
                 object.insert(key.to_owned(), Value::String(value.to_owned()));
             }

@@ -389,7 +389,7 @@ fn the_names_that_say_who_calls_are_the_gateways() {
     dir.file(
         "registry/tools.yaml",
         "tools:\n  - name: a\n    description: x\n    backend: {http: {url: \"http://127.0.0.1:9/\", headers: {X-Toolgate-User: root}}}\n  \
-         - name: b\n    description: x\n    backend: {command: {argv: [\"true\"], env: {TOOLGATE_PRINCIPAL: admin}}}\n  \
+         - name: b\n    description: x\n    backend: {command: {argv: [\"true\"], env: {TOOLGATE_PRINCIPAL: admin, TOOLGATE_USER_ISSUER: me}}}\n  \
          - name: c\n    description: x\n    backend: {http: {url: \"http://127.0.0.1:9/\", headers: {x-toolgate-anything: y, X-Other: z}}}\n\
          mcp_servers:\n  remote:\n    url: \"http://127.0.0.1:9/mcp\"\n    headers: {X-TOOLGATE-PRINCIPAL: admin}\n",
     );
@@ -402,6 +402,7 @@ fn the_names_that_say_who_calls_are_the_gateways() {
         [
             reserved("tools[0] (a).backend.http.headers", "X-Toolgate-User"),
             reserved("tools[1] (b).backend.command.env", "TOOLGATE_PRINCIPAL"),
+            reserved("tools[1] (b).backend.command.env", "TOOLGATE_USER_ISSUER"),
             reserved("tools[2] (c).backend.http.headers", "x-toolgate-anything"),
             reserved("mcp_servers.remote.headers", "X-TOOLGATE-PRINCIPAL"),
         ]

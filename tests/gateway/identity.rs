@@ -422,7 +422,8 @@ async fn user_tokens_are_verified_and_reach_the_tool() {
     dir.file("certs/jwks.json", &serde_json::json!({"keys": [es.jwk(), ed.jwk()]}).to_string());
     dir.file(
         "registry/env.py",
-        "import json, os, sys\njson.load(sys.stdin)\nprint(json.dumps({'ok': True, 'result': os.environ.get('TOOLGATE_USER', '-')}))\n",
+        "import json, os, sys\njson.load(sys.stdin)\nprint(json.dumps({'ok': True, 'result': \
+         os.environ.get('TOOLGATE_USER', '-') + ' of ' + os.environ.get('TOOLGATE_USER_ISSUER', '-')}))\n",
     );
     dir.file(
         "registry/tools.yaml",
@@ -443,15 +444,15 @@ async fn user_tokens_are_verified_and_reach_the_tool() {
     };
     // No token: no user. A valid ES256 or EdDSA token: its subject.
     let response = client.execute(call(None)).await.unwrap().into_inner();
-    assert_eq!(response.result_json, "\"-\"", "{response:?}");
+    assert_eq!(response.result_json, "\"- of -\"", "{response:?}");
     let token = es.token(claims("alice"));
     for _ in 0..2 {
         // The second time from the cache.
         let response = client.execute(call(Some(&token))).await.unwrap().into_inner();
-        assert_eq!(response.result_json, "\"alice\"", "{response:?}");
+        assert_eq!(response.result_json, "\"alice of https://idp.test/\"", "{response:?}");
     }
     let response = client.execute(call(Some(&ed.token(claims("bob"))))).await.unwrap().into_inner();
-    assert_eq!(response.result_json, "\"bob\"");
+    assert_eq!(response.result_json, "\"bob of https://idp.test/\"");
 
     // Every kind of bad token: UNAUTHENTICATED, and the tool never runs.
     let mut expired = claims("carol");

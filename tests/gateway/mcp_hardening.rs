@@ -317,3 +317,88 @@ async fn concurrent_bounds_session_era_calls_until_their_answers() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
 }
+
+/// The stateless era's `tools/call` of `name`, as the caller `auth`
+/// (headers), with `_meta`; the JSON-RPC answer.
+async fn stateless_call(url: &str, auth: &[(&str, &str)], name: &str, arguments: Value, meta: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": name, "arguments": arguments, "_meta": meta}});
+    let mut headers = vec![("mcp-protocol-version", "2025-06-18")];
+    headers.extend_from_slice(auth);
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, answer, body_text) = post(url, auth, init).await;
+    assert_eq!(status, 200, "{body_text}");
+    let id = answer["mcp-session-id"].to_str().unwrap().to_owned();
+    headers.push(("mcp-session-id", &id));
+    let (status, _, text) = post(url, &headers, body.to_string()).await;
+    assert_eq!(status, 200, "{text}");
+    rpc(&text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_issuers_subjects_of_one_name_are_two_users() {
+    use crate::common::jwt::Signer;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let backend = crate::common::backend::start().await;
+    let (users, idp) =
+        (Signer::new(jsonwebtoken::Algorithm::ES256, "users-1"), Signer::new(jsonwebtoken::Algorithm::ES256, "idp-1"));
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        &format!(
+            "tools:\n  - name: whoami\n    description: Says who calls.\n    \
+             backend: {{http: {{url: \"{}\"}}}}\n  \
+             - name: my_orders\n    description: The caller's orders.\n    \
+             parameters: {{type: object, properties: {{customer: {{type: string}}}}, required: [customer]}}\n    \
+             bind: {{customer: user}}\n    backend: {{builtin: echo}}\n",
+            backend.url("/echo")
+        ),
+    );
+    dir.file("users.json", &json!({"keys": [users.jwk()]}).to_string());
+    dir.file("idp.json", &json!({"keys": [idp.jwk()]}).to_string());
+    let hash = toolgate::identity::hash_key("ops-key");
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: ops\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n\
+             users:\n  jwt: {{issuer: https://users.example.test, audience: toolgate, jwks_file: users.json}}\n\
+             mcp_front_door:\n  oauth:\n    resource: https://tools.example.test/mcp\n    \
+             authorization_servers: [https://idp.example.test]\n    issuer: https://idp.example.test\n    \
+             jwks_file: idp.json\n    principal: ops\n"
+        ),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let user_token = users.token(json!({"sub": "alice", "iss": "https://users.example.test", "aud": "toolgate",
+        "exp": now + 600}));
+    let access = idp.token(json!({"sub": "alice", "iss": "https://idp.example.test",
+        "aud": "https://tools.example.test/mcp", "exp": now + 600}));
+    let oauth_bearer = format!("Bearer {access}");
+    let by_key: &[(&str, &str)] = &[("authorization", "Bearer ops-key"), ("x-toolgate-user-token", &user_token)];
+    let by_oauth: &[(&str, &str)] = &[("authorization", &oauth_bearer)];
+
+    // The tool hears the subject and its issuer.
+    let meta = json!({"dev.toolgate/idempotency_key": "pay-1"});
+    let answer = stateless_call(&url, by_key, "whoami", json!({}), meta.clone()).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert_eq!(backend.seen.last_header("x-toolgate-user").as_deref(), Some("alice"));
+    assert_eq!(backend.seen.last_header("x-toolgate-user-issuer").as_deref(), Some("https://users.example.test"));
+    // The other issuer's alice, with the same principal and key, is someone
+    // else: her call runs, and is not answered with the first one's record.
+    let answer = stateless_call(&url, by_oauth, "whoami", json!({}), meta.clone()).await;
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert_eq!(backend.seen.calls(), 2, "each user's once-only record is their own");
+    assert_eq!(backend.seen.last_header("x-toolgate-user-issuer").as_deref(), Some("https://idp.example.test"));
+    // The same user again: the record answers, nothing runs.
+    stateless_call(&url, by_oauth, "whoami", json!({}), meta).await;
+    assert_eq!(backend.seen.calls(), 2, "a retry runs nothing");
+
+    // A bound parameter tells them apart too: users.jwt's subject as it is,
+    // the other issuer's with its issuer.
+    let answer = stateless_call(&url, by_key, "my_orders", json!({}), json!({})).await;
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains(r#""customer":"alice""#), "{text}");
+    let answer = stateless_call(&url, by_oauth, "my_orders", json!({}), json!({})).await;
+    let text = answer["result"]["content"][0]["text"].as_str().unwrap().to_owned();
+    assert!(text.contains(r#""customer":"https://idp.example.test#alice""#), "{text}");
+}

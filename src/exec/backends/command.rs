@@ -45,7 +45,8 @@ pub(crate) async fn run(backend: &CommandBackend, request: &Request<'_>) -> Resu
     let tool = &request.tool.name;
     // Who calls comes last, so the tool's own `env` cannot set it.
     let (principal, user) = request.caller.identity();
-    let identity = [(super::PRINCIPAL_ENV, principal), (super::USER_ENV, user)];
+    let issuer = request.caller.user_issuer();
+    let identity = [(super::PRINCIPAL_ENV, principal), (super::USER_ENV, user), (super::USER_ISSUER_ENV, issuer)];
     let identity = identity.into_iter().filter_map(|(k, v)| Some((k, v?)));
     let env = backend.env.iter().map(|(k, v)| (k.as_str(), v.expose())).chain(identity);
     let mut child = match process::spawn_call(&backend.program, &backend.args, &backend.cwd, request.inherited, env) {

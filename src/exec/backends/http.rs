@@ -7,7 +7,7 @@
 use reqwest::{header, redirect, Client, StatusCode};
 use serde::Deserialize;
 
-use super::{is_json, tool_error_kind, Failure, Request, PRINCIPAL_HEADER, USER_HEADER};
+use super::{is_json, tool_error_kind, Failure, Request, PRINCIPAL_HEADER, USER_HEADER, USER_ISSUER_HEADER};
 use crate::{
     catalog::HttpBackend,
     exec::outcome::{tool_text, ErrorKind},
@@ -84,7 +84,8 @@ pub(crate) async fn run(backend: &HttpBackend, request: &Request<'_>) -> Result<
     // Who calls, set last: no configured header of the same name remains.
     let mut identity = header::HeaderMap::new();
     let (principal, user) = request.caller.identity();
-    for (name, value) in [(PRINCIPAL_HEADER, principal), (USER_HEADER, user)] {
+    let issuer = request.caller.user_issuer();
+    for (name, value) in [(PRINCIPAL_HEADER, principal), (USER_HEADER, user), (USER_ISSUER_HEADER, issuer)] {
         let Some(value) = value else { continue };
         // Verified subjects and principal names hold no control character,
         // so this always encodes (UTF-8 beyond ASCII as it is); a value that

@@ -12,7 +12,8 @@ use crate::{
 
 pub(crate) async fn run(backend: &McpBackend, request: &Request<'_>) -> Result<String, Failure> {
     let (principal, user) = request.caller.identity();
-    let meta = CallMeta { traceparent: request.traceparent, principal, user };
+    let user_issuer = request.caller.user_issuer();
+    let meta = CallMeta { traceparent: request.traceparent, principal, user, user_issuer };
     let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, meta).await;
     called.map_err(|err| match err {
         McpError::Refused(text) => Failure::Tool { kind: ErrorKind::Refused, message: tool_text(&text) },

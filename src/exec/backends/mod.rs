@@ -50,7 +50,9 @@ pub(crate) struct Request<'a> {
     pub(crate) caller: &'a crate::identity::Caller,
 }
 
-pub(crate) use crate::catalog::identity_names::{PRINCIPAL_ENV, PRINCIPAL_HEADER, USER_ENV, USER_HEADER};
+pub(crate) use crate::catalog::identity_names::{
+    PRINCIPAL_ENV, PRINCIPAL_HEADER, USER_ENV, USER_HEADER, USER_ISSUER_ENV, USER_ISSUER_HEADER,
+};
 
 /// Runs the call; `Ok` is the result as JSON text.
 ///

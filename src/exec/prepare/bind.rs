@@ -25,7 +25,7 @@ pub(crate) fn fill(binding: &Binding, caller: &Caller, arguments: &Value) -> Res
     let object = filled.as_object_mut().expect("arguments are an object");
     for (name, source) in &binding.parameters {
         let value = match source {
-            BindSource::User => caller.user.as_ref().map(|u| u.id.clone()),
+            BindSource::User => caller.user.as_ref().map(|u| u.bound()),
             BindSource::Principal => caller.principal.as_deref().map(str::to_owned),
         };
         let Some(value) = value else {
