@@ -379,13 +379,13 @@ async fn closed_after(stream: &mut (impl tokio::io::AsyncRead + Unpin)) -> Durat
 }
 
 fn settings(idle: u64, handshake: u64, keepalive: u64) -> ConnectionSettings {
-    ConnectionSettings {
-        max_connections: 100,
-        handshake_timeout: Duration::from_millis(handshake),
-        idle_timeout: Duration::from_millis(idle),
-        keepalive_interval: Duration::from_millis(keepalive),
-        keepalive_timeout: Duration::from_millis(keepalive),
-    }
+    let mut settings = ConnectionSettings::default();
+    settings.max_connections = 100;
+    settings.handshake_timeout = Duration::from_millis(handshake);
+    settings.idle_timeout = Duration::from_millis(idle);
+    settings.keepalive_interval = Duration::from_millis(keepalive);
+    settings.keepalive_timeout = Duration::from_millis(keepalive);
+    settings
 }
 
 #[tokio::test]
@@ -498,6 +498,65 @@ fn running_out_of_descriptors_does_not_spin_and_the_gateway_recovers() {
         log.contains("connection limit reached") || log.contains("pausing the accept loop"),
         "the log says why connections wait: {log}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_doors_share_one_connection_budget_and_tools_keep_their_descriptors() {
+    use std::io::{BufRead, Write};
+    let dir = CatalogDir::new();
+    shell_tool(&dir.registry().join("t.sh"), r#"{"ok": true, "result": "ran"}"#);
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: t\n    description: x\n    backend: {command: {argv: [./t.sh]}}\n",
+    );
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let mut command = std::process::Command::new("sh");
+    command
+        .current_dir(dir.dir.path())
+        .args([
+            "-c",
+            &format!(
+                "ulimit -n 64 && exec {binary} serve --catalog registry --listen 127.0.0.1:0 --mcp-listen 127.0.0.1:0"
+            ),
+        ])
+        .env_remove("TOOLGATE_STRICT_TOOLS")
+        .env("RUST_LOG", "info");
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut mcp = None;
+    let grpc = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("MCP (streamable HTTP) on http://") {
+            let url = &line[at + "MCP (streamable HTTP) on http://".len()..];
+            mcp = Some(url.split('/').next().unwrap().to_owned());
+        }
+        if let Some(at) = line.find("toolgate listening on ") {
+            break line[at + "toolgate listening on ".len()..].split(' ').next().unwrap().to_owned();
+        }
+    };
+    let mcp = mcp.expect("the MCP listener is logged");
+    let log = crate::common::LogLines::follow(lines);
+    let mut client =
+        toolgate::proto::v1::tool_gateway_service_client::ToolGatewayServiceClient::connect(format!("http://{grpc}"))
+            .await
+            .unwrap();
+    // Anonymous connections to both doors, more than the descriptors allow.
+    let mut held = Vec::new();
+    for addr in [&grpc, &mcp] {
+        for _ in 0..60 {
+            let mut stream = std::net::TcpStream::connect(addr).unwrap();
+            stream.write_all(PREFACE).unwrap();
+            held.push(stream);
+        }
+    }
+    log.wait_for("connection limit reached", 1).await;
+    // The budget is spent over both doors, and a command tool still starts.
+    let response = execute(&mut client, "t", "{}").await;
+    assert!(response.ok, "{response:?}");
+    assert_eq!(response.result_json, "\"ran\"");
+    assert_eq!(log.count("cannot accept a connection"), 0, "no door ran out of descriptors:\n{}", log.text());
+    drop(held);
+    child.kill().unwrap();
 }
 
 #[tokio::test]

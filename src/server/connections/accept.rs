@@ -1,6 +1,13 @@
-//! The accepted connections of a listener: capped in number (the next
-//! waits in the listen queue), and an accept loop that pauses when the
-//! process runs out of descriptors or memory instead of spinning.
+//! The accepted connections of a listener: capped in number, and an
+//! accept loop that pauses when the process runs out of descriptors or
+//! memory instead of spinning.
+//!
+//! The cap is a budget that several listeners may share (the gRPC and MCP
+//! doors): a permit is taken after a connection is accepted, never held
+//! while waiting for one (a door with no clients would hold a permit
+//! another door's client needs). At the cap, a listener holds the one
+//! connection it accepted unserved until a permit frees, and the next wait
+//! in the listen queue.
 
 use std::{
     future::Future,
@@ -32,8 +39,8 @@ pub(crate) struct Incoming {
     http1: bool,
     registry: Arc<Registry>,
     permits: Arc<Semaphore>,
-    /// A permit held for the next accepted connection.
-    permit: Option<OwnedSemaphorePermit>,
+    /// A connection accepted at the cap, waiting for a permit.
+    held: Option<(TcpStream, SocketAddr)>,
     /// Waiting for a connection to close, at the cap.
     waiting: Option<Pin<Box<dyn Future<Output = OwnedSemaphorePermit> + Send>>>,
     /// Pausing after a resource error.
@@ -43,14 +50,14 @@ pub(crate) struct Incoming {
 
 impl Incoming {
     pub(crate) fn new(listener: TcpListener, settings: ConnectionSettings, registry: Arc<Registry>) -> Self {
-        let permits = Arc::new(Semaphore::new(settings.max_connections));
+        let permits = settings.budget.permits(settings.max_connections);
         Self {
             listener,
             settings: Arc::new(settings),
             http1: false,
             registry,
             permits,
-            permit: None,
+            held: None,
             waiting: None,
             backoff: None,
             next_backoff: BACKOFF_FIRST,
@@ -64,21 +71,15 @@ impl Incoming {
         self
     }
 
-    fn poll_permit(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        if self.permit.is_some() {
-            return Poll::Ready(());
-        }
+    fn poll_permit(&mut self, cx: &mut Context<'_>) -> Poll<OwnedSemaphorePermit> {
         if self.waiting.is_none() {
             match Arc::clone(&self.permits).try_acquire_owned() {
-                Ok(permit) => {
-                    self.permit = Some(permit);
-                    return Poll::Ready(());
-                }
+                Ok(permit) => return Poll::Ready(permit),
                 Err(_) => {
                     tracing::warn!(
                         max_connections = self.settings.max_connections,
-                        "connection limit reached: {} connections are open; new ones wait in the listen queue \
-                         until one closes",
+                        "connection limit reached: {} connections are open over the doors; new ones wait in \
+                         the listen queue until one closes",
                         self.settings.max_connections
                     );
                     self.waiting = Some(Box::pin(Arc::clone(&self.permits).acquire_owned_or_never()));
@@ -89,20 +90,18 @@ impl Incoming {
         match waiting.as_mut().poll(cx) {
             Poll::Ready(permit) => {
                 self.waiting = None;
-                self.permit = Some(permit);
                 tracing::info!("below the connection limit again: accepting connections");
-                Poll::Ready(())
+                Poll::Ready(permit)
             }
             Poll::Pending => Poll::Pending,
         }
     }
 
-    fn accepted(&mut self, stream: TcpStream, peer: SocketAddr) -> io::Result<Conn> {
+    fn accepted(&mut self, stream: TcpStream, peer: SocketAddr, permit: OwnedSemaphorePermit) -> io::Result<Conn> {
         stream.set_nodelay(true)?;
         let keepalive = socket2::TcpKeepalive::new().with_time(self.settings.keepalive_interval);
         // Best effort, as tonic does: a socket that refuses it still serves.
         let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
-        let permit = self.permit.take().expect("a permit was taken before accepting");
         Ok(Conn::new(stream, peer, Arc::clone(&self.registry), Arc::clone(&self.settings), self.http1, permit))
     }
 }
@@ -139,31 +138,40 @@ impl futures::Stream for Incoming {
                 }
                 this.backoff = None;
             }
-            if this.poll_permit(cx).is_pending() {
-                return Poll::Pending;
-            }
-            match this.listener.poll_accept(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Ok((stream, peer))) => {
-                    this.next_backoff = BACKOFF_FIRST;
-                    match this.accepted(stream, peer) {
-                        Ok(conn) => return Poll::Ready(Some(Ok(conn))),
-                        // The peer left already; the permit is kept for the next.
-                        Err(_) => continue,
+            let (stream, peer) = match this.held.take() {
+                Some(held) => held,
+                None => match this.listener.poll_accept(cx) {
+                    Poll::Pending => return Poll::Pending,
+                    Poll::Ready(Ok(accepted)) => {
+                        this.next_backoff = BACKOFF_FIRST;
+                        accepted
                     }
+                    Poll::Ready(Err(err)) if exhausted(&err) => {
+                        let pause = this.next_backoff;
+                        tracing::warn!(
+                            open = this.registry.len(),
+                            "cannot accept a connection: {err}; pausing the accept loop for {pause:?}"
+                        );
+                        this.next_backoff = (pause * 2).min(BACKOFF_MAX);
+                        this.backoff = Some(Box::pin(tokio::time::sleep(pause)));
+                        continue;
+                    }
+                    // A connection that failed on its own (reset before it
+                    // was accepted): tonic logs it and accepts the next.
+                    Poll::Ready(Err(err)) => return Poll::Ready(Some(Err(err))),
+                },
+            };
+            let permit = match this.poll_permit(cx) {
+                Poll::Ready(permit) => permit,
+                Poll::Pending => {
+                    this.held = Some((stream, peer));
+                    return Poll::Pending;
                 }
-                Poll::Ready(Err(err)) if exhausted(&err) => {
-                    let pause = this.next_backoff;
-                    tracing::warn!(
-                        open = this.registry.len(),
-                        "cannot accept a connection: {err}; pausing the accept loop for {pause:?}"
-                    );
-                    this.next_backoff = (pause * 2).min(BACKOFF_MAX);
-                    this.backoff = Some(Box::pin(tokio::time::sleep(pause)));
-                }
-                // A connection that failed on its own (reset before it was
-                // accepted): tonic logs it and accepts the next.
-                Poll::Ready(Err(err)) => return Poll::Ready(Some(Err(err))),
+            };
+            match this.accepted(stream, peer, permit) {
+                Ok(conn) => return Poll::Ready(Some(Ok(conn))),
+                // The peer left already; its permit goes back.
+                Err(_) => continue,
             }
         }
     }

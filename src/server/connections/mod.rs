@@ -17,7 +17,12 @@ mod accept;
 mod calls;
 mod conn;
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, OnceLock},
+    time::Duration,
+};
+
+use tokio::sync::Semaphore;
 
 pub(crate) use accept::Incoming;
 pub(crate) use calls::{Guarded, Registry, TrackCalls};
@@ -25,11 +30,17 @@ pub(crate) use conn::{Conn, PrefaceWatch};
 
 /// How the gateway treats connections. The defaults are in docs/limits.md's
 /// limits table.
+///
+/// Clones share one budget of connections: every door served with clones
+/// of one settings (the gRPC and MCP doors) counts against the same
+/// `max_connections`, so no door takes the descriptors the others and the
+/// tools need. The budget's size is read when the first of them starts.
 #[derive(Clone, Debug)]
 pub struct ConnectionSettings {
-    /// Connections open at once; more wait in the listen queue until one
-    /// closes. Default: three quarters of the process's file-descriptor
-    /// limit (the rest is for tools, backends and files), at most 10,000.
+    /// Connections open at once, over every door sharing these settings;
+    /// more wait in the listen queue until one closes. Default: three
+    /// quarters of the process's file-descriptor limit (the rest is for
+    /// tools, backends, the store and files), at most 10,000.
     pub max_connections: usize,
     /// A connection must send the whole HTTP/2 preface and its first
     /// SETTINGS frame within this time (counted after the TLS handshake,
@@ -42,6 +53,19 @@ pub struct ConnectionSettings {
     /// …and the connection is closed if the PING is not answered in this
     /// time: a peer that vanished (half-open) does not hold a connection.
     pub keepalive_timeout: Duration,
+    /// The permits of `max_connections`, shared by clones.
+    pub(crate) budget: Budget,
+}
+
+/// Connections open at once over the doors sharing one settings.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Budget(Arc<OnceLock<Arc<Semaphore>>>);
+
+impl Budget {
+    /// The shared permits, `max` of them if this is the first to ask.
+    pub(crate) fn permits(&self, max: usize) -> Arc<Semaphore> {
+        Arc::clone(self.0.get_or_init(|| Arc::new(Semaphore::new(max))))
+    }
 }
 
 impl Default for ConnectionSettings {
@@ -52,6 +76,7 @@ impl Default for ConnectionSettings {
             idle_timeout: Duration::from_secs(300),
             keepalive_interval: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(20),
+            budget: Budget::default(),
         }
     }
 }
@@ -65,7 +90,8 @@ const PROBE_IDLE: Duration = Duration::from_secs(30);
 impl ConnectionSettings {
     /// The settings of the probe port: a cap of its own, small (16 or this
     /// port's, if smaller), and deadlines no longer than 2 s to send the
-    /// preface and 30 s idle. A probe connects, asks and leaves.
+    /// preface and 30 s idle. A probe connects, asks and leaves. The probes'
+    /// budget is their own: a full gateway still answers its probes.
     pub(crate) fn for_probes(&self) -> ConnectionSettings {
         ConnectionSettings {
             max_connections: self.max_connections.min(PROBE_CONNECTIONS),
@@ -73,12 +99,19 @@ impl ConnectionSettings {
             idle_timeout: self.idle_timeout.min(PROBE_IDLE),
             keepalive_interval: self.keepalive_interval,
             keepalive_timeout: self.keepalive_timeout,
+            budget: Budget::default(),
         }
     }
 }
 
-/// Three quarters of the soft file-descriptor limit, between 16 and 10,000.
+/// Three quarters of the descriptors the process has left under its soft
+/// limit (the limit less those open now: the log, listeners, the runtime's),
+/// between 16 and 10,000. The last quarter is for what calls open: a
+/// command tool's pipes, backend and store connections, files.
 pub(crate) fn default_max_connections() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
-    limit.map_or(10_000, |n| (n.min(1 << 20) as usize * 3 / 4).clamp(16, 10_000))
+    // Linux lists a process's descriptors in /proc; elsewhere none are
+    // counted.
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    limit.map_or(10_000, |n| ((n.min(1 << 20) as usize).saturating_sub(open) * 3 / 4).clamp(16, 10_000))
 }
