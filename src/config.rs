@@ -11,6 +11,7 @@
 
 use std::{
     net::SocketAddr,
+    num::NonZeroUsize,
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -108,6 +109,10 @@ pub struct McpFrontDoorConfig {
     pub(crate) allowed_origins: Vec<String>,
     /// Be an OAuth 2.1 resource server: access tokens as credentials.
     pub(crate) oauth: Option<OauthConfig>,
+    /// Session-era sessions one principal keeps open (default 1,000).
+    pub(crate) sessions_per_principal: Option<NonZeroUsize>,
+    /// Open GET (server-sent event) streams of one principal (default 16).
+    pub(crate) streams_per_principal: Option<NonZeroUsize>,
 }
 
 /// The MCP front door's settings, when it is on.
@@ -116,7 +121,14 @@ pub(crate) struct McpSettings {
     pub(crate) listen: SocketAddr,
     pub(crate) allowed_origins: Vec<String>,
     pub(crate) oauth: Option<OauthConfig>,
+    pub(crate) sessions_per_principal: usize,
+    pub(crate) streams_per_principal: usize,
 }
+
+/// `mcp_front_door.sessions_per_principal` when unset.
+pub(crate) const DEFAULT_SESSIONS_PER_PRINCIPAL: usize = 1_000;
+/// `mcp_front_door.streams_per_principal` when unset.
+pub(crate) const DEFAULT_STREAMS_PER_PRINCIPAL: usize = 16;
 
 /// The environment variable that sets `--mcp-listen`.
 pub(crate) const MCP_LISTEN_ENV: &str = "TOOLGATE_MCP_LISTEN";
@@ -389,6 +401,12 @@ impl Settings {
                 oauth: door
                     .oauth
                     .filter(|oauth| problems.keep(oauth.check(&principals).map_err(ConfigError::Users)).is_some()),
+                sessions_per_principal: door
+                    .sessions_per_principal
+                    .map_or(DEFAULT_SESSIONS_PER_PRINCIPAL, NonZeroUsize::get),
+                streams_per_principal: door
+                    .streams_per_principal
+                    .map_or(DEFAULT_STREAMS_PER_PRINCIPAL, NonZeroUsize::get),
             }),
             None => None,
         };

@@ -11,7 +11,10 @@ use tokio::{net::TcpListener, sync::watch};
 use super::App;
 use crate::{
     config::Settings,
-    front::{grpc, mcp::http::McpDoor},
+    front::{
+        grpc,
+        mcp::{http::McpDoor, limits::McpLimits},
+    },
     server::{self, ConnectionSettings, Door, ServeError, Stop},
     tls::ServerTls,
 };
@@ -76,6 +79,8 @@ impl Listeners {
 pub struct Serving {
     pub(crate) connections: ConnectionSettings,
     pub(crate) tls: Option<Arc<ServerTls>>,
+    /// The MCP door's bounds per principal.
+    pub(crate) mcp: McpLimits,
 }
 
 impl Serving {
@@ -85,7 +90,7 @@ impl Serving {
             Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
             None => None,
         };
-        Ok(Self { connections, tls })
+        Ok(Self { connections, tls, mcp: McpLimits::of(settings.mcp.as_ref()) })
     }
 
     /// Whether the doors speak TLS.
@@ -106,7 +111,7 @@ impl App {
         reloading: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
         stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
     ) -> Result<(), ServeError> {
-        let Serving { connections, tls } = serving;
+        let Serving { connections, tls, mcp } = serving;
         let (fanned, relay) = fan_out(stop);
         let _reloading = reloading.map(|reloading| AbortOnDrop(tokio::spawn(reloading)));
         let grpc = grpc::GrpcDoor::new(self.grpc().with_tls(tls.clone()), &connections).await;
@@ -114,7 +119,13 @@ impl App {
         let mut others = Vec::new();
         // Every door beside the gateway's: one statement each.
         others.extend(beside(&mut listeners, &fanned, &probes, None, grpc.health_only(&probes)));
-        others.extend(beside(&mut listeners, &fanned, &connections, tls.clone(), McpDoor::new(view, tls.clone())));
+        others.extend(beside(
+            &mut listeners,
+            &fanned,
+            &connections,
+            tls.clone(),
+            McpDoor::new(view, tls.clone(), mcp, &connections),
+        ));
         for (door, _) in &listeners.doors {
             tracing::error!(door, "an address is configured for a door that does not exist: nothing serves it");
         }

@@ -480,7 +480,9 @@ async fn ten_thousand_idle_sessions_are_bounded_and_the_oldest_idle_ends_first()
     use futures::StreamExt;
     let dir = CatalogDir::new();
     catalogue(&dir);
-    let (child, url, log) = serve(dir.dir.path(), &[]);
+    // One principal (every caller, anonymous) may hold them all here.
+    dir.file("toolgate.yaml", "mcp_front_door: {sessions_per_principal: 20000}\n");
+    let (child, url, log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
     let client = reqwest::Client::new();
     let open = |n: usize| {
         let (client, url) = (client.clone(), url.clone());
@@ -542,7 +544,7 @@ async fn ten_thousand_idle_sessions_are_bounded_and_the_oldest_idle_ends_first()
     let after = rss_kib(child.id());
     println!("RSS: {before} KiB at start, {at_bound} KiB with 10,000 sessions, {after} KiB after 12,000");
     assert!(after < at_bound + at_bound / 4, "memory stays bounded: {at_bound} KiB then {after} KiB");
-    assert!(log.text().contains("the one idle longest is ended"), "{}", log.text());
+    assert!(log.text().contains("session idle longest is ended"), "{}", log.text());
 }
 
 /// A POST of one 2026-07-28 request (no session: the headers and `_meta`

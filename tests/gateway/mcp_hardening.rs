@@ -402,3 +402,136 @@ async fn two_issuers_subjects_of_one_name_are_two_users() {
     let text = answer["result"]["content"][0]["text"].as_str().unwrap().to_owned();
     assert!(text.contains(r#""customer":"https://idp.example.test#alice""#), "{text}");
 }
+
+/// A session-era session of the caller `key` (an API key); the headers that
+/// send a request in it, the key's included.
+async fn session_of(url: &str, key: &str) -> Vec<(&'static str, String)> {
+    let bearer = format!("Bearer {key}");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let (status, headers, body) = post(url, &[("authorization", &bearer)], init).await;
+    assert_eq!(status, 200, "{body}");
+    let id = headers["mcp-session-id"].to_str().unwrap().to_owned();
+    vec![("mcp-session-id", id), ("mcp-protocol-version", "2025-06-18".to_owned()), ("authorization", bearer)]
+}
+
+/// The same request as another caller: `headers` with `key` instead.
+fn as_key(headers: &[(&'static str, String)], key: &str) -> Vec<(&'static str, String)> {
+    let mut headers = headers.to_vec();
+    headers.retain(|(name, _)| *name != "authorization");
+    headers.push(("authorization", format!("Bearer {key}")));
+    headers
+}
+
+/// `tools/list` in a session; the status.
+async fn list(url: &str, headers: &[(&'static str, String)]) -> u16 {
+    post(url, &borrowed(headers), r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#).await.0
+}
+
+/// A GET stream of a session (server-sent events), open while the
+/// response lives.
+async fn listen(url: &str, headers: &[(&'static str, String)]) -> reqwest::Response {
+    let mut request = reqwest::Client::new().get(url).header("accept", "text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    request.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_is_its_principals_and_each_principal_has_its_own_bounds() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &tools(2));
+    let (a, b) = (toolgate::identity::hash_key("key-a"), toolgate::identity::hash_key("key-b"));
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: a\n    api_key_sha256: {a}\n    tools: [\"*\"]\n  \
+             - name: b\n    api_key_sha256: {b}\n    tools: [\"*\"]\n\
+             mcp_front_door: {{sessions_per_principal: 3, streams_per_principal: 2}}\n"
+        ),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let first = session_of(&url, "key-a").await;
+    assert_eq!(list(&url, &first).await, 200);
+
+    // Another principal holding the id: the session does not exist for it,
+    // whatever it asks (a call, a cancellation, a resumption, DELETE).
+    let stranger = as_key(&first, "key-b");
+    assert_eq!(list(&url, &stranger).await, 404);
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#;
+    assert_eq!(post(&url, &borrowed(&stranger), cancel).await.0, 404);
+    let mut resumed = stranger.clone();
+    resumed.push(("last-event-id", "0".to_owned()));
+    assert_eq!(listen(&url, &resumed).await.status().as_u16(), 404);
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", &first[0].1)
+        .header("authorization", "Bearer key-b")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status().as_u16(), 404);
+    assert_eq!(list(&url, &first).await, 200, "the owner's session is untouched");
+
+    // Past a principal's bound its own idlest session ends, never another's.
+    let theirs = session_of(&url, "key-b").await;
+    let second = session_of(&url, "key-a").await;
+    let third = session_of(&url, "key-a").await;
+    assert_eq!(list(&url, &first).await, 200);
+    let fourth = session_of(&url, "key-a").await;
+    assert_eq!(list(&url, &second).await, 404, "a's session idle longest ended");
+    for kept in [&first, &third, &fourth, &theirs] {
+        assert_eq!(list(&url, kept).await, 200);
+    }
+
+    // GET streams: two open per principal; the third is refused, another
+    // principal's is its own, and a closed one makes room.
+    let one = listen(&url, &first).await;
+    let two = listen(&url, &third).await;
+    assert_eq!((one.status().as_u16(), two.status().as_u16()), (200, 200));
+    let refused = listen(&url, &fourth).await;
+    assert_eq!(refused.status().as_u16(), 429);
+    assert!(refused.text().await.unwrap().contains("2 MCP streams open"));
+    let other = listen(&url, &theirs).await;
+    assert_eq!(other.status().as_u16(), 200);
+    drop(one);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let again = listen(&url, &fourth).await;
+        if again.status().as_u16() == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "a closed stream never made room");
+        drop(again);
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    drop((two, other));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_never_arrives_is_answered_408_within_the_connections_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_dir, _child, url, _log) = gateway(1);
+    let address = url.trim_start_matches("http://").trim_end_matches("/mcp").to_owned();
+    let mut stream = tokio::net::TcpStream::connect(&address).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {address}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: 200\r\n\r\n{{\"jsonrpc\":"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // Nothing more is sent: the answer comes when the body's deadline
+    // passes (the handshake deadline, 10 s), and the gateway serves others
+    // meanwhile.
+    let headers = session(&url).await;
+    assert_eq!(list(&url, &headers).await, 200);
+    let mut answer = Vec::new();
+    let mut buffer = [0u8; 1024];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut buffer).await.unwrap();
+        assert!(n > 0, "closed without an answer");
+        answer.extend_from_slice(&buffer[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+}

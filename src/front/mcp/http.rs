@@ -18,7 +18,8 @@ use tokio_stream::StreamExt;
 use tonic::transport::server::Connected;
 
 use super::{
-    sessions::{Sessions, MAX_SESSIONS},
+    limits::{read_body, BodyDeadlines, McpLimits, Streams},
+    sessions::{NoRoom, Owner, Sessions, MAX_SESSIONS, OWNER},
     Asked, Handler, SentArguments, View,
 };
 use crate::{
@@ -45,6 +46,11 @@ type Reply = Response<BoxBody<Bytes, Infallible>>;
 struct Edge {
     current: SnapshotSlot,
     transport: StreamableHttpService<Handler, Sessions>,
+    /// The transport's sessions, whose owners the edge checks.
+    sessions: Arc<Sessions>,
+    /// Open GET streams per principal.
+    streams: Streams,
+    body: BodyDeadlines,
     registry: Arc<Registry>,
     /// The listener's TLS, whose client CA checks client certificates.
     tls: Option<Arc<ServerTls>>,
@@ -59,12 +65,20 @@ struct Edge {
 pub(crate) struct McpDoor {
     view: View,
     tls: Option<Arc<ServerTls>>,
+    limits: McpLimits,
+    body: BodyDeadlines,
 }
 
 impl McpDoor {
-    /// The door over `view`, its listener's TLS `tls`.
-    pub(crate) fn new(view: View, tls: Option<Arc<ServerTls>>) -> Self {
-        Self { view, tls }
+    /// The door over `view`, its listener's TLS `tls`, bounded by `limits`;
+    /// request bodies within the deadlines of `connections`.
+    pub(crate) fn new(
+        view: View,
+        tls: Option<Arc<ServerTls>>,
+        limits: McpLimits,
+        connections: &crate::server::ConnectionSettings,
+    ) -> Self {
+        Self { view, tls, limits, body: BodyDeadlines::of(connections) }
     }
 }
 
@@ -91,9 +105,19 @@ impl Door for McpDoor {
             .disable_allowed_hosts()
             .with_legacy_session_mode(true)
             .with_max_request_body_bytes(MAX_BODY_BYTES);
-        let transport =
-            StreamableHttpService::new(move || Ok(handler.session()), Arc::new(Sessions::new(MAX_SESSIONS)), config);
-        let edge = Arc::new(Edge { current, transport, registry, tls: self.tls, loopback });
+        let sessions = Arc::new(Sessions::new(MAX_SESSIONS, self.limits.sessions_per_principal));
+        let transport = StreamableHttpService::new(move || Ok(handler.session()), Arc::clone(&sessions), config);
+        let streams = Streams::new(self.limits.streams_per_principal);
+        let edge = Arc::new(Edge {
+            current,
+            transport,
+            sessions,
+            streams,
+            body: self.body,
+            registry,
+            tls: self.tls,
+            loopback,
+        });
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let builder = Builder::new(TokioExecutor::new());
         loop {
@@ -147,17 +171,37 @@ impl Edge {
             Ok(admitted) => admitted,
             Err(refused) => return refusal(&snapshot, refused, presented.sent_authorization()),
         };
+        // A session is its owner's: to anyone else it does not exist.
+        let owner = Owner::of(&caller);
+        let session = request.headers().get(SESSION_HEADER).and_then(|id| id.to_str().ok());
+        if session.is_some_and(|id| self.sessions.foreign(id, &owner)) {
+            return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
+        }
+        let in_session = session.is_some();
         let guard = self.registry.call(peer);
         let deleting = request.method() == hyper::Method::DELETE;
+        let stream = match request.method() == hyper::Method::GET {
+            true => match self.streams.open(owner.principal.as_ref()) {
+                Some(stream) => Some(stream),
+                None => return plain(StatusCode::TOO_MANY_REQUESTS, &self.streams.refusal()),
+            },
+            false => None,
+        };
         let (mut parts, body) = request.into_parts();
         parts.extensions.insert(Asked { snapshot, caller, toolset });
         let body = match parts.method {
-            hyper::Method::POST => match message(body).await {
-                Ok((bytes, arguments)) => {
-                    if let Some(arguments) = arguments {
+            hyper::Method::POST => match message(body, self.body).await {
+                Ok(read) => {
+                    if let Some(arguments) = read.arguments {
                         parts.extensions.insert(arguments);
                     }
-                    bytes
+                    // A new session: room for it among its owner's.
+                    if read.initialize && !in_session {
+                        if let Err(no_room) = self.sessions.make_room(&owner).await {
+                            return no_room_reply(no_room);
+                        }
+                    }
+                    read.bytes
                 }
                 Err(reply) => return reply,
             },
@@ -169,12 +213,13 @@ impl Edge {
         // now (a GET stream or a subscription lives long).
         let calling = parts.extensions.get::<SentArguments>().is_some();
         let held = calling.then_some(admitted);
-        let mut response = self.transport.handle(Request::from_parts(parts, Full::new(body))).await;
+        let handled = self.transport.handle(Request::from_parts(parts, Full::new(body)));
+        let mut response = OWNER.scope(owner, handled).await;
         // A session ended by DELETE: 200, as clients expect (rmcp says 202).
         if deleting && response.status() == StatusCode::ACCEPTED {
             *response.status_mut() = StatusCode::OK;
         }
-        response.map(|body| Guarded::new(body, (guard, held)).boxed())
+        response.map(|body| Guarded::new(body, (guard, held, stream)).boxed())
     }
 }
 
@@ -230,15 +275,10 @@ fn is_loopback_host(host: &str) -> bool {
 /// builds a tree of them; the core holds them to the argument limits before
 /// parsing. What is left of any message, the transport's to parse, is at
 /// most [`MAX_MESSAGE_BYTES`].
-async fn message(body: Body) -> Result<(Bytes, Option<SentArguments>), Reply> {
-    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
-    let bytes = match limited.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) if err.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            let message = format!("the request body is larger than {} MiB", MAX_BODY_BYTES / (1024 * 1024));
-            return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, &message));
-        }
-        Err(err) => return Err(plain(StatusCode::BAD_REQUEST, &format!("the request body could not be read: {err}"))),
+async fn message(body: Body, deadlines: BodyDeadlines) -> Result<Message, Reply> {
+    let bytes = match read_body(body, MAX_BODY_BYTES, deadlines).await {
+        Ok(bytes) => bytes,
+        Err(unread) => return Err(plain(unread.status(), &unread.message(MAX_BODY_BYTES))),
     };
     let raw: &RawValue = match serde_json::from_slice(&bytes) {
         Ok(raw) => raw,
@@ -253,8 +293,9 @@ async fn message(body: Body) -> Result<(Bytes, Option<SentArguments>), Reply> {
     };
     let method = members.get("method").and_then(|m| serde_json::from_str::<String>(m.get()).ok());
     if method.as_deref() != Some("tools/call") {
+        let initialize = method.as_deref() == Some("initialize");
         return match bytes.len() <= MAX_MESSAGE_BYTES {
-            true => Ok((bytes, None)),
+            true => Ok(Message { bytes, arguments: None, initialize }),
             false => Err(too_large()),
         };
     }
@@ -280,7 +321,33 @@ async fn message(body: Body) -> Result<(Bytes, Option<SentArguments>), Reply> {
         .expect("serialised members are JSON");
     members.insert("params".to_owned(), &params);
     let rest = serde_json::to_vec(&members).expect("raw JSON serialises");
-    Ok((Bytes::from(rest), Some(SentArguments(arguments))))
+    Ok(Message { bytes: Bytes::from(rest), arguments: Some(SentArguments(arguments)), initialize: false })
+}
+
+/// A POST's message, as [`message`] read it.
+struct Message {
+    /// What the transport is given.
+    bytes: Bytes,
+    /// A `tools/call`'s arguments, taken out.
+    arguments: Option<SentArguments>,
+    /// An `initialize` (a new session, without a session id).
+    initialize: bool,
+}
+
+/// The header naming a session.
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// No room for a new session: 429 past the principal's bound, 503 when the
+/// process is full (each with `Retry-After: 1`: a session ends or a call
+/// ends in the meantime).
+fn no_room_reply(no_room: NoRoom) -> Reply {
+    let status = match no_room {
+        NoRoom::Principal(_) => StatusCode::TOO_MANY_REQUESTS,
+        NoRoom::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    let mut reply = plain(status, &no_room.to_string());
+    reply.headers_mut().insert(hyper::header::RETRY_AFTER, 1.into());
+    reply
 }
 
 /// A JSON object's members as their raw text.

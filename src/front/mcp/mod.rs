@@ -16,6 +16,7 @@
 mod changes;
 mod convert;
 pub(crate) mod http;
+pub(crate) mod limits;
 mod observe;
 mod sessions;
 

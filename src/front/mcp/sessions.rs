@@ -1,12 +1,18 @@
-//! Session-era sessions, bounded: at most [`MAX_SESSIONS`] live in this
-//! process. A new session past the bound ends the one that has been idle
-//! longest (no call in flight; a client's open GET stream does not count
-//! as a call), so clients that initialize and leave without DELETE cannot
-//! exhaust memory. A session idle for five minutes ends anyway (rmcp's
-//! keep-alive). Sessions live in the replica that made them: a load
-//! balancer in front of several replicas must keep a session's requests on
-//! one (sticky sessions); 2026-07-28 requests carry no session and need no
-//! affinity.
+//! Session-era sessions, bound and bounded. A session belongs to the
+//! caller that made it (its principal and user, [`Owner`]): any other
+//! caller naming its id is answered as if it did not exist (404), so no one
+//! else can use, cancel, resume or end it. At most [`MAX_SESSIONS`] live in
+//! this process, and at most `sessions_per_principal` of one principal
+//! (all anonymous callers are one principal). A principal past its bound,
+//! or a new session when the process is full, ends that principal's own
+//! session idle longest (no call in flight; an open GET stream is not a
+//! call); another principal's session is never ended to make room. With
+//! none of its own idle, the new session is refused (429 past the
+//! principal's bound, 503 when the process is full). A session idle for
+//! five minutes ends anyway (rmcp's keep-alive). Sessions live in the
+//! replica that made them: a load balancer in front of several replicas
+//! must keep a session's requests on one (sticky sessions); 2026-07-28
+//! requests carry no session and need no affinity.
 
 use std::{
     collections::HashMap,
@@ -30,32 +36,68 @@ use rmcp::{
     },
 };
 
-use crate::telemetry::throttle::{self, Throttle};
+use crate::{
+    identity::Caller,
+    telemetry::throttle::{self, Throttle},
+};
 
 /// Session-era sessions kept at most.
 pub(crate) const MAX_SESSIONS: usize = 10_000;
 
-/// How one session is used: when it was last asked something, and how
-/// many of its calls are in flight.
+/// Who a session belongs to: the principal and the user (issuer and
+/// subject) of the caller that made it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Owner {
+    pub(crate) principal: Option<Arc<str>>,
+    user: Option<String>,
+}
+
+impl Owner {
+    pub(crate) fn of(caller: &Caller) -> Self {
+        Self { principal: caller.principal.clone(), user: caller.user.as_ref().map(|user| user.key()) }
+    }
+}
+
+tokio::task_local! {
+    /// The owner of a session the transport makes while handling a request
+    /// (rmcp's `create_session` is told nothing of the request).
+    pub(crate) static OWNER: Owner;
+}
+
+/// How one session is used: by whom, when it was last asked something, and
+/// how many of its calls are in flight.
 struct Use {
+    owner: Owner,
     last: Instant,
     calls: Arc<AtomicUsize>,
 }
 
-/// rmcp's in-memory sessions, at most `cap` of them.
+/// rmcp's in-memory sessions, at most `cap` of them and `per_principal` of
+/// one principal.
 pub(crate) struct Sessions {
     inner: LocalSessionManager,
     cap: usize,
+    per_principal: usize,
     used: Mutex<HashMap<SessionId, Use>>,
     /// "The bound was reached" is logged at WARN once a minute at most.
     full: Throttle,
 }
 
+/// Why there is no room for a new session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NoRoom {
+    #[error("this principal has {0} MCP sessions open, each with a call in flight: end one (DELETE) or try later")]
+    Principal(usize),
+    #[error("{0} MCP sessions are open: try again later")]
+    Full(usize),
+}
+
 impl Sessions {
-    pub(crate) fn new(cap: usize) -> Self {
+    pub(crate) fn new(cap: usize, per_principal: usize) -> Self {
         Self {
             inner: LocalSessionManager::default(),
             cap,
+            per_principal,
             used: Mutex::default(),
             full: Throttle::new(Duration::from_secs(60)),
         }
@@ -65,6 +107,43 @@ impl Sessions {
         self.used.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether `id` names a session of someone other than `owner` (an
+    /// unknown id is no one's: the transport answers it).
+    pub(crate) fn foreign(&self, id: &str, owner: &Owner) -> bool {
+        self.used().get(id).is_some_and(|session| &session.owner != owner)
+    }
+
+    /// Room for one more session of `owner`: past the principal's bound, or
+    /// with the process full, that principal's own session idle longest
+    /// ends; with none idle, no room.
+    pub(crate) async fn make_room(&self, owner: &Owner) -> Result<(), NoRoom> {
+        loop {
+            let victim = {
+                let used = self.used();
+                let mine = || used.iter().filter(|(_, u)| u.owner.principal == owner.principal);
+                let why = match mine().count() {
+                    n if n >= self.per_principal => NoRoom::Principal(n),
+                    _ if used.len() >= self.cap => NoRoom::Full(self.cap),
+                    _ => return Ok(()),
+                };
+                let idle = mine().filter(|(_, u)| u.calls.load(Ordering::Acquire) == 0);
+                match idle.min_by_key(|(_, u)| u.last) {
+                    Some((id, _)) => id.clone(),
+                    None => return Err(why),
+                }
+            };
+            if let Some(skipped) = self.full.allow() {
+                tracing::warn!(
+                    principal = owner.principal.as_deref().unwrap_or("-"),
+                    "MCP sessions at their bound: the principal's session idle longest is ended for a new one{}",
+                    throttle::more(skipped)
+                );
+            }
+            // Ended by now, or by another request meanwhile.
+            let _ = self.close_session(&victim).await;
+        }
+    }
+
     /// Marks a request of `id`; for a call, counts it in flight until the
     /// guard drops (with its response stream).
     fn touch(&self, id: &SessionId, call: bool) -> Option<InFlight> {
@@ -72,13 +151,6 @@ impl Sessions {
         let session = used.get_mut(id)?;
         session.last = Instant::now();
         call.then(|| InFlight::new(Arc::clone(&session.calls)))
-    }
-
-    /// The session idle longest, if one is.
-    fn oldest_idle(&self) -> Option<SessionId> {
-        let used = self.used();
-        let idle = used.iter().filter(|(_, u)| u.calls.load(Ordering::Acquire) == 0);
-        idle.min_by_key(|(_, u)| u.last).map(|(id, _)| id.clone())
     }
 }
 
@@ -103,28 +175,18 @@ impl Drop for InFlight {
 pub(crate) enum SessionsError {
     #[error(transparent)]
     Local(#[from] LocalSessionManagerError),
-    #[error("{0} MCP sessions are open, each with a call in flight: try again later")]
-    Full(usize),
 }
 
 impl SessionManager for Sessions {
     type Error = SessionsError;
     type Transport = WorkerTransport<rmcp::transport::streamable_http_server::session::local::LocalSessionWorker>;
 
+    /// A session of the request's [`OWNER`]; the edge made room for it
+    /// ([`Sessions::make_room`]).
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
-        while self.used().len() >= self.cap {
-            let Some(oldest) = self.oldest_idle() else { return Err(SessionsError::Full(self.cap)) };
-            if let Some(skipped) = self.full.allow() {
-                tracing::warn!(
-                    "{} MCP sessions are open: the one idle longest is ended for a new one{}",
-                    self.cap,
-                    throttle::more(skipped)
-                );
-            }
-            self.close_session(&oldest).await?;
-        }
+        let owner = OWNER.try_with(Owner::clone).unwrap_or_default();
         let (id, transport) = self.inner.create_session().await?;
-        self.used().insert(id.clone(), Use { last: Instant::now(), calls: Arc::default() });
+        self.used().insert(id.clone(), Use { owner, last: Instant::now(), calls: Arc::default() });
         Ok((id, transport))
     }
 
@@ -186,23 +248,43 @@ impl SessionManager for Sessions {
 mod tests {
     use super::*;
 
+    fn owner(principal: &str) -> Owner {
+        Owner { principal: Some(Arc::from(principal)), user: None }
+    }
+
+    /// A new session of `owner`, as the edge and the transport make it.
+    async fn open(sessions: &Sessions, owner: &Owner) -> Result<SessionId, NoRoom> {
+        sessions.make_room(owner).await?;
+        let (id, _transport) = OWNER.scope(owner.clone(), sessions.create_session()).await.unwrap();
+        Ok(id)
+    }
+
     #[tokio::test]
-    async fn past_the_bound_the_session_idle_longest_ends_and_one_with_a_call_stays() {
-        let sessions = Sessions::new(2);
-        let (first, _t1) = sessions.create_session().await.unwrap();
-        let (second, _t2) = sessions.create_session().await.unwrap();
-        // The first has a call in flight: the second, idle, is ended.
-        let call = sessions.touch(&first, true);
-        let (third, _t3) = sessions.create_session().await.unwrap();
-        assert!(sessions.has_session(&first).await.unwrap());
-        assert!(!sessions.has_session(&second).await.unwrap());
-        // Every session busy: no new one.
-        let _other = sessions.touch(&third, true);
-        assert!(matches!(sessions.create_session().await, Err(SessionsError::Full(2))));
-        // The call ends: the first is now the one idle longest.
+    async fn past_a_bound_only_the_principals_own_idle_session_ends() {
+        let sessions = Sessions::new(3, 2);
+        let (a, b, c) = (owner("a"), owner("b"), owner("c"));
+        let a1 = open(&sessions, &a).await.unwrap();
+        let a2 = open(&sessions, &a).await.unwrap();
+        let call = sessions.touch(&a1, true);
+        // Past a's bound: a's idle one ends, never the one with a call.
+        let a3 = open(&sessions, &a).await.unwrap();
+        assert!(sessions.has_session(&a1).await.unwrap());
+        assert!(!sessions.has_session(&a2).await.unwrap());
+        let b1 = open(&sessions, &b).await.unwrap();
+        // The process is full: b's own session makes room, a's stay.
+        let b2 = open(&sessions, &b).await.unwrap();
+        assert!(!sessions.has_session(&b1).await.unwrap());
+        for kept in [&a1, &a3, &b2] {
+            assert!(sessions.has_session(kept).await.unwrap());
+        }
+        // Every session of a busy: a gets none; c, with none to end, neither.
+        let _other = sessions.touch(&a3, true);
+        assert_eq!(open(&sessions, &a).await, Err(NoRoom::Principal(2)));
+        assert_eq!(open(&sessions, &c).await, Err(NoRoom::Full(3)));
+        // A session is its owner's alone.
+        assert!(sessions.foreign(&a1, &b) && !sessions.foreign(&a1, &a));
         drop(call);
-        let (_fourth, _t4) = sessions.create_session().await.unwrap();
-        assert!(!sessions.has_session(&first).await.unwrap());
-        assert!(sessions.has_session(&third).await.unwrap());
+        open(&sessions, &a).await.unwrap();
+        assert!(!sessions.has_session(&a1).await.unwrap());
     }
 }
