@@ -114,3 +114,40 @@ async fn the_size_limit_holds_the_raw_name_and_arguments_before_any_reading() {
         assert_eq!(error.message, expected);
     }
 }
+
+#[tokio::test]
+async fn a_call_naming_a_tool_outside_the_grants_reads_as_one_naming_nothing() {
+    use crate::common::TestGateway;
+    let dir = CatalogDir::new();
+    let tool = |name: &str| {
+        format!(
+            "  - name: {name}\n    description: x\n    \
+             parameters: {{type: object, properties: {{q: {{type: string}}}}, required: [q]}}\n    \
+             backend: {{builtin: echo}}\n"
+        )
+    };
+    dir.file("registry/tools.yaml", &format!("tools:\n{}{}", tool("visible"), tool("secret_tool")));
+    let principal =
+        format!("principals: [{{name: bot, api_key_sha256: {}, tools: [visible]}}]", toolgate::identity::hash_key("k"));
+    let gw = TestGateway::dir(&dir).config(&principal).start().await;
+    let answer = |tool: &str| {
+        let mut request = tonic::Request::new(ExecuteRequest {
+            tool: tool.into(),
+            arguments_json: r#"{"name": "visible", "arguments": {"q": "x"}}"#.into(),
+            ..Default::default()
+        });
+        request.metadata_mut().insert("authorization", "Bearer k".parse().unwrap());
+        let mut client = gw.client.clone();
+        async move { client.execute(request).await.unwrap().into_inner() }
+    };
+    // A hidden tool's name (as it is, or drifted) and names of nothing: the
+    // same reading, the call written in the arguments.
+    for (hidden, absent) in [("secret_tool", "other_tool"), ("secret_tol", "zzz_tol")] {
+        let (hidden_answer, absent_answer) = (answer(hidden).await, answer(absent).await);
+        for response in [&hidden_answer, &absent_answer] {
+            assert!(response.ok, "{hidden} / {absent}: {response:?}");
+            assert_eq!(response.tool, "visible");
+            assert_eq!(response.result_json, r#"{"q":"x"}"#);
+        }
+    }
+}

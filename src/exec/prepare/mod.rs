@@ -43,7 +43,7 @@ pub(crate) use lookup::Inventory;
 
 use super::{limits::byte_size, Call, ExecLimits, Outcome, Ready, Repair, RepairKind, RequestError, ToolError};
 use crate::{
-    catalog::{Catalog, Tool, ToolId},
+    catalog::{Catalog, Name, Tool, ToolId},
     resolve::AvailableSet,
     similar::residue,
 };
@@ -235,13 +235,15 @@ struct Whole {
 /// "arguments": {...}}` with the name empty, `<tool_call><function=…>` in
 /// any syntax, a parallel wrapper holding one call under
 /// `multi_tool_use.parallel`. Text holding several calls is an error, never
-/// cut to one. Skipped when strict, and when the emitted name is a tool's,
-/// alias included (a tool outside the caller's set too: its call is never
-/// read as another's).
+/// cut to one. Skipped when strict, and when the emitted name is a tool of
+/// the caller's set, alias included. A tool outside the set is, here as in
+/// every answer, a name that does not exist: the call reads the same as
+/// one naming nothing at all, so no answer tells a caller what is hidden.
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
 fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
     let call = cx.call;
-    if cx.strict || cx.catalog.lookup(&call.tool).is_some() {
+    let in_set = |name| matches!(name, Name::Tool(id) | Name::Alias(id) if cx.set.contains(id));
+    if cx.strict || cx.catalog.lookup(&call.tool).is_some_and(in_set) {
         return Ok(None);
     }
     let limits = cx.limits.arguments;
@@ -279,14 +281,15 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
 
 /// Whether a call named `inner`, found inside the arguments, is the one
 /// call the emitted name allows: `inner` means one tool of the caller's
-/// set, and the emitted name is empty or residue, means that same tool
-/// (anywhere in the catalogue), or means none and suggests no other.
+/// set, and the emitted name is empty or residue, means that same tool, or
+/// means none and suggests no other (each inside the caller's set: what
+/// lies outside it is never seen).
 fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
     let Some(id) = tool_named(cx, inner) else { return false };
     if residue::words(emitted).iter().all(|w| w.markup) {
         return true;
     }
-    match lookup::resolve_tool(cx.catalog, &AvailableSet::All, emitted, false) {
+    match lookup::resolve_tool(cx.catalog, cx.set, emitted, false) {
         lookup::Resolved::Tool(named, _) => named == id,
         lookup::Resolved::Missing { suggestions } => {
             suggestions.is_empty() || suggestions.iter().any(|s| *s == cx.catalog.tool(id).name)
