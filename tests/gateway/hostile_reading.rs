@@ -151,3 +151,42 @@ async fn a_call_naming_a_tool_outside_the_grants_reads_as_one_naming_nothing() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_second_call_without_arguments_is_never_dropped() {
+    use crate::common::{execute, TestGateway};
+    let dir = CatalogDir::new();
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: add_marker\n    description: x\n    \
+         parameters: {type: object, properties: {id: {type: string}}, required: [id]}\n    \
+         backend: {builtin: echo}\n  \
+         - name: delete_marker\n    description: x\n    backend: {builtin: echo}\n",
+    );
+    let mut gw = TestGateway::dir(&dir).start().await;
+    let seconds = [
+        " delete_marker()",
+        "\n<tool_call>\n<function=delete_marker>\n</function>\n</tool_call>",
+        "\n<tool_call>{\"name\": \"delete_marker\"}</tool_call>",
+        "\n<tool_call>{\"name\": \"delete_marker\", \"arguments\": {}}</tool_call>",
+        "\nAction: delete_marker\nAction Input: {}",
+        "\nAction: delete_marker",
+    ];
+    for second in seconds {
+        // After the first call's arguments, and after the first call written whole.
+        for (tool, first) in
+            [("add_marker", r#"{"id": "m1"}"#), ("", r#"{"name": "add_marker", "arguments": {"id": "m1"}}"#)]
+        {
+            let response = execute(&mut gw.client, tool, &format!("{first}{second}")).await;
+            let error = response.error.as_ref().unwrap_or_else(|| panic!("{first}{second:?} ran: {response:?}"));
+            assert_eq!(error.kind, ErrorKind::InvalidArguments as i32, "{tool:?} {second:?}: {error:?}");
+            assert!(
+                error.message.starts_with("2 tool calls arrived in one, and none was run"),
+                "{second:?}: {error:?}"
+            );
+        }
+    }
+    // Prose after the arguments is no call: the first runs.
+    let response = execute(&mut gw.client, "add_marker", r#"{"id": "m1"} Done (marker added)."#).await;
+    assert!(response.ok, "{response:?}");
+}

@@ -128,12 +128,19 @@ mod tests {
             ("", "<function="),
             (r#"{"query": "a"}"#, "{"),
             ("x{} ", "a(b=\""),
+            ("{} ", "a() "),
+            ("{} ", "Action: a\nAction Input: {"),
         ] {
             let text = shape(head, unit, size);
             let work = read(&text);
             assert!(!work.exhausted && work.spent <= 16 * size as u64, "{head}{unit}…: {work:?}");
         }
-        for (head, unit, tail) in [("x{}\"", "{", "}"), ("", "<a", ">"), ("x{} ", "<b><c>", "</c>")] {
+        for (head, unit, tail) in [
+            ("x{}\"", "{", "}"),
+            ("", "<a", ">"),
+            ("x{} ", "<b><c>", "</c>"),
+            ("{} ", "Action: a\nAction Input: {", "}"),
+        ] {
             let text = shape(head, unit, size - tail.len()) + tail;
             let work = read(&text);
             let most = size as u64 * PER_BYTE + FLOOR + 4 * size as u64;

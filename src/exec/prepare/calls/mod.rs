@@ -123,6 +123,21 @@ fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
         if let Some(value) = literal(text, limits) {
             return from_json(&value);
         }
+        // A call object, then more: the calls after it are counted (never
+        // dropped); anything else after it is no reading.
+        if let Some(end) = balanced_end(text) {
+            let first = match literal(&text[..end], limits).map(|v| from_json(&v)) {
+                Some(Reading::One(_)) => 1,
+                Some(Reading::Many(n)) => n,
+                _ => 0,
+            };
+            if first > 0 {
+                return match count(strip_residue(&text[end..]), limits) {
+                    0 => Reading::Nothing,
+                    more => Reading::Many(first + more),
+                };
+            }
+        }
     }
     if text.starts_with('<') {
         let reading = tags::read(text, limits, depth);
@@ -167,6 +182,11 @@ pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
             }
         }
         if c.is_alphabetic() && !text[..at].ends_with(|p: char| p.is_alphanumeric() || p == '_') {
+            if let Some(end) = react_call_end(rest, last_closer.is_some_and(|last| last > at)) {
+                count += 1;
+                at += end;
+                continue;
+            }
             match python::calls_at(rest) {
                 Ok((calls, end)) => {
                     count += calls;
@@ -488,6 +508,33 @@ fn arguments_start(text: &str) -> Option<usize> {
     None
 }
 
+/// Where a ReAct-style call at the start of `text` ends: `Action: NAME`
+/// (a name on the line), then an `Action Input:` line and its object, if
+/// they follow. Arguments are not needed: `Action: NAME` alone is a call.
+/// `closes`: a closer follows somewhere (else no object is looked for).
+fn react_call_end(text: &str, closes: bool) -> Option<usize> {
+    let rest = text.strip_prefix("Action:")?;
+    let line = rest.find('\n').unwrap_or(rest.len());
+    work::charge(line);
+    let name = rest[..line].trim();
+    if name.is_empty() || name.contains(char::is_whitespace) {
+        return None;
+    }
+    let mut end = "Action:".len() + line;
+    let after = &text[end..];
+    let input = after.trim_start();
+    if let Some(arguments) = input.strip_prefix("Action Input:") {
+        end += after.len() - arguments.len();
+        let object = arguments.trim_start();
+        if closes && object.starts_with('{') {
+            if let Some(close) = balanced_end(object) {
+                end += arguments.len() - object.len() + close;
+            }
+        }
+    }
+    Some(end)
+}
+
 /// The name of a ReAct-style `Action: NAME` / `Action Input:` head.
 fn react_name(head: &str) -> Option<&str> {
     let rest = head.trim().strip_prefix("Action:")?;
@@ -607,5 +654,28 @@ mod tests {
         );
         assert_eq!(count(" then get_weather(city='Rome')", limits), 1);
         assert_eq!(count(" (e.g. Paris) {not json}", limits), 0);
+    }
+
+    #[test]
+    fn a_call_without_arguments_after_arguments_is_a_call() {
+        let limits = ArgumentLimits::default();
+        for tail in [
+            " delete_marker()",
+            "\ndefault_api.delete_marker()",
+            "\n<tool_call>\n<function=delete_marker>\n</function>\n</tool_call>",
+            "\n<tool_call>{\"name\": \"delete_marker\"}</tool_call>",
+            "\n<tool_call>{\"name\": \"delete_marker\", \"arguments\": {}}</tool_call>",
+            "\n<tool_call>delete_marker()</tool_call>",
+            "\n<invoke name=\"delete_marker\"></invoke>",
+            "\nAction: delete_marker\nAction Input: ",
+            "\nAction: delete_marker\nAction Input: {}",
+            "\nAction: delete_marker",
+        ] {
+            assert_eq!(count(tail, limits), 1, "{tail:?}");
+        }
+        // Prose, parentheses and closers are no call.
+        for tail in [" (e.g. Paris)", "\n</tool_call>", " Done.", "\nAction:", " see (above)"] {
+            assert_eq!(count(tail, limits), 0, "{tail:?}");
+        }
     }
 }

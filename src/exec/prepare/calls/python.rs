@@ -44,17 +44,16 @@ pub(super) fn read(text: &str) -> Option<Reading> {
     })
 }
 
-/// A call with at least one keyword argument at the start of `text`, and
-/// where it ends (for counting calls in text after a call's arguments); or,
-/// when there is none, how far no call can start: past the run of name
-/// characters and dots `text` starts with when no `(` follows it (a name
-/// starting inside the run ends where it ends), else nowhere (0).
+/// A call at the start of `text` (keyword arguments, or none: `name()`),
+/// and where it ends (for counting calls in text after a call's
+/// arguments); or, when there is none, how far no call can start: past the
+/// run of name characters and dots `text` starts with when no `(` follows
+/// it (a name starting inside the run ends where it ends), else nowhere
+/// (0).
 pub(super) fn calls_at(text: &str) -> Result<(usize, usize), usize> {
     let mut parser = Parser { text, at: 0 };
-    if let Some(Found { arguments: Arguments::Values(values), .. }) = parser.call() {
-        if !values.is_empty() {
-            return Ok((1, parser.at));
-        }
+    if let Some(Found { arguments: Arguments::Values(_) | Arguments::Absent, .. }) = parser.call() {
+        return Ok((1, parser.at));
     }
     let run = text.find(|c: char| !(is_name_char(c) || c == '.')).unwrap_or(text.len());
     work::charge(run);
