@@ -228,17 +228,18 @@ fn user_warnings(snapshot: &Snapshot, settings: &Settings) -> Vec<Problem> {
         .collect()
 }
 
-/// A limit under a tool no principal may use applies to no call.
+/// A limit that applies to no call: under a tool no principal may use, or
+/// keyed by an alias or a toolset.
 fn limit_warnings(snapshot: &Snapshot, settings: &Settings) -> Vec<Problem> {
     snapshot
         .executor
-        .unreachable_limits()
+        .idle_limits()
         .into_iter()
-        .map(|name| Problem {
+        .map(|(name, message)| Problem {
             severity: crate::catalog::Severity::Warning,
             origin: settings.origin.clone(),
             path: format!("rate_limits.tools.{name}"),
-            message: format!("no principal is granted '{name}': this limit applies to no call"),
+            message,
         })
         .collect()
 }

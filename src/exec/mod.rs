@@ -224,20 +224,49 @@ impl Executor {
         &self.catalog
     }
 
-    /// The tools `rate_limits.tools` limits that no principal may use: the
-    /// limit applies to no call (a warning at start and reload).
-    pub(crate) fn unreachable_limits(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
+    /// The `rate_limits.tools` entries that apply to no call, each with
+    /// why (a warning at start and reload, an error under `--strict`): a
+    /// tool no principal may use, and an entry keyed by an alias or a
+    /// toolset (limits are kept by a tool's own name), naming the tools it
+    /// meant.
+    pub(crate) fn idle_limits(&self) -> Vec<(String, String)> {
+        use crate::catalog::Name;
+        let mut idle: Vec<(String, String)> = self
             .rates
             .tool_names()
-            .filter(|name| match self.catalog.lookup(name) {
-                Some(crate::catalog::Name::Tool(id)) => !self.granted.anyone_may_use(id),
-                _ => false,
+            .filter_map(|name| {
+                let why = match self.catalog.lookup(name)? {
+                    Name::Tool(id) if !self.granted.anyone_may_use(id) => {
+                        format!("no principal is granted '{name}': this limit applies to no call")
+                    }
+                    Name::Tool(_) => return None,
+                    Name::Alias(id) => {
+                        let tool = &self.catalog.tool(id).name;
+                        format!(
+                            "'{name}' is an alias of '{tool}', and a limit is kept under a tool's own name: \
+                             this one applies to no call; write it as rate_limits.tools.{tool}"
+                        )
+                    }
+                    Name::Toolset(id) => {
+                        let tools: Vec<&str> = self
+                            .catalog
+                            .toolset(id)
+                            .tools
+                            .iter()
+                            .map(|&t| self.catalog.tool(t).name.as_str())
+                            .collect();
+                        format!(
+                            "'{name}' is a toolset, and a limit is kept under a tool's own name: this one applies \
+                             to no call; write one entry for each tool it meant ({})",
+                            tools.join(", ")
+                        )
+                    }
+                };
+                Some((name.to_owned(), why))
             })
-            .map(str::to_owned)
             .collect();
-        names.sort();
-        names
+        idle.sort();
+        idle
     }
 
     pub(crate) fn observer(&self) -> &Observer {

@@ -256,6 +256,37 @@ fn wrong_limits_are_load_errors_naming_the_file_and_path() {
         "{}",
         stderr(&out)
     );
+    // A limit keyed by an alias or a toolset applies to no call either: a
+    // warning naming the tools it meant, an error under --strict.
+    dir.file(
+        "toolgate.yaml",
+        "rate_limits:\n  tools:\n    pay: {per_minute: 5}\n    payments: {per_minute: 5}\n    lookup: {per_minute: 5}\n",
+    );
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: send_payment\n    description: x\n    aliases: [pay]\n    backend: {builtin: echo}\n  \
+         - name: refund\n    description: x\n    backend: {builtin: echo}\n  \
+         - name: lookup\n    description: x\n    backend: {builtin: echo}\n\
+         toolsets:\n  payments: [send_payment, refund]\n",
+    );
+    let pay = "toolgate.yaml: rate_limits.tools.pay: 'pay' is an alias of 'send_payment', and a limit is kept under a \
+               tool's own name: this one applies to no call; write it as rate_limits.tools.send_payment";
+    let payments = "toolgate.yaml: rate_limits.tools.payments: 'payments' is a toolset, and a limit is kept under a \
+                    tool's own name: this one applies to no call; write one entry for each tool it meant \
+                    (send_payment, refund)";
+    let args = ["validate", "--config", "toolgate.yaml", "--catalog", "registry"];
+    let out = crate::common::run(dir.dir.path(), &args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for expected in [pay, payments] {
+        assert!(stderr(&out).contains(&format!("warning: {expected}")), "{}", stderr(&out));
+    }
+    assert!(!stderr(&out).contains("rate_limits.tools.lookup"), "{}", stderr(&out));
+    let out = crate::common::run(dir.dir.path(), &[&args[..], &["--strict"]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    for expected in [pay, payments] {
+        let refused = format!("{expected} (an error under strict validation)");
+        assert!(stderr(&out).contains(&refused), "{}", stderr(&out));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
