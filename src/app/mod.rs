@@ -157,8 +157,11 @@ impl App {
         use rmcp::ServiceExt;
         let caller = self.snapshot().identity.local(principal, user_token).map_err(|why| anyhow!(why))?;
         let door = crate::front::mcp::Handler::for_caller(self.view(), caller);
-        let running = door.serve(rmcp::transport::stdio()).await.context("cannot serve MCP on stdio")?;
+        let (answers, messages, written) = crate::front::mcp::stdio::transport();
+        let running = door.serve((answers, messages)).await.context("cannot serve MCP on stdio")?;
         running.waiting().await.context("MCP on stdio ended")?;
+        // Every answer written before the process ends.
+        let _ = written.await;
         Ok(())
     }
 

@@ -535,3 +535,56 @@ async fn a_body_that_never_arrives_is_answered_408_within_the_connections_deadli
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
 }
+
+#[test]
+fn mcp_stdio_reads_a_tools_call_as_http_does() {
+    use std::io::{BufRead, Write};
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &tools(1));
+    // Ends when its stdin closes (as it does when this test ends, however).
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        .current_dir(dir.dir.path())
+        .args(["mcp-stdio", "--catalog", "registry"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut answers = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut ask = |line: &str| -> Value {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+        serde_json::from_str(&answers.next().expect("an answer").unwrap()).unwrap()
+    };
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    assert!(ask(init)["result"]["serverInfo"].is_object());
+    let call = |id: u32, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params});
+    // Arguments sent as their JSON text: repaired and run, as over HTTP.
+    let answer = ask(&call(2, json!({"name": "web_search", "arguments": "{'query': 'as text'}"})).to_string());
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert!(answer["result"]["content"][0]["text"].as_str().unwrap().contains("as text"), "{answer}");
+    // What is no call: invalid params, with the request's id.
+    for (id, params) in [
+        (3, json!({"name": "web_search", "arguments": 5})),
+        (4, json!({"name": "web_search", "arguments": ["a"]})),
+        (5, json!({"arguments": {"query": "x"}})),
+        (6, json!({"name": 7})),
+    ] {
+        let answer = ask(&call(id, params).to_string());
+        assert_eq!(
+            (answer["id"].as_u64(), answer["error"]["code"].as_i64()),
+            (Some(id as u64), Some(-32602)),
+            "{answer}"
+        );
+    }
+    // Not JSON, a batch: the JSON-RPC errors, and the session goes on.
+    assert_eq!(ask("{not json")["error"]["code"], -32700);
+    assert_eq!(ask("[]")["error"]["code"], -32600);
+    let answer = ask(&call(7, json!({"name": "web_search", "arguments": {"query": "still here"}})).to_string());
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    drop(stdin);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}

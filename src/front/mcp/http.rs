@@ -13,12 +13,13 @@ use http_body_util::{combinators::BoxBody, BodyExt, Full};
 use hyper::{body::Incoming as Body, Request, Response, StatusCode};
 use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use serde_json::{json, value::RawValue, Value};
+use serde_json::{json, Value};
 use tokio_stream::StreamExt;
 use tonic::transport::server::Connected;
 
 use super::{
     limits::{read_body, BodyDeadlines, McpLimits, Streams},
+    read::{self, Message, Unreadable},
     sessions::{NoRoom, Owner, Sessions, MAX_SESSIONS, OWNER},
     Asked, Handler, SentArguments, View,
 };
@@ -34,11 +35,6 @@ use crate::{
 
 /// The largest request body; past it, 413.
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-
-/// The largest message beside a `tools/call`'s arguments (every other
-/// member, and every other message whole); past it, 413. MCP's messages
-/// are a few hundred bytes; the transport parses what is left into a tree.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
 type Reply = Response<BoxBody<Bytes, Infallible>>;
 
@@ -262,76 +258,17 @@ fn is_loopback_host(host: &str) -> bool {
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The body of a POST, read whole (at most [`MAX_BODY_BYTES`]) and checked
-/// to be one JSON-RPC message the transport can route: JSON (else -32700),
-/// one object (a batch is refused, -32600: both eras forbid them), and for
-/// `tools/call` a name and arguments that are an object or the arguments'
-/// JSON text (else -32602).
-///
-/// Read once, without building a tree: members are kept as their raw text.
-/// A `tools/call`'s arguments are taken out of the message as the text the
-/// core parses ([`SentArguments`], as emitted: an object's text byte for
-/// byte, a string's content), so neither this edge nor the transport ever
-/// builds a tree of them; the core holds them to the argument limits before
-/// parsing. What is left of any message, the transport's to parse, is at
-/// most [`MAX_MESSAGE_BYTES`].
+/// The body of a POST, read whole (at most [`MAX_BODY_BYTES`], within the
+/// connection's deadlines) and as one message ([`read`]).
 async fn message(body: Body, deadlines: BodyDeadlines) -> Result<Message, Reply> {
     let bytes = match read_body(body, MAX_BODY_BYTES, deadlines).await {
         Ok(bytes) => bytes,
         Err(unread) => return Err(plain(unread.status(), &unread.message(MAX_BODY_BYTES))),
     };
-    let raw: &RawValue = match serde_json::from_slice(&bytes) {
-        Ok(raw) => raw,
-        Err(err) => return Err(rpc_error(Value::Null, -32700, &format!("Parse error: {err}"))),
-    };
-    let Ok(mut members) = serde_json::from_str::<Members<'_>>(raw.get()) else {
-        let why = match raw.get().starts_with('[') {
-            true => "Invalid Request: batches are not supported",
-            false => "Invalid Request: a JSON-RPC message is an object",
-        };
-        return Err(rpc_error(Value::Null, -32600, why));
-    };
-    let method = members.get("method").and_then(|m| serde_json::from_str::<String>(m.get()).ok());
-    if method.as_deref() != Some("tools/call") {
-        let initialize = method.as_deref() == Some("initialize");
-        return match bytes.len() <= MAX_MESSAGE_BYTES {
-            true => Ok(Message { bytes, arguments: None, initialize }),
-            false => Err(too_large()),
-        };
-    }
-    let id = members.get("id").and_then(|id| serde_json::from_str::<Value>(id.get()).ok()).unwrap_or(Value::Null);
-    let invalid = |why: &str| rpc_error(id.clone(), -32602, &format!("Invalid params: {why}"));
-    let Some(mut params) = members.get("params").and_then(|p| serde_json::from_str::<Members<'_>>(p.get()).ok()) else {
-        return Err(invalid("tools/call needs params with the tool's name"));
-    };
-    if !params.get("name").is_some_and(|name| name.get().starts_with('"')) {
-        return Err(invalid("tools/call needs the tool's name, a string"));
-    }
-    let sent = params.remove("arguments");
-    let arguments = match sent.map(RawValue::get) {
-        None | Some("null") => String::new(),
-        Some(object) if object.starts_with('{') => object.to_owned(),
-        Some(text) if text.starts_with('"') => serde_json::from_str::<String>(text).expect("a JSON string"),
-        Some(_) => return Err(invalid("arguments must be an object (or the arguments' JSON text)")),
-    };
-    if bytes.len() - sent.map_or(0, |a| a.get().len()) > MAX_MESSAGE_BYTES {
-        return Err(too_large());
-    }
-    let params = RawValue::from_string(serde_json::to_string(&params).expect("raw JSON serialises"))
-        .expect("serialised members are JSON");
-    members.insert("params".to_owned(), &params);
-    let rest = serde_json::to_vec(&members).expect("raw JSON serialises");
-    Ok(Message { bytes: Bytes::from(rest), arguments: Some(SentArguments(arguments)), initialize: false })
-}
-
-/// A POST's message, as [`message`] read it.
-struct Message {
-    /// What the transport is given.
-    bytes: Bytes,
-    /// A `tools/call`'s arguments, taken out.
-    arguments: Option<SentArguments>,
-    /// An `initialize` (a new session, without a session id).
-    initialize: bool,
+    read::read(bytes).map_err(|unreadable| match unreadable {
+        Unreadable::Rpc { id, code, message } => rpc_error(id, code, &message),
+        Unreadable::TooLarge => plain(StatusCode::PAYLOAD_TOO_LARGE, &Unreadable::too_large_message()),
+    })
 }
 
 /// The header naming a session.
@@ -348,17 +285,6 @@ fn no_room_reply(no_room: NoRoom) -> Reply {
     let mut reply = plain(status, &no_room.to_string());
     reply.headers_mut().insert(hyper::header::RETRY_AFTER, 1.into());
     reply
-}
-
-/// A JSON object's members as their raw text.
-type Members<'a> = std::collections::BTreeMap<String, &'a RawValue>;
-
-/// 413 for a message whose parts beside a call's arguments pass
-/// [`MAX_MESSAGE_BYTES`].
-fn too_large() -> Reply {
-    let message =
-        format!("a JSON-RPC message is at most {} KiB beside a tools/call's arguments", MAX_MESSAGE_BYTES / 1024);
-    plain(StatusCode::PAYLOAD_TOO_LARGE, &message)
 }
 
 /// 400 with a JSON-RPC error.

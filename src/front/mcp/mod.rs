@@ -18,7 +18,9 @@ mod convert;
 pub(crate) mod http;
 pub(crate) mod limits;
 mod observe;
+mod read;
 mod sessions;
+pub(crate) mod stdio;
 
 use std::{
     borrow::Cow,
@@ -262,12 +264,16 @@ async fn listed(asked: &Asked) -> Result<Vec<crate::catalog::ToolId>, ErrorData>
     Ok(ids)
 }
 
-/// A call's arguments as the text the core parses: as the HTTP edge took
-/// them out of the message (taken, not copied: up to the argument limit of
-/// text), else (stdio) as the transport parsed them.
+/// A call's arguments as the text the core parses: as the door took them
+/// out of the message (taken, not copied: up to the argument limit of
+/// text; over HTTP in the request's parts, over stdio in the message), else
+/// as the transport parsed them.
 fn arguments(request: &CallToolRequestParams, extensions: &mut Extensions) -> String {
-    let parts = extensions.get_mut::<::http::request::Parts>();
-    match parts.and_then(|parts| parts.extensions.remove::<SentArguments>()) {
+    let sent = match extensions.remove::<SentArguments>() {
+        Some(sent) => Some(sent),
+        None => extensions.get_mut::<::http::request::Parts>().and_then(|parts| parts.extensions.remove()),
+    };
+    match sent {
         Some(SentArguments(text)) => text,
         None => convert::arguments_text(request.arguments.as_ref()),
     }
