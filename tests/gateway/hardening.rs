@@ -115,35 +115,38 @@ async fn an_execute_naming_thousands_of_unknown_tools_does_not_stall_other_calls
     for _ in 0..4 {
         let (mut client, heavy, stop) = (gw.client.clone(), heavy.clone(), stop.clone());
         loads.push(tokio::spawn(async move {
-            let mut calls = 0;
+            let mut took = Vec::new();
             while !stop.load(Ordering::Relaxed) {
+                let started = Instant::now();
                 let request = ExecuteRequest { tool: "echo".into(), tools: heavy.clone(), ..Default::default() };
                 let response = client.execute(request).await.unwrap().into_inner();
                 assert!(!response.ok, "echo is not in the set");
-                calls += 1;
+                took.push(started.elapsed());
             }
-            calls
+            took
         }));
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut waits = Vec::new();
     let mut client = gw.client.clone();
     for _ in 0..20 {
         let started = Instant::now();
         assert!(execute(&mut client, "echo", r#"{"x": 1}"#).await.ok);
         waits.push(started.elapsed());
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     stop.store(true, Ordering::Relaxed);
-    let mut heavy_calls = 0;
+    let mut heavy_took = Vec::new();
     for load in loads {
-        heavy_calls += load.await.unwrap();
+        heavy_took.extend(load.await.unwrap());
     }
     waits.sort();
-    assert!(heavy_calls >= 4, "the heavy calls ran ({heavy_calls})");
+    heavy_took.sort();
+    assert!(!heavy_took.is_empty(), "the heavy calls ran");
     // Before, each heavy call searched suggestions for 3,900 names on the
-    // runtime's workers, and an unrelated call waited behind it.
-    assert!(waits[waits.len() / 2] < Duration::from_millis(100), "echo p50 {:?}", waits[waits.len() / 2]);
+    // runtime's workers, and an unrelated call waited behind it (as long as
+    // a heavy call, or longer). Measured against the heavy calls of the same
+    // run, not a clock: a loaded machine slows both alike.
+    let (echo, heavy) = (waits[waits.len() / 2], heavy_took[heavy_took.len() / 2]);
+    assert!(echo * 4 < heavy, "echo p50 {echo:?} beside heavy calls of p50 {heavy:?}");
 }
 
 const CODE_REGISTRY: &str = r#"
@@ -620,9 +623,9 @@ fn alive(pid: i32) -> bool {
     }
 }
 
-/// Waits up to 5 s for `pid` to end.
+/// Waits for `pid` to end (bounded at 30 s: a leak fails, never hangs).
 fn ends(pid: i32) -> bool {
-    let until = Instant::now() + Duration::from_secs(5);
+    let until = Instant::now() + Duration::from_secs(30);
     while Instant::now() < until {
         if !alive(pid) {
             return true;
@@ -650,20 +653,23 @@ async fn nothing_a_command_tool_started_outlives_its_call() {
          backend: {command: {argv: [python3, escape.py, hang.pid, '300']}}\n",
     );
     let mut gw = TestGateway::dir(&dir).start().await;
-    let started = Instant::now();
     let response = execute(&mut gw.client, "escape", "{}").await;
+    // The call ended when the tool exited, not when the process holding its
+    // stdout would have (300 s): waiting for that, it would have timed out.
     assert!(response.ok, "{response:?}");
     assert_eq!(response.result_json, "\"answered\"");
-    // The call ended when the tool exited, not when the process holding its
-    // stdout would have (300 s), nor after the 30 s timeout.
-    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     let pid: i32 = std::fs::read_to_string(dir.registry().join("quick.pid")).unwrap().parse().unwrap();
     assert!(ends(pid), "the setsid child {pid} outlived the call");
 
     let response = execute(&mut gw.client, "escape_and_hang", "{}").await;
     assert_eq!(kind(&response), ErrorKind::Timeout);
-    let pid: i32 = std::fs::read_to_string(dir.registry().join("hang.pid")).unwrap().parse().unwrap();
-    assert!(ends(pid), "the setsid child {pid} outlived the timed-out call");
+    // The tool and whatever it started by then (on a loaded machine, maybe
+    // nothing yet) end: nothing runs in its folder any more.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !crate::common::running_in(&dir.registry()).is_empty() {
+        assert!(Instant::now() < deadline, "the tool or its setsid child outlived the timed-out call");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[test]

@@ -147,10 +147,6 @@ impl Unread {
 
 /// `body` whole, at most `limit` bytes, within `deadlines`.
 pub(crate) async fn read_body(mut body: Body, limit: usize, deadlines: BodyDeadlines) -> Result<Bytes, Unread> {
-    use hyper::body::Body as _;
-    if body.size_hint().lower() > limit as u64 {
-        return Err(Unread::TooLarge);
-    }
     let whole = tokio::time::Instant::now() + deadlines.whole;
     let mut bytes = BytesMut::new();
     loop {

@@ -34,12 +34,19 @@ pub fn script(name: &str) -> String {
     super::repo().join("tests/mcp").join(name).display().to_string()
 }
 
-/// YAML for a stdio server running `script` with `args`.
+/// YAML for a stdio server running `script` with `args`. Unless `extra`
+/// sets it, the server has 60 s to start and list its tools (a Python
+/// server on a loaded machine can take more than the default 10 s; a test
+/// waits for the event, not for a time).
 pub fn stdio_server(name: &str, script_name: &str, args: &[&str], extra: &str) -> String {
     let mut argv = vec![python().display().to_string(), script(script_name)];
     argv.extend(args.iter().map(|a| a.to_string()));
     let argv: Vec<String> = argv.iter().map(|a| format!("\"{a}\"")).collect();
-    format!("  {name}:\n    command: [{}]\n{extra}", argv.join(", "))
+    let startup = match extra.contains("startup_timeout:") {
+        true => "",
+        false => "    startup_timeout: 60s\n",
+    };
+    format!("  {name}:\n    command: [{}]\n{startup}{extra}", argv.join(", "))
 }
 
 /// A gateway serving the catalogue of `dir`, its MCP servers connected;

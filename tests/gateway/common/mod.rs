@@ -501,3 +501,12 @@ impl Drop for Reaped {
         }
     }
 }
+
+/// The processes running in `dir` (their working directory): a command
+/// tool and what it started. A zombie (ended, not yet reaped) has none.
+pub fn running_in(dir: &Path) -> Vec<u32> {
+    let dir = dir.canonicalize().unwrap();
+    let entries = std::fs::read_dir("/proc").unwrap().filter_map(Result::ok);
+    let pids = entries.filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok());
+    pids.filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|cwd| cwd == dir)).collect()
+}
