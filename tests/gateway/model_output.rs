@@ -187,6 +187,23 @@ fn families() -> Vec<(String, String, &'static str, String)> {
         r#"{"name": "get_weather", "arguments": {}, "city": "Paris"}"#.into(),
         // A function element beside the object.
         format!("<function>get_weather</function>\n{ARGS}"),
+        // Read by structure (the general reading): DeepSeek's DSML,
+        // elements named for the tool, self-closing, Qwen3-Coder's XML with
+        // its opener missing or its last parameter left open, tags that
+        // lost their `<`, bare keys, a thought before the call, a Python
+        // call then prose, a name then its parameters.
+        "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"get_weather\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>".into(),
+        "<get_weather><city>Paris</city></get_weather>".into(),
+        "<get_weather city=\"Paris\"/>".into(),
+        "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>".into(),
+        "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>".into(),
+        "<minimax:tool_call>\ninvoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>".into(),
+        "call:get_weather{city: \"Paris\"}".into(),
+        "The user asks for the weather.</think>\n<get_weather><city>Paris</city></get_weather>".into(),
+        "<|channel|>analysis<|message|>The user wants the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>".into(),
+        "get_weather(city=\"Paris\")\nI will tell you once I know.".into(),
+        "get_weather\n<parameter=city>Paris</parameter>".into(),
+        format!("{{\"name\": \"get_weather\", \"arguments\": {ARGS}}}\n</tool_call>"),
     ];
     let mut cases: Vec<(String, String, &'static str, String)> =
         whole.into_iter().map(|arguments| (String::new(), arguments, "get_weather", PARIS.to_owned())).collect();
@@ -288,6 +305,13 @@ const NOT_ONE: &[(&str, &str)] = &[
     // An escape that may have been meant either way; two values for one.
     ("read_file", r#"{"path": "C:\Users\new"}"#),
     ("get_weather", r#"{"city": ["Paris", "Rome"]}"#),
+    // Read by structure, but not one complete call: cut off, a key of no
+    // parameter, a tool outside the set, prose before it, two calls.
+    ("", "<get_weather><city>Paris</city>"),
+    ("", "<get_weather><town>Paris</town></get_weather>"),
+    ("", "<delete_file path=\"/etc\"/>"),
+    ("", "Sure, here it is: <get_weather><city>Paris</city></get_weather>"),
+    ("", "<get_weather city=\"Paris\"/>\n<get_weather city=\"Rome\"/>"),
     // Prose, units and words for numbers.
     ("", "I would call get_weather for Paris"),
     ("get_weather", r#"{"city": "Paris", "days": "3 days"}"#),

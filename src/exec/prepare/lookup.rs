@@ -87,6 +87,23 @@ enum Meaning {
     Nothing,
 }
 
+/// The one tool of `set` `name` means, without suggesting: exact name or
+/// alias, the one tool of its normalised key, or the one tool named among
+/// the words of a name wrapped in residue.
+pub(crate) fn means(catalog: &Catalog, set: &AvailableSet, name: &str) -> Option<ToolId> {
+    if name.len() > MAX_NAME_BYTES {
+        return None;
+    }
+    match meaning(catalog, set, name) {
+        Meaning::Tool(id) => Some(id),
+        Meaning::Several(_) => None,
+        Meaning::Nothing => match in_residue(catalog, set, name, &residue::words(name)) {
+            Meaning::Tool(id) => Some(id),
+            _ => None,
+        },
+    }
+}
+
 /// Exact name or alias, else the tools whose normalised key matches.
 fn meaning(catalog: &Catalog, set: &AvailableSet, name: &str) -> Meaning {
     if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(name) {

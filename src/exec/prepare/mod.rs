@@ -7,7 +7,7 @@
 //!
 //! | stage | file | what it does |
 //! |---|---|---|
-//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments); several calls are an error |
+//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments), else read by its structure, anchored by the caller's tools (the general reading); several calls are an error |
 //! | name | [`lookup`] | the emitted name → one tool inside the caller's set |
 //! | user | [`bind`] | a tool that acts for a user needs one |
 //! | syntax | [`syntax`] | the arguments' text → one JSON object, dialect slips repaired ([`json`]); else read as a call in another syntax ([`calls`]); a call after the arguments is an error |
@@ -219,6 +219,14 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     Ok(Ok(draft.ready()))
 }
 
+/// The caller's tools, as the general reading asks of them.
+impl calls::Anchor for Context<'_> {
+    fn tool(&self, name: &str) -> Option<calls::Tool<'_>> {
+        let tool = self.catalog.tool(lookup::means(self.catalog, self.set, name)?);
+        Some(calls::Tool { parameters: tool.parameters.parameters(), required: tool.parameters.required() })
+    }
+}
+
 /// A call read whole from the name or the arguments: the name to resolve,
 /// the arguments' text, and the kind of the repair if the arguments were
 /// read from the call (not sent as they are).
@@ -248,7 +256,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
     }
     let limits = cx.limits.arguments;
     if call.tool.contains(['(', '{', '<', '[']) {
-        match calls::read(&call.tool, limits) {
+        match calls::read_anchored(&call.tool, cx, limits) {
             calls::Reading::One(calls::Found { name: Some(name), arguments }) => {
                 let sent = call.arguments_json.trim();
                 let whole = match arguments.into_text() {
@@ -269,7 +277,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
         true => RepairKind::ArgumentsEnvelope,
         false => RepairKind::ArgumentsJson,
     };
-    match calls::read(&call.arguments_json, limits) {
+    match calls::read_anchored(&call.arguments_json, cx, limits) {
         calls::Reading::One(calls::Found { name: Some(name), arguments }) if agrees(cx, &call.tool, &name) => {
             let text = arguments.into_text().unwrap_or_else(|| "{}".to_owned());
             Ok(Some(Whole { name, text, arguments_read: Some(kind) }))
@@ -312,7 +320,7 @@ fn tool_named(cx: &Context<'_>, name: &str) -> Option<ToolId> {
 /// error of several calls; `None` when there is no such reading.
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
 fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<String, ToolError>> {
-    match calls::read(text, cx.limits.arguments) {
+    match calls::read_anchored(text, cx, cx.limits.arguments) {
         calls::Reading::One(calls::Found { name, arguments }) => {
             let same = name.as_deref().is_none_or(|name| tool_named(cx, name) == Some(id));
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))

@@ -37,8 +37,11 @@
 //! candidate that must mean the same tool as the emitted name, if that
 //! names one.
 
+mod general;
 mod python;
 mod tags;
+
+pub(crate) use general::{Anchor, Tool};
 
 use serde_json::{Map, Value};
 
@@ -114,6 +117,18 @@ pub(crate) fn read(text: &str, limits: ArgumentLimits) -> Reading {
     read_in(&folded, limits, 0)
 }
 
+/// The same, and when no family reads it, the general reading by
+/// structure, anchored by the caller's tools ([`general`]).
+pub(crate) fn read_anchored(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> Reading {
+    match read(text, limits) {
+        // Plain JSON holds no markup and no name before a body.
+        Reading::Nothing if text.contains('<') || !text.trim_start().starts_with(['{', '[']) => {
+            general::read(text, anchor, limits)
+        }
+        reading => reading,
+    }
+}
+
 fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
     let text = strip_residue(text);
     if depth > MAX_NESTING || text.is_empty() || !work::charge(text.len()) {
@@ -132,7 +147,12 @@ fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
                 _ => 0,
             };
             if first > 0 {
-                return match count(strip_residue(&text[end..]), limits) {
+                let tail = strip_residue(&text[end..]);
+                return match count(tail, limits) {
+                    // Closers a template left (`</tool_call>`): the call alone.
+                    0 if only_closers(tail) => {
+                        literal(&text[..end], limits).map_or(Reading::Nothing, |v| from_json(&v))
+                    }
                     0 => Reading::Nothing,
                     more => Reading::Many(first + more),
                 };
@@ -149,6 +169,20 @@ fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {
         return reading;
     }
     name_then_arguments(text, limits)
+}
+
+/// Whether `text` is only closing tags (`</tool_call>`, `</TOOLCALL>`),
+/// whitespace between.
+fn only_closers(text: &str) -> bool {
+    let mut rest = text.trim();
+    while let Some(after) = rest.strip_prefix("</") {
+        let Some(end) = after.find('>') else { return false };
+        if end == 0 || !is_word(&after[..end].replace([':', '-', '.'], "_")) {
+            return false;
+        }
+        rest = after[end + 1..].trim_start();
+    }
+    rest.is_empty()
 }
 
 /// How many calls `text` (what followed a call's arguments) holds: JSON
@@ -370,7 +404,7 @@ pub(crate) fn is_language_tag(word: &str) -> bool {
 }
 
 /// A half special token at the start: `<|tool_call>` (or `<tool_call|>`).
-fn half_token_len(text: &str) -> Option<usize> {
+pub(super) fn half_token_len(text: &str) -> Option<usize> {
     let inner_start = if text.starts_with("<|") {
         2
     } else if text.starts_with('<') {
