@@ -30,6 +30,7 @@ mod mcp_hardening;
 mod model_output;
 mod once;
 mod otlp;
+mod peer_fixtures;
 mod rate_limits;
 mod reload;
 mod resolve_rpc;

@@ -259,7 +259,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
         match calls::read_anchored(&call.tool, cx, limits) {
             calls::Reading::One(calls::Found { name: Some(name), arguments }) => {
                 let sent = call.arguments_json.trim();
-                let whole = match arguments.into_text() {
+                let whole = match typed(cx, &name, arguments).into_text() {
                     None => Whole { name, text: call.arguments_json.clone(), arguments_read: None },
                     Some(text) if sent.is_empty() || sent == "{}" => {
                         Whole { name, text, arguments_read: Some(RepairKind::ArgumentsJson) }
@@ -279,7 +279,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
     };
     match calls::read_anchored(&call.arguments_json, cx, limits) {
         calls::Reading::One(calls::Found { name: Some(name), arguments }) if agrees(cx, &call.tool, &name) => {
-            let text = arguments.into_text().unwrap_or_else(|| "{}".to_owned());
+            let text = typed(cx, &name, arguments).into_text().unwrap_or_else(|| "{}".to_owned());
             Ok(Some(Whole { name, text, arguments_read: Some(kind) }))
         }
         calls::Reading::Many(count) => Err(calls::many(count)),
@@ -305,6 +305,20 @@ fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
     }
 }
 
+/// Markup's values read by the schema of the tool `name` means
+/// ([`calls::Arguments::typed`]).
+fn typed(cx: &Context<'_>, name: &str, arguments: calls::Arguments) -> calls::Arguments {
+    match tool_named(cx, name) {
+        Some(id) => arguments.typed(properties(cx, id), cx.limits.arguments),
+        None => arguments,
+    }
+}
+
+/// The `properties` of a tool's schema.
+fn properties<'c>(cx: &Context<'c>, id: ToolId) -> Option<&'c Map<String, Value>> {
+    cx.catalog.tool(id).parameters.parsed().get("properties").and_then(Value::as_object)
+}
+
 /// The one tool of the call's set a name found inside a call means
 /// (non-strict lookup), if any.
 fn tool_named(cx: &Context<'_>, name: &str) -> Option<ToolId> {
@@ -323,6 +337,7 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
     match calls::read_anchored(text, cx, cx.limits.arguments) {
         calls::Reading::One(calls::Found { name, arguments }) => {
             let same = name.as_deref().is_none_or(|name| tool_named(cx, name) == Some(id));
+            let arguments = arguments.typed(properties(cx, id), cx.limits.arguments);
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
         }
         calls::Reading::Many(count) => Some(Err(calls::many(count))),

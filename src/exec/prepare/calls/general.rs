@@ -360,7 +360,7 @@ impl<'t, 'a> Frame<'t, 'a> {
                 }
                 match self.values.is_empty() {
                     true => Arguments::Absent,
-                    false => Arguments::Values(self.values),
+                    false => Arguments::Markup(self.values),
                 }
             }
         };
@@ -768,7 +768,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                 }
                 let Reading::One(found) = python::read(&text[..end])? else { return None };
                 let values = match found.arguments {
-                    Arguments::Values(values) => values,
+                    Arguments::Values(values) | Arguments::Markup(values) => values,
                     Arguments::Absent => Map::new(),
                     Arguments::Text(_) => return None,
                 };
@@ -987,7 +987,7 @@ mod tests {
         match reading(text) {
             Reading::One(Found { name: Some(name), arguments }) => {
                 let arguments = match arguments {
-                    Arguments::Values(values) => Value::Object(values),
+                    Arguments::Values(values) | Arguments::Markup(values) => Value::Object(values),
                     Arguments::Text(text) => serde_json::from_str(&text).unwrap(),
                     Arguments::Absent => Value::Object(Map::new()),
                 };

@@ -77,21 +77,84 @@ pub(crate) struct Found {
 pub(crate) enum Arguments {
     /// JSON (or JSON with the slips the syntax stage repairs) text.
     Text(String),
-    /// Values read from another syntax (Python literals; text in tags as
-    /// strings).
+    /// Values read from another syntax (Python literals, a body's key/value
+    /// pairs).
     Values(Map<String, Value>),
+    /// Values written as markup: each the text of its element, read later
+    /// by the parameter's schema ([`Arguments::typed`]).
+    Markup(Map<String, Value>),
     /// None written: `get_weather()`.
     Absent,
 }
 
 impl Arguments {
+    /// The same, the text of each element written as markup read by its
+    /// parameter's schema (`properties` of the tool's schema): where the
+    /// schema admits more than one type (`anyOf`, `oneOf`, a list of
+    /// types) and the text is a JSON value of another type than string it
+    /// admits (`null` for a nullable string, an object), that value. A
+    /// schema of one type is the value rules' to read.
+    pub(crate) fn typed(self, properties: Option<&Map<String, Value>>, limits: ArgumentLimits) -> Self {
+        let (mut values, properties) = match (self, properties) {
+            (Arguments::Markup(values), Some(properties)) => (values, properties),
+            (other, _) => return other,
+        };
+        for (key, value) in values.iter_mut() {
+            let (Value::String(text), Some(schema)) = (&*value, properties.get(key)) else { continue };
+            let admitted = admitted_types(schema);
+            if admitted.len() < 2 {
+                continue;
+            }
+            if let Some(parsed) = literal(text.trim(), limits).filter(|v| !v.is_string()) {
+                if admitted.iter().any(|t| type_admits(t, &parsed)) {
+                    *value = parsed;
+                }
+            }
+        }
+        Arguments::Markup(values)
+    }
+
     /// The arguments as JSON text for the syntax stage; `None` when absent.
     pub(crate) fn into_text(self) -> Option<String> {
         match self {
             Arguments::Text(text) => Some(text),
-            Arguments::Values(values) => Some(serde_json::to_string(&values).expect("JSON values serialise")),
+            Arguments::Values(values) | Arguments::Markup(values) => {
+                Some(serde_json::to_string(&values).expect("JSON values serialise"))
+            }
             Arguments::Absent => None,
         }
+    }
+}
+
+/// The types a schema admits: its `type` (one or a list) and those of
+/// its `anyOf` / `oneOf` branches.
+fn admitted_types(schema: &Value) -> Vec<&str> {
+    let mut types = Vec::new();
+    match schema.get("type") {
+        Some(Value::String(t)) => types.push(t.as_str()),
+        Some(Value::Array(list)) => types.extend(list.iter().filter_map(Value::as_str)),
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        for branch in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+            types.extend(admitted_types(branch));
+        }
+    }
+    types.sort_unstable();
+    types.dedup();
+    types
+}
+
+/// Whether the JSON Schema type `name` admits `value`.
+fn type_admits(name: &str, value: &Value) -> bool {
+    match name {
+        "null" => value.is_null(),
+        "boolean" => value.is_boolean(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        _ => false,
     }
 }
 
@@ -510,7 +573,7 @@ fn name_then_arguments(text: &str, limits: ArgumentLimits) -> Reading {
         (Arguments::Text(body[..end].to_owned()), &body[end..])
     } else {
         match tags::parameters(body) {
-            Some(values) => (Arguments::Values(values), ""),
+            Some(values) => (Arguments::Markup(values), ""),
             None => return Reading::Nothing,
         }
     };

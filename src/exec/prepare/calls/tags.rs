@@ -242,7 +242,7 @@ pub(super) fn read(text: &str, limits: ArgumentLimits, depth: usize) -> Reading 
     // Only parameters: the arguments of a call whose name was sent apart.
     if starts_parameters(text) {
         return match parameters(text) {
-            Some(values) => Reading::One(Found { name: None, arguments: Arguments::Values(values) }),
+            Some(values) => Reading::One(Found { name: None, arguments: Arguments::Markup(values) }),
             None => Reading::Nothing,
         };
     }
@@ -316,7 +316,7 @@ fn body_arguments(inner: &str, limits: ArgumentLimits) -> Option<Arguments> {
     if body.starts_with('{') {
         return literal(body, limits).filter(Value::is_object).map(|_| Arguments::Text(body.to_owned()));
     }
-    parameters(body).map(Arguments::Values)
+    parameters(body).map(Arguments::Markup)
 }
 
 /// Whether `text` starts with an argument written in tags.
@@ -383,7 +383,7 @@ mod tests {
     }
 
     fn values(pairs: &[(&str, &str)]) -> Arguments {
-        Arguments::Values(pairs.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect())
+        Arguments::Markup(pairs.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect())
     }
 
     #[test]
