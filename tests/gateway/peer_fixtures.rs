@@ -121,6 +121,18 @@ fn registry(tools: &[(String, Value)]) -> String {
     yaml
 }
 
+/// Equal as JSON, numbers by value (`5.0` is `5`).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 async fn outcome(fixture: &Fixture) -> Outcome {
     let tools = tools(fixture);
     let gateway = TestGateway::registry(&registry(&tools)).start().await;
@@ -136,7 +148,7 @@ async fn outcome(fixture: &Fixture) -> Outcome {
     match (fixture.calls.as_slice(), response.ok) {
         ([expected], true) => {
             let received: Value = serde_json::from_str(&response.result_json).unwrap_or(Value::Null);
-            match response.tool == expected.name && received == Value::Object(expected.arguments.clone()) {
+            match response.tool == expected.name && same(&received, &Value::Object(expected.arguments.clone())) {
                 true => Outcome::Repaired,
                 false => Outcome::Wrong(format!("ran {} with {}", response.tool, response.result_json)),
             }

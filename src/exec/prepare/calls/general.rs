@@ -171,7 +171,11 @@ fn tag(text: &str, from: usize, at: usize) -> Option<(Token<'_>, usize)> {
     // A head ends at its `>`; a `<` or a line's end first means text (and
     // bounds every attempt by the next delimiter: each byte is looked at
     // a bounded number of times).
-    let window = &text[from..text.len().min(from + MAX_HEAD)];
+    let mut limit = text.len().min(from + MAX_HEAD);
+    while !text.is_char_boundary(limit) {
+        limit -= 1;
+    }
+    let window = &text[from..limit];
     let delimiter = window.find(['>', '<', '\n'])?;
     work::charge(delimiter + 1);
     if !window[delimiter..].starts_with('>') {
@@ -324,6 +328,14 @@ impl<'t, 'a> Frame<'t, 'a> {
     fn close_parameter(&mut self, text: &str, until: usize) {
         if let Some((key, _, start, json)) = self.open.take() {
             let value = value_text(&text[start..until.max(start)]);
+            // The arguments as one object (`<arguments>{…}</arguments>`).
+            if key.is_empty() {
+                match self.body.is_none() && value.trim_start().starts_with('{') {
+                    true => self.body = Some(value.trim().to_owned()),
+                    false => self.broken = true,
+                }
+                return;
+            }
             let value = match json {
                 true => serde_json::from_str(value.trim()).unwrap_or_else(|_| Value::String(value.to_owned())),
                 false => Value::String(value.to_owned()),
@@ -694,7 +706,13 @@ impl<'t, 'a> Reader<'t, 'a> {
         }
         let json = tag.attributes.iter().any(|(k, v)| *k == "string" && v.eq_ignore_ascii_case("false"));
         if tag.is(PARAMETER_TAGS) {
-            return tag.named().and_then(|key| frame.parameter(key)).map(|key| Parameter::Named(key, json));
+            let key = tag.named()?;
+            // A parameter named as a wrapper of the arguments (`arguments`,
+            // `input`) that is none of the tool's: their object.
+            if frame.parameter(key).is_none() && super::ARGUMENT_KEYS.contains(&key) {
+                return Some(Parameter::Body);
+            }
+            return frame.parameter(key).map(|key| Parameter::Named(key, json));
         }
         frame.parameter(tag.tag).map(|key| Parameter::Named(key, json))
     }
@@ -1049,6 +1067,9 @@ mod tests {
             "<a ",
             "get_weather(",
             "<get_weather city=\"a\"/>",
+            // Characters of several bytes wherever a window may end.
+            "<｜DSML｜invoke name=\"get_weather\">",
+            "<a ｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜",
         ] {
             let text = unit.repeat(size / unit.len());
             let (_, work) = work::metered(text.len(), || reading(&text));

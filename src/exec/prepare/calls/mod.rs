@@ -88,27 +88,33 @@ pub(crate) enum Arguments {
 }
 
 impl Arguments {
-    /// The same, the text of each element written as markup read by its
-    /// parameter's schema (`properties` of the tool's schema): where the
-    /// schema admits more than one type (`anyOf`, `oneOf`, a list of
-    /// types) and the text is a JSON value of another type than string it
-    /// admits (`null` for a nullable string, an object), that value. A
-    /// schema of one type is the value rules' to read.
+    /// The same, each value written as markup read by its parameter's
+    /// schema (`properties` of the tool's schema): where the schema admits
+    /// more than one type (`anyOf`, `oneOf`, a list of types) and the text
+    /// is a JSON value of another type than string it admits (`null` for a
+    /// nullable string, an object), that value; where it admits only
+    /// strings, the text as written (a value the markup said was JSON
+    /// included). Any other schema of one type is the value rules' to read.
     pub(crate) fn typed(self, properties: Option<&Map<String, Value>>, limits: ArgumentLimits) -> Self {
         let (mut values, properties) = match (self, properties) {
             (Arguments::Markup(values), Some(properties)) => (values, properties),
             (other, _) => return other,
         };
         for (key, value) in values.iter_mut() {
-            let (Value::String(text), Some(schema)) = (&*value, properties.get(key)) else { continue };
+            let Some(schema) = properties.get(key) else { continue };
             let admitted = admitted_types(schema);
-            if admitted.len() < 2 {
-                continue;
-            }
-            if let Some(parsed) = literal(text.trim(), limits).filter(|v| !v.is_string()) {
-                if admitted.iter().any(|t| type_admits(t, &parsed)) {
-                    *value = parsed;
+            match &*value {
+                // A string parameter keeps its text as written, even where
+                // the markup said it was JSON (`string="false"`).
+                parsed if admitted == ["string"] && !parsed.is_string() => *value = Value::String(parsed.to_string()),
+                Value::String(text) if admitted.len() >= 2 => {
+                    if let Some(parsed) = literal(text.trim(), limits).filter(|v| !v.is_string()) {
+                        if admitted.iter().any(|t| type_admits(t, &parsed)) {
+                            *value = parsed;
+                        }
+                    }
                 }
+                _ => {}
             }
         }
         Arguments::Markup(values)
