@@ -178,12 +178,15 @@ fn tag(text: &str, from: usize, at: usize) -> Option<(Token<'_>, usize)> {
     let window = &text[from..limit];
     let delimiter = window.find(['>', '<', '\n'])?;
     work::charge(delimiter + 1);
-    if !window[delimiter..].starts_with('>') {
+    // A closer fused to the next tag (`</parameter</function>`): it ends
+    // where the next `<` starts.
+    let fused = window[delimiter..].starts_with('<') && window.starts_with('/');
+    if !window[delimiter..].starts_with('>') && !fused {
         return None;
     }
     let close = delimiter;
     let head = &window[..close];
-    let len = from + close + 1 - at;
+    let len = from + close + usize::from(!fused) - at;
     let (closing, head) = match head.strip_prefix('/') {
         Some(rest) => (true, rest),
         None => (false, head),
@@ -1026,7 +1029,8 @@ mod tests {
             "<get_weather><city>Paris</city></get_weather>",
             "<get_weather city=\"Paris\"/>",
             // Qwen3-Coder with its opener missing, its last parameter left
-            // open, an orphan closer.
+            // open, a closer fused to the next, an orphan closer.
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter</function>\n</tool_call>",
             "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
             "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
             "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</tool_call>",
