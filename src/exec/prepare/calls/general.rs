@@ -35,7 +35,11 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use super::{balanced_end, python, Arguments, Found, Reading};
+use super::{
+    balanced_end, python,
+    tags::{attributes, is_name_attribute, name_attribute, unquote},
+    Arguments, Found, Reading,
+};
 use crate::{
     exec::{
         limits::ArgumentLimits,
@@ -107,9 +111,7 @@ struct Tag<'a> {
 impl<'t> Tag<'t> {
     /// The name `=VALUE` or a `name`-like attribute gives.
     fn named(&self) -> Option<&'t str> {
-        self.value.or_else(|| {
-            self.attributes.iter().find(|(k, _)| matches!(*k, "name" | "tool_name" | "function")).map(|(_, v)| *v)
-        })
+        self.value.or_else(|| name_attribute(&self.attributes))
     }
 
     fn is(&self, tags: &[&str]) -> bool {
@@ -229,42 +231,6 @@ fn strip_bars(head: &str) -> &str {
 /// A tag's name without its namespace (`minimax:tool_call` → `tool_call`).
 fn local(name: &str) -> &str {
     name.rsplit_once(':').map_or(name, |(_, local)| local)
-}
-
-/// `key="value" key='value' key=value`, or `None` for anything else.
-fn attributes(head: &str) -> Option<Vec<(&str, &str)>> {
-    let mut found = Vec::new();
-    let mut rest = head.trim();
-    while !rest.is_empty() {
-        let eq = rest.find('=')?;
-        let key = rest[..eq].trim();
-        if key.is_empty() || !key.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | ':')) {
-            return None;
-        }
-        let after = rest[eq + 1..].trim_start();
-        let (value, next) = match after.chars().next()? {
-            q @ ('"' | '\'') => {
-                let end = after[1..].find(q)?;
-                (&after[1..1 + end], &after[1 + end + 1..])
-            }
-            _ => {
-                let end = after.find(char::is_whitespace).unwrap_or(after.len());
-                (&after[..end], &after[end..])
-            }
-        };
-        found.push((key, value));
-        rest = next.trim_start();
-    }
-    Some(found)
-}
-
-fn unquote(text: &str) -> &str {
-    for q in ['"', '\''] {
-        if let Some(inner) = text.strip_prefix(q).and_then(|t| t.strip_suffix(q)) {
-            return inner;
-        }
-    }
-    text
 }
 
 /// A call being read: of the tool `'a` (the anchor's), in the text `'t`.
@@ -574,7 +540,7 @@ impl<'t, 'a> Reader<'t, 'a> {
     /// arguments (the name attribute set aside when it named the call).
     fn with_tag(&self, mut frame: Frame<'t, 'a>, tag: &Tag<'t>, named: bool) -> Frame<'t, 'a> {
         for (key, value) in &tag.attributes {
-            if named && matches!(*key, "name" | "tool_name" | "function") {
+            if named && is_name_attribute(key) {
                 continue;
             }
             match frame.parameter(key) {
@@ -766,6 +732,26 @@ impl<'t, 'a> Reader<'t, 'a> {
     /// A tool's name followed directly by its body, at the start of `text`
     /// (after markup words: `call:`, a namespace): the call and its length.
     fn name_then_body(&mut self, text: &'t str) -> Option<(Found, usize)> {
+        // A JSON call object (`{"name": …, "arguments": …}`) whose wrapper
+        // was left open or is some other markup.
+        if text.starts_with('{') {
+            let end = balanced_end(text)?;
+            let Reading::One(found) = super::from_json(&literal(&text[..end], self.limits)?) else { return None };
+            let name = found.name.as_deref()?;
+            let tool = self.tool(text_of(text, name)?)?;
+            let mut frame = Frame::new(tool, name, "");
+            match found.arguments {
+                Arguments::Values(values) | Arguments::Markup(values) => {
+                    for (key, value) in values {
+                        let parameter = frame.parameter(&key)?;
+                        frame.set(parameter, value);
+                    }
+                }
+                Arguments::Text(body) => frame.body = Some(body),
+                Arguments::Absent => {}
+            }
+            return Some((frame.found(self.limits)?, end));
+        }
         let name_len = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))?;
         let head = &text[..name_len];
         let opener = text[name_len..].chars().next()?;
@@ -814,6 +800,12 @@ impl<'t, 'a> Reader<'t, 'a> {
             None => self.broken = true,
         }
     }
+}
+
+/// `name` as a slice of `text`, where it is written there verbatim (the
+/// memo of tools is keyed by slices of the text).
+fn text_of<'t>(text: &'t str, name: &str) -> Option<&'t str> {
+    text.find(name).map(|at| &text[at..at + name.len()])
 }
 
 /// What an element inside a call holds.

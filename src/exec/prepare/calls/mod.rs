@@ -189,10 +189,18 @@ pub(crate) fn read(text: &str, limits: ArgumentLimits) -> Reading {
 /// The same, and when no family reads it, the general reading by
 /// structure, anchored by the caller's tools ([`general`]).
 pub(crate) fn read_anchored(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> Reading {
+    let markup = text.contains('<') || !text.trim_start().starts_with(['{', '[']);
     match read(text, limits) {
         // Plain JSON holds no markup and no name before a body.
-        Reading::Nothing if text.contains('<') || !text.trim_start().starts_with(['{', '[']) => {
-            general::read(text, anchor, limits)
+        Reading::Nothing if markup => general::read(text, anchor, limits),
+        // A family's reading naming none of the caller's tools (markup taken
+        // for a name: `<tool_call>` before an object it never closed): the
+        // general reading, if it reads a call.
+        Reading::One(Found { name: Some(name), arguments }) if markup && anchor.tool(&name).is_none() => {
+            match general::read(text, anchor, limits) {
+                Reading::Nothing => Reading::One(Found { name: Some(name), arguments }),
+                general => general,
+            }
         }
         reading => reading,
     }
@@ -309,7 +317,7 @@ pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
 /// The calls a JSON value holds: a call object, an array of them, or a
 /// parallel wrapper (one key, beside metadata, holding an array of them).
 /// An array of two or more plain objects is as many calls' arguments.
-fn from_json(value: &Value) -> Reading {
+pub(super) fn from_json(value: &Value) -> Reading {
     match value {
         Value::Object(object) => {
             if let Some(found) = call_object(object) {

@@ -34,7 +34,7 @@ const NAME_TAGS: &[&str] = &["function", "name", "tool_name", "tool"];
 struct Element<'a> {
     tag: &'a str,
     value: Option<String>,
-    attributes: Vec<(&'a str, String)>,
+    attributes: Vec<(&'a str, &'a str)>,
     inner: &'a str,
     end: usize,
 }
@@ -46,12 +46,7 @@ impl Element<'_> {
 
     /// The name `=NAME` or a `name`-like attribute gives.
     fn name(&self) -> Option<&str> {
-        self.value.as_deref().or_else(|| {
-            self.attributes
-                .iter()
-                .find(|(k, _)| matches!(*k, "name" | "tool_name" | "function"))
-                .map(|(_, v)| v.as_str())
-        })
+        self.value.as_deref().or_else(|| name_attribute(&self.attributes))
     }
 }
 
@@ -162,8 +157,19 @@ fn element_unmetered<'a>(
     }
 }
 
+/// The attributes that name a call (`name`, `tool_name`, `function`):
+/// the first one's value.
+pub(super) fn name_attribute<'a>(attributes: &[(&str, &'a str)]) -> Option<&'a str> {
+    attributes.iter().find(|(k, _)| is_name_attribute(k)).map(|(_, v)| *v)
+}
+
+/// Whether an attribute names a call rather than an argument.
+pub(super) fn is_name_attribute(key: &str) -> bool {
+    matches!(key, "name" | "tool_name" | "function")
+}
+
 /// `key="value" key='value' key=value`, or `None` for anything else.
-fn attributes(head: &str) -> Option<Vec<(&str, String)>> {
+pub(super) fn attributes(head: &str) -> Option<Vec<(&str, &str)>> {
     let mut found = Vec::new();
     let mut rest = head.trim().trim_end_matches('/').trim();
     while !rest.is_empty() {
@@ -183,13 +189,13 @@ fn attributes(head: &str) -> Option<Vec<(&str, String)>> {
                 (&after[..end], &after[end..])
             }
         };
-        found.push((key, value.to_owned()));
+        found.push((key, value));
         rest = next.trim_start();
     }
     Some(found)
 }
 
-fn unquote(text: &str) -> &str {
+pub(super) fn unquote(text: &str) -> &str {
     for q in ['"', '\''] {
         if let Some(inner) = text.strip_prefix(q).and_then(|t| t.strip_suffix(q)) {
             return inner;
