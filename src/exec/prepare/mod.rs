@@ -270,6 +270,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
                 return Ok(Some(whole));
             }
             calls::Reading::Many(count) => return Err(calls::many(count)),
+            calls::Reading::AfterProse(found) => return Err(calls::after_prose(found.name.as_deref())),
             _ => {}
         }
     }
@@ -283,6 +284,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
             Ok(Some(Whole { name, text, arguments_read: Some(kind) }))
         }
         calls::Reading::Many(count) => Err(calls::many(count)),
+        calls::Reading::AfterProse(found) => Err(calls::after_prose(found.name.as_deref())),
         _ => Ok(None),
     }
 }
@@ -341,6 +343,7 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
         }
         calls::Reading::Many(count) => Some(Err(calls::many(count))),
+        calls::Reading::AfterProse(found) => Some(Err(calls::after_prose(found.name.as_deref()))),
         calls::Reading::Nothing => None,
     }
 }

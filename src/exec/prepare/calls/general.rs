@@ -378,10 +378,12 @@ pub(crate) fn read(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> R
         calls: 0,
         found: None,
         broken: false,
+        prose: false,
     };
     reader.read(&tokens);
     match (reader.broken, reader.calls, reader.found) {
         (_, n, _) if n > 1 => Reading::Many(n),
+        (false, 1, Some(found)) if reader.prose => Reading::AfterProse(found),
         (false, 1, Some(found)) => Reading::One(found),
         _ => Reading::Nothing,
     }
@@ -400,6 +402,8 @@ struct Reader<'t, 'a> {
     found: Option<Found>,
     /// Something outside the calls is not residue.
     broken: bool,
+    /// Text that is not residue came before the first call.
+    prose: bool,
 }
 
 impl<'t, 'a> Reader<'t, 'a> {
@@ -498,6 +502,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                         }
                     }
                     match self.in_text(*at, *end, after_call) {
+                        None if self.calls == 0 => self.prose = true,
                         None => self.broken = true,
                         Some(resume) => {
                             after_call = self.calls > 0;
@@ -1082,12 +1087,14 @@ mod tests {
             "<get_weather><city>Paris</city><city>Rome</city></get_weather>",
             // Not a tool of the caller's.
             "<delete_file><path>/etc</path></delete_file>",
-            // Prose before the call.
-            "I would call <get_weather><city>Paris</city></get_weather>",
-            "Sure! call:get_weather{city: \"Paris\"}",
         ] {
             assert_eq!(reading(text), Reading::Nothing, "{text}");
         }
+        // Words before one call: two readings (the words, or the call); in
+        // the words' own text, no reading.
+        let text = "I would call <get_weather><city>Paris</city></get_weather>";
+        assert!(matches!(reading(text), Reading::AfterProse(_)), "{text}: {:?}", reading(text));
+        assert_eq!(reading("Sure! call:get_weather{city: \"Paris\"}"), Reading::Nothing);
         // Two calls, in any shape: never one of them.
         for text in [
             "<get_weather><city>Paris</city></get_weather><get_weather><city>Rome</city></get_weather>",

@@ -171,12 +171,24 @@ pub(crate) enum Reading {
     One(Found),
     /// More than one call: never cut to one.
     Many(usize),
+    /// Text, then one complete call (the general reading): two readings,
+    /// the text as it is or the call; never run ([`after_prose`]).
+    AfterProse(Found),
 }
 
 /// The answer to text holding `count` calls where one belongs.
 pub(crate) fn many(count: usize) -> ToolError {
     ToolError::invalid_arguments(format!(
         "{count} tool calls arrived in one, and none was run: send each as a tool call of its own, one call per tool call"
+    ))
+}
+
+/// The answer to text, then one call of `name`, where one call belongs.
+pub(crate) fn after_prose(name: Option<&str>) -> ToolError {
+    let call = name.map_or_else(|| "a call".to_owned(), |name| format!("a call of '{name}'"));
+    ToolError::invalid_arguments(format!(
+        "the text holds words, then {call}: it reads as the words or as the call, and nothing was run: \
+         send the call alone as the tool call"
     ))
 }
 
