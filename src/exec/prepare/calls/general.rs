@@ -502,7 +502,9 @@ impl<'t, 'a> Reader<'t, 'a> {
                         }
                     }
                     match self.in_text(*at, *end, after_call) {
-                        None if self.calls == 0 => self.prose = true,
+                        // Words (not a JSON value: arguments before a
+                        // call are a call of their own).
+                        None if self.calls == 0 && !span.trim_start().starts_with(['{', '[']) => self.prose = true,
                         None => self.broken = true,
                         Some(resume) => {
                             after_call = self.calls > 0;
