@@ -433,7 +433,7 @@ impl<'t, 'a> Reader<'t, 'a> {
             if let Some(until) = thought {
                 match (token, until) {
                     (Token::Close { tag, .. }, Some(until)) if tag.eq_ignore_ascii_case(until) => thought = None,
-                    (Token::Special(special), None) if special.contains("end") => thought = None,
+                    (Token::Special(special), None) if ends_channel(special) => thought = None,
                     _ => {}
                 }
                 continue;
@@ -459,7 +459,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                     if special.contains("channel") {
                         if let Some(Token::Text { at, end }) = tokens.get(i) {
                             let channel = text[*at..*end].trim_start();
-                            if channel.starts_with("analysis") || channel.starts_with("thinking") {
+                            if is_thought_channel(channel) {
                                 thought = Some(None);
                                 i += 1;
                             }
@@ -825,8 +825,9 @@ enum Parameter {
 }
 
 /// The text after a thought that comes first: `<think>…</think>`,
-/// `…</think>` (its opener left out), or Harmony's analysis channel
-/// (`<|channel|>analysis<|message|>…<|end|>`).
+/// `…</think>` (its opener left out), or a thought channel (Harmony's
+/// `<|channel|>analysis<|message|>…<|end|>`, Gemma's `<|channel>thought
+/// …<channel|>`).
 fn after_thought<'t>(text: &'t str, tokens: &[Token<'t>]) -> Option<&'t str> {
     let rest_after = |token: &Token<'t>| match token {
         Token::Close { end, .. } => Some(&text[*end..]),
@@ -848,12 +849,26 @@ fn after_thought<'t>(text: &'t str, tokens: &[Token<'t>]) -> Option<&'t str> {
     }
     // Harmony's analysis channel, among the first tokens.
     let channel = tokens.iter().take(8).position(|t| matches!(t, Token::Special(s) if s.contains("channel")))?;
-    let analysis = matches!(tokens.get(channel + 1), Some(Token::Text { at, end }) if text[*at..*end].trim_start().starts_with("analysis"));
-    if !analysis {
+    let thought =
+        matches!(tokens.get(channel + 1), Some(Token::Text { at, end }) if is_thought_channel(&text[*at..*end]));
+    if !thought {
         return None;
     }
-    let end = tokens[channel..].iter().find(|t| matches!(t, Token::Special(s) if s.contains("end")))?;
+    let end = tokens[channel + 1..].iter().find(|t| matches!(t, Token::Special(s) if ends_channel(s)))?;
     rest_after(end)
+}
+
+/// A channel a thought is written in (Harmony's `analysis`, Gemma's
+/// `thought`), by the text after its channel token.
+fn is_thought_channel(text: &str) -> bool {
+    let text = text.trim_start();
+    ["analysis", "thought", "thinking"].iter().any(|channel| text.starts_with(channel))
+}
+
+/// A token that ends a channel's text: Harmony's `<|end|>`, Gemma's
+/// `<channel|>`.
+fn ends_channel(special: &str) -> bool {
+    special.contains("end") || special.contains("channel")
 }
 
 /// Where a token starts in `text`.
