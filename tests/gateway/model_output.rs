@@ -204,6 +204,7 @@ fn families() -> Vec<(String, String, &'static str, String)> {
         "get_weather(city=\"Paris\")\nI will tell you once I know.".into(),
         "get_weather\n<parameter=city>Paris</parameter>".into(),
         format!("{{\"name\": \"get_weather\", \"arguments\": {ARGS}}}\n</tool_call>"),
+        format!("{{\"name\": \"get_weather\", \"arguments\": {ARGS}}}\nI will tell you once I know."),
     ];
     let mut cases: Vec<(String, String, &'static str, String)> =
         whole.into_iter().map(|arguments| (String::new(), arguments, "get_weather", PARIS.to_owned())).collect();

@@ -1060,6 +1060,8 @@ mod tests {
             "get_weather(city=\"Paris\")\nI will tell you once I know.",
             // A name as text, then its parameters.
             "get_weather\n<parameter=city>Paris</parameter>",
+            // A call object, then words holding no call.
+            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\nI will tell you once I know.",
         ] {
             let (_, arguments) = one(text);
             assert_eq!(arguments, paris, "{text}");

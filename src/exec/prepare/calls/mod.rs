@@ -201,9 +201,12 @@ pub(crate) fn read(text: &str, limits: ArgumentLimits) -> Reading {
 /// The same, and when no family reads it, the general reading by
 /// structure, anchored by the caller's tools ([`general`]).
 pub(crate) fn read_anchored(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> Reading {
-    let markup = text.contains('<') || !text.trim_start().starts_with(['{', '[']);
+    // Plain JSON (one value, nothing around it) holds no call the general
+    // reading could find that the families did not.
+    let markup = text.contains('<')
+        || !text.trim_start().starts_with(['{', '['])
+        || serde_json::from_str::<serde::de::IgnoredAny>(text).is_err();
     match read(text, limits) {
-        // Plain JSON holds no markup and no name before a body.
         Reading::Nothing if markup => general::read(text, anchor, limits),
         // A family's reading naming none of the caller's tools (markup taken
         // for a name: `<tool_call>` before an object it never closed): the
