@@ -127,9 +127,14 @@ fn refuses_null(property: &Value) -> bool {
 }
 
 /// Whether `value` is of JSON Schema type `wanted`.
-fn is_of(wanted: &str, value: &Value) -> bool {
+pub(super) fn is_of(wanted: &str, value: &Value) -> bool {
     match (wanted, value) {
-        ("string", Value::String(_)) | ("boolean", Value::Bool(_)) | ("number", Value::Number(_)) => true,
+        ("string", Value::String(_))
+        | ("boolean", Value::Bool(_))
+        | ("number", Value::Number(_))
+        | ("null", Value::Null)
+        | ("object", Value::Object(_))
+        | ("array", Value::Array(_)) => true,
         ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
         _ => false,
     }

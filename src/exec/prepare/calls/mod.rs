@@ -109,7 +109,7 @@ impl Arguments {
                 parsed if admitted == ["string"] && !parsed.is_string() => *value = Value::String(parsed.to_string()),
                 Value::String(text) if admitted.len() >= 2 => {
                     if let Some(parsed) = literal(text.trim(), limits).filter(|v| !v.is_string()) {
-                        if admitted.iter().any(|t| type_admits(t, &parsed)) {
+                        if admitted.iter().any(|t| super::values::is_of(t, &parsed)) {
                             *value = parsed;
                         }
                     }
@@ -149,19 +149,6 @@ fn admitted_types(schema: &Value) -> Vec<&str> {
     types.sort_unstable();
     types.dedup();
     types
-}
-
-/// Whether the JSON Schema type `name` admits `value`.
-fn type_admits(name: &str, value: &Value) -> bool {
-    match name {
-        "null" => value.is_null(),
-        "boolean" => value.is_boolean(),
-        "integer" => value.is_i64() || value.is_u64(),
-        "number" => value.is_number(),
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        _ => false,
-    }
 }
 
 /// What a text holds.
