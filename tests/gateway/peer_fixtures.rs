@@ -87,8 +87,14 @@ type Made = (Map<String, Value>, Option<Vec<String>>);
 /// every argument a property of the value's type, required when every call
 /// of the tool gives it.
 fn tools(fixture: &Fixture) -> Vec<(String, Value)> {
+    // `{}` is how an OpenAI request writes a function without parameters:
+    // an object schema with none.
+    let parameters = |schema: &Value| match schema.as_object().is_some_and(Map::is_empty) {
+        true => json!({"type": "object"}),
+        false => schema.clone(),
+    };
     let mut tools: Vec<(String, Value)> =
-        fixture.tools.iter().map(|t| (t.name.clone(), t.parameters.clone())).collect();
+        fixture.tools.iter().map(|t| (t.name.clone(), parameters(&t.parameters))).collect();
     let mut made: BTreeMap<&str, Made> = BTreeMap::new();
     for call in &fixture.calls {
         if tools.iter().any(|(name, _)| *name == call.name) {

@@ -501,6 +501,21 @@ impl<'t, 'a> Reader<'t, 'a> {
                             }
                         }
                     }
+                    // A tool's name as the whole text of a wrapper
+                    // (`<tool_call>NAME</tool_call>`): a call without
+                    // arguments.
+                    let wrapped = matches!(
+                        (tokens.get(i.wrapping_sub(2)), tokens.get(i)),
+                        (Some(Token::Open(open)), Some(Token::Close { tag, .. }))
+                            if !open.empty && open.tag.eq_ignore_ascii_case(tag)
+                    );
+                    if wrapped && !span.trim().contains(char::is_whitespace) {
+                        if let Some(tool) = self.tool(span.trim()) {
+                            self.finish(Frame::new(tool, span.trim(), ""));
+                            after_call = true;
+                            continue;
+                        }
+                    }
                     match self.in_text(*at, *end, after_call) {
                         // Words (not a JSON value: arguments before a
                         // call are a call of their own).
@@ -1008,6 +1023,7 @@ mod tests {
             match normalised_key(name).as_str() {
                 "getweather" => Some(Tool { parameters: &self.weather, required: &self.city }),
                 "readfile" => Some(Tool { parameters: &self.file, required: &self.path }),
+                "now" => Some(Tool { parameters: &[], required: &[] }),
                 _ => None,
             }
         }
@@ -1095,6 +1111,19 @@ mod tests {
             let (_, work) = work::metered(text.len(), || reading(&text));
             assert!(!work.exhausted && work.spent <= 16 * size as u64, "{unit:?}: {work:?}");
         }
+    }
+
+    /// A name alone inside a wrapper is a call without arguments; a tool
+    /// that requires some is then incomplete.
+    #[test]
+    fn a_wrapped_name_is_a_call_without_arguments() {
+        for text in ["<tool_call>now</tool_call>", "  \n<tool_call>now\n</tool_call>", "<call>now</call>"] {
+            assert_eq!(one(text), ("now".to_owned(), serde_json::json!({})), "{text}");
+        }
+        assert_eq!(reading("<tool_call>get_weather</tool_call>"), Reading::Nothing);
+        assert_eq!(reading("<tool_call>now later</tool_call>"), Reading::Nothing);
+        assert!(matches!(reading("Checking.<tool_call>now</tool_call>"), Reading::AfterProse(_)));
+        assert_eq!(reading("<tool_call>now</tool_call><tool_call>now</tool_call>"), Reading::Many(2));
     }
 
     #[test]
