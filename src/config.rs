@@ -14,6 +14,7 @@ use std::{
     num::NonZeroUsize,
     path::{Path, PathBuf},
     sync::Arc,
+    time::Duration,
 };
 
 use serde::Deserialize;
@@ -22,7 +23,7 @@ pub use crate::tls::TlsConfig;
 
 pub(crate) use crate::exec::Policy;
 use crate::{
-    catalog::{GrantDecl, LoadOptions, Place},
+    catalog::{GrantDecl, LoadOptions, Place, Secret},
     env::Env,
     exec::{
         rate::{RateLimits, RateLimitsConfig},
@@ -94,7 +95,137 @@ pub struct FileConfig {
     #[serde(default)]
     pub(crate) limits: LimitsConfig,
     pub(crate) mcp_front_door: Option<McpFrontDoorConfig>,
+    pub(crate) model_door: Option<ModelDoorConfig>,
     pub(crate) rate_limits: Option<RateLimitsConfig>,
+}
+
+/// `model_door:` of the configuration file (off unless a listen address
+/// is set): an OpenAI-compatible endpoint in front of model servers.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelDoorConfig {
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) upstreams: Vec<UpstreamConfig>,
+    /// Where a request whose model no upstream's `models` matches goes;
+    /// with one upstream, that one.
+    pub(crate) default_upstream: Option<String>,
+    /// Pass every response through unchanged.
+    #[serde(default)]
+    pub(crate) strict: bool,
+}
+
+/// `model_door.upstreams[]`: one OpenAI-compatible model server.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    pub(crate) name: String,
+    /// The API's base, e.g. `http://127.0.0.1:8000/v1`.
+    pub(crate) base_url: String,
+    /// The environment variable holding the upstream's API key.
+    pub(crate) api_key_env: Option<String>,
+    /// Globs of the model names it serves (`*` any run, `?` one character);
+    /// none: every model.
+    #[serde(default)]
+    pub(crate) models: Vec<String>,
+    /// How long one request may take, streaming included (default 600s).
+    pub(crate) timeout: Option<String>,
+}
+
+/// The model door's settings, when it is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ModelSettings {
+    pub(crate) listen: SocketAddr,
+    pub(crate) upstreams: Vec<Upstream>,
+    /// Index into `upstreams`.
+    pub(crate) default_upstream: Option<usize>,
+    pub(crate) strict: bool,
+}
+
+/// One upstream, checked: its key read from the environment at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Upstream {
+    pub(crate) name: String,
+    /// Without a trailing `/`.
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<Secret>,
+    pub(crate) models: Vec<String>,
+    pub(crate) timeout: Duration,
+}
+
+/// `model_door.upstreams[].timeout` when unset.
+pub(crate) const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The environment variable that sets `--model-listen`.
+pub(crate) const MODEL_LISTEN_ENV: &str = "TOOLGATE_MODEL_LISTEN";
+
+impl ModelDoorConfig {
+    /// The settings on `listen`, or every problem, one a line.
+    fn settings(self, listen: SocketAddr, env: &Env) -> Result<ModelSettings, Vec<String>> {
+        let mut problems = Vec::new();
+        if self.upstreams.is_empty() {
+            problems.push("model_door.upstreams: name at least one model server".to_owned());
+        }
+        let mut upstreams: Vec<Upstream> = Vec::new();
+        for (i, raw) in self.upstreams.into_iter().enumerate() {
+            let at = format!("model_door.upstreams[{i}]");
+            if raw.name.trim().is_empty() {
+                problems.push(format!("{at}.name: an upstream needs a name"));
+            } else if upstreams.iter().any(|u| u.name == raw.name) {
+                problems.push(format!("{at}.name: '{}' names two upstreams", raw.name));
+            }
+            match url::Url::parse(&raw.base_url) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+                _ => problems.push(format!(
+                    "{at}.base_url: '{}' is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)",
+                    raw.base_url
+                )),
+            }
+            let api_key = match &raw.api_key_env {
+                Some(var) => match env.get(var) {
+                    Some(key) if !key.is_empty() => Some(Secret::new(key.to_owned())),
+                    _ => {
+                        problems.push(format!("{at}.api_key_env: the environment variable {var} is not set"));
+                        None
+                    }
+                },
+                None => None,
+            };
+            let timeout = match raw.timeout.as_deref().map(str::trim) {
+                None => DEFAULT_UPSTREAM_TIMEOUT,
+                Some(text) => match humantime::parse_duration(text) {
+                    Ok(timeout) if !timeout.is_zero() => timeout,
+                    _ => {
+                        problems.push(format!("{at}.timeout: '{text}' is not a duration (e.g. 600s, 10m)"));
+                        DEFAULT_UPSTREAM_TIMEOUT
+                    }
+                },
+            };
+            upstreams.push(Upstream {
+                name: raw.name,
+                base_url: raw.base_url.trim_end_matches('/').to_owned(),
+                api_key,
+                models: raw.models,
+                timeout,
+            });
+        }
+        let default_upstream = match &self.default_upstream {
+            Some(name) => match upstreams.iter().position(|u| &u.name == name) {
+                Some(at) => Some(at),
+                None => {
+                    let statement = format!("model_door.default_upstream: no upstream is named '{name}'");
+                    let names = upstreams.iter().map(|u| u.name.as_str());
+                    problems.push(crate::similar::did_you_mean(&statement, name, names, String::new));
+                    None
+                }
+            },
+            None => (upstreams.len() == 1).then_some(0),
+        };
+        match problems.is_empty() {
+            true => Ok(ModelSettings { listen, upstreams, default_upstream, strict: self.strict }),
+            false => Err(problems),
+        }
+    }
 }
 
 /// `mcp_front_door:` of the configuration file (off unless set).
@@ -214,6 +345,8 @@ pub struct Flags {
     pub tls_key: Option<PathBuf>,
     /// `--mcp-listen`: the MCP front door's address.
     pub mcp_listen: Option<String>,
+    /// `--model-listen`: the model door's address.
+    pub model_listen: Option<String>,
 }
 
 /// Settings after every source is merged and checked.
@@ -241,6 +374,8 @@ pub struct Settings {
     pub(crate) fixed: Fixed,
     /// The MCP front door, when it is on.
     pub(crate) mcp: Option<McpSettings>,
+    /// The model door, when it is on.
+    pub(crate) model: Option<Arc<ModelSettings>>,
     /// `rate_limits` and the principals' `rate`, checked (reloadable).
     pub(crate) rates: Arc<RateLimits>,
     /// The file the settings came from, for messages.
@@ -258,6 +393,7 @@ pub(crate) struct Fixed {
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
     mcp_listen: Option<SocketAddr>,
+    model: Option<Arc<ModelSettings>>,
     state: StateConfig,
     retry_budget: Option<u32>,
 }
@@ -275,6 +411,7 @@ impl Fixed {
         check(self.tls != next.tls, "tls");
         check(self.health_listen != next.health_listen, "health_listen");
         check(self.mcp_listen != next.mcp_listen, "mcp_front_door.listen");
+        check(self.model != next.model, "model_door");
         check(self.state != next.state, "state");
         check(self.retry_budget != next.retry_budget, "policy.retry_budget");
         changed
@@ -410,6 +547,17 @@ impl Settings {
             }),
             None => None,
         };
+        // The model door: `--model-listen`, then TOOLGATE_MODEL_LISTEN,
+        // then `model_door.listen`; off when none is set.
+        let model_door = file.model_door.unwrap_or_default();
+        let model_listen =
+            flags.model_listen.or_else(|| env.get(MODEL_LISTEN_ENV).map(str::to_owned)).or(model_door.listen.clone());
+        let model = match model_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
+            Some(text) => problems.keep(address(text)).and_then(|listen| {
+                problems.keep(model_door.settings(listen, env).map(Arc::new).map_err(ConfigError::Principals))
+            }),
+            None => None,
+        };
         if let Some(all) = problems.into_error() {
             return Err(all);
         }
@@ -419,6 +567,7 @@ impl Settings {
             tls: tls.clone(),
             health_listen,
             mcp_listen: mcp.as_ref().map(|m| m.listen),
+            model: model.clone(),
             state: state.clone(),
             retry_budget,
         };
@@ -437,6 +586,7 @@ impl Settings {
             retry_budget,
             fixed,
             mcp,
+            model,
             rates: Arc::new(rates),
             origin,
         })
@@ -448,7 +598,11 @@ impl Settings {
     /// door's name: the probe port (`health_listen`) and the MCP door
     /// (`mcp_front_door.listen`). A new door's address is one entry here.
     pub(crate) fn door_addresses(&self) -> Vec<(&'static str, SocketAddr)> {
-        let doors = [("health", self.health_listen), ("mcp", self.mcp.as_ref().map(|mcp| mcp.listen))];
+        let doors = [
+            ("health", self.health_listen),
+            ("mcp", self.mcp.as_ref().map(|mcp| mcp.listen)),
+            ("model", self.model.as_ref().map(|model| model.listen)),
+        ];
         doors.into_iter().filter_map(|(door, addr)| Some((door, addr?))).collect()
     }
 
@@ -469,6 +623,9 @@ impl Settings {
     /// but without TLS (API keys in clear).
     pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
         exposure(self.listen, !self.principals.is_empty(), self.tls.is_some(), allow_remote)?;
+        if let Some(model) = &self.model {
+            exposure(model.listen, !self.principals.is_empty(), self.tls.is_some(), allow_remote)?;
+        }
         match &self.mcp {
             Some(mcp) => exposure(mcp.listen, self.mcp_authenticates(), self.tls.is_some(), allow_remote),
             None => Ok(()),

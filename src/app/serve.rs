@@ -14,6 +14,7 @@ use crate::{
     front::{
         grpc,
         mcp::{http::McpDoor, limits::McpLimits},
+        model::http::ModelDoor,
     },
     server::{self, ConnectionSettings, Door, ServeError, Stop},
     tls::ServerTls,
@@ -81,6 +82,8 @@ pub struct Serving {
     pub(crate) tls: Option<Arc<ServerTls>>,
     /// The MCP door's bounds per principal.
     pub(crate) mcp: McpLimits,
+    /// The model door's settings, when it is on.
+    pub(crate) model: Option<Arc<crate::config::ModelSettings>>,
 }
 
 impl Serving {
@@ -90,7 +93,7 @@ impl Serving {
             Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
             None => None,
         };
-        Ok(Self { connections, tls, mcp: McpLimits::of(settings.mcp.as_ref()) })
+        Ok(Self { connections, tls, mcp: McpLimits::of(settings.mcp.as_ref()), model: settings.model.clone() })
     }
 
     /// Whether the doors speak TLS.
@@ -111,7 +114,7 @@ impl App {
         reloading: Option<Pin<Box<dyn Future<Output = ()> + Send>>>,
         stop: Stop<impl Future<Output = ()>, impl Future<Output = ()>>,
     ) -> Result<(), ServeError> {
-        let Serving { connections, tls, mcp } = serving;
+        let Serving { connections, tls, mcp, model } = serving;
         let (fanned, relay) = fan_out(stop);
         let _reloading = reloading.map(|reloading| AbortOnDrop(tokio::spawn(reloading)));
         let grpc = grpc::GrpcDoor::new(self.grpc().with_tls(tls.clone()), &connections).await;
@@ -126,6 +129,10 @@ impl App {
             tls.clone(),
             McpDoor::new(view, tls.clone(), mcp, &connections),
         ));
+        if let Some(model) = model {
+            let door = ModelDoor::new(model, self.live.current(), tls.clone(), &connections);
+            others.extend(beside(&mut listeners, &fanned, &connections, tls.clone(), door));
+        }
         for (door, _) in &listeners.doors {
             tracing::error!(door, "an address is configured for a door that does not exist: nothing serves it");
         }

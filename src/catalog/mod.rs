@@ -8,6 +8,7 @@
 
 mod build;
 mod builtin;
+mod declared;
 mod error;
 mod expand;
 mod format;
@@ -22,6 +23,7 @@ mod yaml;
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 pub use builtin::BuiltinTool;
+pub(crate) use declared::{catalog as declared_catalog, DeclaredTool};
 pub use error::{LoadError, Problem, Severity};
 pub(crate) use format::{render, ToolFormat};
 pub use load::{assemble, read, read_bounded, Files};
@@ -45,6 +47,8 @@ pub enum Source {
     Registry,
     Pack(String),
     Mcp(String),
+    /// Declared by a request for itself (the model door's `tools`).
+    Request,
 }
 
 impl fmt::Display for Source {
@@ -54,6 +58,7 @@ impl fmt::Display for Source {
             Source::Registry => f.write_str("registry"),
             Source::Pack(name) => write!(f, "pack:{name}"),
             Source::Mcp(server) => write!(f, "mcp:{server}"),
+            Source::Request => f.write_str("request"),
         }
     }
 }
@@ -113,6 +118,9 @@ pub enum Backend {
     Http(HttpBackend),
     Command(CommandBackend),
     Mcp(McpBackend),
+    /// A tool a request declared: never run (the model door hands the
+    /// call back to its caller).
+    Declared,
 }
 
 /// A tool of an MCP server.

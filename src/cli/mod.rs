@@ -172,6 +172,11 @@ struct ServeArgs {
     /// TOOLGATE_MCP_LISTEN, or `mcp_front_door.listen` in the configuration.
     #[arg(long, value_name = "ADDR")]
     mcp_listen: Option<String>,
+    /// Serve the model door (an OpenAI-compatible endpoint) on this address
+    /// too; also TOOLGATE_MODEL_LISTEN, or `model_door.listen` in the
+    /// configuration.
+    #[arg(long, value_name = "ADDR")]
+    model_listen: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -271,6 +276,7 @@ struct ServeFlags {
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     mcp_listen: Option<String>,
+    model_listen: Option<String>,
 }
 
 fn settings_with(args: &CatalogArgs, serve: ServeFlags, env: &Env) -> anyhow::Result<Settings> {
@@ -287,6 +293,7 @@ fn settings_with(args: &CatalogArgs, serve: ServeFlags, env: &Env) -> anyhow::Re
         tls_cert: serve.tls_cert,
         tls_key: serve.tls_key,
         mcp_listen: serve.mcp_listen,
+        model_listen: serve.model_listen,
     };
     Ok(Settings::build(flags, file, env)?)
 }
@@ -298,6 +305,7 @@ impl ServeArgs {
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
             mcp_listen: self.mcp_listen.clone(),
+            model_listen: self.model_listen.clone(),
         }
     }
 }

@@ -42,6 +42,10 @@ pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, se
         let scheme = if serving.tls() { "https" } else { "http" };
         tracing::info!("MCP (streamable HTTP) on {scheme}://{mcp}/mcp");
     }
+    if let Some(model) = listeners.address("model") {
+        let scheme = if serving.tls() { "https" } else { "http" };
+        tracing::info!("model door (OpenAI-compatible) on {scheme}://{model}/v1");
+    }
     tracing::info!("toolgate listening on {addr} ({tools} tools)");
     Ok(())
 }

@@ -22,6 +22,7 @@ pub(crate) mod backends;
 mod budget;
 mod builtins;
 pub(crate) mod call_state;
+pub(crate) mod declared;
 mod dispatch;
 mod expiry;
 pub(crate) mod limits;
@@ -222,6 +223,11 @@ impl Executor {
 
     pub(crate) fn catalog(&self) -> &Arc<Catalog> {
         &self.catalog
+    }
+
+    /// This snapshot's limits on a call.
+    pub(crate) fn limits(&self) -> ExecLimits {
+        self.limits
     }
 
     /// The `rate_limits.tools` entries that apply to no call, each with

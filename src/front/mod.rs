@@ -5,3 +5,4 @@
 
 pub(crate) mod grpc;
 pub(crate) mod mcp;
+pub(crate) mod model;

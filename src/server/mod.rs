@@ -7,6 +7,7 @@
 //! Front doors take a bound listener, so callers (and tests) bind port 0
 //! and know the address before the first request, with no sleeping.
 
+pub(crate) mod body;
 pub(crate) mod connections;
 mod handshake;
 mod serve;

@@ -27,6 +27,7 @@ mod mcp;
 mod mcp_conformance;
 mod mcp_front_door;
 mod mcp_hardening;
+mod model_door;
 mod model_output;
 mod once;
 mod otlp;

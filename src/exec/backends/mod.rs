@@ -65,6 +65,9 @@ pub(crate) async fn run(request: Request<'_>) -> Result<String, Failure> {
         Backend::Http(http) => Box::pin(http::run(http, &request)).await,
         Backend::Command(command) => Box::pin(command::run(command, &request)).await,
         Backend::Mcp(mcp) => Box::pin(mcp::run(mcp, &request)).await,
+        // Never in a catalogue that runs calls: a request's own tools are
+        // only read against.
+        Backend::Declared => Err(Failure::Unavailable),
     }
 }
 

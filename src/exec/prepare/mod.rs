@@ -219,6 +219,28 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     Ok(Ok(draft.ready()))
 }
 
+/// Every call of `text`, each as its name as written and its arguments'
+/// text, when `text` is nothing but calls (each with one reading) and
+/// residue; each is then prepared as a call of its own. Linear, under the
+/// same meter as a call's reading; `None` past it.
+pub(crate) fn calls_in(cx: &Context<'_>, text: &str) -> Option<Vec<(String, String)>> {
+    if text.len() > cx.limits.arguments.max_bytes {
+        return None;
+    }
+    let (found, work) = work::metered(text.len(), || calls::read_each(text, cx, cx.limits.arguments));
+    if work.exhausted {
+        return None;
+    }
+    found?
+        .into_iter()
+        .map(|found| {
+            let name = found.name?;
+            let text = typed(cx, &name, found.arguments).into_text().unwrap_or_else(|| "{}".to_owned());
+            Some((name, text))
+        })
+        .collect()
+}
+
 /// The caller's tools, as the general reading asks of them.
 impl calls::Anchor for Context<'_> {
     fn tool(&self, name: &str) -> Option<calls::Tool<'_>> {

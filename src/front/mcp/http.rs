@@ -18,7 +18,7 @@ use tokio_stream::StreamExt;
 use tonic::transport::server::Connected;
 
 use super::{
-    limits::{read_body, BodyDeadlines, McpLimits, Streams},
+    limits::{McpLimits, Streams},
     read::{self, Message, Unreadable},
     sessions::{NoRoom, Owner, Sessions, MAX_SESSIONS, OWNER},
     Asked, Handler, SentArguments, View,
@@ -27,6 +27,7 @@ use crate::{
     identity::{oauth, OauthVerifier},
     live::{Refused, Snapshot, SnapshotSlot},
     server::{
+        body::{read_body, BodyDeadlines},
         connections::{Guarded, Registry},
         Connections, Door, Peer, ServeError, Stopping,
     },

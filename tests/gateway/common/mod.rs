@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod jwt;
 pub mod mcp;
+pub mod model_server;
 pub mod otlp;
 pub mod pki;
 pub mod proxy;

@@ -369,24 +369,30 @@ pub(crate) fn read(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> R
             return reading;
         }
     }
-    let mut reader = Reader {
-        text,
-        anchor,
-        limits,
-        known: HashMap::new(),
-        wrappers: Vec::new(),
-        calls: 0,
-        found: None,
-        broken: false,
-        prose: false,
-    };
+    let mut reader = Reader::new(text, anchor, limits);
     reader.read(&tokens);
-    match (reader.broken, reader.calls, reader.found) {
+    match (reader.broken, reader.calls, reader.found.pop()) {
         (_, n, _) if n > 1 => Reading::Many(n),
         (false, 1, Some(found)) if reader.prose => Reading::AfterProse(found),
         (false, 1, Some(found)) => Reading::One(found),
         _ => Reading::Nothing,
     }
+}
+
+/// Every call of `text`, in order, when it is nothing but calls and
+/// residue and each call has its one reading (a thought first, wrappers,
+/// closers, whitespace between); `None` otherwise, and for no call. For
+/// text that may hold several calls (the model door's `content`): each
+/// is then prepared as a call of its own.
+pub(crate) fn read_each(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> Option<Vec<Found>> {
+    if work::spent() {
+        return None;
+    }
+    let tokens = tokens(text);
+    let mut reader = Reader::new(text, anchor, limits);
+    reader.read(&tokens);
+    let complete = !reader.broken && !reader.prose && reader.calls == reader.found.len();
+    (complete && !reader.found.is_empty()).then_some(reader.found)
 }
 
 struct Reader<'t, 'a> {
@@ -399,7 +405,8 @@ struct Reader<'t, 'a> {
     /// closer of one ends a call left open inside it.
     wrappers: Vec<&'t str>,
     calls: usize,
-    found: Option<Found>,
+    /// Each call read, in order (fewer than `calls` when some could not be).
+    found: Vec<Found>,
     /// Something outside the calls is not residue.
     broken: bool,
     /// Text that is not residue came before the first call.
@@ -407,6 +414,20 @@ struct Reader<'t, 'a> {
 }
 
 impl<'t, 'a> Reader<'t, 'a> {
+    fn new(text: &'t str, anchor: &'a dyn Anchor, limits: ArgumentLimits) -> Self {
+        Reader {
+            text,
+            anchor,
+            limits,
+            known: HashMap::new(),
+            wrappers: Vec::new(),
+            calls: 0,
+            found: Vec::new(),
+            broken: false,
+            prose: false,
+        }
+    }
+
     /// The tool `name` means, asked once.
     fn tool(&mut self, name: &'t str) -> Option<Tool<'a>> {
         if name.len() > 128 {
@@ -735,7 +756,7 @@ impl<'t, 'a> Reader<'t, 'a> {
             match self.name_then_body(&text[pos..]) {
                 Some((found, len)) => {
                     self.calls += 1;
-                    self.found = Some(found);
+                    self.found.push(found);
                     any = true;
                     pos += len;
                 }
@@ -818,7 +839,7 @@ impl<'t, 'a> Reader<'t, 'a> {
     fn finish(&mut self, frame: Frame<'t, 'a>) {
         self.calls += 1;
         match frame.found(self.limits) {
-            Some(found) => self.found = Some(found),
+            Some(found) => self.found.push(found),
             None => self.broken = true,
         }
     }

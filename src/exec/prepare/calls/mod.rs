@@ -38,6 +38,7 @@
 //! names one.
 
 mod general;
+pub(crate) use general::read_each;
 mod python;
 mod tags;
 

@@ -1,0 +1,94 @@
+//! Calls against tools a request declared for itself (the model door): the
+//! stages of `Execute` ([`super::prepare`]) over a catalogue of the
+//! request's `tools`, with nothing run. What the door asks: one tool call
+//! as a model emitted it, repaired or not; and the calls a text holds.
+
+use serde_json::Value;
+
+use super::{prepare, Call, ExecLimits, Repair};
+use crate::{
+    catalog::{declared_catalog, Catalog, DeclaredTool},
+    resolve::AvailableSet,
+};
+
+/// The tools of one request, ready to read calls against.
+pub(crate) struct Declared {
+    catalog: Catalog,
+    everything: prepare::Inventory,
+    limits: ExecLimits,
+    /// Every tool of the request: a call may use any of them.
+    all: AvailableSet,
+}
+
+/// A call the stages made ready: the tool's name as declared, the
+/// arguments' JSON text (as emitted when nothing changed them), and what
+/// was repaired.
+#[derive(Debug)]
+pub(crate) struct Prepared {
+    pub(crate) name: String,
+    pub(crate) arguments_json: String,
+    pub(crate) repairs: Vec<Repair>,
+}
+
+impl Declared {
+    /// The request's `tools`, or why they cannot be read against.
+    pub(crate) fn new(tools: Vec<DeclaredTool>, limits: ExecLimits) -> Result<Self, String> {
+        let catalog = declared_catalog(tools)?;
+        let everything = prepare::Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
+        Ok(Self { catalog, everything, limits, all: AvailableSet::All })
+    }
+
+    /// Whether `name` is a declared tool's name, as written or as its
+    /// normalised key (`GetWeather` for `get_weather`).
+    pub(crate) fn names(&self, name: &str) -> bool {
+        self.catalog.lookup(name).is_some() || !self.catalog.by_key(&crate::similar::normalised_key(name)).is_empty()
+    }
+
+    /// One call as emitted, through every stage (non-strict); `None` when
+    /// it stops at one (the door then leaves it as it was).
+    pub(crate) fn prepare(&self, tool: &str, arguments_json: &str) -> Option<Prepared> {
+        let call = Call { tool: tool.to_owned(), arguments_json: arguments_json.to_owned(), ..Call::default() };
+        let cx = self.context(&call);
+        match prepare::prepare(&cx) {
+            Ok(Ok(ready)) => Some(Prepared {
+                name: self.catalog.tool(ready.tool).name.clone(),
+                arguments_json: ready.arguments_json,
+                repairs: ready.repairs,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The calls `text` holds, each prepared, in order, when the text is
+    /// nothing but calls and residue and every call is made ready; `None`
+    /// otherwise (a call inside prose, a call that cannot be repaired: the
+    /// text is left as it is, never cut to some of its calls).
+    pub(crate) fn calls_in(&self, text: &str) -> Option<Vec<Prepared>> {
+        // One call: the whole text is that call's, as `Execute` reads it.
+        if let Some(one) = self.prepare("", text) {
+            return Some(vec![one]);
+        }
+        let call = Call::default();
+        let found = prepare::calls_in(&self.context(&call), text)?;
+        if found.len() < 2 {
+            return None;
+        }
+        found.iter().map(|(name, arguments)| self.prepare(name, arguments)).collect()
+    }
+
+    fn context<'a>(&'a self, call: &'a Call) -> prepare::Context<'a> {
+        prepare::Context {
+            catalog: &self.catalog,
+            limits: self.limits,
+            call,
+            strict: false,
+            set: &self.all,
+            everything: &self.everything,
+        }
+    }
+}
+
+/// The `parameters` of an OpenAI function, for [`DeclaredTool`].
+pub(crate) fn declared(name: &str, description: &str, parameters: Option<&Value>) -> DeclaredTool {
+    DeclaredTool { name: name.to_owned(), description: description.to_owned(), parameters: parameters.cloned() }
+}

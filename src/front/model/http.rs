@@ -1,0 +1,416 @@
+//! The model door's listener and edge: `POST /v1/chat/completions`
+//! (streaming and not) and `GET /v1/models`, over HTTP/1.1 and HTTP/2 on
+//! the connections [`crate::server::serve`] accepted (caps, deadlines,
+//! TLS). Each request is admitted as at every door (API key or
+//! certificate when principals are configured, the principal's rate
+//! limit), its body read whole (at most 16 MiB, within the connection's
+//! deadlines), routed to an upstream and forwarded as a proxy does; the
+//! response comes back repaired ([`super::response`], [`super::stream`]).
+
+use std::{convert::Infallible, net::SocketAddr, sync::Arc};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::{body::Incoming as Body, header, HeaderMap, Method, Request, Response, StatusCode};
+use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
+use serde_json::{json, Value};
+use tonic::transport::server::Connected;
+
+use super::{
+    response::{header as repairs_header, repair_completion},
+    route,
+    stream::{relay, Holder},
+    tools::ToolCache,
+    NAME, REPAIRS_HEADER, STRICT_HEADER,
+};
+use crate::{
+    config::{ModelSettings, Upstream},
+    live::{Refused, SnapshotSlot},
+    server::{
+        body::{read_body, BodyDeadlines},
+        connections::{Guarded, Registry},
+        Connections, Door, Peer, ServeError, Stopping,
+    },
+    tls::ServerTls,
+};
+
+/// The largest request body; past it, 413.
+const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// The largest `x-toolgate-repairs` header.
+const MAX_REPAIRS_HEADER: usize = 4 * 1024;
+
+/// The paths the door serves, for a 404.
+const SERVED: &str = "the model door serves POST /v1/chat/completions and GET /v1/models";
+
+type Reply = Response<BoxBody<Bytes, Infallible>>;
+
+/// The model door.
+pub(crate) struct ModelDoor {
+    settings: Arc<ModelSettings>,
+    current: SnapshotSlot,
+    tls: Option<Arc<ServerTls>>,
+    body: BodyDeadlines,
+}
+
+impl ModelDoor {
+    pub(crate) fn new(
+        settings: Arc<ModelSettings>,
+        current: SnapshotSlot,
+        tls: Option<Arc<ServerTls>>,
+        connections: &crate::server::ConnectionSettings,
+    ) -> Self {
+        Self { settings, current, tls, body: BodyDeadlines::of(connections) }
+    }
+}
+
+/// What every request of the listener shares.
+struct Edge {
+    settings: Arc<ModelSettings>,
+    current: SnapshotSlot,
+    tls: Option<Arc<ServerTls>>,
+    body: BodyDeadlines,
+    registry: Arc<Registry>,
+    client: reqwest::Client,
+    tools: ToolCache,
+}
+
+impl Door for ModelDoor {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn http1(&self) -> bool {
+        true
+    }
+
+    async fn run(
+        self,
+        _local: Option<SocketAddr>,
+        mut connections: Connections,
+        registry: Arc<Registry>,
+        mut stopping: Stopping,
+    ) -> Result<(), ServeError> {
+        // No timeout of the client's own: each upstream's `timeout` bounds a
+        // request, the stream included.
+        let client = crate::tls::client_builder().build().expect("an HTTP client");
+        let edge = Arc::new(Edge {
+            settings: self.settings,
+            current: self.current,
+            tls: self.tls,
+            body: self.body,
+            registry,
+            client,
+            tools: ToolCache::default(),
+        });
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let builder = Builder::new(TokioExecutor::new());
+        loop {
+            let conn = tokio::select! {
+                next = connections.next() => match next {
+                    Some(Ok(conn)) => conn,
+                    Some(Err(_)) => continue,
+                    None => break,
+                },
+                () = &mut stopping => break,
+            };
+            let connected = conn.connect_info();
+            let Some(peer) = connected.addr else { continue };
+            let edge = Arc::clone(&edge);
+            let service = hyper::service::service_fn(move |request| {
+                let (edge, connected) = (Arc::clone(&edge), connected.clone());
+                async move { Ok::<_, Infallible>(edge.handle(request, peer, &connected).await) }
+            });
+            let connection = graceful.watch(builder.serve_connection(TokioIo::new(conn), service).into_owned());
+            tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(peer = %peer, "model door connection ended: {err}");
+                }
+            });
+        }
+        graceful.shutdown().await;
+        Ok(())
+    }
+}
+
+impl Edge {
+    async fn handle(&self, request: Request<Body>, peer: SocketAddr, connected: &Peer) -> Reply {
+        let path = request.uri().path().trim_end_matches('/').to_owned();
+        let method = request.method().clone();
+        match (method, path.as_str()) {
+            (Method::POST, "/v1/chat/completions") | (Method::GET, "/v1/models") => {}
+            (_, "/v1/chat/completions") => {
+                return error(StatusCode::METHOD_NOT_ALLOWED, "use POST", "invalid_request_error")
+            }
+            (_, "/v1/models") => return error(StatusCode::METHOD_NOT_ALLOWED, "use GET", "invalid_request_error"),
+            (_, "/v1/responses" | "/v1/messages") => {
+                let message =
+                    format!("{path} is not served: {SERVED} (the Responses and Messages APIs are not served yet)");
+                return error(StatusCode::NOT_FOUND, &message, "invalid_request_error");
+            }
+            _ => return error(StatusCode::NOT_FOUND, &format!("not found: {SERVED}"), "invalid_request_error"),
+        }
+        let snapshot = self.current.load_full();
+        let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), false);
+        let (_caller, admitted) = match snapshot.admit(&presented.credentials(), None).await {
+            Ok(admitted) => admitted,
+            Err(refused) => return refusal(refused),
+        };
+        let open = snapshot.identity.principals().is_empty();
+        let limits = snapshot.executor.limits();
+        let guard = self.registry.call(peer);
+        let reply = match request.method() == Method::GET {
+            true => self.models(request.headers(), open).await,
+            false => self.chat(request, open, limits).await,
+        };
+        reply.map(|body| Guarded::new(body, (guard, admitted)).boxed())
+    }
+
+    /// `GET /v1/models`: the union of the upstreams' lists (each model
+    /// once, the first upstream's entry kept).
+    async fn models(&self, headers: &HeaderMap, open: bool) -> Reply {
+        let mut data: Vec<Value> = Vec::new();
+        let mut failures = Vec::new();
+        for upstream in &self.settings.upstreams {
+            let url = format!("{}/models", upstream.base_url);
+            let request = self.client.get(&url).headers(forwarded(headers, upstream, open)).timeout(upstream.timeout);
+            let listed = async {
+                let response = request.send().await.map_err(|err| err.to_string())?;
+                if !response.status().is_success() {
+                    return Err(format!("status {}", response.status()));
+                }
+                response.json::<Value>().await.map_err(|err| err.to_string())
+            };
+            match listed.await {
+                Ok(list) => {
+                    for model in list.get("data").and_then(Value::as_array).into_iter().flatten() {
+                        let id = model.get("id");
+                        if id.is_some() && !data.iter().any(|seen| seen.get("id") == id) {
+                            data.push(model.clone());
+                        }
+                    }
+                }
+                Err(why) => failures.push(format!("{}: {why}", upstream.name)),
+            }
+        }
+        if data.is_empty() && !failures.is_empty() {
+            let message = format!("no model server answered: {}", failures.join("; "));
+            return error(StatusCode::BAD_GATEWAY, &message, "upstream_error");
+        }
+        for failure in &failures {
+            tracing::warn!(door = NAME, "a model server did not list its models: {failure}");
+        }
+        json_reply(StatusCode::OK, &json!({"object": "list", "data": data}))
+    }
+
+    /// `POST /v1/chat/completions`: forwarded, and its answer repaired.
+    async fn chat(&self, request: Request<Body>, open: bool, limits: crate::exec::ExecLimits) -> Reply {
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body, MAX_BODY_BYTES, self.body).await {
+            Ok(bytes) => bytes,
+            Err(unread) => {
+                return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
+            }
+        };
+        let Ok(Value::Object(asked)) = serde_json::from_slice::<Value>(&bytes) else {
+            return error(StatusCode::BAD_REQUEST, "the request body is not a JSON object", "invalid_request_error");
+        };
+        let Some(model) = asked.get("model").and_then(Value::as_str) else {
+            return error(StatusCode::BAD_REQUEST, "the request names no model", "invalid_request_error");
+        };
+        let Some(upstream) = route::upstream(&self.settings, model) else {
+            let configured: Vec<String> =
+                self.settings.upstreams.iter().flat_map(|u| u.models.iter().cloned()).collect();
+            let message = format!(
+                "no model server serves the model '{model}': the configured models are {}",
+                configured.join(", ")
+            );
+            return error(StatusCode::NOT_FOUND, &message, "invalid_request_error");
+        };
+        let strict = self.settings.strict
+            || parts.headers.get(STRICT_HEADER).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "true");
+        let declared = match strict {
+            true => None,
+            false => asked.get("tools").and_then(|tools| self.tools.of(tools, limits)),
+        };
+        let lifting = asked.get("tool_choice").and_then(Value::as_str) != Some("none");
+        let streaming = asked.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let url = format!("{}/chat/completions", upstream.base_url);
+        let sent = self
+            .client
+            .post(&url)
+            .headers(forwarded(&parts.headers, upstream, open))
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(bytes)
+            .timeout(upstream.timeout)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(err) => return unreachable_upstream(upstream, &err),
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let event_stream = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if status.is_success() && event_stream && streaming {
+            let holder = declared.map(|declared| Holder::new(declared, lifting));
+            return streamed(status, &headers, response, holder);
+        }
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(err) => return unreachable_upstream(upstream, &err),
+        };
+        let Some(declared) = declared.filter(|_| status.is_success()) else {
+            return passed(status, &headers, body, None);
+        };
+        let Ok(mut completion) = serde_json::from_slice::<Value>(&body) else {
+            return passed(status, &headers, body, None);
+        };
+        let made = repair_completion(&mut completion, &declared, lifting);
+        if made.is_empty() {
+            return passed(status, &headers, body, None);
+        }
+        tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
+        let repaired = Bytes::from(completion.to_string());
+        passed(status, &headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER)))
+    }
+}
+
+/// The headers sent upstream: the caller's, less hop-by-hop ones, `Host`,
+/// `Content-Length`, `Accept-Encoding`, the door's own and
+/// `Authorization`; then `Authorization` as the credentials rule says: the
+/// upstream's key when `api_key_env` names one; else, on a gateway without
+/// principals, the caller's own (a gateway with principals never passes
+/// its callers' keys on).
+fn forwarded(headers: &HeaderMap, upstream: &Upstream, open: bool) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in headers {
+        let dropped = HOP_BY_HOP.contains(&name.as_str())
+            || matches!(name.as_str(), "host" | "content-length" | "accept-encoding" | "authorization")
+            || name.as_str().starts_with("x-toolgate-");
+        if !dropped {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    match &upstream.api_key {
+        Some(key) => {
+            if let Ok(mut value) = header::HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
+                value.set_sensitive(true);
+                out.insert(header::AUTHORIZATION, value);
+            }
+        }
+        None if open => {
+            for value in headers.get_all(header::AUTHORIZATION) {
+                out.append(header::AUTHORIZATION, value.clone());
+            }
+        }
+        None => {}
+    }
+    out
+}
+
+/// Headers that belong to one connection, never forwarded.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// The upstream's answer with `body`: its status and headers (less
+/// hop-by-hop ones and its length), and `repairs` when any were made.
+fn passed(status: StatusCode, headers: &HeaderMap, body: Bytes, repairs: Option<String>) -> Reply {
+    let mut reply = Response::new(Full::new(body).boxed());
+    *reply.status_mut() = status;
+    copy_headers(headers, reply.headers_mut());
+    if let Some(repairs) = repairs.and_then(|r| header::HeaderValue::from_str(&r).ok()) {
+        reply.headers_mut().insert(REPAIRS_HEADER, repairs);
+    }
+    reply
+}
+
+fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    for (name, value) in from {
+        if !HOP_BY_HOP.contains(&name.as_str()) && name != header::CONTENT_LENGTH {
+            to.append(name.clone(), value.clone());
+        }
+    }
+}
+
+/// A streamed answer, relayed under `holder`'s rules (none: unchanged).
+fn streamed(status: StatusCode, headers: &HeaderMap, response: reqwest::Response, holder: Option<Holder>) -> Reply {
+    let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let made = relay(Box::pin(response.bytes_stream()), to, holder).await;
+        if !made.is_empty() {
+            tracing::debug!(door = NAME, repairs = made.len(), "repaired a streamed completion");
+        }
+    });
+    let frames = tokio_stream::wrappers::ReceiverStream::new(from).map(|bytes| Ok(hyper::body::Frame::data(bytes)));
+    let mut reply = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    *reply.status_mut() = status;
+    copy_headers(headers, reply.headers_mut());
+    reply
+}
+
+/// 502 for an upstream that could not be reached or answered nothing
+/// readable (504 when it took too long), in OpenAI's error shape.
+fn unreachable_upstream(upstream: &Upstream, err: &reqwest::Error) -> Reply {
+    let (status, what) = match err.is_timeout() {
+        true => (
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("did not answer within {}", humantime::format_duration(upstream.timeout)),
+        ),
+        false => (StatusCode::BAD_GATEWAY, format!("could not be reached: {}", cause(err))),
+    };
+    tracing::warn!(door = NAME, upstream = upstream.name, "the model server {what}");
+    error(status, &format!("the model server '{}' {what}", upstream.name), "upstream_error")
+}
+
+/// The innermost cause of an error, for a message.
+fn cause(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut inner = err;
+    while let Some(source) = inner.source() {
+        inner = source;
+    }
+    inner.to_string()
+}
+
+/// A refusal at the gate, in OpenAI's error shape: 401, or 429 with
+/// `Retry-After`.
+fn refusal(refused: Refused) -> Reply {
+    match refused {
+        Refused::Limited(limited) => {
+            let mut reply = error(StatusCode::TOO_MANY_REQUESTS, &limited.message, "rate_limit_exceeded");
+            let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
+            reply.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+            reply
+        }
+        Refused::Unauthenticated(_) | Refused::UnknownToolset(_) => {
+            let mut reply = error(StatusCode::UNAUTHORIZED, crate::identity::UNAUTHENTICATED, "invalid_api_key");
+            reply.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));
+            reply
+        }
+    }
+}
+
+/// An error in OpenAI's shape.
+fn error(status: StatusCode, message: &str, kind: &str) -> Reply {
+    json_reply(status, &json!({"error": {"message": message, "type": kind, "param": null, "code": null}}))
+}
+
+fn json_reply(status: StatusCode, value: &Value) -> Reply {
+    Response::builder()
+        .status(status)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Full::new(Bytes::from(value.to_string())).boxed())
+        .expect("a valid response")
+}

@@ -1,0 +1,27 @@
+//! The model door (DESIGN-wave4 section 21): an OpenAI-compatible endpoint
+//! in front of OpenAI-compatible model servers. An agent changes its base
+//! URL; its framework then receives the model's tool calls repaired where
+//! one meaning is possible, against the `tools` its own request declared
+//! (the stages of `Execute`, [`crate::exec::declared`]), and calls the model
+//! wrote as text lifted into `tool_calls`. The door runs no tool.
+//!
+//! - [`http`]: the door and its edge (paths, identity, routing, forwarding).
+//! - [`route`]: which upstream serves a model (`models` globs).
+//! - [`tools`]: the request's tools, compiled once per distinct list.
+//! - [`response`]: a whole completion repaired.
+//! - [`stream`]: a streamed completion, held where a call may begin.
+
+pub(crate) mod http;
+mod response;
+mod route;
+mod stream;
+mod tools;
+
+/// What the door calls itself (logs, listeners).
+pub(crate) const NAME: &str = "model";
+
+/// The request header that asks for every response unchanged.
+pub(crate) const STRICT_HEADER: &str = "x-toolgate-strict";
+
+/// The response header listing what was repaired (non-streaming).
+pub(crate) const REPAIRS_HEADER: &str = "x-toolgate-repairs";

@@ -1,0 +1,547 @@
+//! A streamed completion (server-sent events), held only where a call may
+//! begin. The rules (DESIGN-wave4 section 21):
+//!
+//! - `content` passes as it comes until the choice's text could begin a
+//!   form the reader accepts (markup, JSON, a fence, a name followed by its
+//!   arguments, a declared tool's name); from there the choice is held
+//!   until it ends, then sent with its calls lifted, or unchanged.
+//!   Text that began as words streams through: a call after it is a call
+//!   inside prose, never lifted.
+//! - A thought (`<think>…</think>` at the start, `reasoning_content`)
+//!   streams through; the text after it is judged afresh.
+//! - Tool-call deltas are held per index and sent complete (repaired where
+//!   one meaning is possible) when the choice ends.
+//! - At most [`MAX_HELD`] bytes are held; past it, what is held is sent
+//!   unchanged and the rest passes.
+//! - Usage chunks, comments and `[DONE]` pass, in order.
+//! - A stream of several choices (`n` > 1) passes unchanged.
+//!
+//! Events are split on blank lines, each kept as its bytes: what passes is
+//! sent byte for byte. [`Holder`] is the rules, without IO; [`relay`] runs
+//! them over the upstream's stream.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc;
+
+use super::response::{lift, repair_call, Made};
+use crate::exec::declared::Declared;
+
+/// The most a choice holds before it is sent unchanged.
+pub(super) const MAX_HELD: usize = 1024 * 1024;
+
+/// How often a holding stream tells the client it is alive.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The bytes of whole events in `buffer` (each ending with a blank line),
+/// taken out of it; what is left is an event still arriving.
+pub(super) fn split_events(buffer: &mut Vec<u8>) -> Vec<Bytes> {
+    let mut events = Vec::new();
+    let mut start = 0;
+    let mut at = 0;
+    while at + 1 < buffer.len() {
+        let end = match (buffer[at], buffer[at + 1]) {
+            (b'\n', b'\n') => Some(at + 2),
+            (b'\n', b'\r') if buffer.get(at + 2) == Some(&b'\n') => Some(at + 3),
+            _ => None,
+        };
+        match end {
+            Some(end) => {
+                events.push(Bytes::copy_from_slice(&buffer[start..end]));
+                start = end;
+                at = end;
+            }
+            None => at += 1,
+        }
+    }
+    buffer.drain(..start);
+    events
+}
+
+/// The `data` of an event: its `data:` lines joined by newlines; `None`
+/// for an event without one (a comment).
+fn data(event: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(event).ok()?;
+    let mut data: Option<String> = None;
+    for line in text.lines() {
+        if let Some(value) = line.strip_prefix("data:") {
+            let value = value.strip_prefix(' ').unwrap_or(value);
+            match &mut data {
+                Some(data) => {
+                    data.push('\n');
+                    data.push_str(value);
+                }
+                None => data = Some(value.to_owned()),
+            }
+        }
+    }
+    data
+}
+
+/// Whether text could begin a call the reader accepts: `Some(true)` yes,
+/// `Some(false)` no (words), `None` not known yet (a word still arriving).
+fn could_begin(text: &str, declared: &Declared) -> Option<bool> {
+    let text = text.trim_start();
+    let first = text.chars().next()?;
+    if matches!(first, '<' | '{' | '[' | '`' | '\u{FF1C}') {
+        return Some(true);
+    }
+    if !(first.is_alphanumeric() || first == '_') {
+        return Some(false);
+    }
+    let end = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')));
+    let Some(end) = end else {
+        // A word still arriving, unless it is already longer than a name.
+        return (text.len() > 128).then_some(false);
+    };
+    let word = &text[..end];
+    let next = text[end..].chars().next().expect("a character ends the word");
+    let name = word.rsplit([':', '.']).find(|w| !w.is_empty()).unwrap_or(word);
+    Some(matches!(next, '(' | '{' | '<' | '[') || declared.names(name) || word.eq_ignore_ascii_case("action:"))
+}
+
+/// Where the choice is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// No text yet that says whether a call begins (whitespace, a word
+    /// arriving): held.
+    Undecided,
+    /// Inside a thought at the start: passing.
+    Thinking,
+    /// A call may have begun: held to the end.
+    Holding,
+    /// Words: passing.
+    Passing,
+    /// Nothing more is changed (the choice ended, several choices, held
+    /// too much, something unreadable).
+    Off,
+}
+
+/// A tool call arriving in deltas.
+#[derive(Default)]
+struct Partial {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// The rules over one stream's events.
+pub(super) struct Holder {
+    declared: Arc<Declared>,
+    /// Lift calls out of `content` (tools declared, `tool_choice` not
+    /// `none`).
+    lifting: bool,
+    state: State,
+    /// Events held, as they came.
+    held: Vec<Bytes>,
+    held_bytes: usize,
+    /// The content held (since the thought, if any).
+    content: String,
+    /// The content of a thought at the start, while it streams.
+    thought: String,
+    /// Text that came with call deltas or the finish: said again as a
+    /// chunk of its own before the calls.
+    tail: String,
+    calls: BTreeMap<u64, Partial>,
+    /// The last chunk read, for the chunks the door writes.
+    template: Option<Map<String, Value>>,
+    pub(super) made: Vec<Made>,
+}
+
+impl Holder {
+    pub(super) fn new(declared: Arc<Declared>, lifting: bool) -> Self {
+        Self {
+            declared,
+            lifting,
+            state: State::Undecided,
+            held: Vec::new(),
+            held_bytes: 0,
+            content: String::new(),
+            thought: String::new(),
+            tail: String::new(),
+            calls: BTreeMap::new(),
+            template: None,
+            made: Vec::new(),
+        }
+    }
+
+    /// Whether events are being held (keep-alives are then sent).
+    pub(super) fn holding(&self) -> bool {
+        !self.held.is_empty() || !self.calls.is_empty()
+    }
+
+    /// What to send for one event, in order.
+    pub(super) fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        if self.state == State::Off {
+            return vec![raw];
+        }
+        let Some(data) = data(&raw) else { return self.pass_or_hold(raw) };
+        if data.trim() == "[DONE]" {
+            let mut out = self.end(None, None);
+            out.push(raw);
+            return out;
+        }
+        let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(&data) else { return self.give_up(raw) };
+        let Some(choices) = chunk.get("choices").and_then(Value::as_array) else { return self.give_up(raw) };
+        if choices.is_empty() {
+            // Usage, or a chunk of no choice.
+            return self.pass_or_hold(raw);
+        }
+        let choice = &choices[0];
+        if choices.len() > 1 || choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+            return self.give_up(raw);
+        }
+        let delta = choice.get("delta").and_then(Value::as_object);
+        let content = delta.and_then(|d| d.get("content")).and_then(Value::as_str).filter(|c| !c.is_empty());
+        let deltas = delta.and_then(|d| d.get("tool_calls")).and_then(Value::as_array).filter(|c| !c.is_empty());
+        let finish = choice.get("finish_reason").filter(|f| !f.is_null()).cloned();
+        if let Some(deltas) = deltas {
+            for (at, call) in deltas.iter().enumerate() {
+                let index = call.get("index").and_then(Value::as_u64).unwrap_or(at as u64);
+                let partial = self.calls.entry(index).or_default();
+                if let Some(id) = call.get("id").and_then(Value::as_str) {
+                    partial.id.get_or_insert_with(|| id.to_owned());
+                }
+                let function = call.get("function");
+                if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                    partial.name.push_str(name);
+                }
+                if let Some(arguments) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
+                    partial.arguments.push_str(arguments);
+                }
+            }
+        }
+        let (has_deltas, content) = (deltas.is_some(), content.map(str::to_owned));
+        let mut template = chunk;
+        template.remove("choices");
+        template.remove("usage");
+        self.template = Some(template);
+        let mut out = match (finish, has_deltas) {
+            (None, true) => {
+                // Text beside call deltas is said again with the calls.
+                if let Some(content) = content {
+                    self.tail.push_str(&content);
+                }
+                Vec::new()
+            }
+            (None, false) => match content {
+                Some(content) => self.content(raw, &content),
+                None => self.pass_or_hold(raw),
+            },
+            (Some(reason), _) => {
+                let words = matches!(self.state, State::Passing | State::Thinking);
+                if self.calls.is_empty() && words {
+                    let mut out = self.release();
+                    out.push(raw);
+                    self.state = State::Off;
+                    return out;
+                }
+                if let Some(content) = content {
+                    self.content.push_str(&content);
+                    self.tail.push_str(&content);
+                }
+                return self.end(Some(reason), (!has_deltas).then_some(raw));
+            }
+        };
+        if self.held_bytes > MAX_HELD {
+            out.extend(self.release());
+            self.state = State::Passing;
+        }
+        out
+    }
+
+    /// A `content` delta under the rules.
+    fn content(&mut self, raw: Bytes, content: &str) -> Vec<Bytes> {
+        match self.state {
+            State::Passing | State::Off => vec![raw],
+            State::Thinking => {
+                self.thought.push_str(content);
+                self.after_thought();
+                vec![raw]
+            }
+            State::Holding => {
+                self.hold(raw);
+                self.content.push_str(content);
+                Vec::new()
+            }
+            State::Undecided => {
+                self.hold(raw);
+                self.content.push_str(content);
+                let start = self.content.trim_start();
+                if start.starts_with("<think>") {
+                    // A thought first: it streams, and the text after it
+                    // is judged afresh.
+                    let thought = std::mem::take(&mut self.content);
+                    let out = self.release();
+                    self.state = State::Thinking;
+                    self.thought = thought;
+                    self.after_thought();
+                    return out;
+                }
+                if !start.is_empty() && "<think>".starts_with(start) {
+                    return Vec::new();
+                }
+                match self.lifting.then(|| could_begin(&self.content, &self.declared)).flatten() {
+                    Some(true) => {
+                        self.state = State::Holding;
+                        Vec::new()
+                    }
+                    Some(false) => {
+                        self.state = State::Passing;
+                        self.release()
+                    }
+                    None if !self.lifting => {
+                        self.state = State::Passing;
+                        self.release()
+                    }
+                    None => Vec::new(),
+                }
+            }
+        }
+    }
+
+    /// Once the thought has ended: undecided again, or passing when text
+    /// came after it in the same delta (already sent with it).
+    fn after_thought(&mut self) {
+        if let Some(end) = self.thought.find("</think>") {
+            let after = self.thought[end + "</think>".len()..].trim().is_empty();
+            self.thought.clear();
+            self.state = if after { State::Undecided } else { State::Passing };
+        }
+    }
+
+    fn hold(&mut self, raw: Bytes) {
+        self.held_bytes += raw.len();
+        self.held.push(raw);
+    }
+
+    /// An event that says nothing of the choice's text: held behind what
+    /// is held, else sent.
+    fn pass_or_hold(&mut self, raw: Bytes) -> Vec<Bytes> {
+        match self.held.is_empty() {
+            true => vec![raw],
+            false => {
+                self.hold(raw);
+                Vec::new()
+            }
+        }
+    }
+
+    /// What is held, sent unchanged; the content held is forgotten.
+    fn release(&mut self) -> Vec<Bytes> {
+        self.content.clear();
+        self.held_bytes = 0;
+        std::mem::take(&mut self.held)
+    }
+
+    /// Something the rules cannot follow: everything held goes as it came
+    /// (tool calls complete), then this, and nothing more is changed.
+    fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
+        let mut out = self.release();
+        out.extend(self.complete_calls(None));
+        out.push(raw);
+        self.state = State::Off;
+        out
+    }
+
+    /// The choice ended (`reason`, and the upstream's finish event
+    /// `raw_finish` unless it carried call deltas), or the stream did: the
+    /// held calls complete; else the held text's calls lifted; else the
+    /// held text unchanged.
+    fn end(&mut self, reason: Option<Value>, raw_finish: Option<Bytes>) -> Vec<Bytes> {
+        let state = std::mem::replace(&mut self.state, State::Off);
+        if state == State::Off {
+            return raw_finish.into_iter().collect();
+        }
+        let mut out = Vec::new();
+        if !self.calls.is_empty() {
+            out.extend(self.release());
+            let tail = std::mem::take(&mut self.tail);
+            if !tail.is_empty() {
+                out.push(self.chunk(json!({"content": tail}), None));
+            }
+            out.extend(self.complete_calls(reason));
+            return out;
+        }
+        if state == State::Holding && self.lifting {
+            if let Some(lifted) = lift(&self.content, &self.declared, true) {
+                // What was held without text (the role's first delta,
+                // usage) goes; the text becomes the calls.
+                let held = std::mem::take(&mut self.held);
+                out.extend(held.into_iter().filter(|event| !carries_text(event)));
+                self.content.clear();
+                let mut calls = Vec::with_capacity(lifted.len());
+                for (i, (call, kinds)) in lifted.into_iter().enumerate() {
+                    self.made.extend(kinds.into_iter().map(|kind| Made { choice: 0, call: i, kind }));
+                    calls.push(call);
+                }
+                out.push(self.chunk(json!({"tool_calls": calls}), None));
+                if reason.is_some() {
+                    out.push(self.chunk(json!({}), Some("tool_calls".into())));
+                }
+                return out;
+            }
+        }
+        out.extend(self.release());
+        out.extend(raw_finish);
+        out
+    }
+
+    /// The held tool calls, each complete (repaired where one meaning is
+    /// possible) in one chunk, then the finish chunk when `reason` is given.
+    fn complete_calls(&mut self, reason: Option<Value>) -> Vec<Bytes> {
+        if self.calls.is_empty() {
+            return Vec::new();
+        }
+        let calls = std::mem::take(&mut self.calls);
+        let mut written = Vec::with_capacity(calls.len());
+        for (i, (index, partial)) in calls.into_iter().enumerate() {
+            let (name, arguments) = match repair_call(&partial.name, &partial.arguments, &self.declared) {
+                Some(prepared) => {
+                    let mut kinds: Vec<&'static str> = Vec::new();
+                    for repair in &prepared.repairs {
+                        if !kinds.contains(&repair.kind.name()) {
+                            kinds.push(repair.kind.name());
+                        }
+                    }
+                    self.made.extend(kinds.into_iter().map(|kind| Made { choice: 0, call: i, kind }));
+                    (prepared.name, prepared.arguments_json)
+                }
+                None => (partial.name, partial.arguments),
+            };
+            let id = partial.id.unwrap_or_else(super::response::call_id);
+            written.push(json!({
+                "index": index,
+                "id": id,
+                "type": "function",
+                "function": {"name": name, "arguments": arguments},
+            }));
+        }
+        let mut out = vec![self.chunk(json!({"tool_calls": written}), None)];
+        if let Some(reason) = reason {
+            out.push(self.chunk(json!({}), Some(reason)));
+        }
+        out
+    }
+
+    /// A chunk of the door's, shaped as the upstream's last one.
+    fn chunk(&self, delta: Value, finish: Option<Value>) -> Bytes {
+        let mut chunk = self.template.clone().unwrap_or_default();
+        chunk.insert(
+            "choices".to_owned(),
+            json!([{"index": 0, "delta": delta, "finish_reason": finish.unwrap_or(Value::Null)}]),
+        );
+        Bytes::from(format!("data: {}\n\n", Value::Object(chunk)))
+    }
+}
+
+/// Whether an event's delta carries text (content).
+fn carries_text(event: &Bytes) -> bool {
+    let Some(Ok(chunk)) = data(event).map(|d| serde_json::from_str::<Value>(&d)) else { return false };
+    chunk.pointer("/choices/0/delta/content").and_then(Value::as_str).is_some_and(|content| !content.is_empty())
+}
+
+/// An error event in OpenAI's shape, for a stream cut mid-way (no
+/// `[DONE]` follows it: the SDKs raise on it).
+pub(super) fn error_event(message: &str) -> Bytes {
+    let error = json!({"error": {"message": message, "type": "upstream_error", "param": null, "code": null}});
+    Bytes::from(format!("data: {error}\n\n"))
+}
+
+/// Sends the upstream's events to `to` under `holder`'s rules (none:
+/// every byte as it came), with a keep-alive comment every 15 s while
+/// holding; a stream cut mid-way ends with an error event.
+pub(super) async fn relay(
+    mut upstream: impl Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
+    to: mpsc::Sender<Bytes>,
+    mut holder: Option<Holder>,
+) -> Vec<Made> {
+    let made = |holder: Option<Holder>| holder.map(|h| h.made).unwrap_or_default();
+    let mut buffer: Vec<u8> = Vec::new();
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.reset();
+    loop {
+        let holding = holder.as_ref().is_some_and(Holder::holding);
+        let next = tokio::select! {
+            next = upstream.next() => next,
+            _ = keep_alive.tick(), if holding => {
+                if to.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
+                    return made(holder);
+                }
+                continue;
+            }
+        };
+        let out = match (next, holder.as_mut()) {
+            (Some(Ok(bytes)), None) => vec![bytes],
+            (Some(Ok(bytes)), Some(holder)) => {
+                buffer.extend_from_slice(&bytes);
+                split_events(&mut buffer).into_iter().flat_map(|event| holder.event(event)).collect()
+            }
+            (Some(Err(err)), held) => {
+                let mut out = match held {
+                    Some(held) => held.give_up(Bytes::new()),
+                    None => Vec::new(),
+                };
+                out.push(error_event(&format!("the model server's stream broke off: {err}")));
+                for bytes in out.into_iter().filter(|b| !b.is_empty()) {
+                    let _ = to.send(bytes).await;
+                }
+                return made(holder);
+            }
+            (None, Some(holder)) => {
+                let mut out = holder.end(None, None);
+                out.push(Bytes::from(std::mem::take(&mut buffer)));
+                for bytes in out.into_iter().filter(|b| !b.is_empty()) {
+                    let _ = to.send(bytes).await;
+                }
+                return std::mem::take(&mut holder.made);
+            }
+            (None, None) => return Vec::new(),
+        };
+        for bytes in out {
+            if to.send(bytes).await.is_err() {
+                return made(holder);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_split_on_blank_lines_and_the_rest_waits() {
+        let mut buffer = b"data: a\n\ndata: b\r\n\r\n: keep\n\ndata: c".to_vec();
+        let events = split_events(&mut buffer);
+        assert_eq!(events, [&b"data: a\n\n"[..], &b"data: b\r\n\r\n"[..], &b": keep\n\n"[..]]);
+        assert_eq!(buffer, b"data: c");
+        assert_eq!(data(b"data: {\"a\": 1}\n\n").as_deref(), Some("{\"a\": 1}"));
+        assert_eq!(data(b": keep-alive\n\n"), None);
+    }
+
+    #[test]
+    fn what_could_begin_a_call() {
+        let tools = vec![crate::exec::declared::declared("get_weather", "", None)];
+        let declared = Declared::new(tools, crate::exec::ExecLimits::default()).unwrap();
+        for text in [
+            "<tool_call>",
+            "  {\"name\"",
+            "```json",
+            "get_weather(",
+            "call:get_weather{",
+            "GetWeather ",
+            "[TOOL_CALLS]",
+        ] {
+            assert_eq!(could_begin(text, &declared), Some(true), "{text}");
+        }
+        for text in ["Sure, ", "The weather ", "I'll "] {
+            assert_eq!(could_begin(text, &declared), Some(false), "{text}");
+        }
+        assert_eq!(could_begin("get_wea", &declared), None);
+        assert_eq!(could_begin("   ", &declared), None);
+    }
+}

@@ -1,0 +1,152 @@
+//! A scripted OpenAI-compatible model server on 127.0.0.1:0 (axum): each
+//! model name answers one malformed form a real model writes, whole or
+//! streamed (server-sent events, split as a real server splits), and the
+//! server remembers the `Authorization` each request brought.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Router,
+};
+use serde_json::{json, Value};
+
+/// What a model writes, by model name: `(content, tool calls)`.
+fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
+    match model {
+        // A drifted name, Python-ish arguments.
+        "drift" => (
+            None,
+            Some(
+                json!([{"id": "call_1", "type": "function", "function": {"name": "GetWeather", "arguments": "{'city': 'Paris',}"}}]),
+            ),
+        ),
+        // A call written as text the server's parser missed.
+        "text-call" => {
+            (Some("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"), None)
+        }
+        "two-calls" => {
+            (Some("<get_weather><city>Paris</city></get_weather>\n<get_weather><city>Rome</city></get_weather>"), None)
+        }
+        "think-call" => (Some("<think>The user wants the weather.</think>\ncall:get_weather{city: \"Oslo\"}"), None),
+        // A call inside prose: text it stays.
+        "prose" => (Some("Sure, I could call get_weather(city='Paris') for you, if you like."), None),
+        // A call that names no declared tool: never invented.
+        "unknown" => (Some("<tool_call>{\"name\": \"delete_everything\", \"arguments\": {}}</tool_call>"), None),
+        _ => (Some("Hello."), None),
+    }
+}
+
+#[derive(Clone, Default)]
+pub struct Seen {
+    pub authorization: Arc<Mutex<Vec<Option<String>>>>,
+}
+
+pub struct ModelServer {
+    pub addr: SocketAddr,
+    pub seen: Seen,
+}
+
+impl ModelServer {
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn last_authorization(&self) -> Option<String> {
+        self.seen.authorization.lock().unwrap().last().cloned().flatten()
+    }
+}
+
+fn completion(model: &str, content: Option<&str>, calls: Option<Value>) -> Value {
+    let finish = if calls.is_some() { "tool_calls" } else { "stop" };
+    json!({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "tool_calls": calls}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    })
+}
+
+fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
+    let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    format!("data: {chunk}\n\n")
+}
+
+/// The events of a streamed answer: the role, the text in pieces of 7
+/// characters (or each call's name, then its arguments in pieces), the
+/// finish, `[DONE]`.
+fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<String> {
+    let mut events = vec![chunk(model, json!({"role": "assistant", "content": ""}), None)];
+    if let Some(content) = content {
+        let chars: Vec<char> = content.chars().collect();
+        for piece in chars.chunks(7) {
+            events.push(chunk(model, json!({"content": piece.iter().collect::<String>()}), None));
+        }
+    }
+    let finish = match &calls {
+        Some(calls) => {
+            for (i, call) in calls.as_array().unwrap().iter().enumerate() {
+                let head = json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]});
+                events.push(chunk(model, head, None));
+                let arguments: Vec<char> = call["function"]["arguments"].as_str().unwrap().chars().collect();
+                for piece in arguments.chunks(5) {
+                    let delta = json!({"tool_calls": [{"index": i, "function": {"arguments": piece.iter().collect::<String>()}}]});
+                    events.push(chunk(model, delta, None));
+                }
+            }
+            "tool_calls"
+        }
+        None => "stop",
+    };
+    events.push(chunk(model, json!({}), Some(finish)));
+    events.push("data: [DONE]\n\n".to_owned());
+    events
+}
+
+/// Starts the server; it serves until the test's runtime ends.
+pub async fn start() -> ModelServer {
+    let seen = Seen::default();
+    let chat = post(|State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
+        let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+        seen.authorization.lock().unwrap().push(authorization);
+        let asked: Value = serde_json::from_slice(&body).unwrap();
+        let model = asked["model"].as_str().unwrap_or_default().to_owned();
+        if model == "broken" {
+            return (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\": {\"message\": \"the model crashed\"}}")
+                .into_response();
+        }
+        let (content, calls) = script(&model);
+        if !asked["stream"].as_bool().unwrap_or(false) {
+            let body = completion(&model, content, calls).to_string();
+            return ([("content-type", "application/json")], body).into_response();
+        }
+        let mut events: Vec<Result<Bytes, std::io::Error>> =
+            events(&model, content, calls).into_iter().map(|e| Ok(Bytes::from(e))).collect();
+        if model == "cut" {
+            events.truncate(2);
+            events.push(Err(std::io::Error::other("the model server went away")));
+        }
+        let stream = futures::StreamExt::then(futures::stream::iter(events), |event| async move {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            event
+        });
+        Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(stream)).unwrap()
+    });
+    let models = get(|| async {
+        let list = json!({"object": "list", "data": [{"id": "qwen3-coder", "object": "model", "owned_by": "test"}]});
+        ([("content-type", "application/json")], list.to_string()).into_response()
+    });
+    let app = Router::new().route("/v1/chat/completions", chat).route("/v1/models", models).with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    ModelServer { addr, seen }
+}

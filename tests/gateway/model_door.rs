@@ -1,0 +1,188 @@
+//! The model door, through the real binary: a scripted model server
+//! upstream (real HTTP on 127.0.0.1), the `openai` Python SDK as the
+//! agent's client, and raw HTTP for headers and faults.
+
+use std::io::BufRead;
+
+use serde_json::Value;
+
+use crate::common::{
+    mcp::python,
+    model_server::{self, ModelServer},
+    repo, toolgate, CatalogDir, LogLines, Reaped,
+};
+
+/// `toolgate serve` with the model door in front of `upstream`; the door's
+/// base URL and the log.
+fn serve(dir: &CatalogDir, upstream: &str, extra: &str) -> (Reaped, String, LogLines) {
+    dir.file("registry/tools.yaml", "tools:\n  - name: echo_tool\n    description: x\n    backend: {builtin: echo}\n");
+    let config = format!(
+        "model_door:\n  upstreams:\n    - name: local\n      base_url: {upstream}\n      models: [\"*\"]\n{extra}"
+    );
+    let path = dir.file("toolgate.yaml", &config);
+    let mut command = toolgate();
+    command.current_dir(dir.dir.path()).args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"]);
+    command.args(["--model-listen", "127.0.0.1:0", "--config"]).arg(path);
+    let mut child = Reaped::spawn(&mut command);
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut url = None;
+    let mut seen = Vec::new();
+    loop {
+        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
+        let marker = "model door (OpenAI-compatible) on ";
+        if let Some(at) = line.find(marker) {
+            url = Some(line[at + marker.len()..].trim().to_owned());
+        }
+        if line.contains("toolgate listening on ") {
+            break;
+        }
+        seen.push(line);
+    }
+    (child, url.expect("the model door's address is logged"), LogLines::follow(lines))
+}
+
+/// The SDK's answer for `model`, streamed or whole.
+fn sdk(base_url: &str, model: &str, mode: &str) -> Value {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/model/openai_client.py"))
+        .args([base_url, model, mode])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the SDK client failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
+/// A plain HTTP client.
+fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
+fn calls(answer: &Value) -> Vec<(String, Value)> {
+    let calls = answer["tool_calls"].as_array().unwrap_or_else(|| panic!("no calls: {answer}"));
+    calls.iter().map(|c| (c["name"].as_str().unwrap().to_owned(), c["arguments"].clone())).collect()
+}
+
+fn city(name: &str) -> (String, Value) {
+    ("get_weather".to_owned(), serde_json::json!({"city": name}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_receives_repaired_and_lifted_calls_whole_and_streamed() {
+    let upstream: ModelServer = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let url2 = url.clone();
+    tokio::task::spawn_blocking(move || {
+        let url = url2;
+        for mode in ["whole", "stream"] {
+            // A drifted name and Python-ish arguments: repaired.
+            let answer = sdk(&url, "drift", mode);
+            assert_eq!(calls(&answer), [city("Paris")], "{mode}: {answer}");
+            assert_eq!(answer["tool_calls"][0]["id"], "call_1", "the model's id is kept: {answer}");
+            // A call written as text: lifted, with a new id.
+            for (model, expected) in [
+                ("text-call", vec![city("Paris")]),
+                ("two-calls", vec![city("Paris"), city("Rome")]),
+                ("think-call", vec![city("Oslo")]),
+            ] {
+                let answer = sdk(&url, model, mode);
+                assert_eq!(calls(&answer), expected, "{mode} {model}: {answer}");
+                assert_eq!(answer["finish_reason"], "tool_calls", "{mode} {model}: {answer}");
+                for call in answer["tool_calls"].as_array().unwrap() {
+                    let id = call["id"].as_str().unwrap();
+                    assert!(id.starts_with("call_") && id.len() == 29, "{id}");
+                }
+            }
+            // A call inside prose, a call of no declared tool: text, unchanged.
+            for model in ["prose", "unknown"] {
+                let answer = sdk(&url, model, mode);
+                assert_eq!(calls(&answer), [], "{mode} {model}: {answer}");
+                assert_eq!(answer["finish_reason"], "stop", "{mode} {model}: {answer}");
+                let (content, _) = model_server_content(model);
+                assert_eq!(answer["content"], content, "{mode} {model}: the text passes unchanged");
+            }
+        }
+        // What was repaired is said (whole answers).
+        let answer = sdk(&url, "drift", "whole");
+        let repairs: Value = serde_json::from_str(answer["repairs"].as_str().unwrap()).unwrap();
+        let kinds: Vec<&str> = repairs.as_array().unwrap().iter().map(|r| r["kind"].as_str().unwrap()).collect();
+        assert!(kinds.contains(&"TOOL_NAME") && kinds.contains(&"ARGUMENTS_JSON"), "{repairs}");
+        assert_eq!(repairs[0]["choice"], 0);
+        assert_eq!(repairs[0]["call"], 0);
+    })
+    .await
+    .unwrap();
+    // Without principals, the caller's own key goes to the upstream.
+    assert_eq!(upstream.last_authorization().as_deref(), Some("Bearer sk-test-caller"));
+}
+
+/// The content the scripted server writes for `model`.
+fn model_server_content(model: &str) -> (&'static str, ()) {
+    match model {
+        "prose" => ("Sure, I could call get_weather(city='Paris') for you, if you like.", ()),
+        "unknown" => ("<tool_call>{\"name\": \"delete_everything\", \"arguments\": {}}</tool_call>", ()),
+        _ => unreachable!(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_changes_nothing_and_faults_are_said_in_openais_shape() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let client = http();
+    let body = serde_json::json!({
+        "model": "drift",
+        "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}],
+    });
+    let strict = client.post(format!("{url}/chat/completions")).header("x-toolgate-strict", "true").json(&body);
+    let answer = strict.send().await.unwrap();
+    assert!(answer.headers().get("x-toolgate-repairs").is_none());
+    let answer: Value = answer.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "GetWeather");
+    // tool_choice none: a call as text stays text.
+    let mut none = body.clone();
+    none["model"] = "text-call".into();
+    none["tool_choice"] = "none".into();
+    let answer: Value =
+        client.post(format!("{url}/chat/completions")).json(&none).send().await.unwrap().json().await.unwrap();
+    assert!(answer["choices"][0]["message"]["tool_calls"].is_null(), "{answer}");
+    // The upstream's own error passes as it was.
+    let mut broken = body.clone();
+    broken["model"] = "broken".into();
+    let answer = client.post(format!("{url}/chat/completions")).json(&broken).send().await.unwrap();
+    assert_eq!(answer.status(), 500);
+    assert_eq!(answer.text().await.unwrap(), "{\"error\": {\"message\": \"the model crashed\"}}");
+    // A stream cut mid-way ends with an error event and no [DONE].
+    let mut cut = body.clone();
+    cut["model"] = "cut".into();
+    cut["stream"] = true.into();
+    let text = client.post(format!("{url}/chat/completions")).json(&cut).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("\"error\"") && !text.contains("[DONE]"), "{text}");
+    // Paths the door does not serve.
+    let answer = client.post(format!("{url}/responses")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 404);
+    let error: Value = answer.json().await.unwrap();
+    assert!(error["error"]["message"].as_str().unwrap().contains("/v1/chat/completions"), "{error}");
+    // The models of the upstreams.
+    let models: Value = client.get(format!("{url}/models")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(models["data"][0]["id"], "qwen3-coder");
+    // Not JSON: 400 in OpenAI's shape.
+    let answer = client.post(format!("{url}/chat/completions")).body("{oops").send().await.unwrap();
+    assert_eq!(answer.status(), 400);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_cannot_be_reached_is_a_502() {
+    let dir = CatalogDir::new();
+    let closed = crate::common::backend::closed_port();
+    let (_gateway, url, _log) = serve(&dir, &format!("http://{closed}/v1"), "");
+    let body = serde_json::json!({"model": "any", "messages": [{"role": "user", "content": "x"}]});
+    let answer = http().post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 502);
+    let error: Value = answer.json().await.unwrap();
+    assert!(error["error"]["message"].as_str().unwrap().contains("'local' could not be reached"), "{error}");
+}
