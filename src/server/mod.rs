@@ -10,6 +10,7 @@
 pub(crate) mod body;
 pub(crate) mod connections;
 mod handshake;
+pub(crate) mod http;
 mod serve;
 
 use std::time::Duration;

@@ -6,7 +6,9 @@ use std::{path::Path, time::Duration};
 
 use serde_json::{json, Value};
 
-use crate::common::{mcp::python, pki::Ca, repo, toolgate, CatalogDir, LogLines, Reaped};
+use crate::common::{
+    listening_after, logged_after, mcp::python, pki::Ca, repo, toolgate, CatalogDir, LogLines, Reaped,
+};
 
 /// A registry: a search tool on the built-in echo, and a tool whose run
 /// leaves a marker file (for grants: it must never run when not granted).
@@ -44,22 +46,8 @@ pub(crate) fn serve_env(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> (Rea
 
 /// Runs a `serve` command with an MCP listener; its MCP URL and its log.
 fn serve_command(mut command: std::process::Command) -> (Reaped, String, LogLines) {
-    use std::io::BufRead;
-    let mut child = Reaped::spawn(&mut command);
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut url = None;
-    let mut seen = Vec::new();
-    loop {
-        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
-        if let Some(at) = line.find("MCP (streamable HTTP) on ") {
-            url = Some(line[at + "MCP (streamable HTTP) on ".len()..].trim().to_owned());
-        }
-        if line.contains("toolgate listening on ") {
-            break;
-        }
-        seen.push(line);
-    }
-    (child, url.expect("the MCP listener is logged"), LogLines::follow(lines))
+    let (child, lines, _, seen) = listening_after(&mut command);
+    (child, logged_after(&seen, "MCP (streamable HTTP) on "), LogLines::follow(lines))
 }
 
 /// Runs the SDK client script; its JSON lines.

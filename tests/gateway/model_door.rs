@@ -2,11 +2,10 @@
 //! upstream (real HTTP on 127.0.0.1), the `openai` Python SDK as the
 //! agent's client, and raw HTTP for headers and faults.
 
-use std::io::BufRead;
-
 use serde_json::Value;
 
 use crate::common::{
+    listening_after, logged_after,
     mcp::python,
     model_server::{self, ModelServer},
     repo, toolgate, CatalogDir, LogLines, Reaped,
@@ -23,22 +22,8 @@ fn serve(dir: &CatalogDir, upstream: &str, extra: &str) -> (Reaped, String, LogL
     let mut command = toolgate();
     command.current_dir(dir.dir.path()).args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"]);
     command.args(["--model-listen", "127.0.0.1:0", "--config"]).arg(path);
-    let mut child = Reaped::spawn(&mut command);
-    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-    let mut url = None;
-    let mut seen = Vec::new();
-    loop {
-        let Some(Ok(line)) = lines.next() else { panic!("serve ended early: {}", seen.join("\n")) };
-        let marker = "model door (OpenAI-compatible) on ";
-        if let Some(at) = line.find(marker) {
-            url = Some(line[at + marker.len()..].trim().to_owned());
-        }
-        if line.contains("toolgate listening on ") {
-            break;
-        }
-        seen.push(line);
-    }
-    (child, url.expect("the model door's address is logged"), LogLines::follow(lines))
+    let (child, lines, _, seen) = listening_after(&mut command);
+    (child, logged_after(&seen, "model door (OpenAI-compatible) on "), LogLines::follow(lines))
 }
 
 /// The SDK's answer for `model`, streamed or whole.

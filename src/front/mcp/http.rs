@@ -6,16 +6,13 @@
 //! toolset exists (404 with a did-you-mean); the handler then sees the
 //! snapshot, caller and toolset in the request's extensions.
 
-use std::{convert::Infallible, net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc};
 
 use bytes::Bytes;
-use http_body_util::{combinators::BoxBody, BodyExt, Full};
+use http_body_util::{BodyExt, Full};
 use hyper::{body::Incoming as Body, Request, Response, StatusCode};
-use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{json, Value};
-use tokio_stream::StreamExt;
-use tonic::transport::server::Connected;
 
 use super::{
     limits::{McpLimits, Streams},
@@ -29,6 +26,7 @@ use crate::{
     server::{
         body::{read_body, BodyDeadlines},
         connections::{Guarded, Registry},
+        http::{serve_http, HttpEdge, Reply},
         Connections, Door, Peer, ServeError, Stopping,
     },
     tls::ServerTls,
@@ -36,8 +34,6 @@ use crate::{
 
 /// The largest request body; past it, 413.
 const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
-
-type Reply = Response<BoxBody<Bytes, Infallible>>;
 
 /// What every request of the listener shares.
 struct Edge {
@@ -91,9 +87,9 @@ impl Door for McpDoor {
     async fn run(
         self,
         local: Option<SocketAddr>,
-        mut connections: Connections,
+        connections: Connections,
         registry: Arc<Registry>,
-        mut stopping: Stopping,
+        stopping: Stopping,
     ) -> Result<(), ServeError> {
         let loopback = local.is_some_and(|local| local.ip().is_loopback());
         let current = self.view.current.clone();
@@ -115,38 +111,12 @@ impl Door for McpDoor {
             tls: self.tls,
             loopback,
         });
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let builder = Builder::new(TokioExecutor::new());
-        loop {
-            let conn = tokio::select! {
-                next = connections.next() => match next {
-                    Some(Ok(conn)) => conn,
-                    Some(Err(_)) => continue,
-                    None => break,
-                },
-                () = &mut stopping => break,
-            };
-            let connected = conn.connect_info();
-            let Some(peer) = connected.addr else { continue };
-            let edge = Arc::clone(&edge);
-            let service = hyper::service::service_fn(move |request| {
-                let (edge, connected) = (Arc::clone(&edge), connected.clone());
-                async move { Ok::<_, Infallible>(edge.handle(request, peer, &connected).await) }
-            });
-            let connection =
-                graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
-            tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!(peer = %peer, "MCP connection ended: {err}");
-                }
-            });
-        }
-        graceful.shutdown().await;
+        serve_http(super::NAME, edge, connections, stopping).await;
         Ok(())
     }
 }
 
-impl Edge {
+impl HttpEdge for Edge {
     async fn handle(&self, request: Request<Body>, peer: SocketAddr, connected: &Peer) -> Reply {
         let snapshot = self.current.load_full();
         if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins()) {

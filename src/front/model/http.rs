@@ -7,15 +7,13 @@
 //! deadlines), routed to an upstream and forwarded as a proxy does; the
 //! response comes back repaired ([`super::response`], [`super::stream`]).
 
-use std::{convert::Infallible, net::SocketAddr, sync::Arc};
+use std::{net::SocketAddr, sync::Arc};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, Full, StreamBody};
 use hyper::{body::Incoming as Body, header, HeaderMap, Method, Request, Response, StatusCode};
-use hyper_util::{rt::TokioExecutor, rt::TokioIo, server::conn::auto::Builder};
 use serde_json::{json, Value};
-use tonic::transport::server::Connected;
 
 use super::{
     response::{header as repairs_header, repair_completion},
@@ -30,6 +28,7 @@ use crate::{
     server::{
         body::{read_body, BodyDeadlines},
         connections::{Guarded, Registry},
+        http::{serve_http, HttpEdge, Reply},
         Connections, Door, Peer, ServeError, Stopping,
     },
     tls::ServerTls,
@@ -43,8 +42,6 @@ const MAX_REPAIRS_HEADER: usize = 4 * 1024;
 
 /// The paths the door serves, for a 404.
 const SERVED: &str = "the model door serves POST /v1/chat/completions and GET /v1/models";
-
-type Reply = Response<BoxBody<Bytes, Infallible>>;
 
 /// The model door.
 pub(crate) struct ModelDoor {
@@ -88,9 +85,9 @@ impl Door for ModelDoor {
     async fn run(
         self,
         _local: Option<SocketAddr>,
-        mut connections: Connections,
+        connections: Connections,
         registry: Arc<Registry>,
-        mut stopping: Stopping,
+        stopping: Stopping,
     ) -> Result<(), ServeError> {
         // No timeout of the client's own: each upstream's `timeout` bounds a
         // request, the stream included.
@@ -104,37 +101,12 @@ impl Door for ModelDoor {
             client,
             tools: ToolCache::default(),
         });
-        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-        let builder = Builder::new(TokioExecutor::new());
-        loop {
-            let conn = tokio::select! {
-                next = connections.next() => match next {
-                    Some(Ok(conn)) => conn,
-                    Some(Err(_)) => continue,
-                    None => break,
-                },
-                () = &mut stopping => break,
-            };
-            let connected = conn.connect_info();
-            let Some(peer) = connected.addr else { continue };
-            let edge = Arc::clone(&edge);
-            let service = hyper::service::service_fn(move |request| {
-                let (edge, connected) = (Arc::clone(&edge), connected.clone());
-                async move { Ok::<_, Infallible>(edge.handle(request, peer, &connected).await) }
-            });
-            let connection = graceful.watch(builder.serve_connection(TokioIo::new(conn), service).into_owned());
-            tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!(peer = %peer, "model door connection ended: {err}");
-                }
-            });
-        }
-        graceful.shutdown().await;
+        serve_http(NAME, edge, connections, stopping).await;
         Ok(())
     }
 }
 
-impl Edge {
+impl HttpEdge for Edge {
     async fn handle(&self, request: Request<Body>, peer: SocketAddr, connected: &Peer) -> Reply {
         let path = request.uri().path().trim_end_matches('/').to_owned();
         let method = request.method().clone();
@@ -166,7 +138,9 @@ impl Edge {
         };
         reply.map(|body| Guarded::new(body, (guard, admitted)).boxed())
     }
+}
 
+impl Edge {
     /// `GET /v1/models`: the union of the upstreams' lists (each model
     /// once, the first upstream's entry kept).
     async fn models(&self, headers: &HeaderMap, open: bool) -> Reply {

@@ -372,6 +372,13 @@ pub fn listening_after(command: &mut Command) -> (Reaped, Stderr, String, Vec<St
     }
 }
 
+/// What a line of `lines` says after `marker` (an address a door logs as
+/// it starts); panics with the lines when none does.
+pub fn logged_after(lines: &[String], marker: &str) -> String {
+    let found = lines.iter().find_map(|line| Some(line[line.find(marker)? + marker.len()..].trim().to_owned()));
+    found.unwrap_or_else(|| panic!("no line says {marker:?}: {}", lines.join("\n")))
+}
+
 /// `script` run by bash in `dir` (`-euo pipefail` when `strict`: the first
 /// failing command ends it), with `env` and this build's `toolgate` first
 /// on the PATH, as the docs' commands expect.
