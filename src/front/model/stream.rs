@@ -140,6 +140,8 @@ pub(super) struct Holder {
     held_bytes: usize,
     /// The content held (since the thought, if any).
     content: String,
+    /// How much of `content` is known to be leading whitespace.
+    lead: usize,
     /// The content of a thought at the start, while it streams.
     thought: String,
     /// Text that came with call deltas or the finish: said again as a
@@ -160,6 +162,7 @@ impl Holder {
             held: Vec::new(),
             held_bytes: 0,
             content: String::new(),
+            lead: 0,
             thought: String::new(),
             tail: String::new(),
             calls: BTreeMap::new(),
@@ -270,7 +273,10 @@ impl Holder {
             State::Undecided => {
                 self.hold(raw);
                 self.content.push_str(content);
-                let start = self.content.trim_start();
+                // Whitespace first is looked at once, not again with
+                // every delta.
+                let start = self.content[self.lead..].trim_start();
+                self.lead = self.content.len() - start.len();
                 if start.starts_with("<think>") {
                     // A thought first: it streams, and the text after it
                     // is judged afresh.
@@ -284,7 +290,7 @@ impl Holder {
                 if !start.is_empty() && "<think>".starts_with(start) {
                     return Vec::new();
                 }
-                match self.lifting.then(|| could_begin(&self.content, &self.declared)).flatten() {
+                match self.lifting.then(|| could_begin(&self.content[self.lead..], &self.declared)).flatten() {
                     Some(true) => {
                         self.state = State::Holding;
                         Vec::new()
@@ -304,12 +310,24 @@ impl Holder {
     }
 
     /// Once the thought has ended: undecided again, or passing when text
-    /// came after it in the same delta (already sent with it).
+    /// came after it in the same delta (already sent with it). Only the
+    /// thought's last bytes are kept between deltas (where a `</think>`
+    /// split across two may begin), so a long thought is read once.
     fn after_thought(&mut self) {
-        if let Some(end) = self.thought.find("</think>") {
-            let after = self.thought[end + "</think>".len()..].trim().is_empty();
-            self.thought.clear();
-            self.state = if after { State::Undecided } else { State::Passing };
+        const CLOSER: &str = "</think>";
+        match self.thought.find(CLOSER) {
+            Some(end) => {
+                let after = self.thought[end + CLOSER.len()..].trim().is_empty();
+                self.thought.clear();
+                self.state = if after { State::Undecided } else { State::Passing };
+            }
+            None => {
+                let mut keep = self.thought.len().saturating_sub(CLOSER.len() - 1);
+                while !self.thought.is_char_boundary(keep) {
+                    keep -= 1;
+                }
+                self.thought.drain(..keep);
+            }
         }
     }
 
@@ -333,6 +351,7 @@ impl Holder {
     /// What is held, sent unchanged; the content held is forgotten.
     fn release(&mut self) -> Vec<Bytes> {
         self.content.clear();
+        self.lead = 0;
         self.held_bytes = 0;
         std::mem::take(&mut self.held)
     }
@@ -543,5 +562,63 @@ mod tests {
         }
         assert_eq!(could_begin("get_wea", &declared), None);
         assert_eq!(could_begin("   ", &declared), None);
+    }
+
+    fn weather() -> Arc<Declared> {
+        let parameters =
+            serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let tools = vec![crate::exec::declared::declared("get_weather", "", Some(&parameters))];
+        Arc::new(Declared::new(tools, crate::exec::ExecLimits::default()).unwrap())
+    }
+
+    fn content_event(text: &str) -> Bytes {
+        let chunk = json!({"id": "c", "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+        Bytes::from(format!("data: {chunk}\n\n"))
+    }
+
+    /// Every event through a holder; the text sent and the calls sent.
+    fn run(events: Vec<Bytes>) -> (String, Vec<Value>) {
+        let mut holder = Holder::new(weather(), true);
+        let mut out = Vec::new();
+        for event in events {
+            out.extend(holder.event(event));
+        }
+        let finish = json!({"id": "c", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+        out.extend(holder.event(Bytes::from(format!("data: {finish}\n\n"))));
+        let (mut text, mut calls) = (String::new(), Vec::new());
+        for event in out {
+            let chunk: Value = serde_json::from_str(&data(&event).unwrap()).unwrap();
+            let delta = &chunk["choices"][0]["delta"];
+            text.push_str(delta["content"].as_str().unwrap_or_default());
+            calls.extend(delta["tool_calls"].as_array().cloned().unwrap_or_default());
+        }
+        (text, calls)
+    }
+
+    #[test]
+    fn a_long_thought_streams_and_the_call_after_it_is_lifted() {
+        let mut events = vec![content_event("<think>")];
+        // A thought of 200,000 one-byte deltas, its closer split in two.
+        events.extend((0..200_000).map(|_| content_event("x")));
+        events.extend(["</thi", "nk>", "\n", "  ", "call:get_weather", "{city: \"Oslo\"}"].map(content_event));
+        let (text, calls) = run(events);
+        assert!(text.starts_with("<think>x") && text.ends_with("x</think>"), "the thought streams through");
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0]["function"]["name"], "get_weather");
+        assert_eq!(calls[0]["function"]["arguments"], "{\"city\":\"Oslo\"}");
+    }
+
+    #[test]
+    fn words_stream_and_a_call_after_them_stays_text() {
+        let written = "Sure: get_weather(city=\"Oslo\")";
+        let (text, calls) = run(written.chars().map(|c| content_event(&c.to_string())).collect());
+        assert_eq!(text, written);
+        assert!(calls.is_empty());
+        // Leading whitespace in many deltas, then words.
+        let mut events: Vec<Bytes> = (0..100_000).map(|_| content_event(" ")).collect();
+        events.push(content_event("Hello."));
+        let (text, calls) = run(events);
+        assert_eq!(text.trim_start(), "Hello.");
+        assert!(calls.is_empty());
     }
 }
