@@ -36,29 +36,56 @@ pub(super) const MAX_HELD: usize = 1024 * 1024;
 /// How often a holding stream tells the client it is alive.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
-/// The bytes of whole events in `buffer` (each ending with a blank line),
-/// taken out of it; what is left is an event still arriving.
-pub(super) fn split_events(buffer: &mut Vec<u8>) -> Vec<Bytes> {
-    let mut events = Vec::new();
-    let mut start = 0;
-    let mut at = 0;
-    while at + 1 < buffer.len() {
-        let end = match (buffer[at], buffer[at + 1]) {
-            (b'\n', b'\n') => Some(at + 2),
-            (b'\n', b'\r') if buffer.get(at + 2) == Some(&b'\n') => Some(at + 3),
-            _ => None,
-        };
-        match end {
-            Some(end) => {
-                events.push(Bytes::copy_from_slice(&buffer[start..end]));
-                start = end;
-                at = end;
+/// Server-sent events as they arrive: the bytes of each whole event (one
+/// ending with a blank line), and what is left of one still arriving.
+/// Each byte is looked at once (an event that arrives in many pieces is
+/// not rescanned from its start).
+#[derive(Default)]
+pub(super) struct Events {
+    buffer: Vec<u8>,
+    /// Where in `buffer` the search for the blank line goes on.
+    scanned: usize,
+}
+
+impl Events {
+    /// The whole events `bytes` completes.
+    pub(super) fn push(&mut self, bytes: &[u8]) -> Vec<Bytes> {
+        self.buffer.extend_from_slice(bytes);
+        let buffer = &self.buffer;
+        let mut events = Vec::new();
+        let mut start = 0;
+        let mut at = self.scanned;
+        while at + 1 < buffer.len() {
+            let end = match (buffer[at], buffer[at + 1]) {
+                (b'\n', b'\n') => Some(at + 2),
+                (b'\n', b'\r') if buffer.get(at + 2) == Some(&b'\n') => Some(at + 3),
+                _ => None,
+            };
+            match end {
+                Some(end) => {
+                    events.push(Bytes::copy_from_slice(&buffer[start..end]));
+                    start = end;
+                    at = end;
+                }
+                None => at += 1,
             }
-            None => at += 1,
         }
+        // A `\n\r` waiting for its `\n` is looked at again.
+        self.scanned = at.saturating_sub(1).max(start) - start;
+        self.buffer.drain(..start);
+        events
     }
-    buffer.drain(..start);
-    events
+
+    /// How many bytes of an unfinished event are waiting.
+    pub(super) fn waiting(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// The bytes of an unfinished event, taken.
+    pub(super) fn rest(&mut self) -> Bytes {
+        self.scanned = 0;
+        Bytes::from(std::mem::take(&mut self.buffer))
+    }
 }
 
 /// The `data` of an event: its `data:` lines joined by newlines; `None`
@@ -479,7 +506,7 @@ pub(super) async fn relay(
     mut holder: Option<Holder>,
 ) -> Vec<Made> {
     let made = |holder: Option<Holder>| holder.map(|h| h.made).unwrap_or_default();
-    let mut buffer: Vec<u8> = Vec::new();
+    let mut events = Events::default();
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.reset();
     loop {
@@ -495,9 +522,15 @@ pub(super) async fn relay(
         };
         let out = match (next, holder.as_mut()) {
             (Some(Ok(bytes)), None) => vec![bytes],
-            (Some(Ok(bytes)), Some(holder)) => {
-                buffer.extend_from_slice(&bytes);
-                split_events(&mut buffer).into_iter().flat_map(|event| holder.event(event)).collect()
+            (Some(Ok(bytes)), Some(held)) => {
+                let mut out: Vec<Bytes> = events.push(&bytes).into_iter().flat_map(|event| held.event(event)).collect();
+                // An event longer than the most a choice holds: sent as it
+                // came, and from there every byte is.
+                if events.waiting() > MAX_HELD {
+                    out.extend(held.give_up(events.rest()));
+                    holder = None;
+                }
+                out
             }
             (Some(Err(err)), held) => {
                 let mut out = match held {
@@ -512,7 +545,7 @@ pub(super) async fn relay(
             }
             (None, Some(holder)) => {
                 let mut out = holder.end(None, None);
-                out.push(Bytes::from(std::mem::take(&mut buffer)));
+                out.push(events.rest());
                 for bytes in out.into_iter().filter(|b| !b.is_empty()) {
                     let _ = to.send(bytes).await;
                 }
@@ -534,10 +567,15 @@ mod tests {
 
     #[test]
     fn events_split_on_blank_lines_and_the_rest_waits() {
-        let mut buffer = b"data: a\n\ndata: b\r\n\r\n: keep\n\ndata: c".to_vec();
-        let events = split_events(&mut buffer);
-        assert_eq!(events, [&b"data: a\n\n"[..], &b"data: b\r\n\r\n"[..], &b": keep\n\n"[..]]);
-        assert_eq!(buffer, b"data: c");
+        let mut events = Events::default();
+        let whole = events.push(b"data: a\n\ndata: b\r\n\r\n: keep\n\ndata: c");
+        assert_eq!(whole, [&b"data: a\n\n"[..], &b"data: b\r\n\r\n"[..], &b": keep\n\n"[..]]);
+        assert_eq!(events.waiting(), 7);
+        // An event in pieces, its blank line split too.
+        assert!(events.push(b"\r").is_empty());
+        assert!(events.push(b"\n\r").is_empty());
+        assert_eq!(events.push(b"\n"), [&b"data: c\r\n\r\n"[..]]);
+        assert_eq!(events.waiting(), 0);
         assert_eq!(data(b"data: {\"a\": 1}\n\n").as_deref(), Some("{\"a\": 1}"));
         assert_eq!(data(b": keep-alive\n\n"), None);
     }
