@@ -147,6 +147,12 @@ async fn strict_changes_nothing_and_faults_are_said_in_openais_shape() {
     cut["stream"] = true.into();
     let text = client.post(format!("{url}/chat/completions")).json(&cut).send().await.unwrap().text().await.unwrap();
     assert!(text.contains("\"error\"") && !text.contains("[DONE]"), "{text}");
+    // An answer longer than the door reads to repair arrives whole, as sent.
+    let mut huge = body.clone();
+    huge["model"] = "huge".into();
+    let answer: Value =
+        client.post(format!("{url}/chat/completions")).json(&huge).send().await.unwrap().json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"].as_str().map(str::len), Some(17 * 1024 * 1024));
     // Paths the door does not serve.
     let answer = client.post(format!("{url}/responses")).json(&body).send().await.unwrap();
     assert_eq!(answer.status(), 404);

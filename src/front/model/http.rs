@@ -234,9 +234,10 @@ impl Edge {
             let holder = declared.map(|declared| Holder::new(declared, lifting));
             return streamed(status, &headers, response, holder);
         }
-        let body = match response.bytes().await {
-            Ok(body) => body,
-            Err(err) => return unreachable_upstream(upstream, &err),
+        let body = match whole(response).await {
+            Whole::Read(body) => body,
+            Whole::Longer(head, rest) => return longer(status, &headers, head, rest),
+            Whole::Failed(err) => return unreachable_upstream(upstream, &err),
         };
         let Some(declared) = declared.filter(|_| status.is_success()) else {
             return passed(status, &headers, body, None);
@@ -319,6 +320,67 @@ fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
     }
 }
 
+/// The most of a whole answer the door reads to repair; a longer one
+/// passes unchanged as it arrives.
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
+/// An upstream's whole answer, read.
+enum Whole {
+    Read(Bytes),
+    /// Longer than [`MAX_ANSWER_BYTES`]: what was read, and the rest still
+    /// to come.
+    Longer(Bytes, futures::stream::BoxStream<'static, reqwest::Result<Bytes>>),
+    Failed(reqwest::Error),
+}
+
+/// Reads `response` whole, up to [`MAX_ANSWER_BYTES`].
+async fn whole(response: reqwest::Response) -> Whole {
+    let mut rest = response.bytes_stream().boxed();
+    let mut read = bytes::BytesMut::new();
+    while let Some(piece) = rest.next().await {
+        match piece {
+            Ok(piece) => read.extend_from_slice(&piece),
+            Err(err) => return Whole::Failed(err),
+        }
+        if read.len() > MAX_ANSWER_BYTES {
+            return Whole::Longer(read.freeze(), rest);
+        }
+    }
+    Whole::Read(read.freeze())
+}
+
+/// An answer too long to repair: what was read, then the rest, unchanged
+/// (a failure on the way ends the body early, as the upstream's would).
+fn longer(
+    status: StatusCode,
+    headers: &HeaderMap,
+    head: Bytes,
+    rest: futures::stream::BoxStream<'static, reqwest::Result<Bytes>>,
+) -> Reply {
+    let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let mut rest = rest;
+        let mut next = Some(head);
+        while let Some(piece) = next {
+            if to.send(piece).await.is_err() {
+                return;
+            }
+            next = rest.next().await.and_then(Result::ok);
+        }
+    });
+    sent(status, headers, from)
+}
+
+/// A reply of `status` and the upstream's `headers` whose body is what
+/// arrives on `from`.
+fn sent(status: StatusCode, headers: &HeaderMap, from: tokio::sync::mpsc::Receiver<Bytes>) -> Reply {
+    let frames = tokio_stream::wrappers::ReceiverStream::new(from).map(|bytes| Ok(hyper::body::Frame::data(bytes)));
+    let mut reply = Response::new(BodyExt::boxed(StreamBody::new(frames)));
+    *reply.status_mut() = status;
+    copy_headers(headers, reply.headers_mut());
+    reply
+}
+
 /// A streamed answer, relayed under `holder`'s rules (none: unchanged).
 fn streamed(status: StatusCode, headers: &HeaderMap, response: reqwest::Response, holder: Option<Holder>) -> Reply {
     let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
@@ -328,11 +390,7 @@ fn streamed(status: StatusCode, headers: &HeaderMap, response: reqwest::Response
             tracing::debug!(door = NAME, repairs = made.len(), "repaired a streamed completion");
         }
     });
-    let frames = tokio_stream::wrappers::ReceiverStream::new(from).map(|bytes| Ok(hyper::body::Frame::data(bytes)));
-    let mut reply = Response::new(BodyExt::boxed(StreamBody::new(frames)));
-    *reply.status_mut() = status;
-    copy_headers(headers, reply.headers_mut());
-    reply
+    sent(status, headers, from)
 }
 
 /// 502 for an upstream that could not be reached or answered nothing

@@ -123,6 +123,12 @@ pub async fn start() -> ModelServer {
             return (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\": {\"message\": \"the model crashed\"}}")
                 .into_response();
         }
+        if model == "huge" {
+            // Longer than the door reads to repair.
+            let content = "a".repeat(17 * 1024 * 1024);
+            let body = completion(&model, Some(&content), None).to_string();
+            return ([("content-type", "application/json")], body).into_response();
+        }
         let (content, calls) = script(&model);
         if !asked["stream"].as_bool().unwrap_or(false) {
             let body = completion(&model, content, calls).to_string();
