@@ -14,12 +14,25 @@ use crate::common::{
 /// `toolgate serve` with the model door in front of `upstream`; the door's
 /// base URL and the log.
 fn serve(dir: &CatalogDir, upstream: &str, extra: &str) -> (Reaped, String, LogLines) {
+    serve_with(dir, upstream, "", extra, &[])
+}
+
+/// The same, with keys added to the upstream's entry, top-level
+/// configuration and environment variables.
+fn serve_with(
+    dir: &CatalogDir,
+    upstream: &str,
+    upstream_keys: &str,
+    top: &str,
+    env: &[(&str, &str)],
+) -> (Reaped, String, LogLines) {
     dir.file("registry/tools.yaml", "tools:\n  - name: echo_tool\n    description: x\n    backend: {builtin: echo}\n");
     let config = format!(
-        "model_door:\n  upstreams:\n    - name: local\n      base_url: {upstream}\n      models: [\"*\"]\n{extra}"
+        "model_door:\n  upstreams:\n    - name: local\n      base_url: {upstream}\n      models: [\"*\"]\n{upstream_keys}{top}"
     );
     let path = dir.file("toolgate.yaml", &config);
     let mut command = toolgate();
+    command.envs(env.iter().copied());
     command.current_dir(dir.dir.path()).args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"]);
     command.args(["--model-listen", "127.0.0.1:0", "--config"]).arg(path);
     let (child, lines, _, seen) = listening_after(&mut command);
@@ -176,4 +189,67 @@ async fn an_upstream_that_cannot_be_reached_is_a_502() {
     assert_eq!(answer.status(), 502);
     let error: Value = answer.json().await.unwrap();
     assert!(error["error"]["message"].as_str().unwrap().contains("'local' could not be reached"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_principals_a_toolgate_key_admits_the_upstream_gets_its_own_and_the_rate_limit_counts() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let principals = format!(
+        "principals:\n  - name: bot\n    api_key_sha256: {}\n    tools: ['*']\n    rate: {{per_minute: 2, burst: 2}}\n",
+        toolgate::identity::hash_key("k")
+    );
+    let key = "      api_key_env: UPSTREAM_KEY\n";
+    let (_gateway, url, _log) =
+        serve_with(&dir, &upstream.base_url(), key, &principals, &[("UPSTREAM_KEY", "sk-upstream")]);
+    let client = http();
+    let body = serde_json::json!({"model": "text-call", "messages": [{"role": "user", "content": "x"}]});
+    let post = |key: Option<&str>| {
+        let request = client.post(format!("{url}/chat/completions")).json(&body);
+        match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    };
+    // No key, a wrong key: 401, and nothing reaches the upstream.
+    for key in [None, Some("sk-not-ours")] {
+        let answer = post(key).send().await.unwrap();
+        assert_eq!(answer.status(), 401);
+        assert_eq!(answer.headers()["www-authenticate"], "Bearer");
+    }
+    assert!(upstream.seen.authorization.lock().unwrap().is_empty());
+    // The principal's key admits; the upstream gets its own key, never the caller's.
+    for _ in 0..2 {
+        assert_eq!(post(Some("k")).send().await.unwrap().status(), 200);
+        assert_eq!(upstream.last_authorization().as_deref(), Some("Bearer sk-upstream"));
+    }
+    // The third within the minute: 429 with Retry-After, in OpenAI's shape.
+    let answer = post(Some("k")).send().await.unwrap();
+    assert_eq!(answer.status(), 429);
+    assert!(answer.headers().contains_key("retry-after"));
+    let error: Value = answer.json().await.unwrap();
+    assert_eq!(error["error"]["type"], "rate_limit_exceeded", "{error}");
+    assert_eq!(upstream.seen.authorization.lock().unwrap().len(), 2);
+}
+
+#[test]
+fn a_model_door_configured_wrongly_is_refused_with_every_problem() {
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", "tools:\n  - name: echo_tool\n    description: x\n    backend: {builtin: echo}\n");
+    dir.file(
+        "toolgate.yaml",
+        "model_door:\n  listen: 127.0.0.1:0\n  upstreams:\n    - name: local\n      base_url: ftp://x\n      api_key_env: NO_SUCH_KEY_VAR\n      timeout: soon\n  default_upstream: locl\n",
+    );
+    let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
+    let said = crate::common::stderr(&out) + &crate::common::stdout(&out);
+    assert!(!out.status.success(), "{said}");
+    for problem in [
+        "model_door.upstreams[0].base_url: 'ftp://x' is not an http(s) URL",
+        "model_door.upstreams[0].api_key_env: the environment variable NO_SUCH_KEY_VAR is not set",
+        "model_door.upstreams[0].timeout: 'soon' is not a duration",
+        "model_door.default_upstream: no upstream is named 'locl'",
+        "did you mean 'local'",
+    ] {
+        assert!(said.contains(problem), "{problem:?} in {said}");
+    }
 }
