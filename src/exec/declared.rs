@@ -38,6 +38,11 @@ impl Declared {
         Ok(Self { catalog, everything, limits, all: AvailableSet::All })
     }
 
+    /// No tools (a request that declared none).
+    pub(crate) fn none() -> Self {
+        Self::new(Vec::new(), ExecLimits::default()).expect("no tools always compile")
+    }
+
     /// Whether `name` is a declared tool's name, as written or as its
     /// normalised key (`GetWeather` for `get_weather`).
     pub(crate) fn names(&self, name: &str) -> bool {

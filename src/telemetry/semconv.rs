@@ -9,6 +9,15 @@ pub(crate) const RPC_RESPONSE_STATUS_CODE: &str = "rpc.response.status_code";
 
 // GenAI tool execution.
 pub(crate) const GEN_AI_OPERATION_NAME: &str = "gen_ai.operation.name";
+pub(crate) const GEN_AI_PROVIDER_NAME: &str = "gen_ai.provider.name";
+pub(crate) const GEN_AI_REQUEST_MODEL: &str = "gen_ai.request.model";
+pub(crate) const GEN_AI_RESPONSE_MODEL: &str = "gen_ai.response.model";
+pub(crate) const GEN_AI_RESPONSE_FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+pub(crate) const GEN_AI_USAGE_INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+pub(crate) const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+pub(crate) const HTTP_REQUEST_METHOD: &str = "http.request.method";
+pub(crate) const HTTP_ROUTE: &str = "http.route";
+pub(crate) const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
 pub(crate) const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
 pub(crate) const GEN_AI_TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
 pub(crate) const GEN_AI_TOOL_TYPE: &str = "gen_ai.tool.type";

@@ -253,3 +253,71 @@ fn a_model_door_configured_wrongly_is_refused_with_every_problem() {
         assert!(said.contains(problem), "{problem:?} in {said}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_request_has_a_server_span_and_a_chat_span_with_the_repairs() {
+    let (collector, received) = crate::common::otlp::receiver(std::time::Duration::ZERO).await;
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let endpoint = format!("http://{collector}");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let (gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "", "", &env);
+    let client = http();
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let traces =
+        [("drift", false, "44444444444444444444444444444444"), ("text-call", true, "55555555555555555555555555555555")];
+    for (model, stream, trace) in traces {
+        let body = serde_json::json!({"model": model, "messages": [{"role": "user", "content": "x"}], "tools": tools, "stream": stream});
+        let request = client.post(format!("{url}/chat/completions")).json(&body);
+        let answer = request.header("traceparent", format!("00-{trace}-00f067aa0ba902b7-01")).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        answer.text().await.unwrap();
+    }
+    // Everything pending is flushed on the way out.
+    assert!(std::process::Command::new("kill").args(["-TERM", &gateway.id().to_string()]).status().unwrap().success());
+    tokio::task::spawn_blocking(move || gateway.wait().unwrap()).await.unwrap();
+
+    let spans = received.span_list();
+    let span = |trace: &str, name: &str| {
+        let found = spans.iter().find(|(t, n, _)| t == trace && n == name);
+        found.unwrap_or_else(|| panic!("{name} in {trace}: {spans:?}")).2.clone()
+    };
+    let has = |attributes: &[(String, String)], key: &str, value: &str| {
+        attributes.iter().any(|(k, v)| k == key && v.contains(value))
+    };
+    for (model, _, trace) in traces {
+        let server = span(trace, "POST /v1/chat/completions");
+        assert!(has(&server, "http.response.status_code", "200"), "{server:?}");
+        let chat = span(trace, &format!("chat {model}"));
+        for (key, value) in [
+            ("gen_ai.operation.name", "chat"),
+            ("gen_ai.provider.name", "openai"),
+            ("gen_ai.request.model", model),
+            ("gen_ai.response.model", model),
+            ("gen_ai.response.finish_reasons", ""),
+        ] {
+            assert!(has(&chat, key, value), "{key} on chat {model}: {chat:?}");
+        }
+    }
+    assert!(has(&span(traces[0].2, "chat drift"), "gen_ai.usage.input_tokens", "10"));
+    let events = received.span_events();
+    let repairs = |span: &str| -> Vec<Vec<(String, String)>> {
+        events.iter().filter(|(s, e, _)| s == span && e == "toolgate.repair").map(|(_, _, a)| a.clone()).collect()
+    };
+    let drift = repairs("chat drift");
+    assert!(
+        drift.iter().any(|a| has(a, "toolgate.repair.kind", "tool_name")
+            && has(a, "toolgate.repair.from", "GetWeather")
+            && has(a, "toolgate.repair.to", "get_weather")),
+        "{drift:?}"
+    );
+    assert!(
+        drift
+            .iter()
+            .any(|a| has(a, "toolgate.repair.kind", "arguments_json")
+                && !a.iter().any(|(k, _)| k == "toolgate.repair.from")),
+        "arguments are content: {drift:?}"
+    );
+    assert!(!repairs("chat text-call").is_empty(), "{events:?}");
+    assert!(received.metric_names().contains(&"toolgate.tool.repairs".to_owned()));
+}

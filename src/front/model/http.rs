@@ -16,6 +16,7 @@ use hyper::{body::Incoming as Body, header, HeaderMap, Method, Request, Response
 use serde_json::{json, Value};
 
 use super::{
+    observe::Spans,
     response::{header as repairs_header, repair_completion},
     route,
     stream::{relay, Holder},
@@ -31,6 +32,7 @@ use crate::{
         http::{serve_http, HttpEdge, Reply},
         Connections, Door, Peer, ServeError, Stopping,
     },
+    telemetry::Observer,
     tls::ServerTls,
 };
 
@@ -134,7 +136,7 @@ impl HttpEdge for Edge {
         let guard = self.registry.call(peer);
         let reply = match request.method() == Method::GET {
             true => self.models(request.headers(), open).await,
-            false => self.chat(request, open, limits).await,
+            false => self.chat(request, open, limits, snapshot.executor.observer()).await,
         };
         reply.map(|body| Guarded::new(body, (guard, admitted)).boxed())
     }
@@ -179,7 +181,13 @@ impl Edge {
     }
 
     /// `POST /v1/chat/completions`: forwarded, and its answer repaired.
-    async fn chat(&self, request: Request<Body>, open: bool, limits: crate::exec::ExecLimits) -> Reply {
+    async fn chat(
+        &self,
+        request: Request<Body>,
+        open: bool,
+        limits: crate::exec::ExecLimits,
+        observer: &Observer,
+    ) -> Reply {
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body, MAX_BODY_BYTES, self.body).await {
             Ok(bytes) => bytes,
@@ -210,6 +218,7 @@ impl Edge {
         };
         let lifting = asked.get("tool_choice").and_then(Value::as_str) != Some("none");
         let streaming = asked.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let spans = Spans::start(observer, &parts.headers, model).await;
         let url = format!("{}/chat/completions", upstream.base_url);
         let sent = self
             .client
@@ -222,7 +231,7 @@ impl Edge {
             .await;
         let response = match sent {
             Ok(response) => response,
-            Err(err) => return unreachable_upstream(upstream, &err),
+            Err(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
         let status = response.status();
         let headers = response.headers().clone();
@@ -231,27 +240,32 @@ impl Edge {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if status.is_success() && event_stream && streaming {
-            let holder = declared.map(|declared| Holder::new(declared, lifting));
-            return streamed(status, &headers, response, holder);
+            let holder = Holder::new(declared, lifting, spans.recording());
+            return streamed(status, &headers, response, holder, spans, observer.clone());
         }
         let body = match whole(response).await {
             Whole::Read(body) => body,
-            Whole::Longer(head, rest) => return longer(status, &headers, head, rest),
-            Whole::Failed(err) => return unreachable_upstream(upstream, &err),
+            Whole::Longer(head, rest) => return spans.ended(observer, longer(status, &headers, head, rest), &[]),
+            Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
-        let Some(declared) = declared.filter(|_| status.is_success()) else {
-            return passed(status, &headers, body, None);
+        let parsed = match declared.is_some() || spans.recording() {
+            true => serde_json::from_slice::<Value>(&body).ok(),
+            false => None,
         };
-        let Ok(mut completion) = serde_json::from_slice::<Value>(&body) else {
-            return passed(status, &headers, body, None);
+        if let Some(completion) = &parsed {
+            spans.answered(completion);
+        }
+        let (Some(declared), Some(mut completion)) = (declared.filter(|_| status.is_success()), parsed) else {
+            return spans.ended(observer, passed(status, &headers, body, None), &[]);
         };
         let made = repair_completion(&mut completion, &declared, lifting);
         if made.is_empty() {
-            return passed(status, &headers, body, None);
+            return spans.ended(observer, passed(status, &headers, body, None), &made);
         }
         tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
         let repaired = Bytes::from(completion.to_string());
-        passed(status, &headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER)))
+        let reply = passed(status, &headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER)));
+        spans.ended(observer, reply, &made)
     }
 }
 
@@ -381,14 +395,26 @@ fn sent(status: StatusCode, headers: &HeaderMap, from: tokio::sync::mpsc::Receiv
     reply
 }
 
-/// A streamed answer, relayed under `holder`'s rules (none: unchanged).
-fn streamed(status: StatusCode, headers: &HeaderMap, response: reqwest::Response, holder: Option<Holder>) -> Reply {
+/// A streamed answer, relayed under `holder`'s rules; the spans end with
+/// the stream.
+fn streamed(
+    status: StatusCode,
+    headers: &HeaderMap,
+    response: reqwest::Response,
+    holder: Holder,
+    spans: Spans,
+    observer: Observer,
+) -> Reply {
     let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
-        let made = relay(Box::pin(response.bytes_stream()), to, holder).await;
-        if !made.is_empty() {
-            tracing::debug!(door = NAME, repairs = made.len(), "repaired a streamed completion");
+        let holder = relay(Box::pin(response.bytes_stream()), to, holder).await;
+        if !holder.made.is_empty() {
+            tracing::debug!(door = NAME, repairs = holder.made.len(), "repaired a streamed completion");
         }
+        let generation = &holder.generation;
+        let reasons = generation.reasons.iter().map(|r| r.clone().into()).collect();
+        spans.generation(generation.model.as_deref(), reasons, generation.usage.as_ref());
+        spans.end(&observer, status.as_u16(), &holder.made);
     });
     sent(status, headers, from)
 }

@@ -12,6 +12,7 @@
 //! - [`stream`]: a streamed completion, held where a call may begin.
 
 pub(crate) mod http;
+mod observe;
 mod response;
 mod route;
 mod stream;

@@ -14,13 +14,25 @@ use crate::exec::{
     RepairKind,
 };
 
-/// One repair, for `x-toolgate-repairs` and the logs: the choice's index,
-/// the call's place among its `tool_calls`, the kind.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// One repair: the choice's index, the call's place among its
+/// `tool_calls`, the kind, the tool, and the text before and after (for
+/// the span's event).
+#[derive(Clone, Debug, PartialEq)]
 pub(super) struct Made {
     pub(super) choice: u64,
     pub(super) call: usize,
-    pub(super) kind: &'static str,
+    pub(super) kind: RepairKind,
+    pub(super) tool: String,
+    pub(super) original: String,
+    pub(super) repaired: String,
+}
+
+/// What `x-toolgate-repairs` says of one repair.
+#[derive(Serialize)]
+struct Said {
+    choice: u64,
+    call: usize,
+    kind: &'static str,
 }
 
 /// A new call id: `call_` and 24 random letters and digits.
@@ -33,17 +45,25 @@ pub(super) fn call_id() -> String {
     format!("call_{id}")
 }
 
-/// The kinds of `prepared`'s repairs, each once, in the order made.
-fn kinds(repairs: &[crate::exec::Repair], lifted: bool) -> Vec<&'static str> {
-    let mut kinds: Vec<&'static str> = Vec::new();
-    // A call lifted out of text was read whole: its name and arguments.
-    let read = lifted.then_some([RepairKind::ToolName, RepairKind::ArgumentsJson]).into_iter().flatten();
-    for kind in read.chain(repairs.iter().map(|r| r.kind)) {
-        if !kinds.contains(&kind.name()) {
-            kinds.push(kind.name());
+/// The repairs of the call `call` of the choice `choice`, one a kind (the
+/// first of each), in the order made. A call `lifted` out of `content`
+/// was read whole: its name and arguments, from that text.
+pub(super) fn made(choice: u64, call: usize, prepared: &Prepared, lifted: Option<&str>) -> Vec<Made> {
+    let mut made: Vec<Made> = Vec::new();
+    let read = lifted.into_iter().flat_map(|content| {
+        [
+            (RepairKind::ToolName, content, prepared.name.as_str()),
+            (RepairKind::ArgumentsJson, content, prepared.arguments_json.as_str()),
+        ]
+    });
+    let repairs = prepared.repairs.iter().map(|r| (r.kind, r.original.as_str(), r.repaired.as_str()));
+    for (kind, original, repaired) in read.chain(repairs) {
+        if !made.iter().any(|m| m.kind == kind) {
+            let (tool, original, repaired) = (prepared.name.clone(), original.to_owned(), repaired.to_owned());
+            made.push(Made { choice, call, kind, tool, original, repaired });
         }
     }
-    kinds
+    made
 }
 
 /// One emitted call (`{"function": {"name", "arguments"}}`) through the
@@ -55,10 +75,11 @@ pub(super) fn repair_call(name: &str, arguments: &str, declared: &Declared) -> O
 
 /// The calls a choice's `content` holds, lifted, when it holds nothing
 /// else: each as a `tool_calls` entry (with `index` when `indexed`, as a
-/// stream's deltas carry), and the kinds repaired.
-pub(super) fn lift(content: &str, declared: &Declared, indexed: bool) -> Option<Vec<(Value, Vec<&'static str>)>> {
+/// stream's deltas carry), and its repairs.
+pub(super) fn lift(content: &str, declared: &Declared, choice: u64, indexed: bool) -> Option<Vec<(Value, Vec<Made>)>> {
     let calls = declared.calls_in(content)?;
     let lifted = calls.into_iter().enumerate().map(|(i, prepared)| {
+        let repairs = made(choice, i, &prepared, Some(content));
         let mut call = json!({
             "id": call_id(),
             "type": "function",
@@ -67,7 +88,7 @@ pub(super) fn lift(content: &str, declared: &Declared, indexed: bool) -> Option<
         if indexed {
             call.as_object_mut().expect("an object").insert("index".to_owned(), i.into());
         }
-        (call, kinds(&prepared.repairs, true))
+        (call, repairs)
     });
     Some(lifted.collect())
 }
@@ -87,11 +108,7 @@ pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: 
             for (i, call) in calls.iter_mut().enumerate() {
                 let Some(function) = call.get_mut("function").and_then(Value::as_object_mut) else { continue };
                 if let Some(prepared) = repaired_function(function, declared) {
-                    made.extend(kinds(&prepared.repairs, false).into_iter().map(|kind| Made {
-                        choice: index,
-                        call: i,
-                        kind,
-                    }));
+                    made.extend(self::made(index, i, &prepared, None));
                     function.insert("name".to_owned(), prepared.name.into());
                     function.insert("arguments".to_owned(), prepared.arguments_json.into());
                 }
@@ -99,10 +116,10 @@ pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: 
             continue;
         }
         let content = message.get("content").and_then(Value::as_str).filter(|c| !c.trim().is_empty());
-        let Some(lifted) = content.filter(|_| lifting).and_then(|c| lift(c, declared, false)) else { continue };
+        let Some(lifted) = content.filter(|_| lifting).and_then(|c| lift(c, declared, index, false)) else { continue };
         let mut calls = Vec::with_capacity(lifted.len());
-        for (i, (call, kinds)) in lifted.into_iter().enumerate() {
-            made.extend(kinds.into_iter().map(|kind| Made { choice: index, call: i, kind }));
+        for (call, repairs) in lifted {
+            made.extend(repairs);
             calls.push(call);
         }
         message.insert("content".to_owned(), Value::Null);
@@ -129,7 +146,8 @@ fn repaired_function(function: &Map<String, Value>, declared: &Declared) -> Opti
 pub(super) fn header(made: &[Made], cap: usize) -> String {
     let mut text = String::from("[");
     for one in made {
-        let item = serde_json::to_string(one).expect("serialisable");
+        let said = Said { choice: one.choice, call: one.call, kind: one.kind.name() };
+        let item = serde_json::to_string(&said).expect("serialisable");
         if text.len() + item.len() + 2 > cap {
             break;
         }

@@ -27,7 +27,7 @@ use futures::{Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::response::{lift, repair_call, Made};
+use super::response::{lift, made, repair_call, Made};
 use crate::exec::declared::Declared;
 
 /// The most a choice holds before it is sent unchanged.
@@ -161,6 +161,8 @@ pub(super) struct Holder {
     /// Lift calls out of `content` (tools declared, `tool_choice` not
     /// `none`).
     lifting: bool,
+    /// Note what the stream says of its generation.
+    watching: bool,
     state: State,
     /// Events held, as they came.
     held: Vec<Bytes>,
@@ -178,14 +180,29 @@ pub(super) struct Holder {
     /// The last chunk read, for the chunks the door writes.
     template: Option<Map<String, Value>>,
     pub(super) made: Vec<Made>,
+    /// What the stream said of the generation (for its span).
+    pub(super) generation: Generation,
+}
+
+/// What a stream says of its generation: the model, the finish reasons,
+/// the usage chunk.
+#[derive(Debug, Default)]
+pub(super) struct Generation {
+    pub(super) model: Option<String>,
+    pub(super) reasons: Vec<String>,
+    pub(super) usage: Option<Value>,
 }
 
 impl Holder {
-    pub(super) fn new(declared: Arc<Declared>, lifting: bool) -> Self {
+    /// The rules over a stream whose request declared `declared` (none:
+    /// nothing is changed, and with `watching` the generation is noted).
+    pub(super) fn new(declared: Option<Arc<Declared>>, lifting: bool, watching: bool) -> Self {
+        let state = if declared.is_some() { State::Undecided } else { State::Off };
         Self {
-            declared,
+            declared: declared.unwrap_or_else(|| Arc::new(Declared::none())),
             lifting,
-            state: State::Undecided,
+            watching,
+            state,
             held: Vec::new(),
             held_bytes: 0,
             content: String::new(),
@@ -195,6 +212,26 @@ impl Holder {
             calls: BTreeMap::new(),
             template: None,
             made: Vec::new(),
+            generation: Generation::default(),
+        }
+    }
+
+    /// What a chunk says of the generation, noted.
+    fn watch(&mut self, chunk: &Map<String, Value>) {
+        if !self.watching {
+            return;
+        }
+        let generation = &mut self.generation;
+        if generation.model.is_none() {
+            generation.model = chunk.get("model").and_then(Value::as_str).map(str::to_owned);
+        }
+        for choice in chunk.get("choices").and_then(Value::as_array).into_iter().flatten() {
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                generation.reasons.push(reason.to_owned());
+            }
+        }
+        if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+            generation.usage = Some(usage.clone());
         }
     }
 
@@ -205,16 +242,23 @@ impl Holder {
 
     /// What to send for one event, in order.
     pub(super) fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
-        if self.state == State::Off {
+        if self.state == State::Off && !self.watching {
             return vec![raw];
         }
         let Some(data) = data(&raw) else { return self.pass_or_hold(raw) };
+        if self.state == State::Off && !data.trim_start().starts_with('{') {
+            return vec![raw];
+        }
         if data.trim() == "[DONE]" {
             let mut out = self.end(None, None);
             out.push(raw);
             return out;
         }
         let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(&data) else { return self.give_up(raw) };
+        self.watch(&chunk);
+        if self.state == State::Off {
+            return vec![raw];
+        }
         let Some(choices) = chunk.get("choices").and_then(Value::as_array) else { return self.give_up(raw) };
         if choices.is_empty() {
             // Usage, or a chunk of no choice.
@@ -413,15 +457,15 @@ impl Holder {
             return out;
         }
         if state == State::Holding && self.lifting {
-            if let Some(lifted) = lift(&self.content, &self.declared, true) {
+            if let Some(lifted) = lift(&self.content, &self.declared, 0, true) {
                 // What was held without text (the role's first delta,
                 // usage) goes; the text becomes the calls.
                 let held = std::mem::take(&mut self.held);
                 out.extend(held.into_iter().filter(|event| !carries_text(event)));
                 self.content.clear();
                 let mut calls = Vec::with_capacity(lifted.len());
-                for (i, (call, kinds)) in lifted.into_iter().enumerate() {
-                    self.made.extend(kinds.into_iter().map(|kind| Made { choice: 0, call: i, kind }));
+                for (call, repairs) in lifted {
+                    self.made.extend(repairs);
                     calls.push(call);
                 }
                 out.push(self.chunk(json!({"tool_calls": calls}), None));
@@ -447,13 +491,7 @@ impl Holder {
         for (i, (index, partial)) in calls.into_iter().enumerate() {
             let (name, arguments) = match repair_call(&partial.name, &partial.arguments, &self.declared) {
                 Some(prepared) => {
-                    let mut kinds: Vec<&'static str> = Vec::new();
-                    for repair in &prepared.repairs {
-                        if !kinds.contains(&repair.kind.name()) {
-                            kinds.push(repair.kind.name());
-                        }
-                    }
-                    self.made.extend(kinds.into_iter().map(|kind| Made { choice: 0, call: i, kind }));
+                    self.made.extend(made(0, i, &prepared, None));
                     (prepared.name, prepared.arguments_json)
                 }
                 None => (partial.name, partial.arguments),
@@ -497,66 +535,58 @@ pub(super) fn error_event(message: &str) -> Bytes {
     Bytes::from(format!("data: {error}\n\n"))
 }
 
-/// Sends the upstream's events to `to` under `holder`'s rules (none:
-/// every byte as it came), with a keep-alive comment every 15 s while
-/// holding; a stream cut mid-way ends with an error event.
+/// Sends the upstream's events to `to` under `holder`'s rules, with a
+/// keep-alive comment every 15 s while holding; a stream cut mid-way ends
+/// with an error event. Once an event passes the most a choice holds,
+/// every byte goes as it came. The holder is given back: what was
+/// repaired, and what the stream said of its generation.
 pub(super) async fn relay(
     mut upstream: impl Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
     to: mpsc::Sender<Bytes>,
-    mut holder: Option<Holder>,
-) -> Vec<Made> {
-    let made = |holder: Option<Holder>| holder.map(|h| h.made).unwrap_or_default();
+    mut holder: Holder,
+) -> Holder {
     let mut events = Events::default();
+    let mut raw = false;
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.reset();
     loop {
-        let holding = holder.as_ref().is_some_and(Holder::holding);
         let next = tokio::select! {
             next = upstream.next() => next,
-            _ = keep_alive.tick(), if holding => {
+            _ = keep_alive.tick(), if holder.holding() => {
                 if to.send(Bytes::from_static(b": keep-alive\n\n")).await.is_err() {
-                    return made(holder);
+                    return holder;
                 }
                 continue;
             }
         };
-        let out = match (next, holder.as_mut()) {
-            (Some(Ok(bytes)), None) => vec![bytes],
-            (Some(Ok(bytes)), Some(held)) => {
-                let mut out: Vec<Bytes> = events.push(&bytes).into_iter().flat_map(|event| held.event(event)).collect();
-                // An event longer than the most a choice holds: sent as it
-                // came, and from there every byte is.
+        let (out, ended) = match next {
+            Some(Ok(bytes)) if raw => (vec![bytes], false),
+            Some(Ok(bytes)) => {
+                let mut out: Vec<Bytes> = events.push(&bytes).into_iter().flat_map(|e| holder.event(e)).collect();
                 if events.waiting() > MAX_HELD {
-                    out.extend(held.give_up(events.rest()));
-                    holder = None;
+                    out.extend(holder.give_up(events.rest()));
+                    raw = true;
                 }
-                out
+                (out, false)
             }
-            (Some(Err(err)), held) => {
-                let mut out = match held {
-                    Some(held) => held.give_up(Bytes::new()),
-                    None => Vec::new(),
-                };
+            Some(Err(err)) => {
+                let mut out = holder.give_up(Bytes::new());
                 out.push(error_event(&format!("the model server's stream broke off: {err}")));
-                for bytes in out.into_iter().filter(|b| !b.is_empty()) {
-                    let _ = to.send(bytes).await;
-                }
-                return made(holder);
+                (out, true)
             }
-            (None, Some(holder)) => {
+            None => {
                 let mut out = holder.end(None, None);
                 out.push(events.rest());
-                for bytes in out.into_iter().filter(|b| !b.is_empty()) {
-                    let _ = to.send(bytes).await;
-                }
-                return std::mem::take(&mut holder.made);
+                (out, true)
             }
-            (None, None) => return Vec::new(),
         };
-        for bytes in out {
+        for bytes in out.into_iter().filter(|b| !b.is_empty()) {
             if to.send(bytes).await.is_err() {
-                return made(holder);
+                return holder;
             }
+        }
+        if ended {
+            return holder;
         }
     }
 }
@@ -616,7 +646,7 @@ mod tests {
 
     /// Every event through a holder; the text sent and the calls sent.
     fn run(events: Vec<Bytes>) -> (String, Vec<Value>) {
-        let mut holder = Holder::new(weather(), true);
+        let mut holder = Holder::new(Some(weather()), true, false);
         let mut out = Vec::new();
         for event in events {
             out.extend(holder.event(event));

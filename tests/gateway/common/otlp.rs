@@ -144,6 +144,9 @@ pub async fn start(received: Received) -> (SocketAddr, Received) {
     (addr, received)
 }
 
+/// A received span event: its span's name, its name, attributes as text.
+pub type EventRow = (String, String, Vec<(String, String)>);
+
 /// A received span: trace id (hex), name, attributes as text.
 pub type SpanRow = (String, String, Vec<(String, String)>);
 
@@ -165,6 +168,23 @@ impl Received {
             }
         }
         out
+    }
+
+    /// Every span event received: the span's name, the event's, and the
+    /// event's attributes as text.
+    #[allow(dead_code)] // not used by benches/load.rs, which shares this file
+    pub fn span_events(&self) -> Vec<EventRow> {
+        let spans = self.spans.lock().unwrap();
+        let all = spans.iter().flat_map(|r| &r.scope_spans).flat_map(|s| &s.spans);
+        let text = |kv: &opentelemetry_proto::tonic::common::v1::KeyValue| {
+            (kv.key.clone(), format!("{:?}", kv.value.as_ref().and_then(|v| v.value.clone())))
+        };
+        all.flat_map(|span| {
+            span.events
+                .iter()
+                .map(|event| (span.name.clone(), event.name.clone(), event.attributes.iter().map(text).collect()))
+        })
+        .collect()
     }
 
     /// Every span received as (name, span id, parent span id), in hex.

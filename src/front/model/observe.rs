@@ -1,0 +1,152 @@
+//! The model door's spans (OpenTelemetry's HTTP and GenAI conventions): a
+//! SERVER span for each request (`POST /v1/chat/completions`), joined to
+//! the caller's trace by its `traceparent`, and under it a CLIENT span
+//! `chat {model}` for the upstream's generation with the GenAI attributes
+//! and a `toolgate.repair` event per repair (its tool, kind, and the text
+//! before and after: arguments only when content is recorded). Each
+//! repair counts in `toolgate.tool.repairs` (tool names bounded as every
+//! tool label is).
+
+use std::pin::pin;
+
+use opentelemetry::{trace::SpanKind, KeyValue};
+use serde_json::Value;
+
+use super::response::Made;
+use crate::server::http::Reply;
+use crate::{
+    exec::RepairKind,
+    telemetry::{propagation, semconv, span::Span, Observer},
+};
+
+/// The longest text put on an event.
+const MAX_TEXT: usize = 4096;
+
+/// One request's spans.
+pub(super) struct Spans {
+    server: Span,
+    chat: Span,
+}
+
+impl Spans {
+    /// The SERVER span of the request (under the caller's trace context in
+    /// `headers`) and the CLIENT span of `model`'s generation under it.
+    pub(super) async fn start(observer: &Observer, headers: &http::HeaderMap, model: &str) -> Self {
+        let tracer = observer.tracer.as_ref();
+        let server = Span::start(
+            tracer,
+            "POST /v1/chat/completions",
+            SpanKind::Server,
+            || propagation::caller(headers),
+            5,
+            || {
+                vec![
+                    KeyValue::new(semconv::HTTP_REQUEST_METHOD, "POST"),
+                    KeyValue::new(semconv::HTTP_ROUTE, "/v1/chat/completions"),
+                    KeyValue::new(semconv::FRONT_DOOR, super::NAME),
+                ]
+            },
+        );
+        let model = model.to_owned();
+        let child = pin!(async {
+            let chat = Span::child(tracer, "chat", SpanKind::Client, 8, || {
+                vec![
+                    KeyValue::new(semconv::GEN_AI_OPERATION_NAME, "chat"),
+                    KeyValue::new(semconv::GEN_AI_PROVIDER_NAME, "openai"),
+                    KeyValue::new(semconv::GEN_AI_REQUEST_MODEL, model.clone()),
+                ]
+            });
+            chat.rename(|| format!("chat {model}"));
+            chat
+        });
+        let chat = server.run(child).await;
+        Self { server, chat }
+    }
+
+    /// Whether the generation's span records (what it would note is then
+    /// worth reading).
+    pub(super) fn recording(&self) -> bool {
+        self.chat.is_recording()
+    }
+
+    /// [`Spans::end`] with `reply`'s status; the reply.
+    pub(super) fn ended(self, observer: &Observer, reply: Reply, made: &[Made]) -> Reply {
+        self.end(observer, reply.status().as_u16(), made);
+        reply
+    }
+
+    /// What a whole answer says of the generation: the model, the finish
+    /// reasons, the tokens.
+    pub(super) fn answered(&self, completion: &Value) {
+        if !self.chat.is_recording() {
+            return;
+        }
+        let reasons: Vec<opentelemetry::StringValue> = completion
+            .get("choices")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|choice| choice.get("finish_reason")?.as_str().map(|r| r.to_owned().into()))
+            .collect();
+        self.generation(completion.get("model").and_then(Value::as_str), reasons, completion.get("usage"));
+    }
+
+    /// The generation's model, finish reasons and usage, as read.
+    pub(super) fn generation(
+        &self,
+        model: Option<&str>,
+        reasons: Vec<opentelemetry::StringValue>,
+        usage: Option<&Value>,
+    ) {
+        if let Some(model) = model {
+            self.chat.set(semconv::GEN_AI_RESPONSE_MODEL, model.to_owned());
+        }
+        if !reasons.is_empty() {
+            self.chat.set(
+                semconv::GEN_AI_RESPONSE_FINISH_REASONS,
+                opentelemetry::Value::Array(opentelemetry::Array::String(reasons)),
+            );
+        }
+        let tokens = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_i64);
+        if let Some(input) = tokens("prompt_tokens") {
+            self.chat.set(semconv::GEN_AI_USAGE_INPUT_TOKENS, input);
+        }
+        if let Some(output) = tokens("completion_tokens") {
+            self.chat.set(semconv::GEN_AI_USAGE_OUTPUT_TOKENS, output);
+        }
+    }
+
+    /// Ends both spans: the answer's status, and what was repaired.
+    pub(super) fn end(self, observer: &Observer, status: u16, made: &[Made]) {
+        for repair in made {
+            self.chat.event(semconv::REPAIR_EVENT, || {
+                let mut attributes = vec![
+                    KeyValue::new(semconv::REPAIR_KIND, repair.kind.label()),
+                    KeyValue::new(semconv::GEN_AI_TOOL_NAME, repair.tool.clone()),
+                ];
+                // Argument text is content: its before and after only on opt-in.
+                if repair.kind == RepairKind::ToolName || observer.record_content {
+                    attributes.push(KeyValue::new(semconv::REPAIR_FROM, cut(&repair.original).to_owned()));
+                    attributes.push(KeyValue::new(semconv::REPAIR_TO, cut(&repair.repaired).to_owned()));
+                }
+                attributes
+            });
+            observer.metrics.repair(Some(&repair.tool), repair.kind.label());
+        }
+        self.server.set(semconv::HTTP_RESPONSE_STATUS_CODE, i64::from(status));
+        if status >= 500 {
+            self.server.set(semconv::ERROR_TYPE, status.to_string());
+            self.server.failed();
+            self.chat.failed();
+        }
+        self.chat.end();
+        self.server.end();
+    }
+}
+
+fn cut(text: &str) -> &str {
+    match text.char_indices().nth(MAX_TEXT) {
+        Some((at, _)) => &text[..at],
+        None => text,
+    }
+}
