@@ -321,3 +321,53 @@ async fn each_request_has_a_server_span_and_a_chat_span_with_the_repairs() {
     assert!(!repairs("chat text-call").is_empty(), "{events:?}");
     assert!(received.metric_names().contains(&"toolgate.tool.repairs".to_owned()));
 }
+
+/// Each framework's line from `tests/model/frameworks.py` for `model`, by
+/// framework name.
+fn frameworks(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/model/frameworks.py"))
+        .args([base_url, model])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the frameworks failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .map(|line| (line["framework"].as_str().unwrap().to_owned(), line))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn langchain_and_the_agents_sdk_get_calls_they_refuse_from_the_model_alone() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let direct = upstream.base_url();
+    tokio::task::spawn_blocking(move || {
+        let paris = serde_json::json!([{"name": "get_weather", "args": {"city": "Paris"}}]);
+        for model in ["drift", "text-call"] {
+            let through = frameworks(&url, model);
+            for framework in ["langchain", "langchain-stream"] {
+                let line = &through[framework];
+                assert_eq!(line["tool_calls"], paris, "{model} {framework}: {line}");
+                assert_eq!(line["invalid_tool_calls"], serde_json::json!([]), "{model} {framework}: {line}");
+            }
+            // The Agents SDK ran the tool with the repaired call, then answered.
+            let agents = &through["agents"];
+            assert_eq!(agents["ran"], serde_json::json!([{"city": "Paris"}]), "{model}: {agents}");
+            assert_eq!(agents["final_output"], "It is sunny.", "{model}: {agents}");
+        }
+        // The same model without the door: LangChain cannot parse the call,
+        // the Agents SDK finds no such tool, a call written as text is text.
+        let alone = frameworks(&direct, "drift");
+        assert_eq!(alone["langchain"]["tool_calls"], serde_json::json!([]), "{}", alone["langchain"]);
+        assert_eq!(alone["agents"]["ran"], serde_json::json!([]), "{}", alone["agents"]);
+        assert!(alone["agents"]["error"].as_str().is_some_and(|e| e.contains("GetWeather")), "{}", alone["agents"]);
+        let alone = frameworks(&direct, "text-call");
+        assert_eq!(alone["langchain"]["tool_calls"], serde_json::json!([]), "{}", alone["langchain"]);
+        assert_eq!(alone["agents"]["ran"], serde_json::json!([]), "{}", alone["agents"]);
+    })
+    .await
+    .unwrap();
+}
