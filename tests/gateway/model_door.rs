@@ -371,3 +371,40 @@ async fn langchain_and_the_agents_sdk_get_calls_they_refuse_from_the_model_alone
     .await
     .unwrap();
 }
+
+/// The TypeScript SDK's answer for `model`, streamed or whole.
+fn typescript(base_url: &str, model: &str, mode: &str) -> Value {
+    let out = crate::common::mcp::node_command("node")
+        .arg(repo().join("tests/mcp/js/openai_client.mjs"))
+        .args([base_url, model, mode])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the TypeScript SDK failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(text.trim()).unwrap_or_else(|_| panic!("not JSON: {text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_receives_repaired_lifted_calls_and_raises_on_a_cut_stream() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    tokio::task::spawn_blocking(move || {
+        for mode in ["whole", "stream"] {
+            for (model, expected) in
+                [("drift", vec![city("Paris")]), ("two-calls", vec![city("Paris"), city("Rome")])]
+            {
+                let answer = typescript(&url, model, mode);
+                assert_eq!(calls(&answer), expected, "{mode} {model}: {answer}");
+                assert_eq!(answer["finish_reason"], "tool_calls", "{mode} {model}: {answer}");
+            }
+            let answer = typescript(&url, "prose", mode);
+            assert_eq!(calls(&answer), [], "{mode}: {answer}");
+        }
+        // A stream cut mid-way: the SDK raises, never a silent truncation.
+        let answer = typescript(&url, "cut", "stream");
+        assert!(answer["error"].is_string(), "{answer}");
+    })
+    .await
+    .unwrap();
+}
