@@ -13,7 +13,7 @@ use crate::common::{
 
 /// `toolgate serve` with the model door in front of `upstream`; the door's
 /// base URL and the log.
-fn serve(dir: &CatalogDir, upstream: &str, extra: &str) -> (Reaped, String, LogLines) {
+pub(crate) fn serve(dir: &CatalogDir, upstream: &str, extra: &str) -> (Reaped, String, LogLines) {
     serve_with(dir, upstream, "", extra, &[])
 }
 
@@ -391,8 +391,7 @@ async fn the_typescript_sdk_receives_repaired_lifted_calls_and_raises_on_a_cut_s
     let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
     tokio::task::spawn_blocking(move || {
         for mode in ["whole", "stream"] {
-            for (model, expected) in
-                [("drift", vec![city("Paris")]), ("two-calls", vec![city("Paris"), city("Rome")])]
+            for (model, expected) in [("drift", vec![city("Paris")]), ("two-calls", vec![city("Paris"), city("Rome")])]
             {
                 let answer = typescript(&url, model, mode);
                 assert_eq!(calls(&answer), expected, "{mode} {model}: {answer}");

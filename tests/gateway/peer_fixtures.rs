@@ -212,3 +212,103 @@ async fn the_peers_fixtures_are_repaired_or_held_and_none_is_run_wrongly() {
     println!("{}", report.join("\n"));
     assert!(wrong.is_empty(), "run wrongly:\n{}", wrong.join("\n"));
 }
+
+/// The model's answer through the model door: its text and its calls
+/// (name, arguments as JSON), put together from the stream when streamed.
+async fn through_door(
+    client: &reqwest::Client,
+    url: &str,
+    fixture: &Fixture,
+    stream: bool,
+) -> (String, Vec<(String, Value)>) {
+    let tools: Vec<Value> = tools(fixture)
+        .into_iter()
+        .map(|(name, parameters)| json!({"type": "function", "function": {"name": name, "parameters": parameters}}))
+        .collect();
+    let body = json!({"model": "say", "messages": [{"role": "user", "content": fixture.text}], "tools": tools, "stream": stream});
+    let answer = client.post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 200, "{}", fixture.test);
+    let text = answer.text().await.unwrap();
+    let arguments = |text: &str| serde_json::from_str::<Value>(text).unwrap_or(Value::String(text.to_owned()));
+    if !stream {
+        let completion: Value = serde_json::from_str(&text).unwrap();
+        let message = &completion["choices"][0]["message"];
+        let calls = message["tool_calls"].as_array().cloned().unwrap_or_default();
+        let calls = calls.iter().map(|c| {
+            (
+                c["function"]["name"].as_str().unwrap().to_owned(),
+                arguments(c["function"]["arguments"].as_str().unwrap()),
+            )
+        });
+        return (message["content"].as_str().unwrap_or_default().to_owned(), calls.collect());
+    }
+    let (mut content, mut calls) = (String::new(), BTreeMap::<u64, (String, String)>::new());
+    for data in text.lines().filter_map(|line| line.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
+        let chunk: Value = serde_json::from_str(data).unwrap();
+        let delta = &chunk["choices"][0]["delta"];
+        content.push_str(delta["content"].as_str().unwrap_or_default());
+        for call in delta["tool_calls"].as_array().into_iter().flatten() {
+            let entry = calls.entry(call["index"].as_u64().unwrap()).or_default();
+            entry.0.push_str(call["function"]["name"].as_str().unwrap_or_default());
+            entry.1.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+        }
+    }
+    (content, calls.into_values().map(|(name, args)| (name, arguments(&args))).collect())
+}
+
+/// Every fixture as a model's text through the model door (DESIGN-wave4
+/// section 20: several calls, or a call inside prose, through the door):
+/// the calls lifted in the order the peer expects, or the text left
+/// exactly as it was; any other call, or a changed text, is wrong. Whole
+/// and streamed answers must agree. Prints the tally per family.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_the_model_door_the_peers_calls_are_lifted_in_order_or_left_as_text() {
+    let upstream = crate::common::model_server::start().await;
+    let dir = crate::common::CatalogDir::new();
+    let (_gateway, url, _log) = crate::model_door::serve(&dir, &upstream.base_url(), "");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let folder = repo().join("tests/data/peers");
+    let mut files: Vec<_> = std::fs::read_dir(&folder).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let (mut wrong, mut report) = (Vec::new(), Vec::new());
+    for path in files.iter().filter(|p| p.extension().is_some_and(|e| e == "json")) {
+        let file: File = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let (mut lifted, mut several, mut left) = (0, 0, 0);
+        for fixture in &file.fixtures {
+            let whole = through_door(&client, &url, fixture, false).await;
+            let streamed = through_door(&client, &url, fixture, true).await;
+            if whole.1 != streamed.1 {
+                wrong.push(format!("{} {}: whole {:?}, streamed {:?}", file.family, fixture.test, whole.1, streamed.1));
+            }
+            let (content, calls) = whole;
+            let expected = &fixture.calls;
+            let same_calls = calls.len() == expected.len()
+                && calls.iter().zip(expected).all(|((name, args), e)| *name == e.name && same(args, &e.arguments));
+            match (calls.is_empty(), same_calls) {
+                (true, _) if content != fixture.text => {
+                    wrong.push(format!("{} {}: the text changed: {content:?}", file.family, fixture.test))
+                }
+                (true, _) => left += 1,
+                (false, true) => {
+                    lifted += 1;
+                    several += usize::from(expected.len() > 1);
+                }
+                (false, false) => wrong.push(format!(
+                    "{} {}: lifted {calls:?}, expected {:?}",
+                    file.family,
+                    fixture.test,
+                    expected.len()
+                )),
+            }
+        }
+        let with_calls = file.fixtures.iter().filter(|f| !f.calls.is_empty()).count();
+        report.push(format!(
+            "{}: {} ported ({with_calls} with calls), {lifted} lifted ({several} of several calls), {left} left as text",
+            file.family,
+            file.fixtures.len()
+        ));
+    }
+    println!("{}", report.join("\n"));
+    assert!(wrong.is_empty(), "wrong through the model door:\n{}", wrong.join("\n"));
+}

@@ -73,10 +73,49 @@ pub(super) fn repair_call(name: &str, arguments: &str, declared: &Declared) -> O
     declared.prepare(name, arguments).filter(|prepared| !prepared.repairs.is_empty())
 }
 
+/// Whether text could begin a call the reader accepts: `Some(true)` yes,
+/// `Some(false)` no (words), `None` not known yet (a word still arriving).
+pub(super) fn could_begin(text: &str, declared: &Declared) -> Option<bool> {
+    let text = text.trim_start();
+    let first = text.chars().next()?;
+    if matches!(first, '<' | '{' | '[' | '`' | '\u{FF1C}') {
+        return Some(true);
+    }
+    if !(first.is_alphanumeric() || first == '_') {
+        return Some(false);
+    }
+    let end = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')));
+    let Some(end) = end else {
+        // A word still arriving, unless it is already longer than a name.
+        return (text.len() > 128).then_some(false);
+    };
+    let word = &text[..end];
+    let next = text[end..].chars().next().expect("a character ends the word");
+    let name = word.rsplit([':', '.']).find(|w| !w.is_empty()).unwrap_or(word);
+    Some(matches!(next, '(' | '{' | '<' | '[') || declared.names(name) || word.eq_ignore_ascii_case("action:"))
+}
+
+/// The text after a thought that opens `content` (`<think>…</think>`), or
+/// all of it.
+fn after_thought(content: &str) -> &str {
+    let start = content.trim_start();
+    match start.strip_prefix("<think>").and_then(|rest| rest.find("</think>").map(|end| &rest[end + 8..])) {
+        Some(after) => after,
+        None => content,
+    }
+}
+
 /// The calls a choice's `content` holds, lifted, when it holds nothing
 /// else: each as a `tool_calls` entry (with `index` when `indexed`, as a
 /// stream's deltas carry), and its repairs.
+///
+/// The text must begin as a call may (after a thought): text that begins
+/// as words is prose, whatever follows, as a stream judges it before it
+/// has seen the rest ([`could_begin`]).
 pub(super) fn lift(content: &str, declared: &Declared, choice: u64, indexed: bool) -> Option<Vec<(Value, Vec<Made>)>> {
+    if could_begin(after_thought(content), declared) != Some(true) {
+        return None;
+    }
     let calls = declared.calls_in(content)?;
     let lifted = calls.into_iter().enumerate().map(|(i, prepared)| {
         let repairs = made(choice, i, &prepared, Some(content));

@@ -27,7 +27,7 @@ use futures::{Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::response::{lift, made, repair_call, Made};
+use super::response::{could_begin, lift, made, repair_call, Made};
 use crate::exec::declared::Declared;
 
 /// The most a choice holds before it is sent unchanged.
@@ -106,28 +106,6 @@ fn data(event: &[u8]) -> Option<String> {
         }
     }
     data
-}
-
-/// Whether text could begin a call the reader accepts: `Some(true)` yes,
-/// `Some(false)` no (words), `None` not known yet (a word still arriving).
-fn could_begin(text: &str, declared: &Declared) -> Option<bool> {
-    let text = text.trim_start();
-    let first = text.chars().next()?;
-    if matches!(first, '<' | '{' | '[' | '`' | '\u{FF1C}') {
-        return Some(true);
-    }
-    if !(first.is_alphanumeric() || first == '_') {
-        return Some(false);
-    }
-    let end = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')));
-    let Some(end) = end else {
-        // A word still arriving, unless it is already longer than a name.
-        return (text.len() > 128).then_some(false);
-    };
-    let word = &text[..end];
-    let next = text[end..].chars().next().expect("a character ends the word");
-    let name = word.rsplit([':', '.']).find(|w| !w.is_empty()).unwrap_or(word);
-    Some(matches!(next, '(' | '{' | '<' | '[') || declared.names(name) || word.eq_ignore_ascii_case("action:"))
 }
 
 /// Where the choice is.

@@ -111,6 +111,19 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
     events
 }
 
+/// The answer of `model` writing `content` and `calls`, whole or streamed.
+fn answer(model: &str, content: Option<&str>, calls: Option<Value>, stream: bool) -> Response {
+    if !stream {
+        let body = completion(model, content, calls).to_string();
+        return ([("content-type", "application/json")], body).into_response();
+    }
+    let events = events(model, content, calls).into_iter().map(|e| Ok::<_, std::io::Error>(Bytes::from(e)));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures::stream::iter(events)))
+        .unwrap()
+}
+
 /// Starts the server; it serves until the test's runtime ends.
 pub async fn start() -> ModelServer {
     let seen = Seen::default();
@@ -131,20 +144,25 @@ pub async fn start() -> ModelServer {
         }
         // A conversation that already holds a tool's result: the final answer.
         let answered = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        // `say`: the user's last message, as the model's text.
+        if model == "say" {
+            let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
+            let said = said.unwrap_or_default().to_owned();
+            let stream = asked["stream"].as_bool().unwrap_or(false);
+            return answer(&model, Some(&said), None, stream);
+        }
         let (content, calls) = match answered {
             true => (Some("It is sunny."), None),
             false => script(&model),
         };
-        if !asked["stream"].as_bool().unwrap_or(false) {
-            let body = completion(&model, content, calls).to_string();
-            return ([("content-type", "application/json")], body).into_response();
+        let stream = asked["stream"].as_bool().unwrap_or(false);
+        if !stream || model != "cut" {
+            return answer(&model, content, calls, stream);
         }
         let mut events: Vec<Result<Bytes, std::io::Error>> =
             events(&model, content, calls).into_iter().map(|e| Ok(Bytes::from(e))).collect();
-        if model == "cut" {
-            events.truncate(2);
-            events.push(Err(std::io::Error::other("the model server went away")));
-        }
+        events.truncate(2);
+        events.push(Err(std::io::Error::other("the model server went away")));
         let stream = futures::StreamExt::then(futures::stream::iter(events), |event| async move {
             tokio::time::sleep(Duration::from_millis(2)).await;
             event
