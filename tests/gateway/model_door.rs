@@ -407,3 +407,41 @@ async fn the_typescript_sdk_receives_repaired_lifted_calls_and_raises_on_a_cut_s
     .await
     .unwrap();
 }
+
+#[test]
+fn the_documented_configuration_passes_validate() {
+    let doc = std::fs::read_to_string(repo().join("docs/model-door.md")).unwrap();
+    let yaml = doc.split("```yaml\n").nth(1).and_then(|rest| rest.split("```").next()).expect("a yaml block");
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", "tools: []\n");
+    dir.file("toolgate.yaml", yaml);
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["validate", "--config", "toolgate.yaml", "--catalog", "registry"])
+        .env("LOCAL_LLM_KEY", "sk-local")
+        .output()
+        .unwrap();
+    let said = crate::common::stderr(&out) + &crate::common::stdout(&out);
+    assert!(out.status.success(), "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_16_mib_is_413_and_a_door_beyond_loopback_needs_principals() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let huge = format!("{{\"model\": \"drift\", \"messages\": [], \"pad\": \"{}\"}}", "a".repeat(16 * 1024 * 1024 + 1));
+    let answer = http().post(format!("{url}/chat/completions")).body(huge).send().await.unwrap();
+    assert_eq!(answer.status(), 413);
+    assert!(upstream.seen.authorization.lock().unwrap().is_empty(), "nothing reached the model server");
+
+    let out = toolgate()
+        .current_dir(dir.dir.path())
+        .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--model-listen", "0.0.0.0:0"])
+        .args(["--config", "toolgate.yaml"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = crate::common::stderr(&out);
+    assert!(said.contains("refusing to listen on 0.0.0.0:0"), "{said}");
+}
