@@ -16,13 +16,15 @@ use crate::{
 impl Executor {
     /// Dispatches a ready call; its outcome.
     pub(super) async fn dispatched(&self, ready: Ready, call: &Call, expiry: Expiry) -> Outcome {
-        let result = self.dispatch(ready.tool, &ready, call, expiry).await.map(Some);
-        Outcome::of(self.catalog.tool(ready.tool), ready, result)
+        let (result, sent) = self.dispatch(ready.tool, &ready, call, expiry).await;
+        let mut outcome = Outcome::of(self.catalog.tool(ready.tool), ready, result.map(Some));
+        outcome.sent = sent;
+        outcome
     }
 
     /// Runs a ready call under the tool's timeout (or what is left of the
     /// caller's deadline, if less) and concurrency limit.
-    async fn dispatch(&self, id: ToolId, ready: &Ready, call: &Call, expiry: Expiry) -> Result<String, ToolError> {
+    async fn dispatch(&self, id: ToolId, ready: &Ready, call: &Call, expiry: Expiry) -> Dispatched {
         let tool = self.catalog.tool(id);
         // A built-in answers at once, in this task (nothing to time out):
         // with a place free under its limit it runs without a timer.
@@ -30,10 +32,10 @@ impl Executor {
             if let Ok(_permit) = self.permits[id.0 as usize].try_acquire() {
                 let failure = match backends::builtin::run(builtin, &ready.arguments) {
                     Ok(result) if result.len() > self.limits.max_result_bytes => Failure::TooLarge,
-                    Ok(result) => return Ok(result),
+                    Ok(result) => return (Ok(result), None),
                     Err(failure) => failure,
                 };
-                return Err(self.failed(id, failure));
+                return self.failed(id, failure);
             }
         }
         // Boxed: a backend's future is large, and a built-in's call should
@@ -43,7 +45,7 @@ impl Executor {
 
     /// [`Executor::dispatch`] for a call that waits: on its backend, or for
     /// a place under its tool's limit.
-    async fn on_backend(&self, id: ToolId, ready: &Ready, call: &Call, expiry: Expiry) -> Result<String, ToolError> {
+    async fn on_backend(&self, id: ToolId, ready: &Ready, call: &Call, expiry: Expiry) -> Dispatched {
         let tool = self.catalog.tool(id);
         let limit = expiry.cap(tool.timeout);
         let started = AtomicBool::new(false);
@@ -72,8 +74,8 @@ impl Executor {
             .await
         };
         let failure = match tokio::time::timeout(limit, run).await {
-            Ok(Ok(result)) if result.len() > self.limits.max_result_bytes => Failure::TooLarge,
-            Ok(Ok(result)) => return Ok(result),
+            Ok(Ok(answer)) if answer.json.len() > self.limits.max_result_bytes => Failure::TooLarge,
+            Ok(Ok(answer)) => return (Ok(answer.json), answer.sent),
             Ok(Err(failure)) => failure,
             Err(_) if !started.load(Ordering::Relaxed) => {
                 let message = format!(
@@ -82,21 +84,24 @@ impl Executor {
                     tool.max_concurrency,
                     readable_duration(limit)
                 );
-                return Err(ToolError::new(ErrorKind::Unavailable, message, tool.idempotent));
+                return (Err(ToolError::new(ErrorKind::Unavailable, message, tool.idempotent)), None);
             }
             Err(_) => {
                 let message = format!("the tool '{}' did not answer within {}", tool.name, readable_duration(limit));
-                return Err(ToolError::new(ErrorKind::Timeout, message, tool.idempotent));
+                return (Err(ToolError::new(ErrorKind::Timeout, message, tool.idempotent)), None);
             }
         };
-        Err(self.failed(id, failure))
+        self.failed(id, failure)
     }
 
-    /// A backend's failure, worded for the model.
-    fn failed(&self, id: ToolId, failure: Failure) -> ToolError {
+    /// A backend's failure, worded for the model (and an MCP tool's own
+    /// refusal as its server sent it).
+    fn failed(&self, id: ToolId, failure: Failure) -> Dispatched {
         let tool = self.catalog.tool(id);
-        match failure {
-            Failure::Tool { kind, message } => ToolError::new(kind, message, tool.idempotent),
+        let error = match failure {
+            Failure::Tool { kind, message, sent } => {
+                return (Err(ToolError::new(kind, message, tool.idempotent)), sent)
+            }
             Failure::Crashed(message) => ToolError::new(ErrorKind::ToolCrashed, message, tool.idempotent),
             Failure::TooLarge => ToolError::new(
                 ErrorKind::ToolCrashed,
@@ -108,6 +113,11 @@ impl Executor {
                 format!("the tool '{}' cannot be reached right now", tool.name),
                 tool.idempotent,
             ),
-        }
+        };
+        (Err(error), None)
     }
 }
+
+/// A dispatched call's result, and an MCP tool's result as its server sent
+/// it.
+type Dispatched = (Result<String, ToolError>, Option<Box<serde_json::Value>>);

@@ -477,6 +477,7 @@ fn vanished(tool: &str) -> Outcome {
         arguments_json: String::new(),
         result: Err(ToolError::new(ErrorKind::Unavailable, message, false)),
         replayed: true,
+        sent: None,
         budget_remaining: None,
         rate_remaining: None,
         tool_type: None,

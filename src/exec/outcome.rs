@@ -250,6 +250,11 @@ pub struct Outcome {
     /// The stored answer of an earlier call with the same idempotency key.
     #[serde(default)]
     pub(crate) replayed: bool,
+    /// An MCP tool's result as its server sent it (every content block,
+    /// `structuredContent`, `_meta`, `isError`), for the MCP door to pass
+    /// on; kept with a once-only call's record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sent: Option<Box<serde_json::Value>>,
     /// Failing attempts of this tool the session has left before
     /// RETRY_BUDGET_EXHAUSTED, when the call has a session (for telemetry).
     #[serde(skip)]
@@ -300,6 +305,7 @@ impl Outcome {
             arguments_json: ready.arguments_json,
             result,
             replayed: false,
+            sent: None,
             budget_remaining: None,
             rate_remaining: None,
             tool_type: Some(ToolType::of(tool)),
@@ -315,6 +321,7 @@ impl Outcome {
             arguments_json,
             result: Err(error),
             replayed: false,
+            sent: None,
             budget_remaining: None,
             rate_remaining: None,
             tool_type: tool.map(ToolType::of),

@@ -49,9 +49,10 @@ pub(crate) struct CallMeta<'a> {
 /// Why a `tools/call` gave no result.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum McpError {
-    /// The tool answered `isError: true`: its own refusal, its text unchanged.
+    /// The tool answered `isError: true`: its own refusal, its text
+    /// unchanged, and the result as the server sent it.
     #[error("{0}")]
-    Refused(String),
+    Refused(String, Box<Value>),
     /// The server failed the call or stopped during it; the text is safe to
     /// show a model (no command line, URL or host).
     #[error("{0}")]
@@ -219,14 +220,15 @@ impl McpPool {
     }
 
     /// Calls `tool` on `server` with validated arguments. The result is JSON
-    /// text; an `isError` result is the tool's own refusal.
+    /// text, with the result as sent; an `isError` result is the tool's own
+    /// refusal.
     pub(crate) async fn call(
         &self,
         server: &str,
         tool: &str,
         arguments: &Map<String, Value>,
         meta: CallMeta<'_>,
-    ) -> Result<String, McpError> {
+    ) -> Result<result::Answered, McpError> {
         let Some(server) = self.get(server) else { return Err(McpError::Unavailable) };
         let peer = match server.peer().await {
             Ok(peer) => peer,

@@ -25,6 +25,7 @@ mod layers;
 mod list_tools;
 mod mcp;
 mod mcp_conformance;
+mod mcp_fidelity;
 mod mcp_front_door;
 mod mcp_hardening;
 mod model_door;

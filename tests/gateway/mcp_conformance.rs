@@ -12,7 +12,7 @@ use crate::{
 };
 
 /// Runs the TypeScript SDK client; its JSON lines.
-fn typescript(args: &[&str]) -> Vec<Value> {
+pub(crate) fn typescript(args: &[&str]) -> Vec<Value> {
     let out = node_command("node").arg(repo().join("tests/mcp/js/client.mjs")).args(args).output().unwrap();
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()

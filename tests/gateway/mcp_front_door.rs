@@ -51,7 +51,7 @@ fn serve_command(mut command: std::process::Command) -> (Reaped, String, LogLine
 }
 
 /// Runs the SDK client script; its JSON lines.
-fn sdk(args: &[&str]) -> Vec<Value> {
+pub(crate) fn sdk(args: &[&str]) -> Vec<Value> {
     let out = std::process::Command::new(python())
         .arg(repo().join("tests/mcp/front_door_client.py"))
         .args(args)

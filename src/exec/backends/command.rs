@@ -105,7 +105,7 @@ pub(crate) async fn run(backend: &CommandBackend, request: &Request<'_>) -> Resu
         }
         Ok(Reply { ok: false, error: Some(kind), detail, .. }) if tool_error_kind(&kind).is_some() => {
             let kind = tool_error_kind(&kind).expect("checked");
-            Err(Failure::Tool { kind, message: tool_text(&detail) })
+            Err(Failure::Tool { kind, message: tool_text(&detail), sent: None })
         }
         // 127, the shell's "command not found", and no output: the program
         // (or the interpreter it names) could not be started, as the

@@ -157,7 +157,7 @@ fn answer(tool: &str, status: StatusCode, body: Vec<u8>) -> Result<String, Failu
         let text = String::from_utf8_lossy(&body);
         if let Ok(ErrorBody { error }) = serde_json::from_slice::<ErrorBody>(&body) {
             if let Some(kind) = tool_error_kind(&error.kind) {
-                return Err(Failure::Tool { kind, message: tool_text(&error.message) });
+                return Err(Failure::Tool { kind, message: tool_text(&error.message), sent: None });
             }
         }
         let kind = if status == StatusCode::NOT_FOUND { ErrorKind::NotFound } else { ErrorKind::Refused };
@@ -167,7 +167,7 @@ fn answer(tool: &str, status: StatusCode, body: Vec<u8>) -> Result<String, Failu
             }
             text => text,
         };
-        return Err(Failure::Tool { kind, message });
+        return Err(Failure::Tool { kind, message, sent: None });
     }
     if status.is_server_error() {
         tracing::warn!(tool = %tool, status = status.as_u16(), "http backend failed");

@@ -19,12 +19,27 @@ use crate::{
     process::Inherited,
 };
 
+/// A backend's result: JSON text, and for an MCP tool the result as its
+/// server sent it (every content block, for the MCP door to pass on).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub(crate) json: String,
+    pub(crate) sent: Option<Box<Value>>,
+}
+
+impl From<String> for Answer {
+    fn from(json: String) -> Self {
+        Self { json, sent: None }
+    }
+}
+
 /// Why a backend gave no result.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Failure {
     /// The tool ran and answered with its own error (`NotFound`, `Refused`
-    /// or `InvalidArguments`); the message is the tool's, unchanged.
-    Tool { kind: ErrorKind, message: String },
+    /// or `InvalidArguments`); the message is the tool's, unchanged; for an
+    /// MCP tool, its result as its server sent it too.
+    Tool { kind: ErrorKind, message: String, sent: Option<Box<Value>> },
     /// The tool broke; the reason is safe to show a model.
     Crashed(String),
     /// The backend cannot be reached.
@@ -59,11 +74,11 @@ pub(crate) use crate::catalog::identity_names::{
 /// The futures of the backends that leave the process are boxed: they are
 /// large (tens of KiB for HTTP), and unboxed they would make every call's
 /// future, built-in ones too, that large, to be copied at each step.
-pub(crate) async fn run(request: Request<'_>) -> Result<String, Failure> {
+pub(crate) async fn run(request: Request<'_>) -> Result<Answer, Failure> {
     match &request.tool.backend {
-        Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments),
-        Backend::Http(http) => Box::pin(http::run(http, &request)).await,
-        Backend::Command(command) => Box::pin(command::run(command, &request)).await,
+        Backend::Builtin(builtin) => builtin::run(*builtin, request.arguments).map(Answer::from),
+        Backend::Http(http) => Box::pin(http::run(http, &request)).await.map(Answer::from),
+        Backend::Command(command) => Box::pin(command::run(command, &request)).await.map(Answer::from),
         Backend::Mcp(mcp) => Box::pin(mcp::run(mcp, &request)).await,
         // Never in a catalogue that runs calls: a request's own tools are
         // only read against.

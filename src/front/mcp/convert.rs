@@ -74,9 +74,10 @@ pub(crate) fn tool(tool: &Tool) -> McpTool {
     listed
 }
 
-/// The answer of a call: the result as text (a JSON string as itself,
-/// anything else as compact JSON) and, for an object, as structured content;
-/// or the error, flagged, its message exactly the gRPC `error.message`.
+/// The answer of a call: a federated tool's result as its server sent it;
+/// else the result as text (a JSON string as itself, anything else as
+/// compact JSON) and, for an object, as structured content; or the error,
+/// flagged, its message exactly the gRPC `error.message`.
 /// `_meta` says what was repaired, whether it was replayed, and for an error
 /// its kind and whether retrying can help.
 pub(crate) fn result(outcome: Outcome) -> CallToolResult {
@@ -88,6 +89,20 @@ pub(crate) fn result(outcome: Outcome) -> CallToolResult {
         .collect();
     meta.0.insert(META_REPAIRS.to_owned(), Value::Array(repairs));
     meta.0.insert(META_REPLAYED.to_owned(), Value::Bool(outcome.replayed));
+    // A federated tool's result as its server sent it: every content block
+    // (images, audio, resources, links), `structuredContent`, `isError`,
+    // and its own `_meta` beside toolgate's.
+    let sent = outcome.sent.and_then(|sent| serde_json::from_value::<CallToolResult>(*sent).ok());
+    if let Some(mut result) = sent {
+        if let Err(error) = &outcome.result {
+            meta.0.insert(META_ERROR_KIND.to_owned(), Value::String(error.kind.name().to_owned()));
+            meta.0.insert(META_RETRYABLE.to_owned(), Value::Bool(error.retryable));
+        }
+        let mut theirs = result.meta.take().unwrap_or_default();
+        theirs.0.extend(meta.0);
+        result.meta = Some(theirs);
+        return result;
+    }
     let mut result = match outcome.result {
         Ok(text) => success(text.unwrap_or_default()),
         Err(error) => {
