@@ -258,11 +258,17 @@ fn no_room_reply(no_room: NoRoom) -> Reply {
     reply
 }
 
-/// 400 with a JSON-RPC error.
+/// A JSON-RPC error: 200 for a request whose id was read (the answer to
+/// that request, which SDKs show as a JSON-RPC error, not a transport
+/// failure); 400 when no request could be read (invalid JSON, a batch).
 fn rpc_error(id: Value, code: i64, message: &str) -> Reply {
+    let status = match id.is_null() {
+        true => StatusCode::BAD_REQUEST,
+        false => StatusCode::OK,
+    };
     let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
     Response::builder()
-        .status(StatusCode::BAD_REQUEST)
+        .status(status)
         .header(hyper::header::CONTENT_TYPE, "application/json")
         .body(Full::new(Bytes::from(body.to_string())).boxed())
         .expect("a valid response")
