@@ -130,6 +130,27 @@ enum ToolsCommand {
     List(ListArgs),
 }
 
+impl CatalogArgs {
+    /// The same with relative `--catalog` and `--packs-dir` paths made
+    /// absolute against the configuration file's folder when `--config` is
+    /// given, else the working directory: a desktop client launches
+    /// `toolgate mcp-stdio` from a folder of its own, and what fails to
+    /// load is then named by its whole path.
+    fn anchored(&self) -> anyhow::Result<Self> {
+        let cwd = std::env::current_dir().context("cannot read the working directory")?;
+        let base = match &self.config {
+            Some(config) => cwd.join(config).parent().map_or_else(|| cwd.clone(), std::path::Path::to_path_buf),
+            None => cwd,
+        };
+        let mut anchored = self.clone();
+        anchored.catalog.iter_mut().for_each(|path| *path = base.join(&*path));
+        if let Some(packs_dir) = &mut anchored.packs_dir {
+            *packs_dir = base.join(&*packs_dir);
+        }
+        Ok(anchored)
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 struct CatalogArgs {
     /// A registry file or folder (every *.yaml directly in it); repeatable. Default: catalog/
@@ -547,7 +568,7 @@ fn resolve_names(args: &ResolveArgs, env: &Env) -> anyhow::Result<ExitCode> {
 /// `toolgate mcp-stdio`: the gateway started as `serve` starts it, serving
 /// MCP on stdio for one caller until the client closes it.
 fn mcp_stdio(args: &McpStdioArgs, env: &Env) -> anyhow::Result<ExitCode> {
-    let settings = settings(&args.catalog, env)?;
+    let settings = settings(&args.catalog.anchored()?, env)?;
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async {

@@ -83,3 +83,31 @@ fn the_typescript_sdk_receives_every_content_type_over_http_and_stdio() {
         check(&crate::mcp_conformance::typescript(&[args.as_slice(), CALLS.as_slice()].concat()), path);
     }
 }
+
+/// A desktop client launches `mcp-stdio` from a folder of its own: relative
+/// `--catalog` and `--packs-dir` are read from the configuration file's
+/// folder, and a path that fails is named whole on stderr.
+#[test]
+fn mcp_stdio_reads_relative_paths_from_the_configuration_files_folder() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let config = dir.file("toolgate.yaml", "policy: {strict: false}\n").display().to_string();
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let argv = json!([binary, "mcp-stdio", "--config", config, "--catalog", "registry", "--packs-dir", "packs"]);
+    let lines = sdk(&["--stdio", &argv.to_string(), "--cwd", "/", "--era", "initialize", "picture={}"]);
+    let names = crate::mcp_front_door::names(&lines);
+    for name in ["document", "link", "mixed", "picture", "refusal", "sound"] {
+        assert!(names.contains(&name.to_owned()), "{name} in {names:?}");
+    }
+
+    let out = crate::common::toolgate()
+        .current_dir("/")
+        .args(["mcp-stdio", "--config", &config, "--catalog", "nope"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = crate::common::stderr(&out);
+    let whole = dir.dir.path().join("nope").display().to_string();
+    assert!(said.contains(&format!("{whole}: no such file or folder")), "{said}");
+}
