@@ -34,8 +34,11 @@ pub use tracer::{Batching, Tracer};
 
 use crate::env::Env;
 
-/// The default log filter: rmcp narrates every connection at info.
-const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn";
+/// The default log filter: rmcp narrates every connection at info, and
+/// warns of every JSON-RPC error it answers (`rmcp::service`: a caller's
+/// misspelt tool is a caller's event, which the audit line and the span
+/// already record).
+const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn,rmcp::service=error";
 
 /// What the gateway records besides its answers.
 #[derive(Clone)]
@@ -127,7 +130,7 @@ fn resource(env: &Env) -> Resource {
     }
 }
 
-/// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn`),
+/// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn,rmcp::service=error`),
 /// with the OpenTelemetry crates' own reports off unless it names them (a
 /// failed export is said once a minute by the exporters here, and the two
 /// reports of a full span queue come from the gateway's own tracer). A
