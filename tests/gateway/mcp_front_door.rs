@@ -324,7 +324,16 @@ async fn with_principals_a_caller_without_a_key_gets_401_and_grants_bound_what_i
     let (status, _, body) =
         post(&url.replace("/mcp", "/mcp/toolsets/reserch"), &[("authorization", "Bearer k")], list).await;
     assert_eq!(status, 404);
-    assert_eq!(body, "unknown toolset 'reserch', did you mean 'research'?");
+    assert_eq!(rpc(&body)["error"]["message"], "unknown toolset 'reserch', did you mean 'research'?");
+    // Where the SDK shows it: its error is the did-you-mean, not "Not Found".
+    let url = url.replace("/mcp", "/mcp/toolsets/reserch");
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/mcp/front_door_client.py"))
+        .args(["--url", &url, "--header", "Authorization=Bearer k", "--era", "initialize"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("did you mean 'research'"), "{said}");
 }
 
 #[test]

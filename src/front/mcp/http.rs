@@ -309,7 +309,13 @@ fn refusal(snapshot: &Snapshot, refused: Refused, sent: bool) -> Reply {
             reply.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
             reply
         }
-        Refused::UnknownToolset(message) => plain(StatusCode::NOT_FOUND, &message),
+        // As a JSON-RPC error too, where SDKs read it (a 404 with a JSON
+        // body is the error they show; a plain one becomes "Not Found").
+        Refused::UnknownToolset(message) => {
+            let mut reply = rpc_error(Value::Null, -32601, &message);
+            *reply.status_mut() = StatusCode::NOT_FOUND;
+            reply
+        }
     }
 }
 
