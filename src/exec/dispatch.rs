@@ -70,6 +70,7 @@ impl Executor {
                 inherited: &self.shared.inherited,
                 traceparent: traceparent.as_deref(),
                 caller: &call.caller,
+                progress: call.progress.as_ref(),
             })
             .await
         };

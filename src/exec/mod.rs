@@ -42,6 +42,7 @@ use std::{
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
+pub use crate::mcp::{Progress, ProgressSink};
 pub(crate) use backends::HttpClients;
 pub(crate) use call_state::CallState;
 pub(crate) use expiry::Expiry;
@@ -105,6 +106,9 @@ pub struct Call {
     /// (`grpc`, `mcp`): the `toolgate.front_door` attribute and label of
     /// its span, metrics and audit line. Empty for a call made in process.
     pub front_door: &'static str,
+    /// Where the tool's progress goes (an MCP caller's progress token): a
+    /// federated tool's `notifications/progress` are relayed there.
+    pub progress: Option<ProgressSink>,
 }
 
 impl Call {

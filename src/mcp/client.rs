@@ -4,7 +4,11 @@ use std::{collections::HashMap, time::Duration};
 
 use process_wrap::tokio::ChildWrapper;
 use rmcp::{
-    model::{ClientConfig, Implementation, ProtocolVersion, ServerNotification, SubscriptionFilter},
+    handler::client::progress::ProgressDispatcher,
+    model::{
+        ClientConfig, Implementation, ProgressNotificationParam, ProtocolVersion, ServerNotification,
+        SubscriptionFilter,
+    },
     service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService},
     transport::{
         async_rw::AsyncRwTransport, streamable_http_client::StreamableHttpClientTransportConfig,
@@ -29,11 +33,13 @@ const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
 /// after SIGTERM, before its process group is killed.
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
-/// Reports `notifications/tools/list_changed` as an [`Event`].
+/// Reports `notifications/tools/list_changed` as an [`Event`], and hands
+/// `notifications/progress` to the call whose token it names.
 #[derive(Clone)]
 struct Notifier {
     server: String,
     events: mpsc::UnboundedSender<Event>,
+    progress: ProgressDispatcher,
 }
 
 impl ClientHandler for Notifier {
@@ -53,6 +59,14 @@ impl ClientHandler for Notifier {
         tracing::info!(server = %self.server, "MCP server's tools changed");
         let _ = self.events.send(Event::ToolsChanged(self.server.clone()));
         std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        self.progress.handle_notification(params)
     }
 }
 
@@ -79,8 +93,9 @@ impl Connection {
         spec: &McpServer,
         inherited: &Inherited,
         events: mpsc::UnboundedSender<Event>,
+        progress: ProgressDispatcher,
     ) -> Result<Self, String> {
-        let notifier = Notifier { server: spec.name.clone(), events };
+        let notifier = Notifier { server: spec.name.clone(), events, progress };
         let http = matches!(spec.transport, McpTransport::Http { .. });
         let mut connection = match Self::start(spec, inherited, notifier.clone(), lifecycle()).await {
             Ok(connection) => connection,

@@ -21,7 +21,8 @@ mod result;
 use std::{collections::HashMap, sync::Arc};
 
 use futures::future::join_all;
-use rmcp::{model::CallToolRequestParams, service::ServiceError};
+use futures::StreamExt;
+use rmcp::{handler::client::progress::ProgressDispatcher, model::CallToolRequestParams, service::ServiceError};
 use serde_json::{Map, Value};
 use tokio::sync::{mpsc, Mutex};
 
@@ -44,6 +45,48 @@ pub(crate) struct CallMeta<'a> {
     pub(crate) principal: Option<&'a str>,
     pub(crate) user: Option<&'a str>,
     pub(crate) user_issuer: Option<&'a str>,
+}
+
+/// A call's progress, as its tool reports it (`notifications/progress`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Progress {
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
+/// Where a call's progress goes: to an MCP caller's own progress token. A
+/// caller that does not keep up loses updates, never holds the call up.
+#[derive(Clone, Debug)]
+pub struct ProgressSink(mpsc::Sender<Progress>);
+
+impl ProgressSink {
+    /// A sink, and what its updates arrive on.
+    pub(crate) fn channel() -> (Self, mpsc::Receiver<Progress>) {
+        let (sender, receiver) = mpsc::channel(64);
+        (Self(sender), receiver)
+    }
+
+    fn send(&self, update: rmcp::model::ProgressNotificationParam) {
+        let progress = Progress { progress: update.progress, total: update.total, message: update.message };
+        let _ = self.0.try_send(progress);
+    }
+}
+
+/// A call the server is told was cancelled when this is dropped before
+/// the answer came (`notifications/cancelled`, sent from a task of its own).
+struct CancelOnDrop(Option<(rmcp::Peer<rmcp::RoleClient>, rmcp::model::RequestId)>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some((peer, id)) = self.0.take() else { return };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+        runtime.spawn(async move {
+            let reason = Some("the caller cancelled the call".to_owned());
+            let params = rmcp::model::CancelledNotificationParam::new(Some(id), reason);
+            let _ = peer.notify_cancelled(params).await;
+        });
+    }
 }
 
 /// Why a `tools/call` gave no result.
@@ -83,6 +126,8 @@ struct Server {
     connection: Mutex<Option<Connection>>,
     events: mpsc::UnboundedSender<Event>,
     inherited: Inherited,
+    /// Progress of calls in flight, by the token each was sent with.
+    progress: ProgressDispatcher,
 }
 
 /// The servers of a new catalogue against the pool's: which keep their
@@ -152,6 +197,7 @@ impl McpPool {
             connection: Mutex::new(None),
             events: self.events.clone(),
             inherited: self.inherited.clone(),
+            progress: ProgressDispatcher::new(),
         })
     }
 
@@ -228,6 +274,7 @@ impl McpPool {
         tool: &str,
         arguments: &Map<String, Value>,
         meta: CallMeta<'_>,
+        progress: Option<&ProgressSink>,
     ) -> Result<result::Answered, McpError> {
         let Some(server) = self.get(server) else { return Err(McpError::Unavailable) };
         let peer = match server.peer().await {
@@ -252,8 +299,38 @@ impl McpPool {
         if !object.is_empty() {
             params.meta = Some(rmcp::model::RequestMetaObject(object));
         }
-        match peer.call_tool(params).await {
-            Ok(result) => result::answer(&result),
+        let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params));
+        let options = rmcp::service::PeerRequestOptions::no_options();
+        let called = async {
+            let handle = peer.send_cancellable_request(request, options).await?;
+            // Cancelled (the call's future dropped, as when its caller
+            // cancels): the server is told, in both eras.
+            let mut cancel = CancelOnDrop(Some((handle.peer.clone(), handle.id.clone())));
+            let mut relayed = match progress {
+                Some(_) => Some(server.progress.subscribe(handle.progress_token.clone()).await),
+                None => None,
+            };
+            let response = handle.await_response();
+            tokio::pin!(response);
+            let answered = loop {
+                tokio::select! {
+                    answered = &mut response => break answered,
+                    Some(update) = async { relayed.as_mut()?.next().await }, if relayed.is_some() => {
+                        if let Some(sink) = progress {
+                            sink.send(update);
+                        }
+                    }
+                }
+            };
+            cancel.0 = None;
+            answered
+        };
+        match called.await {
+            Ok(rmcp::model::ServerResult::CallToolResult(result)) => result::answer(&result),
+            Ok(_) => Err(McpError::Crashed(format!(
+                "the MCP server '{}' answered the call with something else than a result",
+                server.spec.name
+            ))),
             Err(ServiceError::McpError(error)) => {
                 tracing::warn!(server = %server.spec.name, tool, code = error.code.0, "MCP call failed: {}", error.message);
                 Err(McpError::Crashed(format!(
@@ -316,7 +393,7 @@ impl Server {
             }
             let _ = self.events.send(Event::ToolsChanged(self.spec.name.clone()));
         }
-        let live = Connection::open(&self.spec, &self.inherited, self.events.clone()).await?;
+        let live = Connection::open(&self.spec, &self.inherited, self.events.clone(), self.progress.clone()).await?;
         let peer = live.peer();
         *connection = Some(live);
         Ok(peer)

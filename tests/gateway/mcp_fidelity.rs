@@ -111,3 +111,42 @@ fn mcp_stdio_reads_relative_paths_from_the_configuration_files_folder() {
     let whole = dir.dir.path().join("nope").display().to_string();
     assert!(said.contains(&format!("{whole}: no such file or folder")), "{said}");
 }
+
+/// A federated tool's progress reaches the caller's progress token, and a
+/// caller's cancellation reaches the tool's server, in both eras.
+#[test]
+fn progress_is_relayed_to_the_caller_and_cancellation_to_the_server() {
+    let dir = CatalogDir::new();
+    let mark = dir.dir.path().join("cancelled");
+    let server = stdio_server("media", "media_server.py", &[&mark.display().to_string()], "");
+    dir.file("registry/tools.yaml", &format!("mcp_servers:\n{server}"));
+    let (_gateway, url, _log) = serve(dir.dir.path(), &[]);
+    for era in ["discover", "initialize"] {
+        let _ = std::fs::remove_file(&mark);
+        let out = std::process::Command::new(crate::common::mcp::python())
+            .arg(crate::common::repo().join("tests/mcp/progress_client.py"))
+            .args(["--url", &url, "--era", era])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{era}: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let slow = lines.iter().find(|l| l["call"] == "slow").expect("the slow call's line");
+        assert_eq!(slow["text"], "done", "{era}: {slow}");
+        let told: Vec<(f64, String)> = slow["progress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["progress"].as_f64().unwrap(), p["message"].as_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(
+            told,
+            [(1.0, "step 1 of 3".into()), (2.0, "step 2 of 3".into()), (3.0, "step 3 of 3".into())],
+            "{era}"
+        );
+        assert_eq!(slow["progress"][0]["total"], 3.0);
+        // The server was told the call was cancelled: it leaves its mark.
+        let written = crate::common::wait_for_file(&mark);
+        assert_eq!(written, "cancelled", "{era}");
+    }
+}

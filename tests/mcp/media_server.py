@@ -7,8 +7,12 @@ toolgate's tests of what a federated tool's result keeps on the way:
   link      a resource link
   mixed     text, an image and a resource link, with structuredContent and _meta
   refusal   isError, with text and an image
+  slow      reports progress three times (1/3, 2/3, 3/3), then answers "done"
+  wait      waits until the call is cancelled, then writes "cancelled" to the
+            file named by its first argument (if any)
 """
 import base64
+import sys
 
 import anyio
 from mcp import types
@@ -19,7 +23,8 @@ EMPTY = {"type": "object", "properties": {}}
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(64))).decode()
 WAV = base64.b64encode(b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(range(32))).decode()
 
-TOOLS = ["picture", "sound", "document", "link", "mixed", "refusal"]
+TOOLS = ["picture", "sound", "document", "link", "mixed", "refusal", "slow", "wait"]
+MARK = sys.argv[1] if len(sys.argv) > 1 else None
 
 
 async def list_tools(ctx, params):
@@ -38,6 +43,26 @@ def link():
 
 async def call_tool(ctx, params):
     name = params.name
+    if name == "slow":
+        meta = ctx.meta
+        token = (meta or {}).get("progress_token", (meta or {}).get("progressToken"))
+        for step in (1, 2, 3):
+            if token is not None:
+                await ctx.session.send_progress_notification(
+                    token, step, 3, f"step {step} of 3", related_request_id=ctx.request_id
+                )
+            await anyio.sleep(0.05)
+        return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+    if name == "wait":
+        try:
+            await anyio.sleep(60)
+        except anyio.get_cancelled_exc_class():
+            # Cancelled by `notifications/cancelled`: leave the mark.
+            if MARK:
+                with open(MARK, "w") as mark:
+                    mark.write("cancelled")
+            raise
+        return types.CallToolResult(content=[types.TextContent(type="text", text="waited")])
     if name == "picture":
         return types.CallToolResult(content=[image()])
     if name == "sound":

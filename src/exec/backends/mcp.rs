@@ -14,7 +14,7 @@ pub(crate) async fn run(backend: &McpBackend, request: &Request<'_>) -> Result<A
     let (principal, user) = request.caller.identity();
     let user_issuer = request.caller.user_issuer();
     let meta = CallMeta { traceparent: request.traceparent, principal, user, user_issuer };
-    let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, meta).await;
+    let called = request.mcp.call(&backend.server, &backend.tool, request.arguments, meta, request.progress).await;
     let answered = called.map_err(|err| match err {
         McpError::Refused(text, sent) => {
             Failure::Tool { kind: ErrorKind::Refused, message: tool_text(&text), sent: Some(sent) }

@@ -63,6 +63,8 @@ pub(crate) struct Request<'a> {
     pub(crate) traceparent: Option<&'a str>,
     /// Who calls: told to the tool (headers, environment, `_meta`).
     pub(crate) caller: &'a crate::identity::Caller,
+    /// Where the tool's progress goes, if the caller asked for it.
+    pub(crate) progress: Option<&'a crate::mcp::ProgressSink>,
 }
 
 pub(crate) use crate::catalog::identity_names::{

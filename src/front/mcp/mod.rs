@@ -40,7 +40,8 @@ use observe::Served;
 use rmcp::{
     model::{
         CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProtocolVersion, ServerCapabilities, ServerConfig, SubscriptionFilter, Tool,
+        PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
+        SubscriptionFilter, Tool,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
     ErrorData, RoleServer, ServerHandler,
@@ -207,7 +208,27 @@ impl ServerHandler for Handler {
         let session = read(convert::META_SESSION_ID).or_else(|| mcp_session.clone()).unwrap_or_default();
         let observer = asked.snapshot.executor().observer().clone();
         let served = Served::start(&observer, observe::TOOLS_CALL, &context, &metas, mcp_session.as_deref());
+        // A caller that asked for progress (its token in `_meta`) is told a
+        // federated tool's, for as long as the call runs.
+        let token =
+            request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
+        let progress = token.map(|token| {
+            let (sink, mut updates) = crate::mcp::ProgressSink::channel();
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some(update) = updates.recv().await {
+                    let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
+                    params.total = update.total;
+                    params.message = update.message;
+                    if peer.notify_progress(params).await.is_err() {
+                        break;
+                    }
+                }
+            });
+            sink
+        });
         let call = Call {
+            progress,
             tool: request.name.to_string(),
             arguments_json: arguments(&request, &mut context.extensions),
             tools: asked.toolset.iter().cloned().collect(),

@@ -372,6 +372,21 @@ pub fn listening_after(command: &mut Command) -> (Reaped, Stderr, String, Vec<St
     }
 }
 
+/// The text of `path` once a process has written it (polled every 20 ms,
+/// for at most 60 s: the event, not a time, is what the test waits for).
+pub fn wait_for_file(path: &Path) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path) {
+            if !text.is_empty() {
+                return text;
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "{} was never written", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// What a line of `lines` says after `marker` (an address a door logs as
 /// it starts); panics with the lines when none does.
 pub fn logged_after(lines: &[String], marker: &str) -> String {
