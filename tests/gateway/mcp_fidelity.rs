@@ -113,7 +113,8 @@ fn mcp_stdio_reads_relative_paths_from_the_configuration_files_folder() {
 }
 
 /// A federated tool's progress reaches the caller's progress token, and a
-/// caller's cancellation reaches the tool's server, in both eras.
+/// caller's cancellation reaches the tool's server, in both eras and over
+/// stdio.
 #[test]
 fn progress_is_relayed_to_the_caller_and_cancellation_to_the_server() {
     let dir = CatalogDir::new();
@@ -121,11 +122,18 @@ fn progress_is_relayed_to_the_caller_and_cancellation_to_the_server() {
     let server = stdio_server("media", "media_server.py", &[&mark.display().to_string()], "");
     dir.file("registry/tools.yaml", &format!("mcp_servers:\n{server}"));
     let (_gateway, url, _log) = serve(dir.dir.path(), &[]);
-    for era in ["discover", "initialize"] {
+    let stdio = json!([env!("CARGO_BIN_EXE_toolgate"), "mcp-stdio", "--catalog", "registry"]).to_string();
+    let root = dir.dir.path().display().to_string();
+    let paths = [
+        ("discover", vec!["--url", url.as_str(), "--era", "discover"]),
+        ("initialize", vec!["--url", url.as_str(), "--era", "initialize"]),
+        ("stdio", vec!["--stdio", stdio.as_str(), "--cwd", root.as_str(), "--era", "initialize"]),
+    ];
+    for (era, args) in paths {
         let _ = std::fs::remove_file(&mark);
         let out = std::process::Command::new(crate::common::mcp::python())
             .arg(crate::common::repo().join("tests/mcp/progress_client.py"))
-            .args(["--url", &url, "--era", era])
+            .args(&args)
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
