@@ -13,6 +13,10 @@
 //! 3. the resident memory of each server with 1,000 session-era sessions open.
 //!
 //! `cargo bench --bench mcp [-- --seconds 5 --rounds 3 --mcp-proxy PATH]`.
+//! With `--memory`, only toolgate's memory per session instead: 1,000 then
+//! 10,000 session-era sessions spread over 16 principals, as they are opened
+//! (each with its worker) and once idle (parked), then with a GET stream
+//! open on 1,000 of them, beside the bare rmcp server's 1,000.
 //! The mcp-proxy rows run when its binary is found (`--mcp-proxy`, else
 //! `target/bench-tools/bin/mcp-proxy`, where `cargo install mcp-proxy
 //! --version 0.6.0 --locked --root target/bench-tools` puts it). Each target
@@ -47,6 +51,9 @@ fn main() {
         option("--mcp-proxy").map(PathBuf::from).unwrap_or_else(|| repo.join("target/bench-tools/bin/mcp-proxy"));
     let work = tempfile::tempdir().unwrap();
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if args.iter().any(|a| a == "--memory") {
+        return memory(work.path());
+    }
 
     // 1. The front door against a bare rmcp server.
     let gateway = Server::toolgate(work.path(), "tools: []\n", "gateway");
@@ -121,6 +128,181 @@ fn main() {
         let per = (after.saturating_sub(before)) as f64 / 1_000.0;
         println!("| {} | {:.1} MiB | {:.1} MiB | {per:.1} KiB |", server.name, mib(before), mib(after));
     }
+}
+
+/// Principals the `--memory` sessions are spread over.
+const PRINCIPALS: usize = 16;
+
+/// `--memory`: toolgate's resident memory per idle session-era session.
+fn memory(work: &Path) {
+    let mut principals = String::from("principals:\n");
+    for n in 0..PRINCIPALS {
+        let hash = toolgate::identity::hash_key(&format!("key-{n}"));
+        principals.push_str(&format!("  - {{name: p{n}, api_key_sha256: {hash}, tools: [\"*\"]}}\n"));
+    }
+    let config = format!("{principals}mcp_front_door: {{sessions_per_principal: 1000, streams_per_principal: 1000}}\n");
+    let gateway = Server::toolgate_with(work, "tools: []\n", "memory", Some(&config));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let idle = || std::thread::sleep(Duration::from_secs(20));
+    println!("## Resident memory of idle session-era sessions ({PRINCIPALS} principals)\n");
+    println!("| server, state | sessions | RSS | per session above start |\n|---|---:|---:|---:|");
+    let start = gateway.rss_kib();
+    let row = |state: &str, sessions: usize, rss: u64| {
+        let per = rss.saturating_sub(start) as f64 / sessions.max(1) as f64;
+        println!("| toolgate, {state} | {sessions} | {:.1} MiB | {per:.1} KiB |", mib(rss));
+    };
+    row("at start", 0, start);
+    // Sessions arrive a thousand at a time and go idle: each thousand is
+    // opened with its workers running, then parked.
+    let mut sessions = Vec::new();
+    let mut parked_1k = 0;
+    let mut wakes = None;
+    for batch in 0..10 {
+        sessions.extend(runtime.block_on(open_sessions_as(&gateway.url, batch * 1_000..(batch + 1) * 1_000)));
+        if batch == 0 {
+            row("1,000 just opened (workers running)", 1_000, gateway.rss_kib());
+        }
+        idle();
+        if batch == 0 {
+            parked_1k = gateway.rss_kib();
+            row("1,000 idle 20 s (parked)", 1_000, parked_1k);
+            wakes = Some(runtime.block_on(wake_cost(&gateway.url, &sessions[..200])));
+            idle();
+        }
+    }
+    let parked_10k = gateway.rss_kib();
+    row("10,000 idle (parked), opened 1,000 at a time", 10_000, parked_10k);
+    println!(
+        "\nFrom 1,000 to 10,000 parked sessions: {:.2} KiB a session (RSS does not fall when workers park: \
+         the allocator keeps the pages, which the next sessions' workers reuse).",
+        parked_10k.saturating_sub(parked_1k) as f64 / 9_000.0
+    );
+    if let Some([parked, awake]) = wakes {
+        println!(
+            "\n`tools/list` on 200 parked sessions, one after another (each starts a worker): p50 {:.0} µs, \
+             p99 {:.0} µs; at once again on the same sessions (workers running): p50 {:.0} µs, p99 {:.0} µs.",
+            parked[0], parked[1], awake[0], awake[1]
+        );
+    }
+    // A GET stream each, on a gateway of its own: its first 1,000 sessions
+    // opened with their streams, against the first gateway's 1,000 (the
+    // same workers ran, and the streams are held on top of them).
+    drop(gateway);
+    let listening = Server::toolgate_with(work, "tools: []\n", "listening", Some(&config));
+    let sessions = runtime.block_on(open_sessions_as(&listening.url, 0..1_000));
+    let streams = runtime.block_on(listen(&listening.url, &sessions));
+    idle();
+    let with_streams = listening.rss_kib();
+    row("1,000 idle 20 s (parked), each with a GET stream", 1_000, with_streams);
+    println!(
+        "\nA GET stream (its own HTTP/1.1 connection, as the Python SDK opens it): {:.1} KiB each.",
+        with_streams.saturating_sub(parked_1k) as f64 / streams.len().max(1) as f64
+    );
+    drop(streams);
+    let bare = Server::bare();
+    let before = bare.rss_kib();
+    runtime.block_on(open_sessions(&bare.url, 1_000));
+    idle();
+    let after = bare.rss_kib();
+    println!(
+        "\nBare rmcp (LocalSessionManager): {:.1} MiB at start, {:.1} MiB with 1,000 sessions idle 20 s, {:.1} KiB a session.",
+        mib(before),
+        mib(after),
+        after.saturating_sub(before) as f64 / 1_000.0
+    );
+}
+
+/// Opens session-era sessions numbered `range` (initialize, then
+/// initialized), each as principal `n % PRINCIPALS`; their ids and keys.
+async fn open_sessions_as(url: &str, range: std::ops::Range<usize>) -> Vec<(String, String)> {
+    use futures::StreamExt;
+    let client = Arc::new(reqwest::Client::new());
+    let open = |n: usize| {
+        let (client, url) = (Arc::clone(&client), url.to_owned());
+        async move {
+            let key = format!("key-{}", n % PRINCIPALS);
+            let init = json!({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "idle", "version": "1"}}});
+            let response = client
+                .post(&url)
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(init.to_string())
+                .send()
+                .await
+                .unwrap();
+            let session = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+            let _ = response.bytes().await;
+            let session = session.unwrap_or_else(|| panic!("session {n} was refused"));
+            let _ = client
+                .post(&url)
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", &session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+                .send()
+                .await;
+            (session, key)
+        }
+    };
+    futures::stream::iter(range).map(open).buffer_unordered(16).collect().await
+}
+
+/// `tools/list` on each of `sessions` in turn, twice: the p50 and p99 (µs)
+/// of the first round and of the second.
+async fn wake_cost(url: &str, sessions: &[(String, String)]) -> [[f64; 2]; 2] {
+    let client = reqwest::Client::new();
+    let mut rounds = [[0.0; 2]; 2];
+    for round in &mut rounds {
+        let mut took = Vec::new();
+        for (n, (session, key)) in sessions.iter().enumerate() {
+            let started = std::time::Instant::now();
+            let response = client
+                .post(url)
+                .header("authorization", format!("Bearer {key}"))
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .body(json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/list"}).to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let _ = response.bytes().await.unwrap();
+            took.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+        took.sort_by(f64::total_cmp);
+        *round = [took[took.len() / 2], took[took.len() * 99 / 100]];
+    }
+    rounds
+}
+
+/// Opens a GET stream on each of `sessions`, each on its own connection;
+/// the open responses (dropping them closes the streams).
+async fn listen(url: &str, sessions: &[(String, String)]) -> Vec<reqwest::Response> {
+    use futures::StreamExt;
+    let open = |(session, key): (String, String)| {
+        let url = url.to_owned();
+        async move {
+            let client = reqwest::Client::new();
+            let response = client
+                .get(&url)
+                .header("authorization", format!("Bearer {key}"))
+                .header("accept", "text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            response
+        }
+    };
+    futures::stream::iter(sessions.to_vec()).map(open).buffer_unordered(16).collect().await
 }
 
 fn mib(kib: u64) -> f64 {
@@ -238,12 +420,29 @@ struct Server {
 impl Server {
     /// `toolgate serve --mcp-listen` on a registry holding `registry`.
     fn toolgate(work: &Path, registry: &str, name: &'static str) -> Self {
+        Self::toolgate_with(work, registry, name, None)
+    }
+
+    /// The same, with `config` as its configuration file.
+    fn toolgate_with(work: &Path, registry: &str, name: &'static str, config: Option<&str>) -> Self {
         let dir = work.join(name);
         std::fs::create_dir_all(dir.join("registry")).unwrap();
         std::fs::write(dir.join("registry/tools.yaml"), registry).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
-            .current_dir(&dir)
-            .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--mcp-listen", "127.0.0.1:0"])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        command.current_dir(&dir).args([
+            "serve",
+            "--catalog",
+            "registry",
+            "--listen",
+            "127.0.0.1:0",
+            "--mcp-listen",
+            "127.0.0.1:0",
+        ]);
+        if let Some(config) = config {
+            std::fs::write(dir.join("toolgate.yaml"), config).unwrap();
+            command.args(["--config", "toolgate.yaml"]);
+        }
+        let mut child = command
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -875,3 +875,113 @@ fn the_readmes_client_snippets_are_valid_and_work_on_the_shipped_catalogue() {
         assert!(section.contains(name), "{name}");
     }
 }
+
+/// A session-era request of `session` to `url` (a call's answer comes as
+/// server-sent events: its text is returned whole).
+async fn in_session(client: &reqwest::Client, url: &str, session: &str, body: Value) -> (u16, String) {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+/// Reads `events` until their text holds `needle`; `None` if they end first.
+async fn read_until(
+    events: &mut (impl futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Unpin),
+    needle: &str,
+) -> Option<String> {
+    use futures::StreamExt;
+    let mut text = String::new();
+    while !text.contains(needle) {
+        let chunk = tokio::time::timeout(Duration::from_secs(60), events.next()).await.expect("an event in time")?;
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+    }
+    Some(text)
+}
+
+/// Waits (at most a minute) until `needle` is logged once more than `seen`.
+async fn logged(log: &LogLines, needle: &str, seen: usize) {
+    for _ in 0..1200 {
+        if log.count(needle) > seen {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("'{needle}' not logged:\n{}", log.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_parked_and_keeps_its_stream_its_calls_and_its_id() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let filter = "info,rmcp=warn,rmcp::service=error,toolgate::front::mcp::sessions=debug";
+    let (_child, url, log) = serve_env(dir.dir.path(), &[], &[("TOOLGATE_LOG", filter)]);
+    let client = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "idle", "version": "1"}}});
+    let response = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"].to_str().unwrap().to_owned();
+    response.bytes().await.unwrap();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(in_session(&client, &url, &session, initialized).await.0, 202);
+    // The session's GET stream opens with its priming event.
+    let stream = client
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status().as_u16(), 200);
+    assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    let mut events = Box::pin(stream.bytes_stream());
+    read_until(&mut events, "id: 0").await.expect("a priming event");
+    let call = |id: u64, tool: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": {"query": "tides"}}});
+    let (status, answer) = in_session(&client, &url, &session, call(2, "web_search")).await;
+    assert_eq!(status, 200);
+    assert!(answer.contains("tides") && answer.contains(r#""id":2"#), "{answer}");
+    // Idle, the session is parked: what answered it stops.
+    let parked = format!("MCP session {session} parked");
+    logged(&log, &parked, 0).await;
+    // Its stream still tells it of a change.
+    let tools = std::fs::read_to_string(dir.registry().join("tools.yaml")).unwrap();
+    let added = tools.replace(
+        "toolsets:",
+        "  - name: weather\n    description: The weather.\n    backend: {builtin: echo}\ntoolsets:",
+    );
+    dir.file("registry/tools.yaml", &added);
+    read_until(&mut events, "notifications/tools/list_changed").await.expect("told of the change");
+    // Its next call, under the same id, wakes it and sees the new tool.
+    let (status, answer) = in_session(&client, &url, &session, call(3, "weather")).await;
+    assert_eq!(status, 200);
+    assert!(answer.contains("tides") && answer.contains(r#""id":3"#), "{answer}");
+    assert_eq!(log.count(&format!("MCP session {session} woken")), 1, "{}", log.text());
+    // Parked again, then ended by DELETE: its stream ends with it.
+    logged(&log, &parked, 1).await;
+    let delete = |session: String| {
+        let client = client.clone();
+        let url = url.clone();
+        async move { client.delete(&url).header("mcp-session-id", session).send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(delete(session.clone()).await, 200);
+    assert!(read_until(&mut events, "never sent").await.is_none(), "the stream ends");
+    assert_eq!(delete(session.clone()).await, 404);
+    assert_eq!(in_session(&client, &url, &session, call(4, "web_search")).await.0, 404);
+    assert!(!log.text().contains("ERROR"), "{}", log.text());
+}

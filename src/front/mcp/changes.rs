@@ -23,7 +23,9 @@ where
     view.swaps.borrow_and_update();
     let caller = asked.caller.clone();
     let toolset = asked.toolset.clone();
-    let mut seen = digest(&asked).await;
+    // Each digest's future is boxed: a listener waits far longer than it
+    // lists, and waits small.
+    let mut seen = Box::pin(digest(&asked)).await;
     // Only who asks and which toolset are kept: the snapshot each digest
     // was taken of is let go.
     drop(asked);
@@ -33,7 +35,7 @@ where
             () = &mut ended => return,
         }
         let now = Asked { snapshot: view.current.load_full(), caller: caller.clone(), toolset: toolset.clone() };
-        let tools = digest(&now).await;
+        let tools = Box::pin(digest(&now)).await;
         if tools != seen {
             seen = tools;
             if !notify().await {

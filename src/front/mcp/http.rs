@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::{
     limits::{McpLimits, Streams},
+    listen,
     read::{self, Message, Unreadable},
     sessions::{NoRoom, Owner, Sessions, MAX_SESSIONS, OWNER},
     Asked, Handler, SentArguments, View,
@@ -38,6 +39,8 @@ const MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 /// What every request of the listener shares.
 struct Edge {
     current: SnapshotSlot,
+    /// What the edge's GET streams follow.
+    view: View,
     transport: StreamableHttpService<Handler, Sessions>,
     /// The transport's sessions, whose owners the edge checks.
     sessions: Arc<Sessions>,
@@ -92,17 +95,20 @@ impl Door for McpDoor {
         stopping: Stopping,
     ) -> Result<(), ServeError> {
         let loopback = local.is_some_and(|local| local.ip().is_loopback());
+        let view = self.view.clone();
         let current = self.view.current.clone();
         let handler = Handler::new(self.view);
         let config = StreamableHttpServerConfig::default()
             .disable_allowed_hosts()
             .with_legacy_session_mode(true)
             .with_max_request_body_bytes(MAX_BODY_BYTES);
-        let sessions = Arc::new(Sessions::new(MAX_SESSIONS, self.limits.sessions_per_principal));
+        let woken = handler.clone();
+        let sessions = Sessions::new(MAX_SESSIONS, self.limits.sessions_per_principal, move || woken.session());
         let transport = StreamableHttpService::new(move || Ok(handler.session()), Arc::clone(&sessions), config);
         let streams = Streams::new(self.limits.streams_per_principal);
         let edge = Arc::new(Edge {
             current,
+            view,
             transport,
             sessions,
             streams,
@@ -145,8 +151,14 @@ impl HttpEdge for Edge {
             return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
         }
         let in_session = session.is_some();
+        // A session ends here: its GET streams with it.
+        if let Some(id) = session.filter(|_| request.method() == hyper::Method::DELETE) {
+            return match self.sessions.end(id).await {
+                true => Response::new(Full::new(Bytes::new()).boxed()),
+                false => plain(StatusCode::NOT_FOUND, "Not Found: Session not found"),
+            };
+        }
         let guard = self.registry.call(peer);
-        let deleting = request.method() == hyper::Method::DELETE;
         let stream = match request.method() == hyper::Method::GET {
             true => match self.streams.open(owner.principal.as_ref()) {
                 Some(stream) => Some(stream),
@@ -154,8 +166,19 @@ impl HttpEdge for Edge {
             },
             false => None,
         };
+        let asked = Asked { snapshot, caller, toolset };
+        // A session's GET stream is the edge's own: it keeps no worker.
+        if let Some(id) = session.filter(|_| stream.is_some() && listens(&request)) {
+            let Some((ended, listening)) = self.sessions.listen(id) else {
+                return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
+            };
+            let reply = listen::stream(self.view.clone(), asked, ended);
+            return reply.map(|body| Guarded::new(body, (guard, listening, stream)).boxed());
+        }
+        // Any other request of a session holds it busy until answered.
+        let hold = session.and_then(|id| self.sessions.hold(id));
         let (mut parts, body) = request.into_parts();
-        parts.extensions.insert(Asked { snapshot, caller, toolset });
+        parts.extensions.insert(asked);
         let body = match parts.method {
             hyper::Method::POST => match message(body, self.body).await {
                 Ok(read) => {
@@ -181,12 +204,8 @@ impl HttpEdge for Edge {
         let calling = parts.extensions.get::<SentArguments>().is_some();
         let held = calling.then_some(admitted);
         let handled = self.transport.handle(Request::from_parts(parts, Full::new(body)));
-        let mut response = OWNER.scope(owner, handled).await;
-        // A session ended by DELETE: 200, as clients expect (rmcp says 202).
-        if deleting && response.status() == StatusCode::ACCEPTED {
-            *response.status_mut() = StatusCode::OK;
-        }
-        response.map(|body| Guarded::new(body, (guard, held, stream)).boxed())
+        let response = OWNER.scope(owner, handled).await;
+        response.map(|body| Guarded::new(body, (guard, held, stream, hold)).boxed())
     }
 }
 
@@ -227,6 +246,20 @@ fn is_loopback_host(host: &str) -> bool {
         }),
     };
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a GET asks for a session's stream of changes the edge serves
+/// ([`listen::served_here`]), accepting server-sent events (else the
+/// transport answers it: 406).
+fn listens(request: &Request<Body>) -> bool {
+    let headers = request.headers();
+    let accepts = headers.get_all(hyper::header::ACCEPT).iter().filter_map(|v| v.to_str().ok());
+    let accepts = accepts.flat_map(|v| v.split(',')).any(|media| {
+        let essence = media.split(';').next().unwrap_or("").trim();
+        essence.eq_ignore_ascii_case("text/event-stream")
+    });
+    let last_event_id = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    accepts && listen::served_here(last_event_id)
 }
 
 /// The body of a POST, read whole (at most [`MAX_BODY_BYTES`], within the

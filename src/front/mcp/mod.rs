@@ -17,6 +17,7 @@ mod changes;
 mod convert;
 pub(crate) mod http;
 pub(crate) mod limits;
+mod listen;
 mod observe;
 mod read;
 mod sessions;
@@ -155,10 +156,15 @@ impl ServerHandler for Handler {
         Ok(result)
     }
 
-    /// A session-era client is told when its tools change, on its GET
-    /// stream, for as long as the session lives: by one listener, started
-    /// by the first `notifications/initialized` (a repeated one is a no-op).
+    /// A stdio client is told when its tools change, for as long as the
+    /// process lives: by one listener, started by the first
+    /// `notifications/initialized` (a repeated one is a no-op). Over HTTP
+    /// the edge's GET streams tell a session ([`listen`]), so a session's
+    /// worker holds no listener.
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.fixed.is_none() {
+            return;
+        }
         let Ok(asked) = self.asked(&context.extensions) else { return };
         if self.listening.swap(true, Ordering::AcqRel) {
             return;
