@@ -27,7 +27,14 @@ fn the_typescript_sdk_over_http_and_stdio_gets_the_catalogue_repaired() {
     let dir = CatalogDir::new();
     catalogue(&dir);
     let (_child, url, _log) = serve(dir.dir.path(), &[]);
-    let calls = [r#"WebSearch={"query": "rust"}"#, r#"web_serch={"query": "x"}"#, r#"web_search={"query": 5}"#];
+    let calls = [
+        r#"WebSearch={"query": "rust"}"#,
+        r#"web_serch={"query": "x"}"#,
+        r#"web_search={"query": 5}"#,
+        // Malformed params, sent raw: a JSON-RPC error the SDK raises as one
+        // (-32602), not a failed transport.
+        r#"raw={"name": "web_search", "arguments": 5}"#,
+    ];
     let binary = env!("CARGO_BIN_EXE_toolgate");
     let stdio = json!([binary, "mcp-stdio", "--catalog", "registry"]).to_string();
     let root = dir.dir.path().display().to_string();
@@ -44,6 +51,8 @@ fn the_typescript_sdk_over_http_and_stdio_gets_the_catalogue_repaired() {
         let invalid = &answer(&lines, "web_search")["result"];
         assert_eq!(invalid["isError"], true);
         assert_eq!(invalid["_meta"]["dev.toolgate/error_kind"], "INVALID_ARGUMENTS");
+        let malformed = &answer(&lines, "raw")["error"];
+        assert_eq!(malformed["code"], -32602, "{malformed}");
     }
     assert!(!dir.registry().join("ran").exists());
 }

@@ -4,11 +4,13 @@
 //
 //   client.mjs (--url URL | --stdio ARGV_JSON) [--header NAME=VALUE]... [--cwd DIR] CALL...
 //
-// CALL is NAME=ARGUMENTS_JSON, or NAME=ARGUMENTS_JSON@KEY (with an
-// idempotency key in _meta).
+// CALL is NAME=ARGUMENTS_JSON, NAME=ARGUMENTS_JSON@KEY (with an
+// idempotency key in _meta), or raw=PARAMS_JSON: a `tools/call` whose
+// params are sent as written (malformed ones included).
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { CallToolResultSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const say = (value) => process.stdout.write(JSON.stringify(value) + "\n");
 
@@ -56,6 +58,15 @@ async function main() {
   const { tools } = await client.listTools();
   say({ tools });
   for (const spec of options.calls) {
+    if (spec.startsWith("raw=")) {
+      const params = JSON.parse(spec.slice(4));
+      try {
+        say({ call: "raw", result: await client.request({ method: "tools/call", params }, CallToolResultSchema) });
+      } catch (err) {
+        say({ call: "raw", error: { code: err.code ?? null, message: err.message, data: err.data ?? null } });
+      }
+      continue;
+    }
     const call = callOf(spec);
     try {
       say({ call: call.name, result: await client.callTool(call) });
