@@ -36,6 +36,7 @@ pub(crate) mod mcp;
 pub mod process;
 pub mod proto;
 pub mod resolve;
+pub mod search;
 pub mod server;
 pub mod similar;
 pub(crate) mod state;

@@ -176,7 +176,7 @@ pub(crate) fn merge(mut decls: Declarations, problems: &mut CatalogProblems, pre
     let keys = normalised_keys(&tools, alias_places, problems);
     let index = suggestion_index(&tools, &toolsets, previous);
     let version = version_of(&tools, &toolsets);
-    Catalog { tools, toolsets, names, keys, index, version }
+    Catalog { tools, toolsets, names, keys, index, version, search: std::sync::OnceLock::new() }
 }
 
 /// Every name claimed so far, and where problems go.

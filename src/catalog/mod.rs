@@ -33,7 +33,10 @@ pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
 pub(crate) use schema::Schema;
 
-use crate::similar::SuggestIndex;
+use crate::{
+    search::{Document, SearchIndex},
+    similar::SuggestIndex,
+};
 
 /// Default per-call timeout of a tool.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -290,6 +293,8 @@ pub struct Catalog {
     /// Shared with the catalogue this one replaced when the names are the same.
     index: Arc<SuggestIndex<Target>>,
     version: String,
+    /// The tool search's index, made by the first search of this snapshot.
+    search: std::sync::OnceLock<SearchIndex>,
 }
 
 impl Catalog {
@@ -300,6 +305,21 @@ impl Catalog {
 
     pub fn tool(&self, id: ToolId) -> &Tool {
         &self.tools[id.0 as usize]
+    }
+
+    /// The index tool search ranks this snapshot's tools with (by
+    /// [`ToolId`]): made by the first search, and kept with the snapshot.
+    pub fn search_index(&self) -> &SearchIndex {
+        self.search.get_or_init(|| {
+            let parameters: Vec<Vec<(String, String)>> =
+                self.tools.iter().map(|tool| tool.parameters.described()).collect();
+            SearchIndex::build(self.tools.iter().zip(&parameters).map(|(tool, parameters)| Document {
+                name: &tool.name,
+                aliases: &tool.aliases,
+                description: &tool.description,
+                parameters,
+            }))
+        })
     }
 
     pub fn toolsets(&self) -> &[Toolset] {

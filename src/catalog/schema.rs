@@ -84,6 +84,20 @@ impl Schema {
     }
 
     /// Required parameters, in the order of the schema's `required`.
+    /// Each top-level parameter's name and description (empty when it has
+    /// none), read from the schema's text.
+    pub(crate) fn described(&self) -> Vec<(String, String)> {
+        #[derive(serde::Deserialize)]
+        struct Described {
+            #[serde(default)]
+            properties: serde_json::Map<String, Value>,
+        }
+        let Ok(described) = serde_json::from_str::<Described>(self.text.get()) else { return Vec::new() };
+        let description =
+            |property: &Value| property.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
+        described.properties.iter().map(|(name, property)| (name.clone(), description(property))).collect()
+    }
+
     pub(crate) fn required(&self) -> &[String] {
         &self.required
     }

@@ -1,0 +1,166 @@
+//! Tool search measured on real tools: recall of the right tool for each
+//! task of `tests/data/tool_search` (1,142 tools as 36 published MCP
+//! servers list them, 268 tasks), beside a plain baseline that shares none
+//! of the search's code (a name holding the task's words), and latency and
+//! index cost at 10,000 tools.
+//!
+//! `cargo bench --bench tool_search [-- --misses]`: with `--misses`, every
+//! task whose right tool is not in the first five, with what came first.
+
+// Benchmarks report what they measured.
+#![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
+#![allow(unreachable_pub)]
+
+use std::{path::Path, time::Instant};
+
+use serde_json::{json, Value};
+use toolgate::{
+    catalog::{self, Catalog, LoadOptions},
+    env::Env,
+};
+
+/// One server's listing, as the data keeps it.
+struct Server {
+    name: String,
+    tools: Vec<Value>,
+}
+
+fn servers(repo: &Path) -> Vec<Server> {
+    let mut files: Vec<_> = std::fs::read_dir(repo.join("tests/data/tool_search/catalog"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|path| {
+            let listing: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            Server {
+                name: listing["server"].as_str().unwrap().to_owned(),
+                tools: listing["tools"].as_array().unwrap().clone(),
+            }
+        })
+        .collect()
+}
+
+/// The catalogue of `servers`' tools, each named `SERVER_TOOL` (with
+/// `_COPY` after it for copies past the first), loaded as a registry.
+fn catalogue(servers: &[Server], copies: usize, dir: &Path) -> Catalog {
+    let mut tools = Vec::new();
+    for copy in 0..copies {
+        for server in servers {
+            for tool in &server.tools {
+                let suffix = if copy == 0 { String::new() } else { format!("_{copy}") };
+                tools.push(json!({
+                    "name": format!("{}_{}{suffix}", server.name, tool["name"].as_str().unwrap()),
+                    "description": tool["description"],
+                    "parameters": tool["inputSchema"],
+                    "backend": {"builtin": "echo"},
+                }));
+            }
+        }
+    }
+    let path = dir.join(format!("registry-{copies}.yaml"));
+    std::fs::write(&path, serde_json::to_string(&json!({"tools": tools})).unwrap()).unwrap();
+    let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
+    let loaded = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems));
+    for warning in &loaded.warnings {
+        eprintln!("warning: {warning:?}");
+    }
+    loaded.catalog
+}
+
+/// A task and the names of the tools that do it.
+struct Task {
+    text: String,
+    right: Vec<String>,
+}
+
+fn tasks(repo: &Path) -> Vec<Task> {
+    let text = std::fs::read_to_string(repo.join("tests/data/tool_search/tasks.jsonl")).unwrap();
+    text.lines()
+        .map(|line| {
+            let task: Value = serde_json::from_str(line).unwrap();
+            let right = task["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().replacen('/', "_", 1));
+            Task { text: task["task"].as_str().unwrap().to_owned(), right: right.collect() }
+        })
+        .collect()
+}
+
+/// The baseline: tools ranked by how many of the task's words (three
+/// letters or more, lower-cased) their name holds, catalogue order among
+/// equals; none that holds none.
+fn baseline(catalog: &Catalog, task: &str, limit: usize) -> Vec<String> {
+    let words: Vec<String> =
+        task.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() >= 3).map(str::to_lowercase).collect();
+    let mut scored: Vec<(usize, &str)> = catalog
+        .tools()
+        .iter()
+        .map(|tool| {
+            let name = tool.name.to_lowercase();
+            (words.iter().filter(|w| name.contains(w.as_str())).count(), tool.name.as_str())
+        })
+        .filter(|(score, _)| *score > 0)
+        .collect();
+    scored.sort_by_key(|&(score, _)| std::cmp::Reverse(score));
+    scored.into_iter().take(limit).map(|(_, name)| name.to_owned()).collect()
+}
+
+fn search(catalog: &Catalog, all: &[u32], task: &str, limit: usize) -> Vec<String> {
+    let index = catalog.search_index();
+    index.search(task, all, limit).into_iter().map(|(id, _)| catalog.tools()[id as usize].name.clone()).collect()
+}
+
+fn main() {
+    let misses = std::env::args().any(|a| a == "--misses");
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let servers = servers(repo);
+    let tasks = tasks(repo);
+    let catalog = catalogue(&servers, 1, dir.path());
+    let all: Vec<u32> = (0..catalog.tools().len() as u32).collect();
+    println!("## Recall: {} tasks over {} tools of {} servers\n", tasks.len(), all.len(), servers.len());
+    println!("| ranking | recall@1 | recall@5 |\n|---|---:|---:|");
+    type Ranker<'a> = &'a dyn Fn(&str) -> Vec<String>;
+    let ranked_search = |task: &str| search(&catalog, &all, task, 5);
+    let ranked_baseline = |task: &str| baseline(&catalog, task, 5);
+    let rankers: [(&str, Ranker); 2] =
+        [("SearchTools (BM25)", &ranked_search), ("baseline: words in the name", &ranked_baseline)];
+    for (name, rank) in rankers {
+        let (mut first, mut five) = (0, 0);
+        for task in &tasks {
+            let ranked = rank(&task.text);
+            let hit = |k: usize| ranked.iter().take(k).any(|name| task.right.contains(name));
+            first += usize::from(hit(1));
+            five += usize::from(hit(5));
+            if misses && !hit(5) && name.starts_with("SearchTools") {
+                println!("miss: {} -> want {:?}, got {:?}", task.text, task.right, ranked);
+            }
+        }
+        let n = tasks.len() as f64;
+        println!("| {name} | {:.3} | {:.3} |", first as f64 / n, five as f64 / n);
+    }
+
+    // Latency and cost at 10,000 tools: the catalogue nine times over.
+    let big = catalogue(&servers, 9, dir.path());
+    let started = Instant::now();
+    let index = big.search_index();
+    let built = started.elapsed();
+    let all: Vec<u32> = (0..big.tools().len() as u32).collect();
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        for task in &tasks {
+            let started = Instant::now();
+            std::hint::black_box(index.search(&task.text, &all, 8));
+            took.push(started.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    took.sort_by(f64::total_cmp);
+    let at = |q: f64| took[((took.len() - 1) as f64 * q) as usize];
+    println!("\n## At {} tools\n", big.tools().len());
+    println!("| what | value |\n|---|---:|");
+    println!("| index made (first search of a snapshot) | {:.1} ms |", built.as_secs_f64() * 1e3);
+    println!("| index memory (its allocations, counted) | {:.1} MiB |", index.bytes() as f64 / (1024.0 * 1024.0));
+    println!("| search, limit 8, all tools: p50 | {:.0} µs |", at(0.5));
+    println!("| search, limit 8, all tools: p99 | {:.0} µs |", at(0.99));
+}

@@ -1,0 +1,117 @@
+//! The words of a text as the index compares them: runs of letters and
+//! digits (`s3`, `ipv6` stay whole), split again where a name changes case
+//! (`createPullRequest`), lower-cased, and stemmed (Snowball's English
+//! stemmer, so `creates`, `created` and `creating` are one word). Single
+//! letters are left out.
+
+use std::{collections::HashMap, sync::Arc};
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// Splits and stems text.
+pub(crate) struct Words {
+    stemmer: Stemmer,
+}
+
+impl Default for Words {
+    fn default() -> Self {
+        Self { stemmer: Stemmer::create(Algorithm::English) }
+    }
+}
+
+impl Words {
+    /// The words of `text`, in order.
+    pub(crate) fn of(&self, text: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        lowered(text, |word| words.push(self.stemmer.stem(word).into_owned()));
+        words
+    }
+}
+
+/// Words that repeat (an index's): each word's stem is found once.
+pub(crate) struct Stems<'w> {
+    words: &'w Words,
+    known: HashMap<String, Arc<str>>,
+}
+
+impl<'w> Stems<'w> {
+    pub(crate) fn new(words: &'w Words) -> Self {
+        Self { words, known: HashMap::new() }
+    }
+
+    /// Calls `each` with the stem of every word of `text`, in order.
+    pub(crate) fn each(&mut self, text: &str, mut each: impl FnMut(&Arc<str>)) {
+        lowered(text, |word| match self.known.get(word) {
+            Some(stem) => each(stem),
+            None => {
+                let stem: Arc<str> = self.words.stemmer.stem(word).into();
+                each(&stem);
+                self.known.insert(word.to_owned(), stem);
+            }
+        });
+    }
+}
+
+/// Calls `each` with every word of `text` of two characters or more,
+/// lower-cased.
+fn lowered(text: &str, mut each: impl FnMut(&str)) {
+    let mut lower = String::new();
+    for run in text.split(|c: char| !c.is_alphanumeric()) {
+        for part in parts(run) {
+            if part.chars().nth(1).is_none() {
+                continue;
+            }
+            lower.clear();
+            lower.extend(part.chars().flat_map(char::to_lowercase));
+            each(&lower);
+        }
+    }
+}
+
+/// A run of letters and digits split where the case turns from lower to
+/// upper (`pullRequest`), and before the last capital of a capital run
+/// followed by a lower-case letter (`HTTPServer`: `HTTP`, `Server`).
+fn parts(run: &str) -> impl Iterator<Item = &str> {
+    let chars: Vec<(usize, char)> = run.char_indices().collect();
+    let mut cuts = vec![0];
+    for i in 1..chars.len() {
+        let (previous, current) = (chars[i - 1].1, chars[i].1);
+        let next = chars.get(i + 1).map(|&(_, c)| c);
+        let cut = (previous.is_lowercase() && current.is_uppercase())
+            || (previous.is_uppercase() && current.is_uppercase() && next.is_some_and(char::is_lowercase));
+        if cut {
+            cuts.push(chars[i].0);
+        }
+    }
+    cuts.push(run.len());
+    (0..cuts.len() - 1).map(move |i| &run[cuts[i]..cuts[i + 1]]).filter(|part| !part.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_split_on_separators_and_case() {
+        let words = Words::default();
+        assert_eq!(words.of("createPullRequest"), ["creat", "pull", "request"]);
+        assert_eq!(words.of("API-get-user"), ["api", "get", "user"]);
+        assert_eq!(words.of("kubectl_get"), ["kubectl", "get"]);
+        assert_eq!(words.of("HTTPServer on ipv6, s3"), ["http", "server", "on", "ipv6", "s3"]);
+        assert_eq!(words.of("Creates the issues; creating issue"), ["creat", "the", "issu", "creat", "issu"]);
+        assert_eq!(words.of("a b 7"), Vec::<String>::new());
+        assert_eq!(words.of("Größe ändern"), ["größe", "ändern"]);
+    }
+
+    #[test]
+    fn stems_found_once_are_the_same_stems() {
+        let words = Words::default();
+        let mut stems = Stems::new(&words);
+        let text = "Creates the issues; creating issue createPullRequest";
+        let mut found = Vec::new();
+        for _ in 0..2 {
+            stems.each(text, |stem| found.push(stem.to_string()));
+        }
+        assert_eq!(found, [words.of(text), words.of(text)].concat());
+    }
+}
