@@ -824,4 +824,11 @@ impl ToolGatewayService for Bare {
     async fn list_tools(&self, _: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
         Err(Status::unimplemented("bare"))
     }
+
+    async fn search_tools(
+        &self,
+        _: Request<pb::SearchToolsRequest>,
+    ) -> Result<Response<pb::SearchToolsResponse>, Status> {
+        Err(Status::unimplemented("bare"))
+    }
 }

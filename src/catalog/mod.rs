@@ -307,6 +307,11 @@ impl Catalog {
         &self.tools[id.0 as usize]
     }
 
+    /// Whether [`Catalog::search_index`] was made.
+    pub fn search_index_made(&self) -> bool {
+        self.search.get().is_some()
+    }
+
     /// The index tool search ranks this snapshot's tools with (by
     /// [`ToolId`]): made by the first search, and kept with the snapshot.
     pub fn search_index(&self) -> &SearchIndex {

@@ -8,7 +8,9 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // the CLI speaks to a person
 
 mod call;
+mod gateway;
 mod output;
+mod search;
 mod start;
 
 use std::{future::Future, path::PathBuf, process::ExitCode, sync::Arc, time::Duration};
@@ -26,6 +28,7 @@ use crate::{
 };
 use call::CallArgs;
 use output::{emit, table};
+use search::SearchArgs;
 use start::{announce, inspect, start, supervisor, Report};
 
 #[derive(Parser, Debug)]
@@ -48,6 +51,8 @@ enum Command {
     Resolve(ResolveArgs),
     /// Send one tool call to a running gateway, as a model would emit it.
     Call(CallArgs),
+    /// Ask a running gateway which of your tools fit a task (SearchTools).
+    Search(SearchArgs),
     /// Make and hash API keys for principals.
     #[command(subcommand)]
     Auth(AuthCommand),
@@ -246,6 +251,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call::call(args, &env),
+        Command::Search(args) => search::search(args, &env),
         Command::Health(args) => health(&args),
         Command::McpStdio(args) => mcp_stdio(&args, &env),
         Command::Auth(AuthCommand::NewKey) => {

@@ -87,6 +87,52 @@ impl Executor {
     }
 }
 
+/// Tools a search answers with when asked for 0, and at most.
+pub(crate) const SEARCH_LIMIT: (u32, u32) = (8, 50);
+
+/// The longest search query, in bytes.
+pub(crate) const SEARCH_QUERY_MAX_BYTES: usize = 4096;
+
+impl Executor {
+    /// The caller's tools (within `toolset`, a name as [`Executor::list`]
+    /// takes it) that fit `query` best, best first, with their scores,
+    /// ranked over those tools only ([`crate::search`]). At most `limit`
+    /// (0: 8; above 50 is refused). The snapshot's index is made by its
+    /// first search, on the blocking pool.
+    pub(crate) async fn search(
+        &self,
+        caller: &Caller,
+        query: &str,
+        limit: u32,
+        toolset: Option<String>,
+    ) -> Result<Vec<(ToolId, f32)>, RequestError> {
+        if query.trim().is_empty() {
+            return Err(RequestError::BadSearch("the query is empty: say in words what the tool should do".into()));
+        }
+        if query.len() > SEARCH_QUERY_MAX_BYTES {
+            let message = format!("the query is {} bytes long; at most {SEARCH_QUERY_MAX_BYTES}", query.len());
+            return Err(RequestError::BadSearch(message));
+        }
+        let limit = match limit {
+            0 => SEARCH_LIMIT.0,
+            limit if limit <= SEARCH_LIMIT.1 => limit,
+            limit => return Err(RequestError::BadSearch(format!("limit {limit} is above {}", SEARCH_LIMIT.1))),
+        };
+        let ids = self.list(caller, toolset.into_iter().collect()).await?;
+        let among: Vec<u32> = ids.iter().map(|id| id.0).collect();
+        let limit = limit as usize;
+        let found = match self.catalog.search_index_made() {
+            true => self.catalog.search_index().search(query, &among, limit),
+            false => {
+                let (catalog, query) = (Arc::clone(&self.catalog), query.to_owned());
+                let made = move || catalog.search_index().search(&query, &among, limit);
+                tokio::task::spawn_blocking(made).await.expect("a search does not panic")
+            }
+        };
+        Ok(found.into_iter().map(|(id, score)| (ToolId(id), score)).collect())
+    }
+}
+
 /// Resolves `names` among the tools of `visible`; large requests on the
 /// blocking pool.
 async fn resolve_within(catalog: &Arc<Catalog>, names: Vec<String>, visible: AvailableSet) -> Resolution {

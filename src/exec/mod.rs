@@ -143,6 +143,10 @@ pub enum RequestError {
     /// emitted names are: cut, invisible and control characters escaped).
     #[error("idempotency key {} was already used for a different call", crate::resolve::message::quote_emitted(.0))]
     KeyReused(String),
+    /// A tool search that cannot be run as asked (an empty query, a limit
+    /// above the most).
+    #[error("{0}")]
+    BadSearch(String),
 }
 
 /// A call that passed every stage of `prepare`.

@@ -39,3 +39,4 @@ mod resolve_rpc;
 mod shipped_catalog;
 mod suggestion_quality;
 mod telemetry;
+mod tool_search;

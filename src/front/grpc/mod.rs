@@ -124,6 +124,24 @@ impl ToolGatewayService for Gateway {
         });
         observe::rpc(&self.observer, observe::LIST_TOOLS, &metadata, work).await.map(Response::new)
     }
+
+    async fn search_tools(
+        &self,
+        request: Request<pb::SearchToolsRequest>,
+    ) -> Result<Response<pb::SearchToolsResponse>, Status> {
+        let (metadata, extensions, request) = request.into_parts();
+        let work = pin!(async {
+            let (snapshot, caller, _admitted) = self.admitted(&metadata, &extensions).await?;
+            let toolset = Some(request.toolset).filter(|toolset| !toolset.is_empty());
+            let found = snapshot.executor.search(&caller, &request.query, request.limit, toolset).await?;
+            let catalog = snapshot.executor.catalog();
+            Ok(pb::SearchToolsResponse {
+                tools: found.iter().map(|&(id, _)| convert::tool(catalog.tool(id))).collect(),
+                scores: found.iter().map(|&(_, score)| score).collect(),
+            })
+        });
+        observe::rpc(&self.observer, observe::SEARCH_TOOLS, &metadata, work).await.map(Response::new)
+    }
 }
 
 /// How long the caller will wait (`grpc-timeout`), less a margin so that a

@@ -12,6 +12,7 @@ use crate::telemetry::{propagation, semconv, span, Observer};
 pub(crate) const RESOLVE: &str = "toolgate.v1.ToolGatewayService/Resolve";
 pub(crate) const EXECUTE: &str = "toolgate.v1.ToolGatewayService/Execute";
 pub(crate) const LIST_TOOLS: &str = "toolgate.v1.ToolGatewayService/ListTools";
+pub(crate) const SEARCH_TOOLS: &str = "toolgate.v1.ToolGatewayService/SearchTools";
 
 /// Runs one RPC under its SERVER span and records its duration and status.
 /// `handler` is pinned by the caller (see [`span::Span::run`]).

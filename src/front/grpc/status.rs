@@ -49,7 +49,9 @@ impl From<RequestError> for RpcError {
             RequestError::UnknownTools(resolution) => RpcError::UnknownTools(resolution),
             RequestError::UnknownNames(resolution) => RpcError::UnknownNames(resolution),
             err @ RequestError::NoUser(_) => RpcError::Unauthenticated(err.to_string()),
-            err @ (RequestError::BadId(_) | RequestError::KeyReused(_)) => RpcError::Invalid(err.to_string()),
+            err @ (RequestError::BadId(_) | RequestError::KeyReused(_) | RequestError::BadSearch(_)) => {
+                RpcError::Invalid(err.to_string())
+            }
         }
     }
 }
