@@ -175,3 +175,53 @@ fn toolgate_search_prints_the_callers_tools_best_first() {
     assert!(!refused.status.success());
     assert!(crate::common::stderr(&refused).contains("the query is empty"), "{refused:?}");
 }
+
+#[test]
+fn mcp_clients_find_tools_then_call_one_on_mcp_search() {
+    use crate::mcp_front_door::{answer, names, sdk, serve};
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let search = url.replace("/mcp", "/mcp/search");
+    let key = format!("Authorization=Bearer {KEY_TRACKER}");
+    for era in ["initialize", "discover"] {
+        let lines = sdk(&[
+            "--url",
+            &search,
+            "--era",
+            era,
+            "--header",
+            &key,
+            r#"find_tools={"query": "file a new issue about the login bug", "limit": 2}"#,
+            r#"call_tool={"name": "CreateIssue", "arguments": {"title": "login bug"}}"#,
+            r#"call_tool={"name": "delete_repository", "arguments": {}}"#,
+            r#"find_tool={"query": "issues"}"#,
+        ]);
+        assert_eq!(names(&lines), ["find_tools", "call_tool"], "{era}");
+        let found = &answer(&lines, "find_tools")["result"];
+        let tools = found["structuredContent"]["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), 2, "{found}");
+        assert_eq!(tools[0]["name"], "create_issue", "{found}");
+        assert_eq!(tools[0]["inputSchema"]["properties"]["title"]["type"], "string");
+        assert!(tools.iter().all(|t| t["name"] != "delete_repository"));
+        assert!(found["content"][0]["text"].as_str().unwrap().starts_with("create_issue ("), "{found}");
+        // A call through the usual stages: the name repaired, within grants.
+        let calls: Vec<&serde_json::Value> = lines.iter().filter(|l| l["call"] == "call_tool").collect();
+        let called = &calls[0]["result"];
+        assert!(calls[0].get("error").is_none(), "{:?}", calls[0]);
+        assert_eq!(called["structuredContent"], serde_json::json!({"title": "login bug"}), "{called}");
+        assert_eq!(called["_meta"]["dev.toolgate/repairs"][0]["kind"], "TOOL_NAME");
+        let hidden = &calls[1]["error"];
+        assert_eq!(hidden["code"], -32602, "{hidden}");
+        assert!(!hidden["message"].as_str().unwrap().contains("'delete_repository'?"), "{hidden}");
+        let misspelt = &answer(&lines, "find_tool")["error"];
+        assert!(misspelt["message"].as_str().unwrap().contains("Did you mean 'find_tools'?"), "{misspelt}");
+    }
+    // What cannot be searched is the tool's error, for the model to read.
+    let lines = sdk(&["--url", &search, "--header", &key, r#"find_tools={"query": "", "limit": 3}"#]);
+    let empty = &answer(&lines, "find_tools")["result"];
+    assert_eq!(empty["isError"], true, "{empty}");
+    assert!(empty["content"][0]["text"].as_str().unwrap().contains("the query is empty"), "{empty}");
+    let lines = sdk(&["--url", &search, "--header", &key, r#"find_tools={"query": "issues", "limit": 51}"#]);
+    assert_eq!(answer(&lines, "find_tools")["result"]["isError"], true);
+}

@@ -23,6 +23,7 @@ where
     view.swaps.borrow_and_update();
     let caller = asked.caller.clone();
     let toolset = asked.toolset.clone();
+    let search = asked.search;
     // Each digest's future is boxed: a listener waits far longer than it
     // lists, and waits small.
     let mut seen = Box::pin(digest(&asked)).await;
@@ -34,7 +35,8 @@ where
             changed = view.swaps.changed() => if changed.is_err() { return },
             () = &mut ended => return,
         }
-        let now = Asked { snapshot: view.current.load_full(), caller: caller.clone(), toolset: toolset.clone() };
+        let now =
+            Asked { snapshot: view.current.load_full(), caller: caller.clone(), toolset: toolset.clone(), search };
         let tools = Box::pin(digest(&now)).await;
         if tools != seen {
             seen = tools;

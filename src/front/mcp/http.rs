@@ -1,5 +1,6 @@
-//! The MCP front door over streamable HTTP: `/mcp` (the caller's tools) and
-//! `/mcp/toolsets/NAME` (one toolset of them), on the accepted-connection
+//! The MCP front door over streamable HTTP: `/mcp` (the caller's tools),
+//! `/mcp/toolsets/NAME` (one toolset of them) and `/mcp/search` (tool
+//! search: `find_tools` and `call_tool`), on the accepted-connection
 //! guards of [`crate::server`] (caps, deadlines, TLS). Before a request
 //! reaches rmcp's transport, this edge checks its `Origin`, proves who sends
 //! it (401 with `WWW-Authenticate: Bearer` when nothing does) and that its
@@ -135,9 +136,13 @@ impl HttpEdge for Edge {
                 false => plain(StatusCode::METHOD_NOT_ALLOWED, "the resource metadata is read with GET"),
             };
         }
-        let toolset = match endpoint(path) {
-            Some(toolset) => toolset,
-            None => return plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp and /mcp/toolsets/NAME"),
+        let (toolset, search) = match endpoint(path) {
+            Some(Endpoint::Tools(toolset)) => (toolset, false),
+            Some(Endpoint::Search) => (None, true),
+            None => {
+                let message = "not found: MCP is served at /mcp, /mcp/toolsets/NAME and /mcp/search";
+                return plain(StatusCode::NOT_FOUND, message);
+            }
         };
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), true);
         let (caller, admitted) = match snapshot.admit(&presented.credentials(), toolset.as_deref()).await {
@@ -166,7 +171,7 @@ impl HttpEdge for Edge {
             },
             false => None,
         };
-        let asked = Asked { snapshot, caller, toolset };
+        let asked = Asked { snapshot, caller, toolset, search };
         // A session's GET stream is the edge's own: it keeps no worker.
         if let Some(id) = session.filter(|_| stream.is_some() && listens(&request)) {
             let Some((ended, listening)) = self.sessions.listen(id) else {
@@ -307,15 +312,26 @@ fn rpc_error(id: Value, code: i64, message: &str) -> Reply {
         .expect("a valid response")
 }
 
-/// The toolset an endpoint names: `Some(None)` for `/mcp`, `Some(Some(name))`
-/// for `/mcp/toolsets/NAME`; `None` for any other path.
-fn endpoint(path: &str) -> Option<Option<String>> {
+/// What an endpoint offers.
+#[derive(Debug, PartialEq, Eq)]
+enum Endpoint {
+    /// The caller's tools (`/mcp`), or one toolset of them
+    /// (`/mcp/toolsets/NAME`).
+    Tools(Option<String>),
+    /// `find_tools` and `call_tool` (`/mcp/search`).
+    Search,
+}
+
+/// The endpoint a path names; `None` for any other path.
+fn endpoint(path: &str) -> Option<Endpoint> {
     let path = path.strip_suffix('/').unwrap_or(path);
-    if path == "/mcp" {
-        return Some(None);
+    match path {
+        "/mcp" => return Some(Endpoint::Tools(None)),
+        "/mcp/search" => return Some(Endpoint::Search),
+        _ => {}
     }
     let name = path.strip_prefix("/mcp/toolsets/")?;
-    (!name.is_empty() && !name.contains('/')).then(|| Some(name.to_owned()))
+    (!name.is_empty() && !name.contains('/')).then(|| Endpoint::Tools(Some(name.to_owned())))
 }
 
 fn plain(status: StatusCode, message: &str) -> Reply {
@@ -413,9 +429,11 @@ mod tests {
 
     #[test]
     fn endpoints() {
-        assert_eq!(endpoint("/mcp"), Some(None));
-        assert_eq!(endpoint("/mcp/"), Some(None));
-        assert_eq!(endpoint("/mcp/toolsets/courier"), Some(Some("courier".to_owned())));
+        assert_eq!(endpoint("/mcp"), Some(Endpoint::Tools(None)));
+        assert_eq!(endpoint("/mcp/"), Some(Endpoint::Tools(None)));
+        assert_eq!(endpoint("/mcp/search"), Some(Endpoint::Search));
+        assert_eq!(endpoint("/mcp/search/x"), None);
+        assert_eq!(endpoint("/mcp/toolsets/courier"), Some(Endpoint::Tools(Some("courier".to_owned()))));
         assert_eq!(endpoint("/mcp/toolsets/"), None);
         assert_eq!(endpoint("/mcp/toolsets/a/b"), None);
         assert_eq!(endpoint("/other"), None);

@@ -20,6 +20,7 @@ pub(crate) mod limits;
 mod listen;
 mod observe;
 mod read;
+mod search;
 mod sessions;
 pub(crate) mod stdio;
 
@@ -58,12 +59,15 @@ const VERSIONS: &[ProtocolVersion] =
     &[ProtocolVersion::V_2026_07_28, ProtocolVersion::V_2025_11_25, ProtocolVersion::V_2025_06_18];
 
 /// What the edge found out about one request, for the handler: the snapshot
-/// it works on, who sent it and the toolset its endpoint names.
+/// it works on, who sent it, the toolset its endpoint names, and whether
+/// the endpoint is `/mcp/search` (which offers `find_tools` and
+/// `call_tool`, [`search`]).
 #[derive(Clone)]
 pub(crate) struct Asked {
     pub(crate) snapshot: Arc<Snapshot>,
     pub(crate) caller: Caller,
     pub(crate) toolset: Option<String>,
+    pub(crate) search: bool,
 }
 
 /// The arguments of a `tools/call` as sent over HTTP, taken out of the
@@ -114,7 +118,12 @@ impl Handler {
     /// The snapshot, caller and toolset of a request.
     fn asked(&self, extensions: &Extensions) -> Result<Asked, ErrorData> {
         if let Some(caller) = &self.fixed {
-            return Ok(Asked { snapshot: self.view.current.load_full(), caller: caller.clone(), toolset: None });
+            return Ok(Asked {
+                snapshot: self.view.current.load_full(),
+                caller: caller.clone(),
+                toolset: None,
+                search: false,
+            });
         }
         extensions
             .get::<::http::request::Parts>()
@@ -142,6 +151,9 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let asked = self.asked(&context.extensions)?;
+        if asked.search {
+            return Ok(ListToolsResult::with_all_items(search::tools()));
+        }
         let observer = asked.snapshot.executor().observer().clone();
         let served = Served::start(&observer, observe::TOOLS_LIST, &context, &[Some(&context.meta.0 .0)], None);
         let listed = served.span().run(pin!(listing(&asked))).await;
@@ -202,6 +214,14 @@ impl ServerHandler for Handler {
         mut context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let asked = self.asked(&context.extensions)?;
+        let sent = arguments(&request, &mut context.extensions);
+        // On `/mcp/search`: a search, or a call of the tool it names.
+        let (name, sent) = match (asked.search, request.name.as_ref()) {
+            (false, _) => (request.name.to_string(), sent),
+            (true, search::FIND_TOOLS) => return Ok(search::find(&asked, &sent).await.into()),
+            (true, search::CALL_TOOL) => search::call(&sent).map_err(convert::request_error)?,
+            (true, other) => return Err(search::unknown(other)),
+        };
         // The request's `_meta` (rmcp hands it over in the context).
         let metas = [request.meta.as_ref().map(|m| &m.0 .0), Some(&context.meta.0 .0)];
         for meta in metas.iter().flatten() {
@@ -235,8 +255,8 @@ impl ServerHandler for Handler {
         });
         let call = Call {
             progress,
-            tool: request.name.to_string(),
-            arguments_json: arguments(&request, &mut context.extensions),
+            tool: name.clone(),
+            arguments_json: sent,
             tools: asked.toolset.iter().cloned().collect(),
             // With spans exported, backends are given the call's own span.
             traceparent: read("traceparent").filter(|_| observer.tracer.is_none()),
@@ -266,7 +286,7 @@ impl ServerHandler for Handler {
         };
         if let Some(error) = convert::is_unknown_tool(&outcome) {
             served.end(&observer, None, Some("unknown_tool"));
-            return Err(convert::unknown_tool(&request.name, error));
+            return Err(convert::unknown_tool(&name, error));
         }
         let error = outcome.result.as_ref().err().map(|error| error.kind.error_type());
         served.end(&observer, outcome.tool.as_deref(), error);
