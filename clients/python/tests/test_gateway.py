@@ -17,6 +17,7 @@ from toolgate import (
     DeadlineExceeded,
     Gateway,
     GatewayUnavailable,
+    Match,
     RequestError,
     Tool,
     ToolResolutionError,
@@ -56,6 +57,20 @@ def test_strict_resolve_raises_with_the_unknown_names_in_order(gw: Gateway) -> N
     assert error.suggestions == {"web_serch": ["web_search"], "trak_parcel": ["track_parcel"]}
     # The message as the gateway wrote it: no percent-encoding left.
     assert "Did you mean 'web_search'?" in str(error) and "%3F" not in str(error)
+
+
+def test_search_tools_finds_the_tools_for_a_task_best_first(gw: Gateway) -> None:
+    found = gw.search_tools("where is my parcel")
+    assert all(isinstance(m, Match) for m in found)
+    assert found[0].tool.name == "track_parcel" and found[0].score > 0
+    assert [m.score for m in found] == sorted((m.score for m in found), reverse=True)
+    assert [m.tool.name for m in gw.search_tools("search the web", 1)] == ["web_search"]
+    assert gw.search_tools("search the web for parcels", toolset="support")[0].tool.name in ("web_search", "track_parcel")
+    assert gw.search_tools("quantum chromodynamics") == []
+    with pytest.raises(RequestError, match="the query is empty"):
+        gw.search_tools("   ")
+    with pytest.raises(RequestError, match="limit 51 is above 50"):
+        gw.search_tools("parcel", 51)
 
 
 def test_list_tools_as_tools_and_in_each_providers_format(gw: Gateway) -> None:

@@ -91,6 +91,12 @@ export class ToolResolutionError extends RequestError {
   }
 }
 
+/** A tool `searchTools` found, and its score (higher fits better). */
+export interface Match {
+  tool: Tool;
+  score: number;
+}
+
 export interface Tool {
   name: string;
   description: string;
@@ -382,6 +388,15 @@ export class Gateway {
     }
     const r = await this.call(this.client.listTools, { tools: options.names ?? [], format }, options.timeout);
     return options.format ? JSON.parse(r.formattedJson) : r.tools.map(toolOf);
+  }
+
+  /**
+   * Your tools (within `toolset`, when given) that fit a task written in words, best first: to offer a model the few a
+   * step needs. `limit` is at most 50 (0 means 8); an empty query rejects with a RequestError.
+   */
+  async searchTools(query: string, limit = 8, options: { toolset?: string; timeout?: number } = {}): Promise<Match[]> {
+    const r = await this.call(this.client.searchTools, { query, limit, toolset: options.toolset ?? "" }, options.timeout);
+    return r.tools.map((tool, i) => ({ tool: toolOf(tool), score: r.scores[i] }));
   }
 
   /** Runs one tool call exactly as the model emitted it. A tool problem is an Outcome with `ok` false, never a rejection. */

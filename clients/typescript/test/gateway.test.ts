@@ -70,6 +70,17 @@ describe("Gateway", () => {
     await assert.rejects(shared.gw.listTools({ names: ["no_such_tool"] }), RequestError);
   });
 
+  test("searchTools finds the tools for a task, best first", async () => {
+    const found = await shared.gw.searchTools("where is my parcel");
+    assert.equal(found[0].tool.name, "track_parcel");
+    assert.ok(found[0].score > 0);
+    assert.deepEqual(found.map((m) => m.score), [...found.map((m) => m.score)].sort((a, b) => b - a));
+    assert.deepEqual((await shared.gw.searchTools("search the web", 1)).map((m) => m.tool.name), ["web_search"]);
+    assert.deepEqual(await shared.gw.searchTools("quantum chromodynamics"), []);
+    await assert.rejects(shared.gw.searchTools("   "), (err: Error) => err instanceof RequestError && /the query is empty/.test(err.message));
+    await assert.rejects(shared.gw.searchTools("parcel", 51), /limit 51 is above 50/);
+  });
+
   test("execute repairs and answers in band", async () => {
     const outcome = await shared.gw.execute("WebSearch", "```json\n{'query': 'rust',}\n```", { callId: "call_1" });
     assert.ok(outcome.ok);

@@ -18,6 +18,7 @@ from toolgate.v1 import toolgate_pb2_grpc as pb_grpc
 from . import adapters
 from ._model import (
     USER_TOKEN_HEADER,
+    Match,
     Outcome,
     Resolution,
     Tool,
@@ -25,6 +26,7 @@ from ._model import (
     address_of,
     execute_request,
     format_of,
+    matches_of,
     outcome_of,
     resolution_of,
     tool_of,
@@ -140,6 +142,15 @@ class Gateway(_Base):
         response = self._rpc(self._stub.ListTools, request, timeout)
         return json.loads(response.formatted_json) if format else [tool_of(t) for t in response.tools]
 
+    def search_tools(
+        self, query: str, limit: int = 8, *, toolset: str | None = None, timeout: float | None = None
+    ) -> list[Match]:
+        """Your tools (within `toolset`, when given) that fit a task written
+        in words, best first: to offer a model the few a step needs. `limit`
+        is at most 50 (0 means 8); an empty query raises `RequestError`."""
+        request = pb.SearchToolsRequest(query=query, limit=limit, toolset=toolset or "")
+        return matches_of(self._rpc(self._stub.SearchTools, request, timeout))
+
     def execute(
         self,
         tool: str,
@@ -238,6 +249,12 @@ class AsyncGateway(_Base):
         request = pb.ListToolsRequest(tools=list(names or []), format=format_of(format))
         response = await self._rpc(self._stub.ListTools, request, timeout)
         return json.loads(response.formatted_json) if format else [tool_of(t) for t in response.tools]
+
+    async def search_tools(
+        self, query: str, limit: int = 8, *, toolset: str | None = None, timeout: float | None = None
+    ) -> list[Match]:
+        request = pb.SearchToolsRequest(query=query, limit=limit, toolset=toolset or "")
+        return matches_of(await self._rpc(self._stub.SearchTools, request, timeout))
 
     async def execute(
         self,

@@ -89,6 +89,14 @@ class Tool:
 
 
 @dataclass(frozen=True)
+class Match:
+    """A tool `search_tools` found, and its score (higher fits better)."""
+
+    tool: Tool
+    score: float
+
+
+@dataclass(frozen=True)
 class Resolution:
     """What `resolve` found: the tools (request order), and the names it
     dropped (non-strict) with their suggestions."""
@@ -185,6 +193,10 @@ def tool_of(message: pb.Tool) -> Tool:
         source=message.source,
         idempotent=message.idempotent,
     )
+
+
+def matches_of(response: pb.SearchToolsResponse) -> list[Match]:
+    return [Match(tool=tool_of(tool), score=score) for tool, score in zip(response.tools, response.scores)]
 
 
 def outcome_of(response: pb.ExecuteResponse) -> Outcome:
