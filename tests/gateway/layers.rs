@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["resolve", "mcp", "state"],
     &["tls"],
     &["catalog"],
-    &["similar", "process", "telemetry", "proto"],
+    &["similar", "search", "process", "telemetry", "proto"],
     &["env"],
 ];
 
