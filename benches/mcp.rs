@@ -223,28 +223,12 @@ async fn open_sessions_as(url: &str, range: std::ops::Range<usize>) -> Vec<(Stri
             let key = format!("key-{}", n % PRINCIPALS);
             let init = json!({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "idle", "version": "1"}}});
-            let response = client
-                .post(&url)
-                .header("authorization", format!("Bearer {key}"))
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(init.to_string())
-                .send()
-                .await
-                .unwrap();
+            let response = post(&client, &url, Some(&key), None, init.to_string()).send().await.unwrap();
             let session = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
             let _ = response.bytes().await;
             let session = session.unwrap_or_else(|| panic!("session {n} was refused"));
-            let _ = client
-                .post(&url)
-                .header("authorization", format!("Bearer {key}"))
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", &session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-                .send()
-                .await;
+            let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned();
+            let _ = post(&client, &url, Some(&key), Some(&session), initialized).send().await;
             (session, key)
         }
     };
@@ -260,17 +244,8 @@ async fn wake_cost(url: &str, sessions: &[(String, String)]) -> [[f64; 2]; 2] {
         let mut took = Vec::new();
         for (n, (session, key)) in sessions.iter().enumerate() {
             let started = std::time::Instant::now();
-            let response = client
-                .post(url)
-                .header("authorization", format!("Bearer {key}"))
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/list"}).to_string())
-                .send()
-                .await
-                .unwrap();
+            let list = json!({"jsonrpc": "2.0", "id": n + 2, "method": "tools/list"}).to_string();
+            let response = post(&client, url, Some(key), Some(session), list).send().await.unwrap();
             assert_eq!(response.status().as_u16(), 200);
             let _ = response.bytes().await.unwrap();
             took.push(started.elapsed().as_secs_f64() * 1e6);
@@ -547,6 +522,29 @@ fn wait_for_port(port: u16) {
     panic!("nothing listens on {port}");
 }
 
+/// A POST of `body` to `url` as a session-era client sends it: with `key`
+/// as its API key, and in `session` (2025-06-18) when given.
+fn post(
+    client: &reqwest::Client,
+    url: &str,
+    key: Option<&str>,
+    session: Option<&str>,
+    body: String,
+) -> reqwest::RequestBuilder {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(key) = key {
+        request = request.header("authorization", format!("Bearer {key}"));
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session).header("mcp-protocol-version", "2025-06-18");
+    }
+    request
+}
+
 /// Opens `count` session-era sessions (initialize, then initialized) and
 /// leaves them open.
 async fn open_sessions(url: &str, count: usize) {
@@ -557,26 +555,12 @@ async fn open_sessions(url: &str, count: usize) {
         async move {
             let init = json!({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
                 "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "idle", "version": "1"}}});
-            let response = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .body(init.to_string())
-                .send()
-                .await
-                .unwrap();
+            let response = post(&client, &url, None, None, init.to_string()).send().await.unwrap();
             let session = response.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
             let _ = response.bytes().await;
             let Some(session) = session else { return };
-            let _ = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
-                .send()
-                .await;
+            let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned();
+            let _ = post(&client, &url, None, Some(&session), initialized).send().await;
         }
     };
     futures::stream::iter(0..count).map(open).buffer_unordered(16).collect::<Vec<()>>().await;

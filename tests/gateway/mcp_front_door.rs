@@ -504,17 +504,7 @@ async fn ten_thousand_idle_sessions_are_bounded_and_the_oldest_idle_ends_first()
     let list = |session: String| {
         let (client, url) = (client.clone(), url.clone());
         async move {
-            let response = client
-                .post(&url)
-                .header("content-type", "application/json")
-                .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .body(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#)
-                .send()
-                .await
-                .unwrap();
-            response.status().as_u16()
+            in_session(&client, &url, &session, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await.0
         }
     };
     let before = rss_kib(child.id());

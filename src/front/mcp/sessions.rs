@@ -242,7 +242,7 @@ impl<S: ServerHandler> Sessions<S> {
         let session = table.get_mut(&id)?;
         session.busy += 1;
         session.last = Instant::now();
-        Some(Hold { sessions: self.me.clone(), id })
+        Some(Counted { sessions: self.me.clone(), id, count: |session| &mut session.busy })
     }
 
     /// A GET stream opens on session `id`: the token cancelled when the
@@ -256,7 +256,7 @@ impl<S: ServerHandler> Sessions<S> {
         session.init.as_ref()?;
         session.listening += 1;
         let ended = session.ended.get_or_insert_with(CancellationToken::new).clone();
-        Some((ended, Listening { sessions: self.me.clone(), id: id.clone() }))
+        Some((ended, Counted { sessions: self.me.clone(), id, count: |session| &mut session.listening }))
     }
 
     /// Ends session `id` (DELETE, or room made for another): its worker
@@ -409,35 +409,28 @@ impl<S: ServerHandler> Woken<S> {
     }
 }
 
-/// A request of a session being handled.
-pub(crate) struct Hold<S = Handler> {
+/// Something of a session counted while it lasts: a request being handled
+/// ([`Sessions::hold`]) or an open GET stream ([`Sessions::listen`]). When
+/// it ends, the count goes down and the session was last used now.
+pub(crate) struct Counted<S = Handler> {
     sessions: Weak<Sessions<S>>,
     id: SessionId,
+    count: fn(&mut Session) -> &mut usize,
 }
 
-impl<S> Drop for Hold<S> {
-    fn drop(&mut self) {
-        let Some(sessions) = self.sessions.upgrade() else { return };
-        let mut table = sessions.table();
-        if let Some(session) = table.get_mut(&self.id) {
-            session.busy = session.busy.saturating_sub(1);
-            session.last = Instant::now();
-        }
-    }
-}
+/// A request of a session being handled.
+pub(crate) type Hold<S = Handler> = Counted<S>;
 
 /// A GET stream open on a session.
-pub(crate) struct Listening<S = Handler> {
-    sessions: Weak<Sessions<S>>,
-    id: SessionId,
-}
+pub(crate) type Listening<S = Handler> = Counted<S>;
 
-impl<S> Drop for Listening<S> {
+impl<S> Drop for Counted<S> {
     fn drop(&mut self) {
         let Some(sessions) = self.sessions.upgrade() else { return };
         let mut table = sessions.table();
         if let Some(session) = table.get_mut(&self.id) {
-            session.listening = session.listening.saturating_sub(1);
+            let count = (self.count)(session);
+            *count = count.saturating_sub(1);
             session.last = Instant::now();
         }
     }
