@@ -2,7 +2,7 @@
 //!
 //! Okapi BM25 over each tool's fields, weighted: its name (split into words
 //! at `_`, `-` and case changes) and aliases count three times, its
-//! description, parameter names and parameter descriptions once ([`words`]
+//! description, parameter names and parameter descriptions once (`words.rs`
 //! says what a word is). The statistics BM25 needs (how many tools, how
 //! long a tool is on average, how many tools hold a word) are computed at
 //! each search over the tools searched only: a tool the caller may not use
