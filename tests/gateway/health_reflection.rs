@@ -74,7 +74,7 @@ async fn reflection_v1_and_v1alpha_list_and_describe_the_service() {
     assert_eq!(file.package(), "toolgate.v1");
     let service = &file.service[0];
     let methods: Vec<&str> = service.method.iter().map(|m| m.name()).collect();
-    assert_eq!(methods, ["Resolve", "Execute", "ListTools"]);
+    assert_eq!(methods, ["Resolve", "Execute", "ListTools", "SearchTools"]);
     let Some(v1::server_reflection_response::MessageResponse::FileDescriptorResponse(files)) =
         stream.next().await.unwrap().unwrap().message_response
     else {
