@@ -18,6 +18,9 @@ pub(crate) fn describe_outcome(response: &pb::ExecuteResponse) -> String {
         }
         (None, false) => out.push_str("error: the gateway answered without an error\n"),
     }
+    if response.replayed {
+        out.push_str("replayed: the first answer to this idempotency key; the tool did not run again\n");
+    }
     for repair in &response.repairs {
         let what = match pb::RepairKind::try_from(repair.kind) {
             Ok(pb::RepairKind::ToolName) => "tool name",

@@ -200,12 +200,28 @@ async fn call_prints_the_outcome_and_fails_when_the_call_does() {
         "error: INVALID_ARGUMENTS (retryable)\nmissing a required argument: 'query' \
          Expected parameters for 'web_search' — required: ['query'], optional: ['limit'].\n"
     );
-    let dry =
-        call(vec!["search_the_web".into(), r#"{"query": "x"}"#.into(), "--dry-run".into(), "--addr".into(), addr])
-            .await
-            .unwrap();
+    let dry = call(vec![
+        "search_the_web".into(),
+        r#"{"query": "x"}"#.into(),
+        "--dry-run".into(),
+        "--addr".into(),
+        addr.clone(),
+    ])
+    .await
+    .unwrap();
     assert_eq!(dry.status.code(), Some(0));
     assert_eq!(stdout(&dry), "ok: web_search\narguments: {\"query\": \"x\"}\n");
+    // The same idempotency key again: the first answer, said to be one.
+    let once = |addr: String| {
+        vec!["echo".into(), r#"{"n": 1}"#.into(), "--idempotency-key".into(), "k-1".into(), "--addr".into(), addr]
+    };
+    let first = call(once(addr.clone())).await.unwrap();
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert!(!stdout(&first).contains("replayed"), "{}", stdout(&first));
+    let again = call(once(addr.clone())).await.unwrap();
+    assert_eq!(again.status.code(), Some(0));
+    let text = stdout(&again);
+    assert!(text.starts_with("ok: echo\nreplayed: the first answer to this idempotency key"), "{text}");
     let nowhere = format!("http://{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap());
     let down = call(vec!["echo".into(), "--addr".into(), nowhere.clone()]).await.unwrap();
     assert_eq!(down.status.code(), Some(1));
