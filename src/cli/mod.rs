@@ -340,17 +340,8 @@ impl ServeArgs {
 fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings_with(&args.catalog, args.flags(), env)?;
     settings.check_exposure(args.allow_remote)?;
-    // A worker holds the spans it ends while it is busy and queues them
-    // when it goes idle or stops (telemetry::worker_idle): by the final
-    // flush below, once every connection has closed, the workers are idle
-    // and have queued what they held (the flush waits a moment for one
-    // still busy).
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .on_thread_park(crate::telemetry::worker_idle)
-        .on_thread_stop(crate::telemetry::release_held_spans)
-        .build()
-        .context("cannot start the runtime")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     let served = runtime.block_on(async move {
         let telemetry = Telemetry::start(env);
         let served = serve_with(&args, &settings, env, telemetry.observer()).await;

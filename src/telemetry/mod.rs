@@ -1,5 +1,5 @@
 //! Logs, traces and metrics. Logs go to stderr. Traces and metrics are
-//! exported over OTLP (gRPC) when the standard `OTEL_EXPORTER_OTLP_ENDPOINT`
+//! exported over OTLP (gRPC or HTTP/protobuf, plain or TLS) when the standard `OTEL_EXPORTER_OTLP_ENDPOINT`
 //! (or its `_TRACES_` / `_METRICS_` variant) is set, configured by the other
 //! standard `OTEL_*` variables; nothing is exported otherwise, and then the
 //! spans below are not even created.
@@ -11,26 +11,24 @@
 //! An emitted name is never a span name or a metric label. Exporting never
 //! blocks a call; a failing collector costs one warning a minute, and spans
 //! past the full export queue are dropped with one warning (and counted at
-//! shutdown). Spans are made by the gateway's own [`Tracer`], metrics by
-//! the OpenTelemetry SDK.
+//! shutdown). Spans and metrics are the OpenTelemetry SDK's, sent by
+//! `opentelemetry-otlp`.
 
 mod export;
 pub(crate) mod metrics;
-mod otlp;
 pub(crate) mod propagation;
 pub(crate) mod semconv;
 pub(crate) mod span;
 pub(crate) mod throttle;
-mod tracer;
+mod traces;
 
 use std::io::IsTerminal;
 
 use opentelemetry_sdk::{metrics::SdkMeterProvider, Resource};
-use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
+use tracing_subscriber::{filter::filter_fn, layer::SubscriberExt, util::SubscriberInitExt, Layer};
 
 pub use metrics::Metrics;
-pub(crate) use tracer::{release_held as release_held_spans, worker_idle};
-pub use tracer::{Batching, Tracer};
+pub use traces::{Batching, Tracer};
 
 use crate::env::Env;
 
@@ -60,6 +58,8 @@ impl Observer {
 pub(crate) struct Telemetry {
     traces: Option<Tracer>,
     meters: Option<SdkMeterProvider>,
+    /// Where the gRPC exporters' connections run; stopped last.
+    runtime: Option<export::ExportRuntime>,
     record_content: bool,
 }
 
@@ -74,7 +74,7 @@ fn truthy(env: &Env, name: &str) -> bool {
 impl Telemetry {
     /// Logs to stderr only (the commands other than `serve`).
     pub(crate) fn logs_only(env: &Env) {
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
     }
 
     /// Logs, and OTLP export when the environment asks for it. Must run
@@ -88,14 +88,26 @@ impl Telemetry {
                 && env.get(exporter).is_none_or(|v| v.trim() != "none")
         };
         // Logs first, so that an exporter that cannot be made says why.
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer()).try_init();
+        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
+        let record_content = truthy(env, "TOOLGATE_TRACE_CONTENT");
+        let (traces, metrics) = (wants("TRACES", "OTEL_TRACES_EXPORTER"), wants("METRICS", "OTEL_METRICS_EXPORTER"));
+        if !traces && !metrics {
+            return Self { traces: None, meters: None, runtime: None, record_content };
+        }
+        let runtime = match export::ExportRuntime::start() {
+            Ok(runtime) => runtime,
+            Err(err) => {
+                tracing::warn!("telemetry will not be exported: cannot start its thread: {err}");
+                return Self { traces: None, meters: None, runtime: None, record_content };
+            }
+        };
         let resource = resource(env);
-        let traces = wants("TRACES", "OTEL_TRACES_EXPORTER").then(|| export::tracer(env, &resource)).flatten();
-        let meters = wants("METRICS", "OTEL_METRICS_EXPORTER").then(|| export::meter_provider(resource)).flatten();
+        let traces = traces.then(|| export::tracer(env, &resource, &runtime)).flatten();
+        let meters = metrics.then(|| export::meter_provider(env, resource, &runtime)).flatten();
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
         }
-        Self { traces, meters, record_content: truthy(env, "TOOLGATE_TRACE_CONTENT") }
+        Self { traces, meters, runtime: Some(runtime), record_content }
     }
 
     /// What the executor should record with.
@@ -115,6 +127,7 @@ impl Telemetry {
         if let Some(meters) = self.meters {
             let _ = meters.shutdown();
         }
+        drop(self.runtime);
     }
 }
 
@@ -131,17 +144,16 @@ fn resource(env: &Env) -> Resource {
 }
 
 /// The global filter: `TOOLGATE_LOG` (or `RUST_LOG`, else `info,rmcp=warn,rmcp::service=error`),
-/// with the OpenTelemetry crates' own reports off unless it names them (a
-/// failed export is said once a minute by the exporters here, and the two
-/// reports of a full span queue come from the gateway's own tracer). A
-/// global filter keeps every disabled callsite of the libraries below (h2,
-/// hyper, tonic) at no cost; per-layer filters alone would not.
+/// with the OpenTelemetry crates' own reports at warnings unless it names
+/// them (see [`log_layer`] for which of those are shown). A global filter
+/// keeps every disabled callsite of the libraries below (h2, hyper, tonic)
+/// at no cost; per-layer filters alone would not.
 fn log_filter(env: &Env) -> tracing_subscriber::EnvFilter {
     let user = user_filter(env);
     let mut filter = tracing_subscriber::EnvFilter::try_new(user).unwrap_or_else(|_| DEFAULT_LOG_FILTER.into());
     let extra = match names_opentelemetry(user) {
         true => &[][..],
-        false => &["opentelemetry=off", "opentelemetry_sdk=off", "opentelemetry-otlp=off"][..],
+        false => &["opentelemetry=off", "opentelemetry_sdk=warn", "opentelemetry-otlp=off"][..],
     };
     for directive in extra {
         filter = filter.add_directive(directive.parse().expect("a valid directive"));
@@ -158,13 +170,24 @@ fn names_opentelemetry(filter: &str) -> bool {
     filter.contains("opentelemetry")
 }
 
+/// The SDK's reports shown when the log filter does not name the
+/// OpenTelemetry crates: the batch processor's first dropped span (its
+/// queue full) and the number dropped, at shutdown. A failed export is
+/// said once a minute by the exporters here (`export.rs`), not once a
+/// batch as the SDK says it.
+const SDK_REPORTS: [&str; 2] = ["BatchSpanProcessor.SpanDroppingStarted", "BatchSpanProcessor.SpansDropped"];
+
 /// Log lines on stderr.
-fn log_layer<S>() -> impl Layer<S>
+fn log_layer<S>(env: &Env) -> impl Layer<S>
 where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
+    let all = names_opentelemetry(user_filter(env));
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
+        .with_filter(filter_fn(move |meta| {
+            all || !meta.target().starts_with("opentelemetry") || SDK_REPORTS.contains(&meta.name())
+        }))
 }

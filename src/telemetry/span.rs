@@ -1,5 +1,5 @@
 //! The gateway's spans: two per Execute (SERVER and `execute_tool`), on
-//! the hot path, made by the gateway's own [`Tracer`]. When traces are not
+//! the hot path, made by the SDK's tracer ([`Tracer`]). When traces are not
 //! exported there is no tracer and a [`Span`] is nothing: no attribute is
 //! even built.
 //!
@@ -23,8 +23,9 @@ use opentelemetry::{
     trace::{Span as _, SpanContext, SpanKind, Status},
     Context, KeyValue, Value,
 };
+use opentelemetry_sdk::trace::Span as Recording;
 
-use super::tracer::{Recording, Tracer};
+use super::traces::Tracer;
 
 scoped_tls::scoped_thread_local!(static CURRENT: Live);
 
@@ -206,7 +207,7 @@ mod tests {
     use futures::executor::block_on;
 
     use super::*;
-    use crate::telemetry::{propagation, tracer::Batching};
+    use crate::telemetry::{propagation, traces::Batching};
 
     fn traced(sampler: Sampler) -> (Tracer, InMemorySpanExporter) {
         let exporter = InMemorySpanExporter::default();

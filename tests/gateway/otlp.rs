@@ -1,5 +1,6 @@
-//! Telemetry over the wire: the real `toolgate serve` exporting to an OTLP
-//! gRPC receiver started here; and a collector that is down, refuses or is
+//! Telemetry over the wire: the real `toolgate serve` exporting to OTLP
+//! receivers started here (gRPC, plain or TLS with gzip; HTTP/protobuf,
+//! plain or TLS with gzip); and a collector that is down, refuses or is
 //! slow, which must cost nothing but one warning, and one the gateway sends
 //! more spans than it can take, which drops them with one warning.
 
@@ -12,7 +13,8 @@ use toolgate::proto::v1::{tool_gateway_service_client::ToolGatewayServiceClient,
 
 use crate::common::{
     listening_after,
-    otlp::{self, receiver},
+    otlp::{self, receiver, Received},
+    pki::Ca,
     serve_registry, toolgate, CatalogDir, Client, Reaped, Stderr,
 };
 
@@ -21,10 +23,13 @@ const REGISTRY: &str = "tools:\n  - name: web_search\n    description: Search.\n
 /// `toolgate serve` on [`REGISTRY`], exporting to `collector` with the
 /// `OTEL_*` settings in `env`, and a client of it.
 async fn exporting(collector: std::net::SocketAddr, env: &[(&str, &str)]) -> (Reaped, Client, Stderr, CatalogDir) {
-    let dir = CatalogDir::new();
+    exporting_to(&format!("http://{collector}"), CatalogDir::new(), env).await
+}
+
+/// As [`exporting`], to `endpoint`, in `dir`.
+async fn exporting_to(endpoint: &str, dir: CatalogDir, env: &[(&str, &str)]) -> (Reaped, Client, Stderr, CatalogDir) {
     dir.file("registry/tools.yaml", REGISTRY);
-    let endpoint = format!("http://{collector}");
-    let env = [env, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())]].concat();
+    let env = [env, &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)]].concat();
     let (child, lines, listening) = serve_registry(dir.dir.path(), &env);
     let addr = listening.split(' ').next().unwrap();
     let client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
@@ -111,7 +116,7 @@ async fn the_standard_span_limit_and_sampler_variables_apply() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn span_exports_carry_the_configured_headers_and_a_setting_this_build_cannot_send_is_said_at_start() {
+async fn span_exports_carry_the_configured_headers() {
     let (collector, received) = receiver(Duration::ZERO).await;
     let env = [
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
@@ -131,9 +136,127 @@ async fn span_exports_carry_the_configured_headers_and_a_setting_this_build_cann
         assert_eq!(metadata.get("authorization").and_then(|v| v.to_str().ok()), Some("Bearer abc"));
         assert_eq!(metadata.get("x-tenant").and_then(|v| v.to_str().ok()), Some("blue"));
         assert!(metadata.get("x-general").is_none(), "the traces variable is used, not both");
+        assert!(metadata.get("grpc-encoding").is_none(), "not compressed unless asked");
     }
+}
 
-    // Compression: no spans, one line at start that says why, calls served.
+/// A collector's certificate, signed by a CA of the test's own (no system
+/// root), and that CA's certificate written into `dir` as `ca.pem`.
+fn collector_identity(dir: &CatalogDir) -> (String, String) {
+    let ca = Ca::new("collector CA");
+    let server = ca.issue("collector", &["127.0.0.1", "localhost"]);
+    dir.file("ca.pem", &ca.pem());
+    (server.cert, server.key)
+}
+
+/// One call in trace `trace`, then the gateway stopped; its exit code and
+/// the rest of its log.
+async fn one_call_then_stop(
+    exporting: (Reaped, Client, Stderr, CatalogDir),
+    trace: &str,
+) -> (Option<i32>, Vec<String>, CatalogDir) {
+    let (child, mut client, lines, dir) = exporting;
+    assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, trace).await, ErrorKind::Unspecified);
+    let (code, rest) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    (code, rest, dir)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_go_gzipped_over_grpc_with_tls_to_a_collector_trusted_by_its_certificate() {
+    let dir = CatalogDir::new();
+    let identity = collector_identity(&dir);
+    let (collector, received) = otlp::start_grpc(Received::keeping(Duration::ZERO), Some(identity)).await;
+    let endpoint = format!("https://127.0.0.1:{}", collector.port());
+    let ca = dir.dir.path().join("ca.pem").display().to_string();
+    let env = [
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.as_str()),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+    ];
+    let trace = "77777777777777777777777777777777";
+    let (code, rest, dir) = one_call_then_stop(exporting_to(&endpoint, dir, &env).await, trace).await;
+    assert_eq!(code, Some(0));
+    assert!(!rest.iter().any(|l| l.contains("could not be exported")), "{rest:#?}");
+    assert!(received.span_list().iter().any(|(t, n, _)| t == trace && n == "execute_tool web_search"));
+    let exports = received.span_metadata.lock().unwrap().clone();
+    assert!(exports.iter().all(|m| m.get("grpc-encoding").is_some_and(|v| v == "gzip")), "{exports:?}");
+    assert!(received.metric_names().contains(&"toolgate.tool.calls".to_owned()), "{:?}", received.metric_names());
+
+    // Without the certificate the collector is not trusted: nothing is
+    // sent, one warning per signal says so, and calls are served.
+    let untrusted = [("OTEL_BSP_SCHEDULE_DELAY", "100"), ("OTEL_METRIC_EXPORT_INTERVAL", "200")];
+    let before = received.span_count.load(std::sync::atomic::Ordering::Relaxed);
+    let (code, rest, _dir) = one_call_then_stop(exporting_to(&endpoint, dir, &untrusted).await, trace).await;
+    assert_eq!(code, Some(0));
+    assert_eq!(received.span_count.load(std::sync::atomic::Ordering::Relaxed), before);
+    let warnings: Vec<&String> = rest.iter().filter(|l| l.contains("could not be exported")).collect();
+    assert!((1..=2).contains(&warnings.len()), "{rest:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_and_metrics_reach_an_otlp_http_receiver_as_protobuf_plain_and_over_tls_with_gzip() {
+    // Plain HTTP, the general endpoint (the signal's path appended), and
+    // attribute values cut to the configured length.
+    let (collector, received) = otlp::start_http(Received::keeping(Duration::ZERO), None).await;
+    let env = [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
+        ("TOOLGATE_TRACE_CONTENT", "1"),
+        ("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "40"),
+    ];
+    let (child, mut client, lines, _dir) = exporting(collector, &env).await;
+    let trace = "88888888888888888888888888888888";
+    let long = format!(r#"{{"query": "{}"}}"#, "y".repeat(500));
+    assert_eq!(call(&mut client, "web_search", &long, trace).await, ErrorKind::Unspecified);
+    let (code, rest) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
+    assert_eq!(code, Some(0), "{rest:#?}");
+    let spans = received.span_list();
+    let (_, _, attributes) = spans.iter().find(|(t, n, _)| t == trace && n == "execute_tool web_search").unwrap();
+    let (_, arguments) = attributes.iter().find(|(k, _)| k == "gen_ai.tool.call.arguments").expect("content recorded");
+    let cut = format!(r#"{{"query": "{}"#, "y".repeat(29)); // 40 characters
+    assert_eq!(*arguments, format!("Some(StringValue({cut:?}))"));
+    let requests = received.http_requests.lock().unwrap().clone();
+    let paths: std::collections::BTreeSet<&str> = requests.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["/v1/metrics", "/v1/traces"].into());
+    for (_, headers) in &requests {
+        assert_eq!(headers["content-type"], "application/x-protobuf");
+        assert!(headers.get("content-encoding").is_none());
+    }
+    assert!(received.metric_names().contains(&"toolgate.tool.calls".to_owned()));
+
+    // Over TLS, trusted by the collector's CA, compressed.
+    let dir = CatalogDir::new();
+    let identity = collector_identity(&dir);
+    let (collector, received) = otlp::start_http(Received::keeping(Duration::ZERO), Some(identity)).await;
+    let ca = dir.dir.path().join("ca.pem").display().to_string();
+    let traces = format!("https://localhost:{}/v1/traces", collector.port());
+    let env = [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", traces.as_str()),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.as_str()),
+        ("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"),
+    ];
+    let trace = "99999999999999999999999999999999";
+    let endpoint = format!("https://localhost:{}", collector.port());
+    let (code, rest, _dir) = one_call_then_stop(exporting_to(&endpoint, dir, &env).await, trace).await;
+    assert_eq!(code, Some(0));
+    assert!(!rest.iter().any(|l| l.contains("could not be exported")), "{rest:#?}");
+    assert!(received.span_list().iter().any(|(t, n, _)| t == trace && n == "execute_tool web_search"));
+    let requests = received.http_requests.lock().unwrap().clone();
+    assert!(!requests.is_empty());
+    for (path, headers) in &requests {
+        assert_eq!(path, "/v1/traces");
+        assert_eq!(headers["content-encoding"], "gzip");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_protocol_this_gateway_does_not_send_is_said_at_start_and_calls_are_served() {
+    let (collector, received) = receiver(Duration::ZERO).await;
     let dir = CatalogDir::new();
     dir.file("registry/tools.yaml", REGISTRY);
     let mut command = toolgate();
@@ -141,17 +264,19 @@ async fn span_exports_carry_the_configured_headers_and_a_setting_this_build_cann
         .current_dir(dir.dir.path())
         .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"])
         .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://{collector}"))
-        .env("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "gzip")
+        .env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
         .env("OTEL_METRICS_EXPORTER", "none");
     let (child, lines, listening, before) = listening_after(&mut command);
     let said: Vec<_> = before.iter().filter(|l| l.contains("traces will not be exported")).collect();
     assert_eq!(said.len(), 1, "{before:#?}");
-    assert!(said[0].contains("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"), "{said:?}");
+    assert!(said[0].contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/json"), "{said:?}");
     let addr = listening.split(' ').next().unwrap();
     let mut client = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let trace = "12121212121212121212121212121212";
     assert_eq!(call(&mut client, "web_search", r#"{"query": "x"}"#, trace).await, ErrorKind::Unspecified);
     let (code, _) = tokio::task::spawn_blocking(move || stop(child, lines)).await.unwrap();
     assert_eq!(code, Some(0));
+    assert_eq!(received.span_count.load(std::sync::atomic::Ordering::Relaxed), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
