@@ -1,7 +1,8 @@
 //! The TLS handshake of each accepted connection (bounded by the handshake
 //! timeout, side by side, refusals logged), on the listener's current
 //! [`ServerTls`]; then the connection is read for the HTTP/2 preface
-//! above TLS.
+//! above TLS. A client that speaks plaintext to the TLS port is answered
+//! in plaintext that it is one ([`plaintext_on_tls_port`]).
 
 use std::{
     io,
@@ -22,6 +23,41 @@ use crate::{
 
 /// At most one refused handshake is logged at WARN in this time.
 const REFUSED_LOG_PERIOD: Duration = Duration::from_secs(10);
+
+/// The content type of a TLS handshake record, a TLS client's first byte.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What a plaintext client of the TLS port is told.
+const TLS_PORT: &str = "this port speaks TLS: connect over TLS (an https:// address, or the client's TLS option)";
+
+/// Answers a client that sent plaintext to the TLS port, in plaintext:
+/// every gRPC call gets UNAVAILABLE with [`TLS_PORT`], any other HTTP
+/// request a 400 that says the same. Without it such a client sees a
+/// broken connection and a bare transport error.
+async fn plaintext_on_tls_port(conn: Conn) {
+    use http_body_util::Full;
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let service = hyper::service::service_fn(|request: http::Request<hyper::body::Incoming>| async move {
+        let grpc = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+        let response = match grpc {
+            true => http::Response::builder()
+                .header(http::header::CONTENT_TYPE, "application/grpc")
+                .header("grpc-status", "14")
+                .header("grpc-message", TLS_PORT)
+                .body(Full::new(bytes::Bytes::new())),
+            false => http::Response::builder()
+                .status(http::StatusCode::BAD_REQUEST)
+                .header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")
+                .body(Full::new(bytes::Bytes::from(format!("{TLS_PORT}\n")))),
+        };
+        Ok::<_, std::convert::Infallible>(response.expect("a valid response"))
+    });
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let _ = builder.serve_connection(TokioIo::new(conn), service).await;
+}
 
 /// A TLS connection, its plaintext read for the HTTP/2 preface.
 pub(crate) type TlsConn = PrefaceWatch<TlsStream<Conn>>;
@@ -57,11 +93,21 @@ impl Stream for TlsIncoming {
             match Pin::new(&mut this.inner).poll_next(cx) {
                 Poll::Ready(Some(Ok(conn))) => {
                     let peer = conn.peer();
-                    let accept = this.tls.acceptor(conn.http1()).accept(conn);
+                    let acceptor = this.tls.acceptor(conn.http1());
                     let limit = this.handshake_timeout;
                     let refused = Arc::clone(&this.refused);
                     this.handshakes.push(Box::pin(async move {
-                        match tokio::time::timeout(limit, accept).await {
+                        // A TLS client's first record is a handshake.
+                        match tokio::time::timeout(limit, conn.first_byte()).await {
+                            Ok(Ok(Some(TLS_HANDSHAKE))) => {}
+                            Ok(Ok(Some(_))) => {
+                                tracing::debug!(peer = %peer, "a plaintext client on the TLS port; told so");
+                                let _ = tokio::time::timeout(limit, plaintext_on_tls_port(conn)).await;
+                                return None;
+                            }
+                            _ => return None,
+                        }
+                        match tokio::time::timeout(limit, acceptor.accept(conn)).await {
                             Ok(Ok(mut stream)) => {
                                 let http1 = stream.get_ref().0.http1();
                                 let done = stream.get_mut().0.preface_above();

@@ -850,3 +850,28 @@ async fn a_rotated_client_ca_checks_again_the_connections_made_before() {
     assert!(after.list_tools(ListToolsRequest::default()).await.is_ok());
     child.kill().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plaintext_client_of_the_tls_port_is_told_it_is_one() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    server_files(&dir, &Ca::new("server CA"));
+    dir.file("toolgate.yaml", &principals("tls: {cert: certs/server.pem, key: certs/server.key}\n"));
+    let (_child, _log, addr) = serve(dir.dir.path(), &[]);
+    // gRPC in plaintext: UNAVAILABLE, saying why.
+    let mut plain = ToolGatewayServiceClient::connect(format!("http://{addr}")).await.unwrap();
+    let status = plain.list_tools(ListToolsRequest::default()).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable, "{status:?}");
+    assert!(status.message().starts_with("this port speaks TLS"), "{status:?}");
+    // The CLI says the same.
+    let out = toolgate().args(["call", "track_parcel", "{}", "--addr", &addr]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("this port speaks TLS: connect over TLS"), "{}", stderr(&out));
+    // Plain HTTP/1.1: a 400 that says it.
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    stream.write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await.unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("this port speaks TLS"), "{answer}");
+}

@@ -46,5 +46,5 @@ def test_an_untrusted_certificate_or_plaintext_is_refused(tls_gateway) -> None:
         with pytest.raises(GatewayUnavailable, match=f"cannot reach the gateway at https://{served.addr}"):
             untrusted.execute("echo", "{}")
     with Gateway(served.addr, timeout=3) as plaintext:
-        with pytest.raises(GatewayUnavailable):
+        with pytest.raises(GatewayUnavailable, match="this port speaks TLS"):
             plaintext.execute("echo", "{}")

@@ -241,6 +241,13 @@ impl Conn {
         self.http1
     }
 
+    /// The first byte the client sent, left unread; none when it closed
+    /// first.
+    pub(crate) async fn first_byte(&self) -> io::Result<Option<u8>> {
+        let mut byte = [0u8; 1];
+        Ok((self.io.peek(&mut byte).await? == 1).then_some(byte[0]))
+    }
+
     /// From now on the preface is read above this connection (TLS), and its
     /// deadline starts again: the TLS handshake took its own.
     pub(crate) fn preface_above(&mut self) -> Arc<AtomicBool> {
