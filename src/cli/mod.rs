@@ -109,10 +109,12 @@ enum AuthCommand {
     NewKey,
     /// Print the SHA-256 of an API key read from stdin, for `api_key_sha256`.
     HashKey,
-    /// Print a signed user token for trying identity without an identity
+    /// Print a signed token for trying identity without an identity
     /// provider: makes (or reuses) a signing key in DIR and writes
     /// DIR/jwks.json, for `users.jwt: {issuer: toolgate-dev, audience:
-    /// toolgate, jwks_file: DIR/jwks.json}`. The token is the output's last word.
+    /// toolgate, jwks_file: DIR/jwks.json}`; with --aud the MCP endpoint's
+    /// URL (and --scope, --client-id), an access token for
+    /// `mcp_front_door.oauth`. The token is the output's last word.
     DevToken(DevTokenArgs),
 }
 
@@ -127,6 +129,20 @@ struct DevTokenArgs {
     /// The folder of the signing key and jwks.json (made when missing).
     #[arg(long, value_name = "DIR", default_value = ".toolgate-dev")]
     dir: PathBuf,
+    /// The audience (`aud`): `toolgate` for a user token, the MCP
+    /// endpoint's URL (`mcp_front_door.oauth.resource`) for an access token.
+    #[arg(long, value_name = "AUDIENCE", default_value = crate::identity::dev::AUDIENCE)]
+    aud: String,
+    /// The issuer (`iss`).
+    #[arg(long, value_name = "ISSUER", default_value = crate::identity::dev::ISSUER)]
+    iss: String,
+    /// A scope the token holds (`scope`); repeatable.
+    #[arg(long = "scope", value_name = "SCOPE")]
+    scopes: Vec<String>,
+    /// The OAuth client the token was issued to (`client_id`): a
+    /// principal whose `oauth_client_id` it is gets its grants.
+    #[arg(long, value_name = "ID")]
+    client_id: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -269,26 +285,49 @@ pub fn run() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Auth(AuthCommand::DevToken(args)) => {
-            let made = crate::identity::dev::dev_token(&args.dir, &args.sub, args.ttl).map_err(|why| anyhow!(why))?;
-            let key = if made.new_key { "made now" } else { "reused" };
-            emit(&format!(
-                "signing key: {signing} ({key})\n\
-                 jwks:        {jwks}\n\
-                 for the configuration:\n  \
-                 users:\n    jwt: {{issuer: {issuer}, audience: {audience}, jwks_file: {jwks}}}\n\
-                 token for {sub}, valid for {ttl}:\n{token}",
-                signing = made.key.display(),
-                jwks = made.jwks.display(),
-                issuer = crate::identity::dev::ISSUER,
-                audience = crate::identity::dev::AUDIENCE,
-                sub = args.sub,
-                ttl = humantime::format_duration(args.ttl),
-                token = made.token,
-            ))?;
+            let claims = crate::identity::dev::Claims {
+                sub: &args.sub,
+                iss: &args.iss,
+                aud: &args.aud,
+                scopes: &args.scopes,
+                client_id: args.client_id.as_deref(),
+            };
+            let made = crate::identity::dev::dev_token(&args.dir, &claims, args.ttl).map_err(|why| anyhow!(why))?;
+            emit(&describe_dev_token(&args, &made))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => unreachable!("handled first"),
     }
+}
+
+/// What `auth dev-token` prints: the files, the configuration that takes
+/// the token (a user token's, or the MCP door's OAuth when the audience is
+/// a URL), and the token last.
+fn describe_dev_token(args: &DevTokenArgs, made: &crate::identity::dev::DevToken) -> String {
+    let key = if made.new_key { "made now" } else { "reused" };
+    let (signing, jwks) = (made.key.display(), made.jwks.display());
+    let (issuer, audience) = (&args.iss, &args.aud);
+    let configuration = match audience.starts_with("http://") || audience.starts_with("https://") {
+        false => format!("  users:\n    jwt: {{issuer: {issuer}, audience: {audience}, jwks_file: {jwks}}}"),
+        true => {
+            let scopes = match args.scopes.is_empty() {
+                true => String::new(),
+                false => format!(", scopes: [{}]", args.scopes.join(", ")),
+            };
+            format!(
+                "  mcp_front_door:\n    oauth: {{resource: {audience}, issuer: {issuer}, jwks_file: {jwks}{scopes}}}"
+            )
+        }
+    };
+    format!(
+        "signing key: {signing} ({key})\n\
+         jwks:        {jwks}\n\
+         for the configuration:\n{configuration}\n\
+         token for {sub}, valid for {ttl}:\n{token}",
+        sub = args.sub,
+        ttl = humantime::format_duration(args.ttl),
+        token = made.token,
+    )
 }
 
 /// The settings of a command that takes only the catalogue flags.

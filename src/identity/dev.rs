@@ -1,9 +1,12 @@
-//! `toolgate auth dev-token`: user tokens for trying identity without an
-//! identity provider. An Ed25519 signing key is made once in a folder (or
-//! reused), its public half written there as a JWKS, and each token signed
-//! with it: issuer `toolgate-dev`, audience `toolgate`, for a configuration
-//! of `users.jwt: {issuer: toolgate-dev, audience: toolgate, jwks_file:
-//! DIR/jwks.json}`. For development only: anyone with the folder can sign.
+//! `toolgate auth dev-token`: user tokens and access tokens for trying
+//! identity without an identity provider. An Ed25519 signing key is made
+//! once in a folder (or reused), its public half written there as a JWKS,
+//! and each token signed with it: issuer `toolgate-dev` and audience
+//! `toolgate` unless told otherwise, for a configuration of `users.jwt:
+//! {issuer: toolgate-dev, audience: toolgate, jwks_file: DIR/jwks.json}`;
+//! with the MCP endpoint's URL as audience, scopes and a client id, an
+//! access token for `mcp_front_door.oauth`. For development only: anyone
+//! with the folder can sign.
 
 use std::{
     io::Write,
@@ -30,6 +33,21 @@ const KEY_FILE: &str = "signing-key.p8";
 /// The public keys' file in the folder.
 pub(crate) const JWKS_FILE: &str = "jwks.json";
 
+/// The claims of a development token besides its times.
+pub(crate) struct Claims<'a> {
+    /// `sub`: the user.
+    pub(crate) sub: &'a str,
+    /// `iss`.
+    pub(crate) iss: &'a str,
+    /// `aud`: `toolgate` for a user token; the MCP endpoint's URL (the
+    /// `oauth.resource`) for an access token.
+    pub(crate) aud: &'a str,
+    /// `scope`, space-separated, when any.
+    pub(crate) scopes: &'a [String],
+    /// `client_id`, when given.
+    pub(crate) client_id: Option<&'a str>,
+}
+
 /// What [`dev_token`] made.
 pub(crate) struct DevToken {
     /// The signed token.
@@ -42,11 +60,17 @@ pub(crate) struct DevToken {
     pub(crate) new_key: bool,
 }
 
-/// Signs a token for `sub` valid for `ttl`, with the key in `dir` (made,
+/// Signs a token of `claims` valid for `ttl`, with the key in `dir` (made,
 /// with `dir`, when missing); writes `dir/jwks.json` each time.
-pub(crate) fn dev_token(dir: &Path, sub: &str, ttl: Duration) -> Result<DevToken, String> {
-    if sub.trim().is_empty() {
+pub(crate) fn dev_token(dir: &Path, claims: &Claims<'_>, ttl: Duration) -> Result<DevToken, String> {
+    if claims.sub.trim().is_empty() {
         return Err("--sub must name the user (the token's subject)".to_owned());
+    }
+    if claims.iss.trim().is_empty() || claims.aud.trim().is_empty() {
+        return Err("--iss and --aud must not be empty".to_owned());
+    }
+    if let Some(scope) = claims.scopes.iter().find(|s| s.is_empty() || s.contains(char::is_whitespace)) {
+        return Err(format!("--scope '{scope}': one scope a flag, without spaces (repeat --scope for more)"));
     }
     let key_path = dir.join(KEY_FILE);
     let (pkcs8, new_key) = match std::fs::read(&key_path) {
@@ -78,15 +102,21 @@ pub(crate) fn dev_token(dir: &Path, sub: &str, ttl: Duration) -> Result<DevToken
     let text = serde_json::to_string_pretty(&JwkSet { keys: vec![jwk] }).expect("a JWKS serialises");
     std::fs::write(&jwks, text + "\n").map_err(|err| format!("cannot write {}: {err}", jwks.display()))?;
     let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs();
-    let claims = serde_json::json!({
-        "iss": ISSUER,
-        "aud": AUDIENCE,
-        "sub": sub,
+    let mut body = serde_json::json!({
+        "iss": claims.iss,
+        "aud": claims.aud,
+        "sub": claims.sub,
         "iat": now,
         "exp": now + ttl.as_secs().max(1),
     });
+    if !claims.scopes.is_empty() {
+        body["scope"] = claims.scopes.join(" ").into();
+    }
+    if let Some(client_id) = claims.client_id {
+        body["client_id"] = client_id.into();
+    }
     let header = Header { kid: Some(kid), ..Header::new(Algorithm::EdDSA) };
-    let token = jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ed_der(&pkcs8))
+    let token = jsonwebtoken::encode(&header, &body, &EncodingKey::from_ed_der(&pkcs8))
         .map_err(|err| format!("cannot sign the token: {err}"))?;
     Ok(DevToken { token, key: key_path, jwks, new_key })
 }
