@@ -10,6 +10,8 @@
  * (see docs/clients.md for why), into `gen/`.
  */
 
+import { readFileSync } from "node:fs";
+
 import * as grpc from "@grpc/grpc-js";
 
 import { ErrorInfo, RetryInfo } from "../gen/google/rpc/error_details.js";
@@ -181,12 +183,29 @@ export interface ExecuteOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * TLS to the gateway. Each is a path to a PEM file, or the PEM itself (a
+ * Buffer, or a string that starts with `-----BEGIN`), as the Python
+ * client's `TLS` takes them.
+ */
 export interface TlsOptions {
-  /** PEM of the CA to trust (default: the system's roots). */
-  ca?: Buffer;
-  /** PEM of a client certificate and its key, for mTLS. */
-  cert?: Buffer;
-  key?: Buffer;
+  /** The CA to trust (default: the system's roots). */
+  ca?: Buffer | string;
+  /** A client certificate and its key, for mTLS. */
+  cert?: Buffer | string;
+  key?: Buffer | string;
+}
+
+/** The PEM bytes of a TLS option: read from its file when it is a path. */
+function pem(what: string, value: Buffer | string | undefined): Buffer | null {
+  if (value === undefined) return null;
+  if (Buffer.isBuffer(value)) return value;
+  if (value.trimStart().startsWith("-----BEGIN")) return Buffer.from(value);
+  try {
+    return readFileSync(value);
+  } catch (err) {
+    throw new Error(`cannot read the TLS ${what} file ${value}: ${(err as Error).message}`);
+  }
 }
 
 export interface GatewayOptions {
@@ -332,12 +351,9 @@ export class Gateway {
     const [target, schemeTls] = addressOf(addr);
     this.address = addr;
     const tls = options.tls ?? schemeTls;
+    const files: TlsOptions = typeof tls === "object" ? tls : {};
     const credentials = tls
-      ? grpc.credentials.createSsl(
-          typeof tls === "object" ? (tls.ca ?? null) : null,
-          typeof tls === "object" ? (tls.key ?? null) : null,
-          typeof tls === "object" ? (tls.cert ?? null) : null,
-        )
+      ? grpc.credentials.createSsl(pem("ca", files.ca), pem("key", files.key), pem("cert", files.cert))
       : grpc.credentials.createInsecure();
     this.client = new pb.ToolGatewayServiceClient(target, credentials);
     this.metadata = new grpc.Metadata();
