@@ -1,9 +1,10 @@
 //! The documentation as a newcomer uses it: every key the configuration
 //! file's reader accepts is in `docs/configuration.md`; the command examples
 //! of the README and `docs/` run with the output they show (trycmd); the
-//! identity walk-through of `docs/identity.md` runs start to finish.
+//! identity walk-through of `docs/identity.md` and the OAuth one of
+//! `docs/mcp.md` run start to finish; every `yaml` example validates.
 
-use std::{collections::BTreeSet, path::Path};
+use std::{collections::BTreeSet, path::Path, process::Command};
 
 use crate::common::{backend::closed_port, bash, listening, repo, run, stderr, CatalogDir};
 
@@ -82,8 +83,7 @@ fn the_identity_walk_through_runs_start_to_finish() {
     let (grpc, health) = (closed_port().port(), closed_port().port());
     let script = shell_block(&doc, "## A walk-through, start to finish")
         .replace("50051", &grpc.to_string())
-        .replace("8081", &health.to_string())
-        .replace("pkill -HUP -x toolgate", "kill -HUP %1");
+        .replace("8081", &health.to_string());
     let dir = CatalogDir::new();
     std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
     let out = bash(&script, dir.dir.path(), true, &[]);
@@ -98,6 +98,36 @@ fn the_identity_walk_through_runs_start_to_finish() {
     assert!(stdout.contains("ok: calculator\n"), "{stdout}");
     assert!(stdout.contains("catalogue ok:"), "{stdout}");
     assert!(log.contains("2 principals configured"), "{log}");
+    assert!(log.contains(r#"audit: execute principal="support-bot""#), "an audit line a call with an identity: {log}");
+}
+
+#[test]
+fn the_oauth_walk_through_runs_start_to_finish() {
+    let doc = std::fs::read_to_string(repo().join("docs/mcp.md")).unwrap();
+    let port = closed_port().port();
+    let script = shell_block(&doc, "### OAuth, start to finish").replace("8765", &port.to_string());
+    let dir = CatalogDir::new();
+    std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
+    let out = bash(&script, dir.dir.path(), true, &[]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let log = std::fs::read_to_string(dir.dir.path().join("toolgate.log")).unwrap_or_default();
+    assert!(out.status.success(), "the walk-through failed:\n{stdout}\n{stderr}\n{log}");
+    // Refused without the token, pointed at the metadata; the metadata; the
+    // call with it, repaired, as the principal of the token's client.
+    let metadata = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
+    assert!(
+        stdout.to_lowercase().contains(&format!("www-authenticate: bearer resource_metadata=\"{metadata}\"")),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!(r#""resource":"http://127.0.0.1:{port}/mcp""#)), "{stdout}");
+    assert!(stdout.contains(r#""scopes_supported":["tools"]"#), "{stdout}");
+    assert!(stdout.contains(r#""isError":false"#) && stdout.contains("PK-1001"), "{stdout}");
+    let audit = stdout.lines().find(|l| l.contains("audit: execute")).unwrap_or_else(|| panic!("{stdout}"));
+    for field in
+        [r#"principal="desktop""#, r#"auth="oauth""#, r#"user="alice""#, r#"tool="track_parcel""#, r#"outcome="ok""#]
+    {
+        assert!(audit.contains(field), "{field} in {audit}");
+    }
 }
 
 #[test]
@@ -204,4 +234,80 @@ fn every_link_between_the_docs_leads_somewhere() {
         }
     }
     assert!(broken.is_empty(), "{broken:#?}");
+}
+
+/// Every `yaml` block of the README and `docs/`, pasted as a newcomer
+/// pastes it, passes `toolgate validate`: a block of catalogue keys as a
+/// catalogue file, any other as the configuration file (beside the shipped
+/// catalogue). What a block names of the reader's own is made first: the
+/// environment variables it reads (`${VAR}`, `api_key_env`), and the key
+/// sets it names (`jwks_file`, a development JWKS).
+#[test]
+fn every_yaml_example_in_the_docs_passes_validate() {
+    let catalogue_keys = ["tools", "toolsets", "aliases", "mcp_servers"];
+    let mut docs: Vec<_> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    docs.insert(0, repo().join("README.md"));
+    let (mut checked, mut failed) = (0, Vec::new());
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for (at, _) in text.match_indices("```yaml\n") {
+            let start = at + "```yaml\n".len();
+            let block = &text[start..start + text[start..].find("```\n").expect("the block ends")];
+            let line = text[..at].lines().count() + 1;
+            let keys: BTreeSet<&str> = block
+                .lines()
+                .filter_map(|l| l.split_once(':').map(|(k, _)| k))
+                .filter(|k| !k.starts_with([' ', '#', '-']))
+                .collect();
+            let dir = CatalogDir::new();
+            std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
+            let words = |after: &str| -> Vec<String> {
+                block
+                    .split(after)
+                    .skip(1)
+                    .map(|rest| {
+                        rest.chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '/' || *c == '.' || *c == '-')
+                            .collect()
+                    })
+                    .collect()
+            };
+            let vars: Vec<(String, &str)> =
+                words("${").into_iter().chain(words("api_key_env: ")).map(|v| (v, "set-by-the-test")).collect();
+            for file in words("jwks_file: ") {
+                let made = run(dir.dir.path(), &["auth", "dev-token", "--sub", "docs", "--dir", ".dev"]);
+                assert!(made.status.success());
+                let path = dir.dir.path().join(&file);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::copy(dir.dir.path().join(".dev/jwks.json"), path).unwrap();
+            }
+            let args: &[&str] = match keys.iter().all(|k| catalogue_keys.contains(k)) {
+                true => {
+                    dir.file("example/example.yaml", block);
+                    &["validate", "--catalog", "example"]
+                }
+                false => {
+                    dir.file("toolgate.yaml", block);
+                    &["validate", "--config", "toolgate.yaml"]
+                }
+            };
+            let out = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+                .args(args)
+                .current_dir(dir.dir.path())
+                .envs(vars.iter().map(|(k, v)| (k.as_str(), *v)))
+                .output()
+                .unwrap();
+            checked += 1;
+            if !out.status.success() {
+                failed.push(format!("{}:{line}: {}", doc.display(), String::from_utf8_lossy(&out.stderr)));
+            }
+        }
+    }
+    assert!(checked >= 7, "only {checked} yaml blocks found");
+    assert!(failed.is_empty(), "examples that do not validate:\n{}", failed.join("\n"));
 }
