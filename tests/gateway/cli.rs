@@ -200,6 +200,12 @@ async fn call_prints_the_outcome_and_fails_when_the_call_does() {
         "error: INVALID_ARGUMENTS (retryable)\nmissing a required argument: 'query' \
          Expected parameters for 'web_search' — required: ['query'], optional: ['limit'].\n"
     );
+    // A misspelt key: not renamed (the schema allows other keys), but named.
+    let misspelt = call(vec!["web_search".into(), r#"{"qeury": "rust"}"#.into(), "--addr".into(), addr.clone()]);
+    let misspelt = misspelt.await.unwrap();
+    assert_eq!(misspelt.status.code(), Some(1));
+    let said = "missing a required argument: 'query'; 'qeury' was given, did you mean 'query'?";
+    assert!(stdout(&misspelt).contains(said), "{}", stdout(&misspelt));
     let dry = call(vec![
         "search_the_web".into(),
         r#"{"query": "x"}"#.into(),

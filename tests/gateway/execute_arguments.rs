@@ -79,6 +79,22 @@ async fn missing_and_unexpected_arguments_get_the_parameter_hint() {
     );
     assert!(err.retryable);
     assert_eq!(response.tool, "web_search");
+    // A misspelt key names the parameter it is near, among those not given;
+    // one far from every parameter names none.
+    let response = execute(&mut gw.client, "web_search", r#"{"qeury": "rust", "lan": "en", "limit": 3}"#).await;
+    let err = error(&response);
+    assert!(
+        err.message.starts_with(
+            "missing a required argument: 'query'; unexpected argument: 'qeury', did you mean 'query'?; \
+             unexpected argument: 'lan', did you mean 'lang'? Expected"
+        ),
+        "{}",
+        err.message
+    );
+    let response = execute(&mut gw.client, "web_search", r#"{"query": "rust", "limt": 3, "zzz": 1}"#).await;
+    assert!(error(&response)
+        .message
+        .starts_with("unexpected argument: 'limt', did you mean 'limit'?; unexpected argument: 'zzz' Expected"));
     assert_eq!(http.seen.calls(), 0, "an invalid call never reaches the backend");
 }
 
@@ -194,7 +210,8 @@ async fn strict_repairs_nothing_and_says_where_json_broke() {
     let response = gw.client.execute(strict("web_search", r#"{"query": "x",}"#)).await.unwrap().into_inner();
     assert_eq!(error_of(&response), "arguments are not valid JSON: trailing comma at line 1 column 15");
     let response = gw.client.execute(strict("web_search", r#"{"Query": "x"}"#)).await.unwrap().into_inner();
-    assert!(error_of(&response).starts_with("missing a required argument: 'query'; unexpected argument: 'Query' "));
+    assert!(error_of(&response)
+        .starts_with("missing a required argument: 'query'; unexpected argument: 'Query', did you mean 'query'? "));
     assert!(response.repairs.is_empty());
     let response = execute(&mut gw.client, "web_search", r#"{"query": "x" "limit": 5}"#).await;
     assert_eq!(error_of(&response), "arguments are not valid JSON: expected ',' or '}' at line 1 column 15");

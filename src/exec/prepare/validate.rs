@@ -119,9 +119,26 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
         unexpected.sort_by_key(position);
     }
     unexpected.dedup();
-    problems.names.extend(missing.into_iter().map(|name| Violation {
-        field: pointer(&name),
-        description: format!("missing a required argument: '{name}'"),
+    // A required argument missing beside an undeclared key near it (a
+    // schema that allows other keys lets the misspelling through): the
+    // key is named. Refused keys are named under "unexpected" below.
+    let undeclared: Vec<&str> = match arguments {
+        Value::Object(given) => given
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !schema.parameters().iter().any(|p| p == k) && !unexpected.iter().any(|u| u == k))
+            .collect(),
+        _ => Vec::new(),
+    };
+    problems.names.extend(missing.into_iter().map(|name| {
+        let description = match crate::similar::nearest(&name, undeclared.iter().copied()) {
+            Some(near) => format!(
+                "missing a required argument: '{name}'; '{}' was given, did you mean '{name}'?",
+                shown_name(near)
+            ),
+            None => format!("missing a required argument: '{name}'"),
+        };
+        Violation { field: pointer(&name), description }
     }));
     // Bound parameters are the gateway's: the model sending one, in any
     // spelling a decoder could read as it (`folded_key`), sends an
@@ -137,11 +154,19 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
         unexpected.dedup();
     }
     let respelt = respellings(schema, arguments, &unexpected);
-    problems.names.extend(unexpected.into_iter().map(|name| Violation {
-        field: pointer(&name),
-        description: format!("unexpected argument: '{}'", shown_name(&name)),
-    }));
+    // A misspelt key names the declared parameter it is near, among those
+    // not given (and not bound: the gateway fills those): a suggestion,
+    // never a repair (`keys.rs` renames only what one meaning allows).
+    let bound = |name: &str| tool.binding.as_ref().is_some_and(|b| b.parameters.iter().any(|(n, _)| n == name));
     let given = |name: &str| arguments.as_object().is_some_and(|o| o.contains_key(name));
+    let open: Vec<&str> = schema.parameters().iter().map(String::as_str).filter(|p| !given(p) && !bound(p)).collect();
+    problems.names.extend(unexpected.into_iter().map(|name| {
+        let statement = format!("unexpected argument: '{}'", shown_name(&name));
+        Violation {
+            field: pointer(&name),
+            description: crate::similar::did_you_mean(&statement, &name, open.iter().copied(), String::new),
+        }
+    }));
     problems.names.extend(respelt.into_iter().map(|(name, declared)| Violation {
         field: pointer(&name),
         description: match given(&declared) {
