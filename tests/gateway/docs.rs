@@ -76,20 +76,29 @@ fn shell_block(doc: &str, heading: &str) -> String {
     doc[start..end].to_owned()
 }
 
-#[test]
-fn the_identity_walk_through_runs_start_to_finish() {
-    let doc = std::fs::read_to_string(repo().join("docs/identity.md")).unwrap();
-    // Free ports for the gateway and its health port, the rest as written.
-    let (grpc, health) = (closed_port().port(), closed_port().port());
-    let script = shell_block(&doc, "## A walk-through, start to finish")
-        .replace("50051", &grpc.to_string())
-        .replace("8081", &health.to_string());
+/// The shell block after `heading` in `doc`, run as written in a folder
+/// holding the shipped catalogue, each of `ports` replaced by a free one;
+/// its stdout and the gateway's log (`toolgate.log`), once it succeeded.
+fn walk_through(doc: &str, heading: &str, ports: &[&str]) -> (String, String, Vec<u16>) {
+    let doc = std::fs::read_to_string(repo().join(doc)).unwrap();
+    let free: Vec<u16> = ports.iter().map(|_| closed_port().port()).collect();
+    let mut script = shell_block(&doc, heading);
+    for (port, free) in ports.iter().zip(&free) {
+        script = script.replace(port, &free.to_string());
+    }
     let dir = CatalogDir::new();
     std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
     let out = bash(&script, dir.dir.path(), true, &[]);
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     let log = std::fs::read_to_string(dir.dir.path().join("toolgate.log")).unwrap_or_default();
     assert!(out.status.success(), "the walk-through failed:\n{stdout}\n{stderr}\n{log}");
+    (stdout.into_owned(), log, free)
+}
+
+#[test]
+fn the_identity_walk_through_runs_start_to_finish() {
+    // Free ports for the gateway and its health port, the rest as written.
+    let (stdout, log, _) = walk_through("docs/identity.md", "## A walk-through, start to finish", &["50051", "8081"]);
     // The user reached the tool through the bound parameter, the key's
     // principal ran a courier tool, and the certificate's another.
     assert!(stdout.contains("ok: my_orders\n"), "{stdout}");
@@ -103,15 +112,8 @@ fn the_identity_walk_through_runs_start_to_finish() {
 
 #[test]
 fn the_oauth_walk_through_runs_start_to_finish() {
-    let doc = std::fs::read_to_string(repo().join("docs/mcp.md")).unwrap();
-    let port = closed_port().port();
-    let script = shell_block(&doc, "### OAuth, start to finish").replace("8765", &port.to_string());
-    let dir = CatalogDir::new();
-    std::os::unix::fs::symlink(repo().join("catalog"), dir.dir.path().join("catalog")).unwrap();
-    let out = bash(&script, dir.dir.path(), true, &[]);
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    let log = std::fs::read_to_string(dir.dir.path().join("toolgate.log")).unwrap_or_default();
-    assert!(out.status.success(), "the walk-through failed:\n{stdout}\n{stderr}\n{log}");
+    let (stdout, _, free) = walk_through("docs/mcp.md", "### OAuth, start to finish", &["8765"]);
+    let port = free[0];
     // Refused without the token, pointed at the metadata; the metadata; the
     // call with it, repaired, as the principal of the token's client.
     let metadata = format!("http://127.0.0.1:{port}/.well-known/oauth-protected-resource/mcp");
