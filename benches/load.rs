@@ -102,7 +102,9 @@ fn main() {
     if args.iter().any(|a| a == "--telemetry-only") {
         return telemetry_costs(&runtime, &gateway, seconds, rounds);
     }
-    let bare = Server::start("bare", &[]);
+    // Plain tonic in its own binary: no code of the gateway's, no
+    // dev-dependency features (docs/benchmarks.md, "One method for both sides").
+    let bare = Server::spawn(Command::new(serve::bare_echo()));
     let accept = Server::start("bare-accept", &[]);
     Row::header();
     let mut ratios = Vec::new();
@@ -684,13 +686,14 @@ impl Server {
     }
 
     fn start(kind: &str, env: &[(&str, &str)]) -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--serve", kind])
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut command = Command::new(std::env::current_exe().unwrap());
+        command.args(["--serve", kind]).envs(env.iter().copied());
+        Self::spawn(command)
+    }
+
+    /// A server that prints its port and serves until its stdin closes.
+    fn spawn(mut command: Command) -> Self {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
         let stdin = child.stdin.take();
         let stdout = Some(BufReader::new(child.stdout.take().unwrap()));
         let mut server = Self { child, stdin, stdout, port: 0, _catalog: None };

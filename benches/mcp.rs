@@ -28,6 +28,9 @@
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
 #![allow(unreachable_pub)]
 
+#[path = "support/serve.rs"]
+mod serve;
+
 use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
@@ -403,7 +406,7 @@ impl Server {
         let dir = work.join(name);
         std::fs::create_dir_all(dir.join("registry")).unwrap();
         std::fs::write(dir.join("registry/tools.yaml"), registry).unwrap();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_toolgate"));
+        let mut command = Command::new(serve::shipped());
         command.current_dir(&dir).args([
             "serve",
             "--catalog",

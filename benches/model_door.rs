@@ -19,6 +19,9 @@
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
 #![allow(unreachable_pub)]
 
+#[path = "support/serve.rs"]
+mod serve;
+
 use std::{
     io::{BufRead, BufReader},
     process::{Child, Command, Stdio},
@@ -227,7 +230,7 @@ impl Process {
         std::fs::write(work.join("registry/tools.yaml"), "tools: []\n").unwrap();
         let config = format!("model_door:\n  upstreams:\n    - name: bench\n      base_url: {upstream}\n");
         std::fs::write(work.join("toolgate.yaml"), config).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_toolgate"))
+        let mut child = Command::new(serve::shipped())
             .current_dir(work)
             .args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--model-listen", "127.0.0.1:0"])
             .args(["--config", "toolgate.yaml"])

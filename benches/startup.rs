@@ -248,7 +248,7 @@ struct Gateway {
 
 impl Gateway {
     fn start(registry: &Path) -> Self {
-        Self::start_binary(Path::new(env!("CARGO_BIN_EXE_toolgate")), registry)
+        Self::start_binary(&serve::shipped(), registry)
     }
 
     /// [`Gateway::start`], running `binary` (another build, to compare).
