@@ -122,16 +122,16 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     // A required argument missing beside an undeclared key near it (a
     // schema that allows other keys lets the misspelling through): the
     // key is named. Refused keys are named under "unexpected" below.
-    let undeclared: Vec<&str> = match arguments {
-        Value::Object(given) => given
-            .keys()
-            .map(String::as_str)
+    // Looked at only when an argument is missing: a valid call pays nothing.
+    let undeclared = || {
+        arguments
+            .as_object()
+            .into_iter()
+            .flat_map(|given| given.keys().map(String::as_str))
             .filter(|k| !schema.parameters().iter().any(|p| p == k) && !unexpected.iter().any(|u| u == k))
-            .collect(),
-        _ => Vec::new(),
     };
     problems.names.extend(missing.into_iter().map(|name| {
-        let description = match crate::similar::nearest(&name, undeclared.iter().copied()) {
+        let description = match crate::similar::nearest(&name, undeclared()) {
             Some(near) => format!(
                 "missing a required argument: '{name}'; '{}' was given, did you mean '{name}'?",
                 shown_name(near)
@@ -159,12 +159,12 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     // never a repair (`keys.rs` renames only what one meaning allows).
     let bound = |name: &str| tool.binding.as_ref().is_some_and(|b| b.parameters.iter().any(|(n, _)| n == name));
     let given = |name: &str| arguments.as_object().is_some_and(|o| o.contains_key(name));
-    let open: Vec<&str> = schema.parameters().iter().map(String::as_str).filter(|p| !given(p) && !bound(p)).collect();
+    let open = || schema.parameters().iter().map(String::as_str).filter(|p| !given(p) && !bound(p));
     problems.names.extend(unexpected.into_iter().map(|name| {
         let statement = format!("unexpected argument: '{}'", shown_name(&name));
         Violation {
             field: pointer(&name),
-            description: crate::similar::did_you_mean(&statement, &name, open.iter().copied(), String::new),
+            description: crate::similar::did_you_mean(&statement, &name, open(), String::new),
         }
     }));
     problems.names.extend(respelt.into_iter().map(|(name, declared)| Violation {
