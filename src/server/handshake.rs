@@ -97,17 +97,20 @@ impl Stream for TlsIncoming {
                     let limit = this.handshake_timeout;
                     let refused = Arc::clone(&this.refused);
                     this.handshakes.push(Box::pin(async move {
+                        // One deadline for the first byte and the handshake
+                        // (or the plaintext answer).
+                        let deadline = tokio::time::Instant::now() + limit;
                         // A TLS client's first record is a handshake.
-                        match tokio::time::timeout(limit, conn.first_byte()).await {
+                        match tokio::time::timeout_at(deadline, conn.first_byte()).await {
                             Ok(Ok(Some(TLS_HANDSHAKE))) => {}
                             Ok(Ok(Some(_))) => {
                                 tracing::debug!(peer = %peer, "a plaintext client on the TLS port; told so");
-                                let _ = tokio::time::timeout(limit, plaintext_on_tls_port(conn)).await;
+                                let _ = tokio::time::timeout_at(deadline, plaintext_on_tls_port(conn)).await;
                                 return None;
                             }
                             _ => return None,
                         }
-                        match tokio::time::timeout(limit, acceptor.accept(conn)).await {
+                        match tokio::time::timeout_at(deadline, acceptor.accept(conn)).await {
                             Ok(Ok(mut stream)) => {
                                 let http1 = stream.get_ref().0.http1();
                                 let done = stream.get_mut().0.preface_above();
