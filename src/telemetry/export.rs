@@ -364,15 +364,15 @@ pub(crate) fn tracer(env: &Env, resource: &Resource, runtime: &ExportRuntime) ->
         };
         built.map_err(|e| e.to_string())
     });
-    let exporter = match exporter {
-        Ok(exporter) => exporter,
-        Err(err) => {
-            tracing::warn!("traces will not be exported: {err}");
-            return None;
-        }
-    };
+    let exporter = or_said("traces", exporter)?;
     let bounded = Bounded { inner: exporter, value_limit: value_limit(env), warnings: Warnings::default() };
     Some(Tracer::configured_by_env(bounded, resource, Batching::from_env(env)))
+}
+
+/// The exporter made, or none after the one warning that says why the
+/// `signal` will not be exported.
+fn or_said<E>(signal: &str, made: Result<E, String>) -> Option<E> {
+    made.map_err(|err| tracing::warn!("{signal} will not be exported: {err}")).ok()
 }
 
 /// `OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT`, else
@@ -392,13 +392,7 @@ pub(crate) fn meter_provider(env: &Env, resource: Resource, runtime: &ExportRunt
         };
         built.map_err(|e| e.to_string())
     });
-    let exporter = match exporter {
-        Ok(exporter) => exporter,
-        Err(err) => {
-            tracing::warn!("metrics will not be exported: {err}");
-            return None;
-        }
-    };
+    let exporter = or_said("metrics", exporter)?;
     let exporter = QuietMetrics { inner: exporter, warnings: Warnings::default() };
     Some(SdkMeterProvider::builder().with_resource(resource).with_periodic_exporter(exporter).build())
 }
