@@ -117,11 +117,11 @@ impl App {
         let Serving { connections, tls, mcp, model } = serving;
         let (fanned, relay) = fan_out(stop);
         let _reloading = reloading.map(|reloading| AbortOnDrop(tokio::spawn(reloading)));
-        let grpc = grpc::GrpcDoor::new(self.grpc().with_tls(tls.clone()), &connections).await;
+        let grpc = grpc::GrpcDoor::new(self.grpc().with_tls(tls.clone())).await;
         let (probes, view) = (connections.for_probes(), self.view());
         let mut others = Vec::new();
         // Every door beside the gateway's: one statement each.
-        others.extend(beside(&mut listeners, &fanned, &probes, None, grpc.health_only(&probes)));
+        others.extend(beside(&mut listeners, &fanned, &probes, None, grpc.health_only()));
         others.extend(beside(
             &mut listeners,
             &fanned,

@@ -4,7 +4,7 @@
 //! ([`HttpEdge`]) with who sent it, until the door is told to stop; then
 //! the connections finish what they have.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc};
+use std::{convert::Infallible, future::Future, sync::Arc};
 
 use bytes::Bytes;
 use futures::StreamExt;
@@ -21,15 +21,10 @@ use super::{Connections, Peer, Stopping};
 /// What an HTTP door answers.
 pub(crate) type Reply = Response<BoxBody<Bytes, Infallible>>;
 
-/// A door's answer to each request: the request, the peer's address and
-/// what its connection presented.
+/// A door's answer to each request: the request and who sent it (the
+/// peer's address, what its connection presented, its calls).
 pub(crate) trait HttpEdge: Send + Sync + 'static {
-    fn handle(
-        &self,
-        request: Request<Incoming>,
-        peer: SocketAddr,
-        connected: &Peer,
-    ) -> impl Future<Output = Reply> + Send;
+    fn handle(&self, request: Request<Incoming>, connected: &Peer) -> impl Future<Output = Reply> + Send;
 }
 
 /// Serves every connection of `connections` with `edge` until `stopping`
@@ -57,7 +52,7 @@ pub(crate) async fn serve_http(
         let edge = Arc::clone(&edge);
         let service = hyper::service::service_fn(move |request| {
             let (edge, connected) = (Arc::clone(&edge), connected.clone());
-            async move { Ok::<_, Infallible>(edge.handle(request, peer, &connected).await) }
+            async move { Ok::<_, Infallible>(edge.handle(request, &connected).await) }
         });
         let connection =
             graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());

@@ -32,9 +32,9 @@ pub async fn serve_accepted(
 ) -> Result<(), tonic::transport::Error> {
     use futures::StreamExt;
     let registry = std::sync::Arc::new(connections::Registry::default());
-    let incoming = Incoming::new(listener, ConnectionSettings::default(), std::sync::Arc::clone(&registry));
+    let incoming = Incoming::new(listener, ConnectionSettings::default(), registry);
     tonic::transport::Server::builder()
-        .layer(connections::TrackCalls::new(registry))
+        .layer(connections::TrackCalls)
         .add_routes(routes)
         .serve_with_incoming_shutdown(incoming.map(|conn| conn.map(serve::Accepted::Plain)), shutdown)
         .await
@@ -70,5 +70,31 @@ mod tests {
         let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let server_side = accepted.next().await.expect("a connection").expect("accepted");
         assert!(server_side.nodelay().unwrap(), "TCP_NODELAY is set on the server's side");
+    }
+
+    /// A vanished peer is the kernel's to find: the server's side of an
+    /// accepted connection probes after `keepalive_interval` of silence, 4
+    /// times over `keepalive_timeout`, and gives up on unacknowledged data
+    /// after both, read from the socket itself.
+    #[tokio::test]
+    async fn accepted_connections_are_watched_by_the_kernel() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let registry = Arc::new(connections::Registry::default());
+        let settings = ConnectionSettings {
+            keepalive_interval: Duration::from_secs(45),
+            keepalive_timeout: Duration::from_secs(12),
+            ..ConnectionSettings::default()
+        };
+        let mut accepted = Incoming::new(listener, settings, registry);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let server_side = accepted.next().await.expect("a connection").expect("accepted");
+        let socket = server_side.socket();
+        assert!(socket.keepalive().unwrap());
+        assert_eq!(socket.tcp_keepalive_time().unwrap(), Duration::from_secs(45));
+        assert_eq!(socket.tcp_keepalive_interval().unwrap(), Duration::from_secs(3));
+        assert_eq!(socket.tcp_keepalive_retries().unwrap(), 4);
+        #[cfg(target_os = "linux")]
+        assert_eq!(socket.tcp_user_timeout().unwrap(), Some(Duration::from_secs(57)));
     }
 }

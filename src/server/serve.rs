@@ -17,7 +17,7 @@ use tokio::{
 use tonic::transport::server::Connected;
 
 use super::{
-    connections::{Conn, Registry},
+    connections::{CallGuard, Calls, Conn, Registry},
     handshake::{TlsConn, TlsIncoming},
     ConnectionSettings, Incoming, Stop,
 };
@@ -33,9 +33,17 @@ use crate::{
 pub(crate) struct Peer {
     pub(crate) addr: Option<SocketAddr>,
     pub(crate) chain: Option<Arc<Vec<CertificateDer<'static>>>>,
+    /// The connection's calls in flight.
+    pub(crate) calls: Option<Arc<Calls>>,
 }
 
 impl Peer {
+    /// A call in flight on this connection until the guard drops: the
+    /// connection is not idle meanwhile.
+    pub(crate) fn call(&self) -> Option<CallGuard> {
+        self.calls.as_ref().map(Calls::call)
+    }
+
     /// The credentials a request on this connection presents: its
     /// `headers`, and the client certificate when `tls`, the listener's,
     /// still trusts the chain ([`ServerTls::vouched`]); for every door.
@@ -87,14 +95,13 @@ pub(crate) trait Door: Send {
     }
 
     /// Serves every connection of `connections` (accepted on `local`, the
-    /// listener's address; `registry` counts each one's calls) until
+    /// listener's address) until
     /// `stopping` completes; then accepts no more and completes once the
     /// calls in flight have ended.
     fn run(
         self,
         local: Option<SocketAddr>,
         connections: Connections,
-        registry: Arc<Registry>,
         stopping: Stopping,
     ) -> impl Future<Output = Result<(), ServeError>> + Send;
 }
@@ -130,7 +137,7 @@ pub(crate) async fn serve(
         let mut told = told;
         let _ = told.wait_for(|&stop| stop).await;
     });
-    let served = door.run(local, connections, registry, stopping);
+    let served = door.run(local, connections, stopping);
     tokio::pin!(served);
     let Stop { shutdown, drain, now } = stop;
     tokio::select! {
@@ -155,10 +162,13 @@ impl Connected for Accepted {
 
     fn connect_info(&self) -> Peer {
         match self {
-            Accepted::Plain(conn) => Peer { addr: conn.connect_info().remote_addr(), chain: None },
+            Accepted::Plain(conn) => {
+                Peer { addr: conn.connect_info().remote_addr(), chain: None, calls: Some(Arc::clone(conn.calls())) }
+            }
             Accepted::Tls(conn) => {
                 let info = conn.connect_info();
-                Peer { addr: info.get_ref().remote_addr(), chain: info.peer_certs() }
+                let calls = Arc::clone(conn.get_ref().get_ref().0.calls());
+                Peer { addr: info.get_ref().remote_addr(), chain: info.peer_certs(), calls: Some(calls) }
             }
         }
     }

@@ -406,14 +406,9 @@ async fn silent_idle_and_vanished_connections_are_closed() {
     idle.write_all(PREFACE).await.unwrap();
     let took = closed_after(&mut idle).await;
     assert!(took >= Duration::from_millis(500), "closed before it was idle: {took:?}");
-
-    // A peer that stops answering PINGs (here: never reads, never acks) is
-    // closed by the keepalive even though the idle timeout is far away.
-    let gw = TestGateway::registry(CODE_REGISTRY).connections(settings(60_000, 60_000, 200)).start().await;
-    let mut vanished = tokio::net::TcpStream::connect(gw.addr).await.unwrap();
-    vanished.write_all(PREFACE).await.unwrap();
-    let took = closed_after(&mut vanished).await;
-    assert!(took < Duration::from_secs(5), "{took:?}");
+    // A peer that vanished is the kernel's to find (keepalive probes and
+    // TCP_USER_TIMEOUT, checked on the socket in `server::tests`): loopback
+    // always answers.
 }
 
 #[tokio::test]

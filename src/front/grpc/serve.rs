@@ -3,8 +3,6 @@
 //! connections [`crate::server::serve`] hands it; and the probe port's
 //! health-only door.
 
-use std::{sync::Arc, time::Duration};
-
 use tonic::transport::Server;
 use tonic_health::{
     pb::health_server::HealthServer,
@@ -15,10 +13,7 @@ use tonic_health::{
 use super::Gateway;
 use crate::{
     proto::{v1::tool_gateway_service_server::ToolGatewayServiceServer, FILE_DESCRIPTOR_SET, SERVICE_NAME},
-    server::{
-        connections::{Registry, TrackCalls},
-        ConnectionSettings, Connections, Door, ServeError, Stopping,
-    },
+    server::{connections::TrackCalls, Connections, Door, ServeError, Stopping},
 };
 
 /// The largest request or response message, as clients allow by default.
@@ -53,7 +48,6 @@ const MAX_LOCAL_ERROR_RESET_STREAMS: usize = 1024;
 pub(crate) struct GrpcDoor {
     gateway: Gateway,
     health: HealthReporter,
-    keepalive: (Duration, Duration),
 }
 
 /// `grpc.health.v1`, answering what `reporter` reports.
@@ -63,27 +57,25 @@ fn health_service(reporter: &HealthReporter) -> HealthServer<HealthService> {
 
 impl GrpcDoor {
     /// The door of `gateway`, its health reported SERVING.
-    pub(crate) async fn new(gateway: Gateway, connections: &ConnectionSettings) -> Self {
+    pub(crate) async fn new(gateway: Gateway) -> Self {
         let health = HealthReporter::new();
         health.set_service_status("", ServingStatus::Serving).await;
         health.set_service_status(SERVICE_NAME, ServingStatus::Serving).await;
-        let keepalive = (connections.keepalive_interval, connections.keepalive_timeout);
-        Self { gateway, health, keepalive }
+        Self { gateway, health }
     }
 
     /// The door of the probe port (`health_listen`): `grpc.health.v1` only,
     /// reporting what this door reports.
-    pub(crate) fn health_only(&self, probes: &ConnectionSettings) -> HealthDoor {
-        let keepalive = (probes.keepalive_interval, probes.keepalive_timeout);
-        HealthDoor { health: self.health.clone(), keepalive }
+    pub(crate) fn health_only(&self) -> HealthDoor {
+        HealthDoor { health: self.health.clone() }
     }
 }
 
-/// A server builder with the HTTP/2 settings every gRPC listener has.
-fn builder((interval, timeout): (Duration, Duration)) -> Server {
+/// A server builder with the HTTP/2 settings every gRPC listener has. No
+/// HTTP/2 keepalive PINGs: the kernel watches for a vanished peer
+/// (`connections::accept`), at no cost per frame.
+fn builder() -> Server {
     Server::builder()
-        .http2_keepalive_interval(Some(interval))
-        .http2_keepalive_timeout(Some(timeout))
         .http2_max_pending_accept_reset_streams(Some(MAX_PENDING_ACCEPT_RESET_STREAMS))
         .http2_max_local_error_reset_streams(Some(MAX_LOCAL_ERROR_RESET_STREAMS))
 }
@@ -97,7 +89,6 @@ impl Door for GrpcDoor {
         self,
         _local: Option<std::net::SocketAddr>,
         connections: Connections,
-        registry: Arc<Registry>,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
         let reflection = || {
@@ -118,10 +109,10 @@ impl Door for GrpcDoor {
             health.set_service_status(SERVICE_NAME, ServingStatus::NotServing).await;
             health.set_service_status("", ServingStatus::NotServing).await;
         };
-        builder(self.keepalive)
+        builder()
             .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
             .http2_adaptive_window(Some(ADAPTIVE_WINDOW))
-            .layer(TrackCalls::new(registry))
+            .layer(TrackCalls)
             .add_service(health_service)
             .add_service(reflection().build_v1()?)
             .add_service(reflection().build_v1alpha()?)
@@ -140,7 +131,6 @@ const HEALTH: &str = "health";
 /// probes: Kubernetes' send no client certificate).
 pub(crate) struct HealthDoor {
     health: HealthReporter,
-    keepalive: (Duration, Duration),
 }
 
 impl Door for HealthDoor {
@@ -152,11 +142,10 @@ impl Door for HealthDoor {
         self,
         _local: Option<std::net::SocketAddr>,
         connections: Connections,
-        registry: Arc<Registry>,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
-        builder(self.keepalive)
-            .layer(TrackCalls::new(registry))
+        builder()
+            .layer(TrackCalls)
             .add_service(health_service(&self.health))
             .serve_with_incoming_shutdown(connections, stopping)
             .await?;

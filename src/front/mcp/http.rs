@@ -27,7 +27,7 @@ use crate::{
     live::{Refused, Snapshot, SnapshotSlot},
     server::{
         body::{read_body, BodyDeadlines},
-        connections::{Guarded, Registry},
+        connections::Guarded,
         http::{serve_http, HttpEdge, Reply},
         Connections, Door, Peer, ServeError, Stopping,
     },
@@ -48,7 +48,6 @@ struct Edge {
     /// Open GET streams per principal.
     streams: Streams,
     body: BodyDeadlines,
-    registry: Arc<Registry>,
     /// The listener's TLS, whose client CA checks client certificates.
     tls: Option<Arc<ServerTls>>,
     /// The listener is on a loopback address: requests must name a loopback
@@ -92,7 +91,6 @@ impl Door for McpDoor {
         self,
         local: Option<SocketAddr>,
         connections: Connections,
-        registry: Arc<Registry>,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
         let loopback = local.is_some_and(|local| local.ip().is_loopback());
@@ -107,24 +105,15 @@ impl Door for McpDoor {
         let sessions = Sessions::new(MAX_SESSIONS, self.limits.sessions_per_principal, move || woken.session());
         let transport = StreamableHttpService::new(move || Ok(handler.session()), Arc::clone(&sessions), config);
         let streams = Streams::new(self.limits.streams_per_principal);
-        let edge = Arc::new(Edge {
-            current,
-            view,
-            transport,
-            sessions,
-            streams,
-            body: self.body,
-            registry,
-            tls: self.tls,
-            loopback,
-        });
+        let edge =
+            Arc::new(Edge { current, view, transport, sessions, streams, body: self.body, tls: self.tls, loopback });
         serve_http(super::NAME, edge, connections, stopping).await;
         Ok(())
     }
 }
 
 impl HttpEdge for Edge {
-    async fn handle(&self, request: Request<Body>, peer: SocketAddr, connected: &Peer) -> Reply {
+    async fn handle(&self, request: Request<Body>, connected: &Peer) -> Reply {
         let snapshot = self.current.load_full();
         if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins()) {
             return refused;
@@ -163,7 +152,7 @@ impl HttpEdge for Edge {
                 false => plain(StatusCode::NOT_FOUND, "Not Found: Session not found"),
             };
         }
-        let guard = self.registry.call(peer);
+        let guard = connected.call();
         let stream = match request.method() == hyper::Method::GET {
             true => match self.streams.open(owner.principal.as_ref()) {
                 Some(stream) => Some(stream),

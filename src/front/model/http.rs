@@ -28,7 +28,7 @@ use crate::{
     live::{Refused, SnapshotSlot},
     server::{
         body::{read_body, BodyDeadlines},
-        connections::{Guarded, Registry},
+        connections::Guarded,
         http::{serve_http, HttpEdge, Reply},
         Connections, Door, Peer, ServeError, Stopping,
     },
@@ -70,7 +70,6 @@ struct Edge {
     current: SnapshotSlot,
     tls: Option<Arc<ServerTls>>,
     body: BodyDeadlines,
-    registry: Arc<Registry>,
     client: reqwest::Client,
     tools: ToolCache,
 }
@@ -88,7 +87,6 @@ impl Door for ModelDoor {
         self,
         _local: Option<SocketAddr>,
         connections: Connections,
-        registry: Arc<Registry>,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
         // No timeout of the client's own: each upstream's `timeout` bounds a
@@ -99,7 +97,6 @@ impl Door for ModelDoor {
             current: self.current,
             tls: self.tls,
             body: self.body,
-            registry,
             client,
             tools: ToolCache::default(),
         });
@@ -109,7 +106,7 @@ impl Door for ModelDoor {
 }
 
 impl HttpEdge for Edge {
-    async fn handle(&self, request: Request<Body>, peer: SocketAddr, connected: &Peer) -> Reply {
+    async fn handle(&self, request: Request<Body>, connected: &Peer) -> Reply {
         let path = request.uri().path().trim_end_matches('/').to_owned();
         let method = request.method().clone();
         match (method, path.as_str()) {
@@ -133,7 +130,7 @@ impl HttpEdge for Edge {
         };
         let open = snapshot.identity.principals().is_empty();
         let limits = snapshot.executor.limits();
-        let guard = self.registry.call(peer);
+        let guard = connected.call();
         let reply = match request.method() == Method::GET {
             true => self.models(request.headers(), open).await,
             false => self.chat(request, open, limits, snapshot.executor.observer()).await,

@@ -99,11 +99,37 @@ impl Incoming {
 
     fn accepted(&mut self, stream: TcpStream, peer: SocketAddr, permit: OwnedSemaphorePermit) -> io::Result<Conn> {
         stream.set_nodelay(true)?;
-        let keepalive = socket2::TcpKeepalive::new().with_time(self.settings.keepalive_interval);
-        // Best effort, as tonic does: a socket that refuses it still serves.
-        let _ = socket2::SockRef::from(&stream).set_tcp_keepalive(&keepalive);
+        // Best effort, as tonic does: a socket that refuses them still serves.
+        let _ = silent_peer_closes(&stream, &self.settings);
         Ok(Conn::new(stream, peer, Arc::clone(&self.registry), Arc::clone(&self.settings), self.http1, permit))
     }
+}
+
+/// Probes the kernel sends to a peer silent for `keepalive_interval`,
+/// spread over `keepalive_timeout`.
+const KEEPALIVE_PROBES: u32 = 4;
+
+/// Has the kernel close a connection whose peer has vanished: after
+/// `keepalive_interval` without a packet from it, [`KEEPALIVE_PROBES`]
+/// probes spread over `keepalive_timeout`, and data it has not acknowledged
+/// for as long (`TCP_USER_TIMEOUT`, which also ends the probing then).
+///
+/// The gateway answers HTTP/2 PINGs and sends none: hyper's keepalive
+/// records every frame a connection receives under a lock its streams
+/// share, which cost a tenth of the requests a second at one connection ×
+/// 64 streams (docs/benchmarks.md), while the kernel watches the same peer
+/// for nothing. A peer that is there but stuck is closed by the idle
+/// timeout once it has no call.
+fn silent_peer_closes(stream: &TcpStream, settings: &ConnectionSettings) -> io::Result<()> {
+    let socket = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(settings.keepalive_interval)
+        .with_interval((settings.keepalive_timeout / KEEPALIVE_PROBES).max(Duration::from_secs(1)))
+        .with_retries(KEEPALIVE_PROBES);
+    socket.set_tcp_keepalive(&keepalive)?;
+    #[cfg(target_os = "linux")]
+    socket.set_tcp_user_timeout(Some(settings.keepalive_interval + settings.keepalive_timeout))?;
+    Ok(())
 }
 
 trait AcquireOwned {

@@ -3,49 +3,49 @@
 //! that a connection can tell idle from busy.
 
 use std::{
-    collections::HashMap,
     future::Future,
-    net::SocketAddr,
     pin::Pin,
     sync::{
         atomic::{AtomicU64, AtomicUsize, Ordering},
-        Arc, Mutex, OnceLock,
+        Arc, OnceLock,
     },
     task::{Context, Poll},
     time::Instant,
 };
 
-/// The open connections, by peer address, with their calls in flight.
+use crate::server::Peer;
+
+/// How many connections are open; each counts itself in while it lives.
 #[derive(Default)]
 pub(crate) struct Registry {
-    pub(super) open: Mutex<HashMap<SocketAddr, Arc<Calls>>>,
+    pub(super) open: AtomicUsize,
 }
 
 impl Registry {
-    pub(super) fn calls(&self, peer: SocketAddr) -> Option<Arc<Calls>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned()
-    }
-
-    /// A call in flight on the connection of `peer` until the guard drops
-    /// (with the response body): the connection is not idle meanwhile.
-    pub(crate) fn call(&self, peer: SocketAddr) -> Option<CallGuard> {
-        self.calls(peer).map(CallGuard::new)
-    }
-
     /// Connections open now.
     pub(crate) fn len(&self) -> usize {
-        self.open.lock().unwrap_or_else(|e| e.into_inner()).len()
+        self.open.load(Ordering::Relaxed)
     }
 }
 
 /// The calls of one connection: how many are in flight, and since when
-/// there have been none.
-#[derive(Default)]
-pub(super) struct Calls {
+/// there have been none. Every request of the connection carries it (in
+/// its [`Peer`]), so counting a call looks nothing up.
+#[derive(Debug, Default)]
+pub(crate) struct Calls {
     pub(super) active: AtomicUsize,
     /// Milliseconds since [`epoch`] at which `active` last fell to 0 (or
     /// the connection opened).
     pub(super) idle_since: AtomicU64,
+}
+
+impl Calls {
+    /// A call in flight on this connection until the guard drops (with
+    /// the response body): the connection is not idle meanwhile.
+    pub(crate) fn call(self: &Arc<Self>) -> CallGuard {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        CallGuard(Arc::clone(self))
+    }
 }
 
 fn epoch() -> Instant {
@@ -58,42 +58,26 @@ pub(super) fn now_millis() -> u64 {
 }
 
 /// A tower layer counting each connection's calls in flight, from the
-/// request to the end of its response body, so that [`Conn`] can tell an
-/// idle connection from a busy one.
-#[derive(Clone)]
-pub(crate) struct TrackCalls {
-    registry: Arc<Registry>,
-}
-
-impl TrackCalls {
-    pub(crate) fn new(registry: Arc<Registry>) -> Self {
-        Self { registry }
-    }
-}
+/// request to the end of its response body, so that [`Conn`](super::Conn)
+/// can tell an idle connection from a busy one.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct TrackCalls;
 
 impl<S> tower::Layer<S> for TrackCalls {
     type Service = Tracked<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Tracked { inner, registry: Arc::clone(&self.registry) }
+        Tracked { inner }
     }
 }
 
 #[derive(Clone)]
 pub(crate) struct Tracked<S> {
     inner: S,
-    registry: Arc<Registry>,
 }
 
 /// One call in flight on a connection; dropped with the response body.
 pub(crate) struct CallGuard(Arc<Calls>);
-
-impl CallGuard {
-    fn new(calls: Arc<Calls>) -> Self {
-        calls.active.fetch_add(1, Ordering::AcqRel);
-        Self(calls)
-    }
-}
 
 impl Drop for CallGuard {
     fn drop(&mut self) {
@@ -115,8 +99,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let peer = request.extensions().get::<crate::server::Peer>().and_then(|peer| peer.addr);
-        let guard = peer.and_then(|peer| self.registry.calls(peer)).map(CallGuard::new);
+        let guard = request.extensions().get::<Peer>().and_then(Peer::call);
         Responding { response: self.inner.call(request), guard }
     }
 }

@@ -144,6 +144,11 @@ impl<S> PrefaceWatch<S> {
     pub(crate) fn new(inner: S, done: Arc<AtomicBool>, http1: bool) -> Self {
         Self { inner, preface: Preface::default(), done, http1 }
     }
+
+    /// The stream it watches.
+    pub(crate) fn get_ref(&self) -> &S {
+        &self.inner
+    }
 }
 
 impl<S: Connected> Connected for PrefaceWatch<S> {
@@ -195,8 +200,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for PrefaceWatch<S> {
 }
 
 impl Conn {
-    /// A connection accepted from `peer`, registered in `registry` with
-    /// no call yet, holding its place under the cap (`permit`); the
+    /// A connection accepted from `peer`, counted in `registry`, with no
+    /// call yet, holding its place under the cap (`permit`); the
     /// handshake deadline starts now.
     pub(super) fn new(
         io: TcpStream,
@@ -208,7 +213,7 @@ impl Conn {
     ) -> Self {
         let connect_info = io.connect_info();
         let calls = Arc::new(Calls { active: AtomicUsize::new(0), idle_since: AtomicU64::new(now_millis()) });
-        registry.open.lock().unwrap_or_else(|e| e.into_inner()).insert(peer, Arc::clone(&calls));
+        registry.open.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + settings.handshake_timeout;
         Self {
             io,
@@ -234,6 +239,17 @@ impl Conn {
     #[cfg(test)]
     pub(crate) fn nodelay(&self) -> io::Result<bool> {
         self.io.nodelay()
+    }
+
+    /// The socket, for its options.
+    #[cfg(test)]
+    pub(crate) fn socket(&self) -> socket2::SockRef<'_> {
+        socket2::SockRef::from(&self.io)
+    }
+
+    /// Its calls in flight, which its requests carry.
+    pub(crate) fn calls(&self) -> &Arc<Calls> {
+        &self.calls
     }
 
     /// Whether an HTTP/1.1 request head counts as a preface here.
@@ -297,7 +313,7 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
-        self.registry.open.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.peer);
+        self.registry.open.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

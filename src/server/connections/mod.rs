@@ -25,7 +25,7 @@ use std::{
 use tokio::sync::Semaphore;
 
 pub(crate) use accept::Incoming;
-pub(crate) use calls::{Guarded, Registry, TrackCalls};
+pub(crate) use calls::{CallGuard, Calls, Guarded, Registry, TrackCalls};
 pub(crate) use conn::{Conn, PrefaceWatch};
 
 /// How the gateway treats connections. The defaults are in docs/limits.md's
@@ -48,10 +48,12 @@ pub struct ConnectionSettings {
     pub handshake_timeout: Duration,
     /// A connection without a call for this long is closed.
     pub idle_timeout: Duration,
-    /// HTTP/2 PING after this long without a frame from the client…
+    /// TCP keepalive probes after this long without a packet from the
+    /// peer…
     pub keepalive_interval: Duration,
-    /// …and the connection is closed if the PING is not answered in this
-    /// time: a peer that vanished (half-open) does not hold a connection.
+    /// …spread over this time, and the connection is closed if none is
+    /// answered (or data sent stays unacknowledged for both together): a
+    /// peer that vanished (half-open) does not hold a connection.
     pub keepalive_timeout: Duration,
     /// The permits of `max_connections`, shared by clones.
     pub(crate) budget: Budget,
