@@ -12,7 +12,7 @@ pub(crate) mod residue;
 
 pub use index::SuggestIndex;
 pub use index::{similarity, Suggestion};
-pub(crate) use normalise::{folded_key, normalised_key};
+pub(crate) use normalise::{folded_key_of, has_folded_key, normalised_key};
 
 /// Operator-facing suggestions (catalogue keys, names, packs) need at least
 /// this similarity (difflib's `get_close_matches` default).

@@ -3,6 +3,8 @@
 //!
 //! Pure string functions; they know nothing of the catalogue.
 
+use std::borrow::Cow;
+
 /// Namespaces that models invent in front of a tool name, matched
 /// case-insensitively. `mcp__<server>__` is handled beside them.
 pub(crate) const INVENTED_NAMESPACES: &[&str] = &["functions.", "default_api.", "tools.", "tool."];
@@ -55,6 +57,29 @@ pub(crate) fn folded_key(name: &str) -> String {
     }
     let kept: String = name.chars().filter(|c| !SEPARATORS.contains(c)).collect();
     caseless::default_case_fold_str(&kept)
+}
+
+/// [`folded_key`], borrowed when the name is its own key (ASCII without
+/// capitals or separators: most argument names), so that looking at a call's
+/// keys allocates nothing.
+pub(crate) fn folded_key_of(name: &str) -> Cow<'_, str> {
+    match name.bytes().all(|b| b.is_ascii() && !b.is_ascii_uppercase() && !SEPARATORS.contains(&char::from(b))) {
+        true => Cow::Borrowed(name),
+        false => Cow::Owned(folded_key(name)),
+    }
+}
+
+/// Whether the folded key of `name` is `key`, without building it when
+/// `name` is ASCII.
+pub(crate) fn has_folded_key(name: &str, key: &str) -> bool {
+    match name.is_ascii() {
+        true => name
+            .bytes()
+            .filter(|&b| !SEPARATORS.contains(&char::from(b)))
+            .map(|b| b.to_ascii_lowercase())
+            .eq(key.bytes()),
+        false => folded_key(name) == key,
+    }
 }
 
 /// The form in which names are compared for suggestions: the namespace
@@ -118,6 +143,14 @@ mod tests {
         // U+017F LONG S and U+212A KELVIN SIGN fold to ASCII letters.
         assert_eq!(folded_key("\u{17f}ku"), "sku");
         assert_eq!(folded_key("S\u{212a}U"), "sku");
+        // The borrowed and the comparing forms agree with it.
+        for name in ["sku", "SKU", "s_k-u", "\u{17f}ku", "S\u{212a}U", "stra\u{df}e", "n", "customer.id", ""] {
+            assert_eq!(folded_key_of(name), folded_key(name), "{name}");
+            for other in ["sku", "n", "strasse", "customerid", ""] {
+                assert_eq!(has_folded_key(name, other), folded_key(name) == other, "{name} {other}");
+            }
+        }
+        assert!(matches!(folded_key_of("message"), Cow::Borrowed(_)));
         assert_eq!(folded_key("Customer-ID"), "customerid");
         assert_eq!(folded_key("Straße"), "strasse");
         // A dotless i is not an i, in Go's folding or here.

@@ -13,7 +13,7 @@ use crate::{
     catalog::{Schema, Tool},
     exec::outcome::{ExpectedParameters, ToolError, Violation},
     resolve::message::python_list,
-    similar::folded_key,
+    similar::{folded_key_of, has_folded_key},
 };
 
 /// Values are shown cut to this many characters.
@@ -72,7 +72,12 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     let mut listed: Vec<String> = Vec::new();
     let mut typed: Vec<(usize, String)> = Vec::new();
     let mut parsed: Option<Value> = None;
-    for error in schema.validator().iter_errors(arguments) {
+    // A valid call (the common case) is not walked again for its errors.
+    let errors = match schema.validator().is_valid(arguments) {
+        true => None,
+        false => Some(schema.validator().iter_errors(arguments)),
+    };
+    for error in errors.into_iter().flatten() {
         let at_root = error.instance_path().as_str().is_empty();
         match error.kind() {
             ValidationErrorKind::Required { property } if at_root => {
@@ -145,8 +150,8 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     // unexpected argument, whatever the schema allows.
     if let (Some(binding), Value::Object(given)) = (&tool.binding, arguments) {
         for key in given.keys() {
-            let wanted = folded_key(key);
-            if let Some((name, _)) = binding.parameters.iter().find(|(name, _)| folded_key(name) == wanted) {
+            let wanted = folded_key_of(key);
+            if let Some((name, _)) = binding.parameters.iter().find(|(name, _)| has_folded_key(name, &wanted)) {
                 unexpected.retain(|u| u != key);
                 unexpected.push(name.clone());
             }
@@ -196,8 +201,8 @@ fn respellings(schema: &Schema, arguments: &Value, unexpected: &[String]) -> Vec
         if declared.contains(key) || unexpected.contains(key) {
             continue;
         }
-        let wanted = folded_key(key);
-        if let Some(twin) = declared.iter().find(|d| folded_key(d) == wanted) {
+        let wanted = folded_key_of(key);
+        if let Some(twin) = declared.iter().find(|d| has_folded_key(d, &wanted)) {
             found.push((key.clone(), twin.clone()));
         }
     }
