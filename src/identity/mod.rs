@@ -179,11 +179,12 @@ impl<'a> Presented<'a> {
         peer: Option<std::net::SocketAddr>,
         access_tokens: bool,
     ) -> Self {
-        let values =
-            |name: &str| -> Vec<Option<&'a str>> { headers.get_all(name).iter().map(|v| v.to_str().ok()).collect() };
+        fn values(headers: &http::HeaderMap, name: impl http::header::AsHeaderName) -> Vec<Option<&str>> {
+            headers.get_all(name).iter().map(|v| v.to_str().ok()).collect()
+        }
         Self {
-            authorization: values("authorization"),
-            user_token: identity.user_header().map(values).unwrap_or_default(),
+            authorization: values(headers, http::header::AUTHORIZATION),
+            user_token: identity.user_header().map(|name| values(headers, name)).unwrap_or_default(),
             certificate: certificate.map(names_of),
             peer,
             access_tokens,

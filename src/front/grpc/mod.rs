@@ -147,7 +147,9 @@ impl ToolGatewayService for Gateway {
 /// How long the caller will wait (`grpc-timeout`), less a margin so that a
 /// TIMEOUT answer reaches it before it gives up.
 fn caller_deadline(metadata: &MetadataMap) -> Option<Duration> {
-    let text = metadata.get("grpc-timeout")?.to_str().ok()?;
+    // The name built once: looking up a name given as text parses it first.
+    const GRPC_TIMEOUT: http::HeaderName = http::HeaderName::from_static("grpc-timeout");
+    let text = metadata.as_ref().get(&GRPC_TIMEOUT)?.to_str().ok()?;
     let (digits, unit) = text.split_at(text.len().checked_sub(1)?);
     let amount: u64 = digits.parse().ok()?;
     let timeout = match unit {
