@@ -19,7 +19,8 @@
 //! `--shared` every tool takes the same schema (as families of tools often
 //! do), which the load compiles once. `-- --compare NAME=BINARY ...` starts
 //! each of several builds `--runs` times on the registry, interleaved, and
-//! reports only that. `-- --write FILE` writes the registry
+//! reports only that; `-- --formats` does the same for the shipped build on
+//! the registry as block YAML and as one JSON object. `-- --write FILE` writes the registry
 //! to FILE and stops (to profile `toolgate validate --catalog FILE`).
 
 // Benchmarks report what they measured and start the processes they measure.
@@ -68,10 +69,27 @@ fn main() {
         return;
     }
     println!("registry: {tools} tools, {:.1} MB of YAML", yaml.len() as f64 / 1e6);
+    if args.iter().any(|a| a == "--formats") {
+        // The same registry as one JSON object on one line (JSON is YAML:
+        // the file keeps its name), as tools that write catalogues do.
+        let json_dir = tempfile::tempdir().unwrap();
+        let value: serde_json::Value = serde_yaml::from_str(&yaml).unwrap();
+        let json = serde_json::to_string(&value).unwrap();
+        std::fs::write(json_dir.path().join("registry.yaml"), &json).unwrap();
+        println!("the same as JSON: {:.1} MB", json.len() as f64 / 1e6);
+        let binary = serve::shipped();
+        let targets = [("block YAML", dir.path()), ("JSON", json_dir.path())];
+        let targets: Vec<_> = targets.into_iter().map(|(name, dir)| (name, binary.as_path(), dir)).collect();
+        compare(&targets, runs);
+        return;
+    }
     if let Some(at) = args.iter().position(|a| a == "--compare") {
         let targets = args[at + 1..].iter().take_while(|a| !a.starts_with("--"));
-        let targets: Vec<(&str, &str)> = targets.map(|a| a.split_once('=').expect("NAME=BINARY")).collect();
-        compare(&targets, dir.path(), runs);
+        let targets: Vec<(&str, &Path, &Path)> = targets
+            .map(|a| a.split_once('=').expect("NAME=BINARY"))
+            .map(|(name, binary)| (name, Path::new(binary), dir.path()))
+            .collect();
+        compare(&targets, runs);
         return;
     }
 
@@ -219,15 +237,15 @@ async fn calls(gateway: &Gateway, calls: usize, names: &[String]) -> Duration {
 /// whose speed moves through the day, only builds started in one run
 /// compare. Prints each one's median time to ready with its range, and its
 /// median RSS when ready.
-fn compare(targets: &[(&str, &str)], registry: &Path, runs: usize) {
+fn compare(targets: &[(&str, &Path, &Path)], runs: usize) {
     let mut measured = vec![Vec::new(); targets.len()];
     for _ in 0..runs {
-        for ((_, binary), starts) in targets.iter().zip(&mut measured) {
-            let gateway = Gateway::start_binary(Path::new(binary), registry);
+        for ((_, binary, registry), starts) in targets.iter().zip(&mut measured) {
+            let gateway = Gateway::start_binary(binary, registry);
             starts.push((gateway.ready_after, gateway.rss_kib()));
         }
     }
-    for ((name, _), starts) in targets.iter().zip(measured) {
+    for ((name, _, _), starts) in targets.iter().zip(measured) {
         let (ready, mut rss): (Vec<Duration>, Vec<u64>) = starts.into_iter().unzip();
         let (fastest, slowest) = (ready.iter().min().unwrap().as_millis(), ready.iter().max().unwrap().as_millis());
         rss.sort();
