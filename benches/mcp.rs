@@ -5,7 +5,8 @@
 //!    --mcp-listen` against a bare rmcp streamable-HTTP server with one echo
 //!    tool (this binary, `--serve bare`: the same rmcp, served by hyper on a
 //!    plain listener), from the Python `mcp` SDK (`benches/mcp_client.py`)
-//!    in both eras, 1 and 16 calls in flight on one session;
+//!    in both eras, 1 and 16 calls in flight on one session, with each
+//!    server's CPU time a call (from /proc);
 //! 2. a federated tool (`read_note` of the tests' notes server, over
 //!    streamable HTTP) through toolgate's front door, through `mcp-proxy`
 //!    0.6.0 (a Rust MCP gateway from the crate registry) and direct, from the
@@ -68,15 +69,25 @@ fn main() {
         for concurrency in [1, 16] {
             let shape = format!("{era}, {concurrency} in flight");
             let [g, b] = interleaved(rounds, [&gateway, &bare], |server| {
-                client(&server.url, era, concurrency, seconds, "echo", r#"{"message": "hello", "n": 42}"#)
+                let before = server.cpu_seconds();
+                let mut measured =
+                    client(&server.url, era, concurrency, seconds, "echo", r#"{"message": "hello", "n": 42}"#);
+                measured.cpu_us = (server.cpu_seconds() - before) * 1e6 / (measured.rps * seconds).max(1.0);
+                measured
             });
             Row::print(&shape, [("toolgate", &g), ("bare rmcp", &b)]);
-            ratios.push((shape, g.rps / b.rps, g.p50 - b.p50));
+            ratios.push((shape, g.rps / b.rps, g.p50 - b.p50, g.cpu_us, b.cpu_us));
         }
     }
-    println!("\n| client, shape | toolgate / bare RPS | p50 toolgate − bare |\n|---|---:|---:|");
-    for (shape, ratio, p50) in &ratios {
-        println!("| Python SDK, {shape} | {ratio:.2} | {:+.0} µs |", p50);
+    println!(
+        "\n| client, shape | toolgate / bare RPS | p50 toolgate − bare | server CPU a call, toolgate / bare |\n\
+         |---|---:|---:|---:|"
+    );
+    for (shape, ratio, p50, cpu, bare_cpu) in &ratios {
+        println!(
+            "| Python SDK, {shape} | {ratio:.2} | {p50:+.0} µs | {cpu:.0} / {bare_cpu:.0} µs ({:+.0} µs) |",
+            cpu - bare_cpu
+        );
     }
 
     // 2. A federated tool: direct, through toolgate, through mcp-proxy. Each
@@ -295,6 +306,9 @@ struct Measured {
     p50: f64,
     p99: f64,
     errors: u64,
+    /// The server's CPU time a call (user and system, from /proc), where
+    /// measured.
+    cpu_us: f64,
 }
 
 /// Runs the Python SDK client against `url`.
@@ -317,6 +331,7 @@ fn client(url: &str, era: &str, concurrency: usize, seconds: f64, tool: &str, ar
         p50: number("p50_us"),
         p99: number("p99_us"),
         errors: number("errors") as u64,
+        cpu_us: 0.0,
     }
 }
 
@@ -468,6 +483,16 @@ impl Server {
         .unwrap();
         let child = serving(Command::new(binary).args(["--config"]).arg(&config).env("RUST_LOG", "warn"), port);
         Self { child: Some(child), url: format!("http://127.0.0.1:{port}/"), name: "mcp-proxy" }
+    }
+
+    /// CPU seconds (user and system) the server has used.
+    fn cpu_seconds(&self) -> f64 {
+        let Some(child) = &self.child else { return 0.0 };
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap_or_default();
+        let fields: Vec<&str> =
+            stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        let ticks = |at: usize| fields.get(at).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        (ticks(11) + ticks(12)) / 100.0
     }
 
     fn rss_kib(&self) -> u64 {
