@@ -5,16 +5,9 @@
 use serde_json::{json, Value};
 
 use crate::{
-    common::{CatalogDir, LogLines, Reaped},
+    common::{memory_kib, CatalogDir, LogLines, Reaped},
     mcp_front_door::{post, rpc, serve},
 };
-
-/// A field of `/proc/PID/status`, in KiB (`VmRSS`, `VmHWM`: the peak).
-fn memory_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
 
 /// `n` tools on the built-in echo, each with a schema of a few parameters
 /// (what a listing of them weighs is what a copy per listener cost).
@@ -155,6 +148,59 @@ async fn a_body_of_tiny_json_values_costs_about_its_size_and_the_limits_apply_be
     let call = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call",
         "params": {"name": "web_search", "arguments": {"query": "rust"}}});
     let (_, _, body) = post(&url, &headers, call.to_string()).await;
+    assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
+}
+
+/// A `tools/call` of `find_tools` or `call_tool` on `/mcp/search`, its
+/// arguments padded with about `size` bytes of tiny JSON values, as
+/// request `id`.
+fn padded_search(tool: &str, size: usize, id: usize) -> String {
+    let values = "[]".repeat(size / 3).replace("][", "],[");
+    let arguments = match tool {
+        "find_tools" => format!(r#"{{"query":"search the web","pad":[{values}]}}"#),
+        _ => format!(r#"{{"name":"web_search","arguments":{{"query":"x","pad":[{values}]}}}}"#),
+    };
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn search_arguments_of_tiny_values_stay_text_until_the_size_check() {
+    let (_dir, child, url, _log) = gateway(1);
+    let search = url.replace("/mcp", "/mcp/search");
+    let headers = session(&search).await;
+    let headers = borrowed(&headers);
+    let size = 3_700_000;
+    let peak = memory_kib(child.id(), "VmHWM:");
+    for round in 0..2 {
+        let calls = (0..4).map(|i| {
+            let tool = if i % 2 == 0 { "find_tools" } else { "call_tool" };
+            post(&search, &headers, padded_search(tool, size, 10 * round + i))
+        });
+        for (status, _, body) in futures::future::join_all(calls).await {
+            assert_eq!(status, 200, "{body}");
+            let answer = rpc(&body);
+            assert_eq!(answer["result"]["isError"], true, "{answer}");
+            let text = answer["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(text.contains("bytes long; the limit is 1 MiB"), "{text}");
+        }
+    }
+    let after = memory_kib(child.id(), "VmHWM:");
+    println!("peak RSS: {peak} KiB before, {after} KiB after 8 searches and calls of 3.7 MB of tiny values");
+    // Four at once are held as text, never as trees (about 60 times their size).
+    assert!(after < peak + 64 * 1024, "peak RSS grew from {peak} KiB to {after} KiB");
+    // Beside them, a search and a call still run (in a session of their
+    // own: this one's retry budget for web_search is spent).
+    let headers = session(&search).await;
+    let headers = borrowed(&headers);
+    let find = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "find_tools", "arguments": {"query": "search the web", "limit": 1}}});
+    let (_, _, body) = post(&search, &headers, find.to_string()).await;
+    assert_eq!(rpc(&body)["result"]["structuredContent"]["tools"][0]["name"], "web_search", "{body}");
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "call_tool", "arguments": {"name": "web_search", "arguments": {"query": "rust"}}}});
+    let (_, _, body) = post(&search, &headers, call.to_string()).await;
     assert_eq!(rpc(&body)["result"]["isError"], false, "{body}");
 }
 

@@ -9,7 +9,8 @@
 //! correct.
 
 use rmcp::model::{CallToolResult, ContentBlock, ErrorCode, Tool};
-use serde_json::{json, Map, Value};
+use serde::Deserialize;
+use serde_json::{json, value::RawValue, Value};
 
 use super::Asked;
 use crate::exec::RequestError;
@@ -52,35 +53,59 @@ pub(super) fn tools() -> Vec<Tool> {
     ]
 }
 
-/// The arguments a call of one of the two tools was sent with, as an
-/// object (empty text: none).
-fn object(text: &str) -> Result<Map<String, Value>, String> {
+/// `find_tools`' arguments, read from their text: only `query` and
+/// `limit`, borrowed; any other member is skipped without a tree.
+#[derive(Deserialize, Default)]
+struct Find<'a> {
+    #[serde(borrow)]
+    query: Option<&'a RawValue>,
+    #[serde(borrow)]
+    limit: Option<&'a RawValue>,
+}
+
+/// `call_tool`'s arguments: the tool's name, and its arguments as their
+/// text (never a tree: the core holds them to the argument limits first).
+#[derive(Deserialize, Default)]
+struct CallOf<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// The arguments a call of one of the two tools was sent with (empty
+/// text: none), within the argument size limit, read without a tree.
+fn read<'a, T: Deserialize<'a> + Default>(text: &'a str, max_bytes: usize) -> Result<T, String> {
+    if text.len() > max_bytes {
+        return Err(format!(
+            "arguments are {} bytes long; the limit is {}",
+            text.len(),
+            crate::exec::byte_size(max_bytes)
+        ));
+    }
     if text.trim().is_empty() {
-        return Ok(Map::new());
+        return Ok(T::default());
     }
-    match serde_json::from_str(text) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err("the arguments must be a JSON object".to_owned()),
-    }
+    serde_json::from_str(text).map_err(|_| "the arguments must be a JSON object".to_owned())
 }
 
 /// `find_tools`: the caller's tools that fit the query, as text and as
 /// `structuredContent` (`{"tools": [{name, description, inputSchema, score}]}`).
 pub(super) async fn find(asked: &Asked, arguments: &str) -> CallToolResult {
-    let arguments = match object(arguments) {
+    let executor = asked.snapshot.executor();
+    let arguments: Find<'_> = match read(arguments, executor.limits().arguments.max_bytes) {
         Ok(arguments) => arguments,
         Err(message) => return refused(message),
     };
-    let query = arguments.get("query").and_then(Value::as_str).unwrap_or("");
-    let limit = match arguments.get("limit") {
-        None | Some(Value::Null) => 0,
-        Some(limit) => match limit.as_u64().and_then(|l| u32::try_from(l).ok()) {
-            Some(limit) => limit,
-            None => return refused(format!("limit must be a whole number from 0 to 50, not {limit}")),
+    let query: String = arguments.query.and_then(|q| serde_json::from_str(q.get()).ok()).unwrap_or_default();
+    let limit = match arguments.limit.map(RawValue::get) {
+        None => 0,
+        Some(limit) => match limit.parse::<u32>() {
+            Ok(limit) => limit,
+            Err(_) => return refused(format!("limit must be a whole number from 0 to 50, not {limit}")),
         },
     };
-    let executor = asked.snapshot.executor();
-    let found = match executor.search(&asked.caller, query, limit, None).await {
+    let found = match executor.search(&asked.caller, &query, limit, None).await {
         Ok(found) => found,
         Err(err) => return refused(err.to_string()),
     };
@@ -105,15 +130,17 @@ pub(super) async fn find(asked: &Asked, arguments: &str) -> CallToolResult {
 /// `call_tool`'s tool name and arguments (as emitted: an object's text, or
 /// a string's content, which the core parses and repairs).
 pub(super) fn call(arguments: &str) -> Result<(String, String), RequestError> {
-    let mut arguments = object(arguments).map_err(RequestError::BadSearch)?;
-    let name = match arguments.remove("name") {
-        Some(Value::String(name)) if !name.is_empty() => name,
+    // Read without a tree at any size: the core holds the tool's
+    // arguments to the limit before it reads them.
+    let arguments: CallOf<'_> = read(arguments, usize::MAX).map_err(RequestError::BadSearch)?;
+    let name = match arguments.name.and_then(|name| serde_json::from_str::<String>(name.get()).ok()) {
+        Some(name) if !name.is_empty() => name,
         _ => return Err(RequestError::BadSearch("call_tool needs the tool's name (a string)".into())),
     };
-    let inner = match arguments.remove("arguments") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(text)) => text,
-        Some(value) => value.to_string(),
+    let inner = match arguments.arguments.map(RawValue::get) {
+        None => String::new(),
+        Some(text) if text.starts_with('"') => serde_json::from_str(text).expect("a JSON string"),
+        Some(text) => text.to_owned(),
     };
     Ok((name, inner))
 }

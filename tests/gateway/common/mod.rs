@@ -394,6 +394,22 @@ pub fn logged_after(lines: &[String], marker: &str) -> String {
     found.unwrap_or_else(|| panic!("no line says {marker:?}: {}", lines.join("\n")))
 }
 
+/// A field of `/proc/PID/status`, in KiB (`VmRSS`, `VmHWM`: the peak).
+pub fn memory_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// The CPU time a process has used so far, in clock ticks (user and
+/// system, from `/proc/PID/stat`).
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // The fields after the command's name, which ends at the last ')'.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
 /// `script` run by bash in `dir` (`-euo pipefail` when `strict`: the first
 /// failing command ends it), with `env` and this build's `toolgate` first
 /// on the PATH, as the docs' commands expect.
