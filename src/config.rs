@@ -113,6 +113,12 @@ pub struct ModelDoorConfig {
     /// Pass every response through unchanged.
     #[serde(default)]
     pub(crate) strict: bool,
+    /// What the compiled tool lists kept may hold, in bytes.
+    pub(crate) tools_cache_bytes: Option<u64>,
+    /// The most tools a request's list may declare to be read against.
+    pub(crate) max_tools: Option<usize>,
+    /// The most bytes of patterns a request's tools may declare.
+    pub(crate) max_pattern_bytes: Option<usize>,
 }
 
 /// `model_door.upstreams[]`: one OpenAI-compatible model server.
@@ -140,6 +146,24 @@ pub(crate) struct ModelSettings {
     /// Index into `upstreams`.
     pub(crate) default_upstream: Option<usize>,
     pub(crate) strict: bool,
+    pub(crate) tools: ToolLimits,
+}
+
+/// What a request's tools may make the door compile and keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ToolLimits {
+    /// `model_door.tools_cache_bytes`.
+    pub(crate) cache_bytes: u64,
+    /// `model_door.max_tools`.
+    pub(crate) max_tools: usize,
+    /// `model_door.max_pattern_bytes`.
+    pub(crate) max_pattern_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self { cache_bytes: 64 * 1024 * 1024, max_tools: 512, max_pattern_bytes: 64 * 1024 }
+    }
 }
 
 /// One upstream, checked: its key read from the environment at start.
@@ -221,8 +245,23 @@ impl ModelDoorConfig {
             },
             None => (upstreams.len() == 1).then_some(0),
         };
+        let defaults = ToolLimits::default();
+        let tools = ToolLimits {
+            cache_bytes: self.tools_cache_bytes.unwrap_or(defaults.cache_bytes),
+            max_tools: self.max_tools.unwrap_or(defaults.max_tools),
+            max_pattern_bytes: self.max_pattern_bytes.unwrap_or(defaults.max_pattern_bytes),
+        };
+        for (key, value) in [
+            ("tools_cache_bytes", tools.cache_bytes),
+            ("max_tools", tools.max_tools as u64),
+            ("max_pattern_bytes", tools.max_pattern_bytes as u64),
+        ] {
+            if value == 0 {
+                problems.push(format!("model_door.{key}: must be at least 1"));
+            }
+        }
         match problems.is_empty() {
-            true => Ok(ModelSettings { listen, upstreams, default_upstream, strict: self.strict }),
+            true => Ok(ModelSettings { listen, upstreams, default_upstream, strict: self.strict, tools }),
             false => Err(problems),
         }
     }

@@ -60,8 +60,15 @@ impl Unread {
 
 /// `body` whole, at most `limit` bytes, within `deadlines`.
 pub(crate) async fn read_body(mut body: Body, limit: usize, deadlines: BodyDeadlines) -> Result<Bytes, Unread> {
+    use hyper::body::Body as _;
     let whole = tokio::time::Instant::now() + deadlines.whole;
-    let mut bytes = BytesMut::new();
+    // A body whose length is declared is read into one buffer of that
+    // size (never past the limit), not one that doubles as it grows.
+    let declared = body.size_hint().exact().map_or(0, |length| length.min(limit as u64 + 1) as usize);
+    if declared > limit {
+        return Err(Unread::TooLarge);
+    }
+    let mut bytes = BytesMut::with_capacity(declared);
     loop {
         let wait = deadlines.gap.min(whole.saturating_duration_since(tokio::time::Instant::now()));
         let frame = match tokio::time::timeout(wait, body.frame()).await {

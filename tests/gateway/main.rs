@@ -14,6 +14,7 @@ mod cli;
 mod dashboard;
 mod deploy;
 mod docs;
+mod door_hardening;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;

@@ -19,7 +19,7 @@ pub(crate) fn serve(dir: &CatalogDir, upstream: &str, extra: &str) -> (Reaped, S
 
 /// The same, with keys added to the upstream's entry, top-level
 /// configuration and environment variables.
-fn serve_with(
+pub(crate) fn serve_with(
     dir: &CatalogDir,
     upstream: &str,
     upstream_keys: &str,

@@ -17,14 +17,16 @@ use serde_json::{json, Value};
 
 use super::{
     observe::Spans,
-    response::{header as repairs_header, repair_completion},
+    request::Asked,
+    response::{header as repairs_header, repair_completion, Made},
     route,
     stream::{relay, Holder},
     tools::ToolCache,
-    NAME, REPAIRS_HEADER, STRICT_HEADER,
+    NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
 };
 use crate::{
     config::{ModelSettings, Upstream},
+    exec::declared::Declared,
     live::{Refused, SnapshotSlot},
     server::{
         body::{read_body, BodyDeadlines},
@@ -93,12 +95,12 @@ impl Door for ModelDoor {
         // request, the stream included.
         let client = crate::tls::client_builder().build().expect("an HTTP client");
         let edge = Arc::new(Edge {
+            tools: ToolCache::new(self.settings.tools),
             settings: self.settings,
             current: self.current,
             tls: self.tls,
             body: self.body,
             client,
-            tools: ToolCache::default(),
         });
         serve_http(NAME, edge, connections, stopping).await;
         Ok(())
@@ -192,35 +194,52 @@ impl Edge {
                 return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
             }
         };
-        let Ok(Value::Object(asked)) = serde_json::from_slice::<Value>(&bytes) else {
-            return error(StatusCode::BAD_REQUEST, "the request body is not a JSON object", "invalid_request_error");
+        let asked = match Asked::read(&bytes) {
+            Ok(asked) => asked,
+            Err(why) => return error(StatusCode::BAD_REQUEST, &why, "invalid_request_error"),
         };
-        let Some(model) = asked.get("model").and_then(Value::as_str) else {
+        let Some(model) = asked.model() else {
             return error(StatusCode::BAD_REQUEST, "the request names no model", "invalid_request_error");
         };
-        let Some(upstream) = route::upstream(&self.settings, model) else {
-            let configured: Vec<String> =
-                self.settings.upstreams.iter().flat_map(|u| u.models.iter().cloned()).collect();
-            let message = format!(
-                "no model server serves the model '{model}': the configured models are {}",
-                configured.join(", ")
-            );
-            return error(StatusCode::NOT_FOUND, &message, "invalid_request_error");
+        let Some(upstream) = route::upstream(&self.settings, &model) else {
+            return unserved(&self.settings, &model);
         };
         let strict = self.settings.strict
             || parts.headers.get(STRICT_HEADER).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "true");
-        let declared = match strict {
-            true => None,
-            false => asked.get("tools").and_then(|tools| self.tools.of(tools, limits)),
+        let (declared, unrepaired) = match asked.tools().filter(|_| !strict) {
+            None => (None, None),
+            Some(tools) => match self.tools.of(tools, limits).await {
+                Ok(declared) => (declared, None),
+                Err(unrepaired) => {
+                    tracing::warn!(door = NAME, "the request's tools are not read against: {}", unrepaired.why());
+                    (None, Some(unrepaired))
+                }
+            },
         };
-        let lifting = asked.get("tool_choice").and_then(Value::as_str) != Some("none");
-        let streaming = asked.get("stream").and_then(Value::as_bool).unwrap_or(false);
-        let spans = Spans::start(observer, &parts.headers, model).await;
+        let forward = Forward { upstream, open, declared, lifting: !asked.no_tools(), streaming: asked.stream() };
+        let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
+        if let Some(unrepaired) = unrepaired {
+            reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
+        }
+        reply
+    }
+
+    /// The request sent to its upstream, and the answer repaired.
+    async fn forward(
+        &self,
+        headers: &HeaderMap,
+        model: &str,
+        bytes: Bytes,
+        forward: Forward<'_>,
+        observer: &Observer,
+    ) -> Reply {
+        let Forward { upstream, open, declared, lifting, streaming } = forward;
+        let spans = Spans::start(observer, headers, model).await;
         let url = format!("{}/chat/completions", upstream.base_url);
         let sent = self
             .client
             .post(&url)
-            .headers(forwarded(&parts.headers, upstream, open))
+            .headers(forwarded(headers, upstream, open))
             .header(header::CONTENT_TYPE, "application/json")
             .body(bytes)
             .timeout(upstream.timeout)
@@ -245,25 +264,57 @@ impl Edge {
             Whole::Longer(head, rest) => return spans.ended(observer, longer(status, &headers, head, rest), &[]),
             Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
-        let parsed = match declared.is_some() || spans.recording() {
-            true => serde_json::from_slice::<Value>(&body).ok(),
-            false => None,
-        };
-        if let Some(completion) = &parsed {
-            spans.answered(completion);
-        }
-        let (Some(declared), Some(mut completion)) = (declared.filter(|_| status.is_success()), parsed) else {
-            return spans.ended(observer, passed(status, &headers, body, None), &[]);
-        };
-        let made = repair_completion(&mut completion, &declared, lifting);
-        if made.is_empty() {
-            return spans.ended(observer, passed(status, &headers, body, None), &made);
-        }
-        tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
-        let repaired = Bytes::from(completion.to_string());
-        let reply = passed(status, &headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER)));
+        let declared = declared.filter(|_| status.is_success());
+        let (reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans);
         spans.ended(observer, reply, &made)
     }
+}
+
+/// What [`Edge::forward`] needs of the request.
+struct Forward<'u> {
+    upstream: &'u Upstream,
+    /// The gateway has no principals (the caller's key goes upstream).
+    open: bool,
+    declared: Option<Arc<Declared>>,
+    lifting: bool,
+    streaming: bool,
+}
+
+/// A whole answer, repaired against `declared` when it can be read; what
+/// was repaired.
+fn repaired(
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: Bytes,
+    declared: Option<&Declared>,
+    lifting: bool,
+    spans: &Spans,
+) -> (Reply, Vec<Made>) {
+    let parsed = match declared.is_some() || spans.recording() {
+        true => serde_json::from_slice::<Value>(&body).ok(),
+        false => None,
+    };
+    if let Some(completion) = &parsed {
+        spans.answered(completion);
+    }
+    let (Some(declared), Some(mut completion)) = (declared, parsed) else {
+        return (passed(status, headers, body, None), Vec::new());
+    };
+    let made = repair_completion(&mut completion, declared, lifting);
+    if made.is_empty() {
+        return (passed(status, headers, body, None), made);
+    }
+    tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
+    let repaired = Bytes::from(completion.to_string());
+    (passed(status, headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER))), made)
+}
+
+/// 404 for a model no upstream serves.
+fn unserved(settings: &ModelSettings, model: &str) -> Reply {
+    let configured: Vec<&str> = settings.upstreams.iter().flat_map(|u| u.models.iter().map(String::as_str)).collect();
+    let message =
+        format!("no model server serves the model '{model}': the configured models are {}", configured.join(", "));
+    error(StatusCode::NOT_FOUND, &message, "invalid_request_error")
 }
 
 /// The headers sent upstream: the caller's, less hop-by-hop ones, `Host`,

@@ -6,6 +6,7 @@
 //! wrote as text lifted into `tool_calls`. The door runs no tool.
 //!
 //! - [`http`]: the door and its edge (paths, identity, routing, forwarding).
+//! - [`request`]: what the door reads of a request body (borrowed; the rest stays text).
 //! - [`route`]: which upstream serves a model (`models` globs).
 //! - [`tools`]: the request's tools, compiled once per distinct list.
 //! - [`response`]: a whole completion repaired.
@@ -13,6 +14,7 @@
 
 pub(crate) mod http;
 mod observe;
+mod request;
 mod response;
 mod route;
 mod stream;
@@ -26,3 +28,8 @@ pub(crate) const STRICT_HEADER: &str = "x-toolgate-strict";
 
 /// The response header listing what was repaired (non-streaming).
 pub(crate) const REPAIRS_HEADER: &str = "x-toolgate-repairs";
+
+/// The response header that says why the request's tools were not read
+/// against (`too many tools`, `too many patterns`): the answer passed
+/// unchanged.
+pub(crate) const UNREPAIRED_HEADER: &str = "x-toolgate-unrepaired";
