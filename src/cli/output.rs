@@ -28,6 +28,7 @@ pub(crate) fn describe_outcome(response: &pb::ExecuteResponse) -> String {
             Ok(pb::RepairKind::ArgumentsJson) => "arguments JSON",
             Ok(pb::RepairKind::ArgumentValue) => "argument value",
             Ok(pb::RepairKind::ArgumentsEnvelope) => "arguments envelope",
+            Ok(pb::RepairKind::WordsDropped) => "words dropped",
             Ok(pb::RepairKind::Unspecified) | Err(_) => "something",
         };
         out.push_str(&format!("repaired {what}: {:?} -> {:?}\n", repair.original, repair.repaired));

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+pub(crate) use super::prepare::words;
 use super::{prepare, Call, ExecLimits, Repair};
 use crate::{
     catalog::{declared_catalog, Catalog, DeclaredTool},
@@ -43,12 +44,6 @@ impl Declared {
         Self::new(Vec::new(), ExecLimits::default()).expect("no tools always compile")
     }
 
-    /// Whether `name` is a declared tool's name, as written or as its
-    /// normalised key (`GetWeather` for `get_weather`).
-    pub(crate) fn names(&self, name: &str) -> bool {
-        self.catalog.lookup(name).is_some() || !self.catalog.by_key(&crate::similar::normalised_key(name)).is_empty()
-    }
-
     /// One call as emitted, through every stage (non-strict); `None` when
     /// it stops at one (the door then leaves it as it was).
     pub(crate) fn prepare(&self, tool: &str, arguments_json: &str) -> Option<Prepared> {
@@ -64,10 +59,31 @@ impl Declared {
         }
     }
 
-    /// The calls `text` holds, each prepared, in order, when the text is
-    /// nothing but calls and residue and every call is made ready; `None`
-    /// otherwise (a call inside prose, a call that cannot be repaired: the
-    /// text is left as it is, never cut to some of its calls).
+    /// What an answer's text holds, lifted (the words rule, [`words`]):
+    /// calls from its start, or after a preamble (kept as the message's
+    /// text); `None` when it is prose, or holds a call that cannot be made
+    /// ready (the text is left as it is, never cut to some of its calls).
+    pub(crate) fn lift(&self, text: &str) -> Option<Lifted> {
+        let call = Call::default();
+        match words::start(text, &self.context(&call)) {
+            words::Start::Whole => self.calls_in(text).map(|calls| Lifted { preamble: None, calls }),
+            words::Start::After(words) => {
+                self.calls_in(&text[words.end..]).map(|calls| Lifted { preamble: Some(words.end), calls })
+            }
+            words::Start::Prose => None,
+        }
+    }
+
+    /// Whether text at the start of an answer could still begin a call
+    /// ([`words::could_begin`]).
+    pub(crate) fn could_begin(&self, text: &str) -> Option<bool> {
+        let call = Call::default();
+        words::could_begin(text, &self.context(&call))
+    }
+
+    /// The calls of text that begins with them, each prepared, in order,
+    /// when the text is nothing but calls and residue and every call is
+    /// made ready.
     pub(crate) fn calls_in(&self, text: &str) -> Option<Vec<Prepared>> {
         // One call: the whole text is that call's, as `Execute` reads it.
         if let Some(one) = self.prepare("", text) {
@@ -91,6 +107,15 @@ impl Declared {
             everything: &self.everything,
         }
     }
+}
+
+/// The calls an answer's text holds, lifted.
+#[derive(Debug)]
+pub(crate) struct Lifted {
+    /// Where the preamble ends: the text before it stays the message's
+    /// text. `None`: the text was nothing but calls and residue.
+    pub(crate) preamble: Option<usize>,
+    pub(crate) calls: Vec<Prepared>,
 }
 
 /// The `parameters` of an OpenAI function, for [`DeclaredTool`].

@@ -203,6 +203,8 @@ pub enum RepairKind {
     ArgumentValue,
     /// Arguments unwrapped from an envelope, or call metadata dropped.
     ArgumentsEnvelope,
+    /// Words before a call read whole (a preamble), set aside.
+    WordsDropped,
 }
 
 impl RepairKind {
@@ -214,6 +216,7 @@ impl RepairKind {
             RepairKind::ArgumentsJson => "ARGUMENTS_JSON",
             RepairKind::ArgumentValue => "ARGUMENT_VALUE",
             RepairKind::ArgumentsEnvelope => "ARGUMENTS_ENVELOPE",
+            RepairKind::WordsDropped => "WORDS_DROPPED",
         }
     }
 
@@ -225,6 +228,7 @@ impl RepairKind {
             RepairKind::ArgumentsJson => "arguments_json",
             RepairKind::ArgumentValue => "argument_value",
             RepairKind::ArgumentsEnvelope => "arguments_envelope",
+            RepairKind::WordsDropped => "words_dropped",
         }
     }
 }

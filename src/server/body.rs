@@ -63,11 +63,10 @@ pub(crate) async fn read_body(mut body: Body, limit: usize, deadlines: BodyDeadl
     use hyper::body::Body as _;
     let whole = tokio::time::Instant::now() + deadlines.whole;
     // A body whose length is declared is read into one buffer of that
-    // size (never past the limit), not one that doubles as it grows.
-    let declared = body.size_hint().exact().map_or(0, |length| length.min(limit as u64 + 1) as usize);
-    if declared > limit {
-        return Err(Unread::TooLarge);
-    }
+    // size (never past the limit), not one that doubles as it grows. One
+    // declared longer is still read up to the limit: a client that is
+    // still sending hears its 413 instead of a broken connection.
+    let declared = body.size_hint().exact().map_or(0, |length| length.min(limit as u64) as usize);
     let mut bytes = BytesMut::with_capacity(declared);
     loop {
         let wait = deadlines.gap.min(whole.saturating_duration_since(tokio::time::Instant::now()));

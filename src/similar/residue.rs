@@ -78,18 +78,30 @@ pub(crate) fn words(emitted: &str) -> Vec<Word<'_>> {
 
 /// Characters some tokenizers write for the `|` of a special token
 /// (full-width, mathematical, box drawing and other variant forms).
-fn is_bar(c: char) -> bool {
+pub(crate) fn is_bar(c: char) -> bool {
     matches!(c, '|' | '\u{FF5C}' | '\u{2223}' | '\u{01C0}' | '\u{2502}' | '\u{FFE8}' | '\u{FE31}' | '\u{2758}')
 }
 
 /// `<` and its variant forms (full-width, small, angle brackets).
-fn is_open_angle(c: char) -> bool {
+pub(crate) fn is_open_angle(c: char) -> bool {
     matches!(c, '<' | '\u{FF1C}' | '\u{FE64}' | '\u{2039}' | '\u{3008}' | '\u{27E8}' | '\u{2329}')
 }
 
 /// `>` and its variant forms.
-fn is_close_angle(c: char) -> bool {
+pub(crate) fn is_close_angle(c: char) -> bool {
     matches!(c, '>' | '\u{FF1E}' | '\u{FE65}' | '\u{203A}' | '\u{3009}' | '\u{27E9}' | '\u{232A}')
+}
+
+/// `c` as a special token's character is written in ASCII: a bar, an
+/// angle and `▁` in their variant forms become `|`, `<`, `>` and `_`.
+pub(crate) fn fold_char(c: char) -> char {
+    match c {
+        c if is_bar(c) => '|',
+        c if is_open_angle(c) => '<',
+        c if is_close_angle(c) => '>',
+        '\u{2581}' => '_',
+        c => c,
+    }
 }
 
 /// The length in bytes of the special token `text` starts with, in any
@@ -131,16 +143,7 @@ pub(crate) fn fold_tokens(text: &str) -> std::borrow::Cow<'_, str> {
         let rest = &text[at..];
         if let Some(len) = special_token_len(rest) {
             let token = &rest[..len];
-            let inner: String = token
-                .chars()
-                .map(|c| match c {
-                    c if is_bar(c) => '|',
-                    c if is_open_angle(c) => '<',
-                    c if is_close_angle(c) => '>',
-                    '\u{2581}' => '_',
-                    c => c,
-                })
-                .collect();
+            let inner: String = token.chars().map(fold_char).collect();
             changed |= inner != token;
             out.push_str(&inner);
             at += len;

@@ -41,3 +41,4 @@ mod shipped_catalog;
 mod suggestion_quality;
 mod telemetry;
 mod tool_search;
+mod words_rule;

@@ -201,10 +201,8 @@ fn families() -> Vec<(String, String, &'static str, String)> {
         "call:get_weather{city: \"Paris\"}".into(),
         "The user asks for the weather.</think>\n<get_weather><city>Paris</city></get_weather>".into(),
         "<|channel|>analysis<|message|>The user wants the weather.<|end|><|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{\"city\": \"Paris\"}<|call|>".into(),
-        "get_weather(city=\"Paris\")\nI will tell you once I know.".into(),
         "get_weather\n<parameter=city>Paris</parameter>".into(),
         format!("{{\"name\": \"get_weather\", \"arguments\": {ARGS}}}\n</tool_call>"),
-        format!("{{\"name\": \"get_weather\", \"arguments\": {ARGS}}}\nI will tell you once I know."),
     ];
     let mut cases: Vec<(String, String, &'static str, String)> =
         whole.into_iter().map(|arguments| (String::new(), arguments, "get_weather", PARIS.to_owned())).collect();
@@ -313,6 +311,10 @@ const NOT_ONE: &[(&str, &str)] = &[
     ("", "<delete_file path=\"/etc\"/>"),
     ("", "Sure, here it is: <get_weather><city>Paris</city></get_weather>"),
     ("", "<get_weather city=\"Paris\"/>\n<get_weather city=\"Rome\"/>"),
+    // Words after the call (the words rule): the text is prose.
+    ("", "get_weather(city=\"Paris\")\nI will tell you once I know."),
+    ("", "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\nI will tell you once I know."),
+    ("", "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>."),
     // Prose, units and words for numbers.
     ("", "I would call get_weather for Paris"),
     ("get_weather", r#"{"city": "Paris", "days": "3 days"}"#),

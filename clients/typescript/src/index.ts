@@ -119,7 +119,7 @@ export interface Resolution {
 }
 
 export interface Repair {
-  /** "TOOL_NAME", "ARGUMENT_NAME", "ARGUMENTS_JSON", "ARGUMENT_VALUE", "ARGUMENTS_ENVELOPE" (or "REPAIR_KIND_<n>" from a newer gateway). */
+  /** "TOOL_NAME", "ARGUMENT_NAME", "ARGUMENTS_JSON", "ARGUMENT_VALUE", "ARGUMENTS_ENVELOPE", "WORDS_DROPPED" (or "REPAIR_KIND_<n>" from a newer gateway). */
   kind: string;
   original: string;
   repaired: string;

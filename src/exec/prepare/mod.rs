@@ -39,6 +39,7 @@ pub(crate) mod work;
 
 use serde_json::{Map, Value};
 
+pub(crate) use calls::words;
 pub(crate) use lookup::Inventory;
 
 use super::{limits::byte_size, Call, ExecLimits, Outcome, Ready, Repair, RepairKind, RequestError, ToolError};
@@ -162,8 +163,17 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     }
     let mut repairs: Vec<Repair> = match &whole {
         Some(whole) => {
-            let mut repairs =
-                vec![Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: tool.name.clone() }];
+            let dropped = whole.dropped.iter().map(|words| Repair {
+                kind: RepairKind::WordsDropped,
+                original: words.clone(),
+                repaired: String::new(),
+            });
+            let mut repairs: Vec<Repair> = dropped.collect();
+            repairs.push(Repair {
+                kind: RepairKind::ToolName,
+                original: call.tool.clone(),
+                repaired: tool.name.clone(),
+            });
             if let Some(kind) = whole.arguments_read {
                 repairs.push(Repair { kind, original: call.arguments_json.clone(), repaired: whole.text.clone() });
             }
@@ -256,6 +266,8 @@ struct Whole {
     name: String,
     text: String,
     arguments_read: Option<RepairKind>,
+    /// Words before the call (a preamble), set aside.
+    dropped: Option<String>,
 }
 
 /// Stage "whole call": a call written whole where only its name or only
@@ -282,9 +294,9 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
             calls::Reading::One(calls::Found { name: Some(name), arguments }) => {
                 let sent = call.arguments_json.trim();
                 let whole = match typed(cx, &name, arguments).into_text() {
-                    None => Whole { name, text: call.arguments_json.clone(), arguments_read: None },
+                    None => Whole { name, text: call.arguments_json.clone(), arguments_read: None, dropped: None },
                     Some(text) if sent.is_empty() || sent == "{}" => {
-                        Whole { name, text, arguments_read: Some(RepairKind::ArgumentsJson) }
+                        Whole { name, text, arguments_read: Some(RepairKind::ArgumentsJson), dropped: None }
                     }
                     // Arguments in the name and others beside it: two readings.
                     Some(_) => return Ok(None),
@@ -293,6 +305,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
             }
             calls::Reading::Many(count) => return Err(calls::many(count)),
             calls::Reading::AfterProse(found) => return Err(calls::after_prose(found.name.as_deref())),
+            calls::Reading::Words(found) => return Err(calls::then_words(found.name.as_deref())),
             _ => {}
         }
     }
@@ -300,14 +313,48 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
         true => RepairKind::ArgumentsEnvelope,
         false => RepairKind::ArgumentsJson,
     };
-    match calls::read_anchored(&call.arguments_json, cx, limits) {
+    // The words rule, for text read whole under a name that is residue.
+    let (text, dropped) = match is_residue(&call.tool) {
+        true => match calls::words::start(&call.arguments_json, cx) {
+            calls::words::Start::After(words) => {
+                (&call.arguments_json[words.end..], Some(call.arguments_json[words].to_owned()))
+            }
+            calls::words::Start::Prose => return prose(cx, &call.arguments_json),
+            calls::words::Start::Whole => (call.arguments_json.as_str(), None),
+        },
+        false => (call.arguments_json.as_str(), None),
+    };
+    match calls::read_anchored(text, cx, limits) {
         calls::Reading::One(calls::Found { name: Some(name), arguments }) if agrees(cx, &call.tool, &name) => {
             let text = typed(cx, &name, arguments).into_text().unwrap_or_else(|| "{}".to_owned());
-            Ok(Some(Whole { name, text, arguments_read: Some(kind) }))
+            Ok(Some(Whole { name, text, arguments_read: Some(kind), dropped }))
         }
         calls::Reading::Many(count) => Err(calls::many(count)),
         calls::Reading::AfterProse(found) => Err(calls::after_prose(found.name.as_deref())),
+        calls::Reading::Words(found) => Err(calls::then_words(found.name.as_deref())),
+        // Words, then markup that holds no call of the caller's: prose.
+        calls::Reading::One(found) if dropped.is_some() => Err(calls::after_prose(found.name.as_deref())),
         _ => Ok(None),
+    }
+}
+
+/// Whether an emitted name is residue only (empty included): its
+/// arguments are read whole, by the words rule.
+fn is_residue(emitted: &str) -> bool {
+    residue::words(emitted).iter().all(|w| w.markup)
+}
+
+/// Text read whole that begins with words no explicit markup follows:
+/// prose. A call the reading finds in it is never run.
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn prose(cx: &Context<'_>, text: &str) -> Result<Option<Whole>, ToolError> {
+    match calls::read_anchored(text, cx, cx.limits.arguments) {
+        calls::Reading::Nothing => Ok(None),
+        calls::Reading::Many(count) => Err(calls::many(count)),
+        calls::Reading::Words(found) => Err(calls::then_words(found.name.as_deref())),
+        calls::Reading::One(found) | calls::Reading::AfterProse(found) => {
+            Err(calls::after_prose(found.name.as_deref()))
+        }
     }
 }
 
@@ -318,7 +365,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
 /// lies outside it is never seen).
 fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
     let Some(id) = tool_named(cx, inner) else { return false };
-    if residue::words(emitted).iter().all(|w| w.markup) {
+    if is_residue(emitted) {
         return true;
     }
     match lookup::resolve_tool(cx.catalog, cx.set, emitted, false) {
@@ -366,6 +413,7 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
         }
         calls::Reading::Many(count) => Some(Err(calls::many(count))),
         calls::Reading::AfterProse(found) => Some(Err(calls::after_prose(found.name.as_deref()))),
+        calls::Reading::Words(found) => Some(Err(calls::then_words(found.name.as_deref()))),
         calls::Reading::Nothing => None,
     }
 }

@@ -90,6 +90,7 @@ fn repair_kind(kind: RepairKind) -> pb::RepairKind {
         RepairKind::ArgumentsJson => pb::RepairKind::ArgumentsJson,
         RepairKind::ArgumentValue => pb::RepairKind::ArgumentValue,
         RepairKind::ArgumentsEnvelope => pb::RepairKind::ArgumentsEnvelope,
+        RepairKind::WordsDropped => pb::RepairKind::WordsDropped,
     }
 }
 

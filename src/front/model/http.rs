@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use super::{
     observe::Spans,
     request::Asked,
-    response::{header as repairs_header, repair_completion, Made},
+    response::{header as repairs_header, repair_completion, Lifting, Made},
     route,
     stream::{relay, Holder},
     tools::ToolCache,
@@ -216,7 +216,8 @@ impl Edge {
                 }
             },
         };
-        let forward = Forward { upstream, open, declared, lifting: !asked.no_tools(), streaming: asked.stream() };
+        let lifting = Lifting { on: !asked.no_tools() && !asked.structured(), several: !asked.one_call_only() };
+        let forward = Forward { upstream, open, declared, lifting, streaming: asked.stream() };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
             reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
@@ -276,7 +277,7 @@ struct Forward<'u> {
     /// The gateway has no principals (the caller's key goes upstream).
     open: bool,
     declared: Option<Arc<Declared>>,
-    lifting: bool,
+    lifting: Lifting,
     streaming: bool,
 }
 
@@ -287,7 +288,7 @@ fn repaired(
     headers: &HeaderMap,
     body: Bytes,
     declared: Option<&Declared>,
-    lifting: bool,
+    lifting: Lifting,
     spans: &Spans,
 ) -> (Reply, Vec<Made>) {
     let parsed = match declared.is_some() || spans.recording() {

@@ -125,7 +125,7 @@ impl Spans {
                     KeyValue::new(semconv::GEN_AI_TOOL_NAME, repair.tool.clone()),
                 ];
                 // Argument text is content: its before and after only on opt-in.
-                if repair.kind == RepairKind::ToolName || observer.record_content {
+                if repair.kind == super::response::Kind::Repair(RepairKind::ToolName) || observer.record_content {
                     attributes.push(KeyValue::new(semconv::REPAIR_FROM, cut(&repair.original).to_owned()));
                     attributes.push(KeyValue::new(semconv::REPAIR_TO, cut(&repair.repaired).to_owned()));
                 }

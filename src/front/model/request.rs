@@ -27,6 +27,17 @@ pub(super) struct Asked<'a> {
     tools: Option<&'a RawValue>,
     #[serde(borrow)]
     tool_choice: Option<&'a RawValue>,
+    #[serde(borrow)]
+    parallel_tool_calls: Option<&'a RawValue>,
+    #[serde(borrow)]
+    response_format: Option<&'a RawValue>,
+}
+
+/// A member's `type`, when it is an object with one.
+#[derive(Deserialize)]
+struct Typed {
+    #[serde(rename = "type")]
+    kind: Option<String>,
 }
 
 impl<'a> Asked<'a> {
@@ -57,6 +68,19 @@ impl<'a> Asked<'a> {
         self.tools.filter(|raw| raw.get() != "null")
     }
 
+    /// Whether the request forbids parallel calls
+    /// (`parallel_tool_calls: false`).
+    pub(super) fn one_call_only(&self) -> bool {
+        self.parallel_tool_calls.is_some_and(|raw| raw.get() == "false")
+    }
+
+    /// Whether the request asks for structured output (`response_format`
+    /// of type `json_schema` or `json_object`): a JSON answer is the answer.
+    pub(super) fn structured(&self) -> bool {
+        let typed = self.response_format.and_then(|raw| serde_json::from_str::<Typed>(raw.get()).ok());
+        typed.and_then(|typed| typed.kind).is_some_and(|kind| kind == "json_schema" || kind == "json_object")
+    }
+
     /// Whether `tool_choice` is `"none"`: the model may call no tool.
     pub(super) fn no_tools(&self) -> bool {
         self.tool_choice.is_some_and(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).is_ok_and(|c| c == "none"))
@@ -70,10 +94,11 @@ mod tests {
     #[test]
     fn only_the_doors_members_are_read_and_the_rest_is_skipped() {
         let body = br#"{"messages": [{"role": "user", "content": [[[{"x": 1}]]]}], "model": "m\u0031", "stream": true,
-            "tools": [{"type": "function"}], "tool_choice": "none", "user": {"a": [1, 2.5e3, null]}}"#;
+            "tools": [{"type": "function"}], "tool_choice": "none", "user": {"a": [1, 2.5e3, null]},
+            "parallel_tool_calls": false, "response_format": {"type": "json_schema", "json_schema": {}}}"#;
         let asked = Asked::read(body).unwrap();
         assert_eq!(asked.model().as_deref(), Some("m1"));
-        assert!(asked.stream() && asked.no_tools());
+        assert!(asked.stream() && asked.no_tools() && asked.one_call_only() && asked.structured());
         assert_eq!(asked.tools().map(RawValue::get), Some(r#"[{"type": "function"}]"#));
     }
 
@@ -83,6 +108,7 @@ mod tests {
             Asked::read(br#"{"model": 7, "stream": "yes", "tools": null, "tool_choice": {"type": "none"}}"#).unwrap();
         assert_eq!(asked.model(), None);
         assert!(!asked.stream() && !asked.no_tools() && asked.tools().is_none());
+        assert!(!asked.one_call_only() && !asked.structured());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! A completion's calls repaired, each choice on its own: every
 //! `tool_calls[i]` through the stages against the request's tools, and a
-//! `content` that is nothing but calls (apart from residue: template
-//! tokens, whitespace, fences, a thinking part) lifted into that many
-//! `tool_calls`, in order. A call that cannot be repaired stays as it was;
-//! a content holding anything else (a call inside prose) stays text. No
-//! call is ever invented, merged or dropped.
+//! `content` that holds calls by the words rule (nothing but calls and
+//! residue, or calls in explicit markup after a preamble, which stays the
+//! message's text: [`crate::exec::declared::words`]) lifted into that
+//! many `tool_calls`, in order. A call that cannot be repaired stays as it
+//! was; a content holding anything else (words after a call, a call inside
+//! prose) stays text. No call is ever invented, merged or dropped.
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -14,6 +15,41 @@ use crate::exec::{
     RepairKind,
 };
 
+/// What a lift may do: lift at all (tools declared, `tool_choice` not
+/// `none`, no structured output asked for), and lift more than one call
+/// (`parallel_tool_calls` not `false`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lifting {
+    pub(super) on: bool,
+    pub(super) several: bool,
+}
+
+/// What the door made of a call: a repair of the stages, or the call
+/// lifted out of the text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Repair(RepairKind),
+    ContentLifted,
+}
+
+impl Kind {
+    /// As `x-toolgate-repairs` names it.
+    pub(super) fn name(self) -> &'static str {
+        match self {
+            Kind::Repair(kind) => kind.name(),
+            Kind::ContentLifted => "CONTENT_LIFTED",
+        }
+    }
+
+    /// `toolgate.repair.kind`.
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Kind::Repair(kind) => kind.label(),
+            Kind::ContentLifted => "content_lifted",
+        }
+    }
+}
+
 /// One repair: the choice's index, the call's place among its
 /// `tool_calls`, the kind, the tool, and the text before and after (for
 /// the span's event).
@@ -21,7 +57,7 @@ use crate::exec::{
 pub(super) struct Made {
     pub(super) choice: u64,
     pub(super) call: usize,
-    pub(super) kind: RepairKind,
+    pub(super) kind: Kind,
     pub(super) tool: String,
     pub(super) original: String,
     pub(super) repaired: String,
@@ -46,18 +82,13 @@ pub(super) fn call_id() -> String {
 }
 
 /// The repairs of the call `call` of the choice `choice`, one a kind (the
-/// first of each), in the order made. A call `lifted` out of `content`
-/// was read whole: its name and arguments, from that text.
+/// first of each), in the order made. A call `lifted` out of `content` is
+/// listed as lifted first, with the text it was read from.
 pub(super) fn made(choice: u64, call: usize, prepared: &Prepared, lifted: Option<&str>) -> Vec<Made> {
     let mut made: Vec<Made> = Vec::new();
-    let read = lifted.into_iter().flat_map(|content| {
-        [
-            (RepairKind::ToolName, content, prepared.name.as_str()),
-            (RepairKind::ArgumentsJson, content, prepared.arguments_json.as_str()),
-        ]
-    });
-    let repairs = prepared.repairs.iter().map(|r| (r.kind, r.original.as_str(), r.repaired.as_str()));
-    for (kind, original, repaired) in read.chain(repairs) {
+    let read = lifted.map(|content| (Kind::ContentLifted, content, prepared.arguments_json.as_str()));
+    let repairs = prepared.repairs.iter().map(|r| (Kind::Repair(r.kind), r.original.as_str(), r.repaired.as_str()));
+    for (kind, original, repaired) in read.into_iter().chain(repairs) {
         if !made.iter().any(|m| m.kind == kind) {
             let (tool, original, repaired) = (prepared.name.clone(), original.to_owned(), repaired.to_owned());
             made.push(Made { choice, call, kind, tool, original, repaired });
@@ -73,52 +104,38 @@ pub(super) fn repair_call(name: &str, arguments: &str, declared: &Declared) -> O
     declared.prepare(name, arguments).filter(|prepared| !prepared.repairs.is_empty())
 }
 
-/// Whether text could begin a call the reader accepts: `Some(true)` yes,
-/// `Some(false)` no (words), `None` not known yet (a word still arriving).
-pub(super) fn could_begin(text: &str, declared: &Declared) -> Option<bool> {
-    let text = text.trim_start();
-    let first = text.chars().next()?;
-    if matches!(first, '<' | '{' | '[' | '`' | '\u{FF1C}') {
-        return Some(true);
-    }
-    if !(first.is_alphanumeric() || first == '_') {
-        return Some(false);
-    }
-    let end = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')));
-    let Some(end) = end else {
-        // A word still arriving, unless it is already longer than a name.
-        return (text.len() > 128).then_some(false);
-    };
-    let word = &text[..end];
-    let next = text[end..].chars().next().expect("a character ends the word");
-    let name = word.rsplit([':', '.']).find(|w| !w.is_empty()).unwrap_or(word);
-    Some(matches!(next, '(' | '{' | '<' | '[') || declared.names(name) || word.eq_ignore_ascii_case("action:"))
-}
+/// A call lifted out of a text: its `tool_calls` entry and its repairs.
+pub(super) type LiftedCall = (Value, Vec<Made>);
 
-/// The text after a thought that opens `content` (`<think>…</think>`), or
-/// all of it.
-fn after_thought(content: &str) -> &str {
-    let start = content.trim_start();
-    match start.strip_prefix("<think>").and_then(|rest| rest.find("</think>").map(|end| &rest[end + 8..])) {
-        Some(after) => after,
-        None => content,
-    }
-}
-
-/// The calls a choice's `content` holds, lifted, when it holds nothing
-/// else: each as a `tool_calls` entry (with `index` when `indexed`, as a
-/// stream's deltas carry), and its repairs.
-///
-/// The text must begin as a call may (after a thought): text that begins
-/// as words is prose, whatever follows, as a stream judges it before it
-/// has seen the rest ([`could_begin`]).
-pub(super) fn lift(content: &str, declared: &Declared, choice: u64, indexed: bool) -> Option<Vec<(Value, Vec<Made>)>> {
-    if could_begin(after_thought(content), declared) != Some(true) {
+/// The calls a choice's `content` holds by the words rule, lifted: where
+/// its preamble ends (the text before stays the message's), and each call
+/// as a `tool_calls` entry (with `index` when `indexed`, as a stream's
+/// deltas carry) with its repairs. `marked`: the text begins at the
+/// explicit markup a stream found after words it has sent already.
+pub(super) fn lift(
+    content: &str,
+    declared: &Declared,
+    lifting: Lifting,
+    choice: u64,
+    indexed: bool,
+    marked: bool,
+) -> Option<(Option<usize>, Vec<LiftedCall>)> {
+    if !lifting.on {
         return None;
     }
-    let calls = declared.calls_in(content)?;
+    let (preamble, calls) = match marked {
+        true => (None, declared.calls_in(content)?),
+        false => {
+            let lifted = declared.lift(content)?;
+            (lifted.preamble, lifted.calls)
+        }
+    };
+    if calls.len() > 1 && !lifting.several {
+        return None;
+    }
+    let from = preamble.map_or(content, |end| &content[end..]);
     let lifted = calls.into_iter().enumerate().map(|(i, prepared)| {
-        let repairs = made(choice, i, &prepared, Some(content));
+        let repairs = made(choice, i, &prepared, Some(from));
         let mut call = json!({
             "id": call_id(),
             "type": "function",
@@ -129,18 +146,19 @@ pub(super) fn lift(content: &str, declared: &Declared, choice: u64, indexed: boo
         }
         (call, repairs)
     });
-    Some(lifted.collect())
+    Some((preamble, lifted.collect()))
 }
 
 /// Repairs a whole (non-streamed) chat completion in place; what was made.
-/// `lifting`: the request declared tools and its `tool_choice` is not
-/// `none`.
-pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: bool) -> Vec<Made> {
+/// Text is lifted only from a choice that ended naturally
+/// (`finish_reason` `stop`).
+pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: Lifting) -> Vec<Made> {
     let mut made = Vec::new();
     let Some(choices) = body.get_mut("choices").and_then(Value::as_array_mut) else { return made };
     for (at, choice) in choices.iter_mut().enumerate() {
         let index = choice.get("index").and_then(Value::as_u64).unwrap_or(at as u64);
         let Some(choice) = choice.as_object_mut() else { continue };
+        let natural = choice.get("finish_reason").and_then(Value::as_str) == Some("stop");
         let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) else { continue };
         let calls = message.get_mut("tool_calls").and_then(Value::as_array_mut).filter(|c| !c.is_empty());
         if let Some(calls) = calls {
@@ -154,14 +172,23 @@ pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: 
             }
             continue;
         }
+        if !natural {
+            continue;
+        }
         let content = message.get("content").and_then(Value::as_str).filter(|c| !c.trim().is_empty());
-        let Some(lifted) = content.filter(|_| lifting).and_then(|c| lift(c, declared, index, false)) else { continue };
+        let Some((preamble, lifted)) = content.and_then(|c| lift(c, declared, lifting, index, false, false)) else {
+            continue;
+        };
+        let kept = match (preamble, content) {
+            (Some(end), Some(content)) => Value::String(content[..end].to_owned()),
+            _ => Value::Null,
+        };
         let mut calls = Vec::with_capacity(lifted.len());
         for (call, repairs) in lifted {
             made.extend(repairs);
             calls.push(call);
         }
-        message.insert("content".to_owned(), Value::Null);
+        message.insert("content".to_owned(), kept);
         message.insert("tool_calls".to_owned(), Value::Array(calls));
         choice.insert("finish_reason".to_owned(), "tool_calls".into());
     }

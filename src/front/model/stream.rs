@@ -5,10 +5,17 @@
 //!   form the reader accepts (markup, JSON, a fence, a name followed by its
 //!   arguments, a declared tool's name); from there the choice is held
 //!   until it ends, then sent with its calls lifted, or unchanged.
-//!   Text that began as words streams through: a call after it is a call
-//!   inside prose, never lifted.
+//! - Text that began as words streams through (a bare call after it is a
+//!   call inside prose, never lifted), watched for explicit call markup
+//!   where a preamble may come before it (the words rule,
+//!   [`crate::exec::declared::words`]): from the markup on (or from what
+//!   may still become markup) the choice is held, and at its end the calls
+//!   are lifted after the words already sent, or the text sent unchanged.
 //! - A thought (`<think>…</think>` at the start, `reasoning_content`)
-//!   streams through; the text after it is judged afresh.
+//!   streams through; the text after it is judged afresh, also when it
+//!   came in the thought's last delta.
+//! - Calls are lifted only from a choice that ended naturally
+//!   (`finish_reason` `stop`).
 //! - Tool-call deltas are held per index and sent complete (repaired where
 //!   one meaning is possible) when the choice ends.
 //! - At most [`MAX_HELD`] bytes are held; past it, what is held is sent
@@ -27,8 +34,11 @@ use futures::{Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
 
-use super::response::{could_begin, lift, made, repair_call, Made};
-use crate::exec::declared::Declared;
+use super::response::{lift, made, repair_call, Lifting, Made};
+use crate::exec::declared::{
+    words::{Scan, Scanned},
+    Declared,
+};
 
 /// The most a choice holds before it is sent unchanged.
 pub(super) const MAX_HELD: usize = 1024 * 1024;
@@ -118,8 +128,11 @@ enum State {
     Thinking,
     /// A call may have begun: held to the end.
     Holding,
-    /// Words: passing.
+    /// Words: passing, watched for explicit markup.
     Passing,
+    /// After words, text that may still become explicit markup: kept (in
+    /// `content`, not yet sent) until it is or is not.
+    Pending,
     /// Nothing more is changed (the choice ended, several choices, held
     /// too much, something unreadable).
     Off,
@@ -136,9 +149,12 @@ struct Partial {
 /// The rules over one stream's events.
 pub(super) struct Holder {
     declared: Arc<Declared>,
-    /// Lift calls out of `content` (tools declared, `tool_choice` not
-    /// `none`).
-    lifting: bool,
+    /// What may be lifted out of `content`.
+    lifting: Lifting,
+    /// Held from explicit markup after words already sent.
+    marked: bool,
+    /// The watch for explicit markup over the words sent.
+    scan: Scan,
     /// Note what the stream says of its generation.
     watching: bool,
     state: State,
@@ -174,11 +190,13 @@ pub(super) struct Generation {
 impl Holder {
     /// The rules over a stream whose request declared `declared` (none:
     /// nothing is changed, and with `watching` the generation is noted).
-    pub(super) fn new(declared: Option<Arc<Declared>>, lifting: bool, watching: bool) -> Self {
+    pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting, watching: bool) -> Self {
         let state = if declared.is_some() { State::Undecided } else { State::Off };
         Self {
             declared: declared.unwrap_or_else(|| Arc::new(Declared::none())),
             lifting,
+            marked: false,
+            scan: Scan::at_start(),
             watching,
             state,
             held: Vec::new(),
@@ -280,11 +298,11 @@ impl Holder {
                 Vec::new()
             }
             (None, false) => match content {
-                Some(content) => self.content(raw, &content),
+                Some(content) => self.content(Some(raw), &content),
                 None => self.pass_or_hold(raw),
             },
             (Some(reason), _) => {
-                let words = matches!(self.state, State::Passing | State::Thinking);
+                let words = matches!(self.state, State::Passing | State::Thinking | State::Pending);
                 if self.calls.is_empty() && words {
                     let mut out = self.release();
                     out.push(raw);
@@ -305,15 +323,27 @@ impl Holder {
         out
     }
 
-    /// A `content` delta under the rules.
-    fn content(&mut self, raw: Bytes, content: &str) -> Vec<Bytes> {
+    /// A `content` delta under the rules: `raw` is its event (`None`
+    /// for text the door split off an event of the upstream's: a chunk of
+    /// the door's carries it).
+    fn content(&mut self, raw: Option<Bytes>, content: &str) -> Vec<Bytes> {
+        let raw = raw.unwrap_or_else(|| self.chunk(json!({"content": content}), None));
         match self.state {
-            State::Passing | State::Off => vec![raw],
-            State::Thinking => {
-                self.thought.push_str(content);
-                self.after_thought();
-                vec![raw]
+            State::Off => vec![raw],
+            State::Passing => match self.lifting.on {
+                true => {
+                    let found = self.scan.next(content, false);
+                    self.watched(raw, content, found)
+                }
+                false => vec![raw],
+            },
+            State::Pending => {
+                self.content.push_str(content);
+                let pending = std::mem::take(&mut self.content);
+                let found = self.scan.next(&pending, false);
+                self.watched_pending(pending, found)
             }
+            State::Thinking => self.thinking(raw, content),
             State::Holding => {
                 self.hold(raw);
                 self.content.push_str(content);
@@ -322,62 +352,188 @@ impl Holder {
             State::Undecided => {
                 self.hold(raw);
                 self.content.push_str(content);
-                // Whitespace first is looked at once, not again with
-                // every delta.
-                let start = self.content[self.lead..].trim_start();
-                self.lead = self.content.len() - start.len();
-                if start.starts_with("<think>") {
-                    // A thought first: it streams, and the text after it
-                    // is judged afresh.
-                    let thought = std::mem::take(&mut self.content);
-                    let out = self.release();
-                    self.state = State::Thinking;
-                    self.thought = thought;
-                    self.after_thought();
-                    return out;
-                }
-                if !start.is_empty() && "<think>".starts_with(start) {
-                    return Vec::new();
-                }
-                match self.lifting.then(|| could_begin(&self.content[self.lead..], &self.declared)).flatten() {
-                    Some(true) => {
-                        self.state = State::Holding;
-                        Vec::new()
-                    }
-                    Some(false) => {
-                        self.state = State::Passing;
-                        self.release()
-                    }
-                    None if !self.lifting => {
-                        self.state = State::Passing;
-                        self.release()
-                    }
-                    None => Vec::new(),
-                }
+                self.undecided()
             }
         }
     }
 
-    /// Once the thought has ended: undecided again, or passing when text
-    /// came after it in the same delta (already sent with it). Only the
-    /// thought's last bytes are kept between deltas (where a `</think>`
-    /// split across two may begin), so a long thought is read once.
-    fn after_thought(&mut self) {
-        const CLOSER: &str = "</think>";
-        match self.thought.find(CLOSER) {
-            Some(end) => {
-                let after = self.thought[end + CLOSER.len()..].trim().is_empty();
-                self.thought.clear();
-                self.state = if after { State::Undecided } else { State::Passing };
+    /// The text held since the start (or the thought) judged: a thought
+    /// first, a call that may begin, or words.
+    fn undecided(&mut self) -> Vec<Bytes> {
+        // Whitespace first is looked at once, not again with every delta.
+        let start = self.content[self.lead..].trim_start();
+        self.lead = self.content.len() - start.len();
+        if start.starts_with("<think>") {
+            // A thought first: it streams, and the text after it is judged
+            // afresh.
+            let content = std::mem::take(&mut self.content);
+            self.state = State::Thinking;
+            self.scan = Scan::default();
+            let Some(end) = content.find("</think>").map(|at| at + "</think>".len()) else {
+                self.thought = content;
+                self.forget_thought();
+                return self.release();
+            };
+            let held = std::mem::take(&mut self.held);
+            self.held_bytes = 0;
+            let mut out: Vec<Bytes> = held.into_iter().filter(|event| !carries_text(event)).collect();
+            out.push(self.chunk(json!({"content": &content[..end]}), None));
+            self.state = State::Undecided;
+            self.lead = 0;
+            if !content[end..].is_empty() {
+                out.extend(self.content(None, &content[end..]));
             }
-            None => {
-                let mut keep = self.thought.len().saturating_sub(CLOSER.len() - 1);
-                while !self.thought.is_char_boundary(keep) {
-                    keep -= 1;
-                }
-                self.thought.drain(..keep);
+            return out;
+        }
+        if !start.is_empty() && "<think>".starts_with(start) {
+            return Vec::new();
+        }
+        match self.lifting.on.then(|| self.declared.could_begin(&self.content[self.lead..])).flatten() {
+            Some(true) => {
+                self.state = State::Holding;
+                Vec::new()
+            }
+            Some(false) => self.words(),
+            None if !self.lifting.on => {
+                self.state = State::Passing;
+                self.release()
+            }
+            None => Vec::new(),
+        }
+    }
+
+    /// The text held turned out to begin as words: they pass, watched for
+    /// explicit markup from their start.
+    fn words(&mut self) -> Vec<Bytes> {
+        self.state = State::Passing;
+        let text = std::mem::take(&mut self.content);
+        match self.scan.next(&text, false) {
+            Scanned::Nothing => self.release(),
+            found => {
+                // The held events carry the text: what was held without
+                // text goes first, then the text split where markup begins.
+                let held = std::mem::take(&mut self.held);
+                self.held_bytes = 0;
+                let mut out: Vec<Bytes> = held.into_iter().filter(|event| !carries_text(event)).collect();
+                out.extend(self.split(&text, found));
+                out
             }
         }
+    }
+
+    /// A piece of words after the scan over it: sent, or split where
+    /// explicit markup begins (or may).
+    fn watched(&mut self, raw: Bytes, content: &str, found: Scanned) -> Vec<Bytes> {
+        match found {
+            Scanned::Nothing => vec![raw],
+            found => self.split(content, found),
+        }
+    }
+
+    /// Words, then from `found` on what is or may become markup: the words
+    /// go (a chunk of the door's), the rest is held or kept pending.
+    fn split(&mut self, text: &str, found: Scanned) -> Vec<Bytes> {
+        let (at, sure) = match found {
+            Scanned::Marker(at) => (at, true),
+            Scanned::Incomplete(at) => (at, false),
+            Scanned::Nothing => return vec![self.chunk(json!({"content": text}), None)],
+            Scanned::ThoughtEnd(end) => {
+                // The words were a thought whose opener is missing: the
+                // text after it is judged afresh.
+                let mut out = vec![self.chunk(json!({"content": &text[..end]}), None)];
+                self.scan = Scan::default();
+                self.state = State::Undecided;
+                self.lead = 0;
+                self.content.clear();
+                if !text[end..].is_empty() {
+                    out.extend(self.content(None, &text[end..]));
+                }
+                return out;
+            }
+        };
+        let mut out = Vec::new();
+        if at > 0 {
+            out.push(self.chunk(json!({"content": &text[..at]}), None));
+        }
+        self.content = text[at..].to_owned();
+        match sure {
+            true => self.mark(),
+            false => self.state = State::Pending,
+        }
+        out
+    }
+
+    /// What is pending scanned again with what came: markup (held), still
+    /// undecided (kept), or words after all (sent, and watched on).
+    fn watched_pending(&mut self, pending: String, found: Scanned) -> Vec<Bytes> {
+        match found {
+            Scanned::Marker(0) => {
+                self.content = pending;
+                self.mark();
+                Vec::new()
+            }
+            Scanned::Incomplete(0) => {
+                self.content = pending;
+                Vec::new()
+            }
+            found => {
+                self.state = State::Passing;
+                // Events that waited behind the pending text (no text of
+                // their own) go first.
+                let mut out = std::mem::take(&mut self.held);
+                self.held_bytes = 0;
+                out.extend(self.split(&pending, found));
+                out
+            }
+        }
+    }
+
+    /// Explicit markup after words: held to the end (its text as a chunk
+    /// of the door's, should it go unchanged).
+    fn mark(&mut self) {
+        self.state = State::Holding;
+        self.marked = true;
+        let chunk = self.chunk(json!({"content": &self.content}), None);
+        // Events held while it was pending come after its text.
+        let waiting = std::mem::take(&mut self.held);
+        self.hold(chunk);
+        for event in waiting {
+            self.hold(event);
+        }
+    }
+
+    /// A delta inside the thought that opens the choice: it streams; when
+    /// it closes the thought, the text after the closer in the same delta
+    /// is judged afresh (split off into a chunk of the door's).
+    fn thinking(&mut self, raw: Bytes, content: &str) -> Vec<Bytes> {
+        const CLOSER: &str = "</think>";
+        let kept = self.thought.len();
+        self.thought.push_str(content);
+        let Some(end) = self.thought.find(CLOSER).map(|at| at + CLOSER.len()) else {
+            self.forget_thought();
+            return vec![raw];
+        };
+        self.thought.clear();
+        self.state = State::Undecided;
+        self.lead = 0;
+        let cut = end - kept;
+        if content[cut..].is_empty() {
+            return vec![raw];
+        }
+        let mut out = vec![self.chunk(json!({"content": &content[..cut]}), None)];
+        out.extend(self.content(None, &content[cut..]));
+        out
+    }
+
+    /// Only the thought's last bytes are kept between deltas (where a
+    /// `</think>` split across two may begin), so a long thought is read
+    /// once.
+    fn forget_thought(&mut self) {
+        let mut keep = self.thought.len().saturating_sub("</think>".len() - 1);
+        while !self.thought.is_char_boundary(keep) {
+            keep -= 1;
+        }
+        self.thought.drain(..keep);
     }
 
     fn hold(&mut self, raw: Bytes) {
@@ -388,7 +544,7 @@ impl Holder {
     /// An event that says nothing of the choice's text: held behind what
     /// is held, else sent.
     fn pass_or_hold(&mut self, raw: Bytes) -> Vec<Bytes> {
-        match self.held.is_empty() {
+        match self.held.is_empty() && self.state != State::Pending {
             true => vec![raw],
             false => {
                 self.hold(raw);
@@ -397,12 +553,19 @@ impl Holder {
         }
     }
 
-    /// What is held, sent unchanged; the content held is forgotten.
+    /// What is held, sent unchanged (text pending after words first, in a
+    /// chunk of the door's); the content held is forgotten.
     fn release(&mut self) -> Vec<Bytes> {
+        let mut out = Vec::new();
+        if self.state == State::Pending && !self.content.is_empty() {
+            out.push(self.chunk(json!({"content": &self.content}), None));
+            self.state = State::Passing;
+        }
         self.content.clear();
         self.lead = 0;
         self.held_bytes = 0;
-        std::mem::take(&mut self.held)
+        out.extend(std::mem::take(&mut self.held));
+        out
     }
 
     /// Something the rules cannot follow: everything held goes as it came
@@ -417,16 +580,16 @@ impl Holder {
 
     /// The choice ended (`reason`, and the upstream's finish event
     /// `raw_finish` unless it carried call deltas), or the stream did: the
-    /// held calls complete; else the held text's calls lifted; else the
-    /// held text unchanged.
+    /// held calls complete; else, when it ended naturally (`stop`), the
+    /// held text's calls lifted; else the held text unchanged.
     fn end(&mut self, reason: Option<Value>, raw_finish: Option<Bytes>) -> Vec<Bytes> {
-        let state = std::mem::replace(&mut self.state, State::Off);
-        if state == State::Off {
+        if self.state == State::Off {
             return raw_finish.into_iter().collect();
         }
         let mut out = Vec::new();
         if !self.calls.is_empty() {
             out.extend(self.release());
+            self.state = State::Off;
             let tail = std::mem::take(&mut self.tail);
             if !tail.is_empty() {
                 out.push(self.chunk(json!({"content": tail}), None));
@@ -434,26 +597,30 @@ impl Holder {
             out.extend(self.complete_calls(reason));
             return out;
         }
-        if state == State::Holding && self.lifting {
-            if let Some(lifted) = lift(&self.content, &self.declared, 0, true) {
+        let natural = reason.as_ref().and_then(Value::as_str) == Some("stop");
+        if self.state == State::Holding && natural {
+            if let Some((preamble, lifted)) = lift(&self.content, &self.declared, self.lifting, 0, true, self.marked) {
                 // What was held without text (the role's first delta,
-                // usage) goes; the text becomes the calls.
+                // usage) goes; the text becomes the preamble and the calls.
                 let held = std::mem::take(&mut self.held);
                 out.extend(held.into_iter().filter(|event| !carries_text(event)));
+                if let Some(end) = preamble {
+                    out.push(self.chunk(json!({"content": &self.content[..end]}), None));
+                }
                 self.content.clear();
+                self.state = State::Off;
                 let mut calls = Vec::with_capacity(lifted.len());
                 for (call, repairs) in lifted {
                     self.made.extend(repairs);
                     calls.push(call);
                 }
                 out.push(self.chunk(json!({"tool_calls": calls}), None));
-                if reason.is_some() {
-                    out.push(self.chunk(json!({}), Some("tool_calls".into())));
-                }
+                out.push(self.chunk(json!({}), Some("tool_calls".into())));
                 return out;
             }
         }
         out.extend(self.release());
+        self.state = State::Off;
         out.extend(raw_finish);
         out
     }
@@ -588,28 +755,6 @@ mod tests {
         assert_eq!(data(b": keep-alive\n\n"), None);
     }
 
-    #[test]
-    fn what_could_begin_a_call() {
-        let tools = vec![crate::exec::declared::declared("get_weather", "", None)];
-        let declared = Declared::new(tools, crate::exec::ExecLimits::default()).unwrap();
-        for text in [
-            "<tool_call>",
-            "  {\"name\"",
-            "```json",
-            "get_weather(",
-            "call:get_weather{",
-            "GetWeather ",
-            "[TOOL_CALLS]",
-        ] {
-            assert_eq!(could_begin(text, &declared), Some(true), "{text}");
-        }
-        for text in ["Sure, ", "The weather ", "I'll "] {
-            assert_eq!(could_begin(text, &declared), Some(false), "{text}");
-        }
-        assert_eq!(could_begin("get_wea", &declared), None);
-        assert_eq!(could_begin("   ", &declared), None);
-    }
-
     fn weather() -> Arc<Declared> {
         let parameters =
             serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
@@ -624,7 +769,7 @@ mod tests {
 
     /// Every event through a holder; the text sent and the calls sent.
     fn run(events: Vec<Bytes>) -> (String, Vec<Value>) {
-        let mut holder = Holder::new(Some(weather()), true, false);
+        let mut holder = Holder::new(Some(weather()), Lifting { on: true, several: true }, false);
         let mut out = Vec::new();
         for event in events {
             out.extend(holder.event(event));
@@ -666,5 +811,57 @@ mod tests {
         let (text, calls) = run(events);
         assert_eq!(text.trim_start(), "Hello.");
         assert!(calls.is_empty());
+    }
+
+    /// `text` in deltas of `size` characters.
+    fn pieces(text: &str, size: usize) -> Vec<Bytes> {
+        let chars: Vec<char> = text.chars().collect();
+        chars.chunks(size).map(|piece| content_event(&piece.iter().collect::<String>())).collect()
+    }
+
+    #[test]
+    fn words_before_explicit_markup_stream_and_the_calls_after_them_are_lifted() {
+        let written =
+            "I'll check.\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
+        for size in [1, 3, 7, 200] {
+            let (text, calls) = run(pieces(written, size));
+            assert_eq!(text, "I'll check.\n", "pieces of {size}");
+            assert_eq!(calls.len(), 1, "pieces of {size}");
+            assert_eq!(calls[0]["function"]["arguments"], "{\"city\":\"Oslo\"}");
+        }
+        // Words after the call: the whole text, unchanged.
+        let prose = format!("{written} is what I would send.");
+        for size in [1, 5, 400] {
+            assert_eq!(run(pieces(&prose, size)), (prose.clone(), Vec::new()), "pieces of {size}");
+        }
+        // Markup in a fence, in a sentence, or what only looks like a
+        // marker's start: text.
+        for text in [
+            "Never run this:\n```\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>\n```",
+            "An attacker would send <tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>",
+            "Use <tool_c\n<tool_cal\nx",
+        ] {
+            for size in [1, 4, 300] {
+                assert_eq!(run(pieces(text, size)), (text.to_owned(), Vec::new()), "{text:?} in pieces of {size}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_thought_whose_opener_is_missing_streams_and_the_call_after_it_is_lifted() {
+        let written = "The user wants the weather.</think>\n<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}</tool_call>";
+        for size in [1, 4, 500] {
+            let (text, calls) = run(pieces(written, size));
+            assert_eq!((text.as_str(), calls.len()), ("The user wants the weather.</think>", 1), "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn the_text_after_a_thought_in_its_last_delta_is_judged_afresh() {
+        let (text, calls) = run(["<think>hmm", "</think>get_weather(city=\"Oslo\")"].map(content_event).to_vec());
+        assert_eq!(text, "<think>hmm</think>");
+        assert_eq!(calls.len(), 1);
+        let (text, calls) = run(vec![content_event("<think>hmm</think>get_weather(city=\"Oslo\")")]);
+        assert_eq!((text.as_str(), calls.len()), ("<think>hmm</think>", 1));
     }
 }

@@ -65,8 +65,18 @@ impl ModelServer {
     }
 }
 
+/// How an answer of `model` ends: `tool_calls` with calls, `length` for a
+/// model whose name ends in `-length` (cut by its token limit), else `stop`.
+fn finish_of(model: &str, calls: &Option<Value>) -> &'static str {
+    match (calls.is_some(), model.ends_with("-length")) {
+        (true, _) => "tool_calls",
+        (false, true) => "length",
+        (false, false) => "stop",
+    }
+}
+
 fn completion(model: &str, content: Option<&str>, calls: Option<Value>) -> Value {
-    let finish = if calls.is_some() { "tool_calls" } else { "stop" };
+    let finish = finish_of(model, &calls);
     json!({
         "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content, "tool_calls": calls}, "finish_reason": finish}],
@@ -104,7 +114,7 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
             }
             "tool_calls"
         }
-        None => "stop",
+        None => finish_of(model, &None),
     };
     events.push(chunk(model, json!({}), Some(finish)));
     events.push("data: [DONE]\n\n".to_owned());
@@ -145,7 +155,7 @@ pub async fn start() -> ModelServer {
         // A conversation that already holds a tool's result: the final answer.
         let answered = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
         // `say`: the user's last message, as the model's text.
-        if model == "say" {
+        if model == "say" || model == "say-length" {
             let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
             let said = said.unwrap_or_default().to_owned();
             let stream = asked["stream"].as_bool().unwrap_or(false);

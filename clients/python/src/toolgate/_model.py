@@ -112,7 +112,8 @@ class Resolution:
 @dataclass(frozen=True)
 class Repair:
     #: "TOOL_NAME", "ARGUMENT_NAME", "ARGUMENTS_JSON", "ARGUMENT_VALUE",
-    #: "ARGUMENTS_ENVELOPE" (or "REPAIR_KIND_<n>" from a newer gateway).
+    #: "ARGUMENTS_ENVELOPE", "WORDS_DROPPED" (or "REPAIR_KIND_<n>" from a
+    #: newer gateway).
     kind: str
     original: str
     repaired: str

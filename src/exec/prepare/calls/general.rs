@@ -38,6 +38,7 @@ use serde_json::{Map, Value};
 use super::{
     balanced_end, python,
     tags::{attributes, is_name_attribute, name_attribute, unquote},
+    words::THOUGHT_TAGS,
     Arguments, Found, Reading,
 };
 use crate::{
@@ -57,9 +58,6 @@ const PARAMETER_TAGS: &[&str] = &["parameter", "param", "arg", "argument"];
 
 /// Tags holding the arguments as one JSON object.
 const ARGUMENTS_TAGS: &[&str] = &["arguments", "parameters", "args", "input"];
-
-/// Tags holding a thought, not a call (their text is never read).
-const THOUGHT_TAGS: &[&str] = &["think", "thinking", "thought", "reasoning", "analysis"];
 
 /// A tool of the caller's, as the reading needs it.
 #[derive(Clone, Copy)]
@@ -372,6 +370,7 @@ pub(crate) fn read(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> R
     let mut reader = Reader::new(text, anchor, limits);
     reader.read(&tokens);
     match (reader.broken, reader.calls, reader.found.pop()) {
+        (_, n, Some(found)) if n >= 1 && reader.words => Reading::Words(found),
         (_, n, _) if n > 1 => Reading::Many(n),
         (false, 1, Some(found)) if reader.prose => Reading::AfterProse(found),
         (false, 1, Some(found)) => Reading::One(found),
@@ -391,7 +390,7 @@ pub(crate) fn read_each(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits)
     let tokens = tokens(text);
     let mut reader = Reader::new(text, anchor, limits);
     reader.read(&tokens);
-    let complete = !reader.broken && !reader.prose && reader.calls == reader.found.len();
+    let complete = !reader.broken && !reader.prose && !reader.words && reader.calls == reader.found.len();
     (complete && !reader.found.is_empty()).then_some(reader.found)
 }
 
@@ -411,6 +410,9 @@ struct Reader<'t, 'a> {
     broken: bool,
     /// Text that is not residue came before the first call.
     prose: bool,
+    /// Text that is not residue came after a call (the words rule: the
+    /// whole text is prose).
+    words: bool,
 }
 
 impl<'t, 'a> Reader<'t, 'a> {
@@ -425,6 +427,7 @@ impl<'t, 'a> Reader<'t, 'a> {
             found: Vec::new(),
             broken: false,
             prose: false,
+            words: false,
         }
     }
 
@@ -753,18 +756,30 @@ impl<'t, 'a> Reader<'t, 'a> {
             if pos >= end {
                 return Some(pos);
             }
-            match self.name_then_body(&text[pos..]) {
+            // Between calls, a `,` or `;` may separate them.
+            let after = after_call || any;
+            let separated = match after {
+                true => text[pos..end].strip_prefix([',', ';']).map(|r| pos + 1 + r.len() - r.trim_start().len()),
+                false => None,
+            };
+            let next = separated.unwrap_or(pos);
+            match self.name_then_body(&text[next..]) {
                 Some((found, len)) => {
                     self.calls += 1;
                     self.found.push(found);
                     any = true;
-                    pos += len;
+                    pos = next + len;
                 }
-                // After a call: text holding no other call (each it holds
-                // counts). Before any: residue only (fences, markers, a
-                // language tag).
-                None if after_call || any => {
-                    self.calls += super::count(&text[pos..end], self.limits);
+                // After a call: residue only (the words rule); words make
+                // the text prose, and each call they hold counts. Before
+                // any: residue only (fences, markers, a language tag).
+                None if after => {
+                    let tail = &text[pos..end];
+                    if !super::words::is_trailing_residue(tail) {
+                        let more = super::count(tail, self.limits);
+                        self.calls += more;
+                        self.words |= more == 0;
+                    }
                     return Some(end);
                 }
                 None => return is_residue(&text[pos..end]).then_some(end),
@@ -1093,16 +1108,36 @@ mod tests {
             // A thought before the call.
             "The user wants the weather.</think>\n<get_weather><city>Paris</city></get_weather>",
             "<think>weather</think><function=get_weather><parameter=city>Paris</parameter></function>",
-            // A Python call, then prose.
-            "get_weather(city=\"Paris\")\nI will tell you once I know.",
             // A name as text, then its parameters.
             "get_weather\n<parameter=city>Paris</parameter>",
-            // A call object, then words holding no call.
-            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\nI will tell you once I know.",
+            // Residue after the call: closers, tokens, a fence.
+            "get_weather(city=\"Paris\")\n</tool_call><|im_end|>",
+            "call:get_weather{city: \"Paris\"}\n```",
         ] {
             let (_, arguments) = one(text);
             assert_eq!(arguments, paris, "{text}");
         }
+    }
+
+    /// The words rule: after the last call only residue; words (a sentence,
+    /// a full stop, an emoji) make the whole text prose, whatever the call
+    /// was written in.
+    #[test]
+    fn words_after_a_call_make_the_text_prose() {
+        for text in [
+            "get_weather(city=\"Paris\")\nI will tell you once I know.",
+            "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\nI will tell you once I know.",
+            "get_weather(city=\"Paris\") -- never run this.",
+            "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call> is what I refuse.",
+            "<get_weather><city>Paris</city></get_weather>.",
+            "call:get_weather{city: \"Paris\"} \u{1F642}",
+            "<tool_call>now</tool_call>, then",
+        ] {
+            assert!(matches!(reading(text), Reading::Words(_)), "{text}: {:?}", reading(text));
+        }
+        // Between calls, `,` and `;` separate them.
+        assert_eq!(reading("call:get_weather{city: \"Paris\"}, call:get_weather{city: \"Rome\"}"), Reading::Many(2));
+        assert_eq!(reading("get_weather(city='Paris'); get_weather(city='Rome')"), Reading::Many(2));
     }
 
     /// Text shaped against the reading, at 1 MiB, costs a few passes: the

@@ -41,6 +41,7 @@ mod general;
 pub(crate) use general::read_each;
 mod python;
 mod tags;
+pub(crate) mod words;
 
 pub(crate) use general::{Anchor, Tool};
 
@@ -162,6 +163,9 @@ pub(crate) enum Reading {
     /// Text, then one complete call (the general reading): two readings,
     /// the text as it is or the call; never run ([`after_prose`]).
     AfterProse(Found),
+    /// A call (the last one read), then words: prose by the words rule
+    /// ([`words`]); never run ([`then_words`]).
+    Words(Found),
 }
 
 /// The answer to text holding `count` calls where one belongs.
@@ -176,6 +180,15 @@ pub(crate) fn after_prose(name: Option<&str>) -> ToolError {
     let call = name.map_or_else(|| "a call".to_owned(), |name| format!("a call of '{name}'"));
     ToolError::invalid_arguments(format!(
         "the text holds words, then {call}: it reads as the words or as the call, and nothing was run: \
+         send the call alone as the tool call"
+    ))
+}
+
+/// The answer to a call of `name`, then words, where one call belongs.
+pub(crate) fn then_words(name: Option<&str>) -> ToolError {
+    let call = name.map_or_else(|| "a call".to_owned(), |name| format!("a call of '{name}'"));
+    ToolError::invalid_arguments(format!(
+        "the text holds {call}, then words: it reads as the call or as the words, and nothing was run: \
          send the call alone as the tool call"
     ))
 }

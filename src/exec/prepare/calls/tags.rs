@@ -261,7 +261,7 @@ pub(super) fn read(text: &str, limits: ArgumentLimits, depth: usize) -> Reading 
     for part in parts {
         let Part::Element(element) = part else { return Reading::Nothing };
         match element_calls(element, limits, depth) {
-            Reading::Nothing | Reading::AfterProse(_) => return Reading::Nothing,
+            Reading::Nothing | Reading::AfterProse(_) | Reading::Words(_) => return Reading::Nothing,
             Reading::One(found) => {
                 count += 1;
                 calls.push(found);
@@ -371,7 +371,7 @@ pub(super) fn calls_at(
     let found = element(text, base, unclosed)?;
     let end = found.end;
     match element_calls(found, limits, 0) {
-        Reading::Nothing | Reading::AfterProse(_) => None,
+        Reading::Nothing | Reading::AfterProse(_) | Reading::Words(_) => None,
         Reading::One(_) => Some((1, end)),
         Reading::Many(n) => Some((n, end)),
     }
