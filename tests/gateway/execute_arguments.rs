@@ -408,10 +408,14 @@ tools:
     }
     // More than one reading, or a required parameter: errors.
     for (tool, emitted, message) in [
-        ("find_file", r#"{"path": "/a"}{"path": "/b"}"#, "2 tool calls arrived in one, and none was run"),
+        ("find_file", r#"{"path": "/a"}{"path": "/b"}"#, "2 tool calls arrived in one ('find_file'), and none was run"),
         ("find_file", r#"{"path": "/a"#, "arguments are not valid JSON: EOF while parsing"),
         ("find_file", "null", "arguments must be a JSON object, got null"),
-        ("find_file", r#"[{"path": "/a"}, {"path": "/b"}]"#, "2 tool calls arrived in one, and none was run"),
+        (
+            "find_file",
+            r#"[{"path": "/a"}, {"path": "/b"}]"#,
+            "2 tool calls arrived in one ('find_file'), and none was run",
+        ),
     ] {
         let response = execute(&mut gw.client, tool, emitted).await;
         assert!(error_of(&response).starts_with(message), "{emitted}: {}", error_of(&response));

@@ -15,6 +15,7 @@ mod dashboard;
 mod deploy;
 mod docs;
 mod door_hardening;
+mod exact_reading;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;

@@ -414,15 +414,16 @@ async fn each_family_records_its_repairs_and_two_calls_run_neither() {
     }
     let two = "{\"city\": \"Paris\"}<|tool_call_end|><|tool_call_begin|>functions.get_weather:1<|tool_call_argument_begin|>{\"city\": \"Rome\"}";
     let three = "[get_weather(city='Paris'), get_weather(city='Rome'), read_file(path='/x')]";
+    let named = [
+        (two, "2 tool calls arrived in one ('get_weather', then 'get_weather')"),
+        (three, "3 tool calls arrived in one ('get_weather', then 'get_weather', then 'read_file')"),
+    ];
     for (tool, arguments, count) in [("get_weather", two, 2), ("", three, 3)] {
         let response = gw.client.execute(request(tool, arguments)).await.unwrap().into_inner();
         let error = response.error.expect("an error");
         assert_eq!(error.kind, toolgate::proto::v1::ErrorKind::InvalidArguments as i32);
-        assert!(
-            error.message.starts_with(&format!("{count} tool calls arrived in one, and none was run")),
-            "{}",
-            error.message
-        );
+        let said = named.iter().find(|(text, _)| *text == arguments).map(|(_, said)| *said).unwrap();
+        assert!(error.message.starts_with(&format!("{said}, and none was run")), "{count}: {}", error.message);
         assert!(!response.ok);
     }
 }

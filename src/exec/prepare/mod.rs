@@ -11,6 +11,7 @@
 //! | name | [`lookup`] | the emitted name → one tool inside the caller's set |
 //! | user | [`bind`] | a tool that acts for a user needs one |
 //! | syntax | [`syntax`] | the arguments' text → one JSON object, dialect slips repaired ([`json`]); else read as a call in another syntax ([`calls`]); a call after the arguments is an error |
+//! | markup in values | [`markup`] | a value ending in call markup cut there; markup anywhere else in a value refused |
 //! | argument names | [`keys`] | drifted argument names renamed |
 //! | envelope | [`envelope`] | arguments wrapped or beside call metadata, unwrapped |
 //! | values | [`values`] | values of another type than their schema's, coerced |
@@ -32,6 +33,7 @@ mod envelope;
 mod json;
 mod keys;
 mod lookup;
+mod markup;
 mod syntax;
 mod validate;
 mod values;
@@ -183,20 +185,23 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     };
 
     let all_optional = tool.parameters.required().is_empty();
-    let (parsed, text) = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional) {
+    let (parsed, text) = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional, Some((&tool.name, cx)))
+    {
         Ok(parsed) => (parsed, text),
         Err(error) => match (!cx.strict).then(|| written_otherwise(cx, id, text)).flatten() {
-            Some(Ok(inner)) => match syntax::parse(&inner, false, cx.limits.arguments, all_optional) {
-                Ok(parsed) => {
-                    repairs.push(Repair {
-                        kind: RepairKind::ArgumentsJson,
-                        original: text.to_owned(),
-                        repaired: inner,
-                    });
-                    (parsed, "")
+            Some(Ok(inner)) => {
+                match syntax::parse(&inner, false, cx.limits.arguments, all_optional, Some((&tool.name, cx))) {
+                    Ok(parsed) => {
+                        repairs.push(Repair {
+                            kind: RepairKind::ArgumentsJson,
+                            original: text.to_owned(),
+                            repaired: inner,
+                        });
+                        (parsed, "")
+                    }
+                    Err(error) => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), error))),
                 }
-                Err(error) => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), error))),
-            },
+            }
             Some(Err(many)) => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), many))),
             None => return Ok(Err(Outcome::failed(Some(tool), repairs, String::new(), error))),
         },
@@ -206,6 +211,11 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     let mut draft = Draft { id, tool, arguments: Value::Object(parsed.object), unchanged, repairs: Vec::new() };
     draft.record(repairs);
     draft.record(parsed.repairs);
+    let object = draft.arguments.as_object_mut().expect("arguments are an object");
+    match markup::clean(object, cx.strict) {
+        Ok(cleaned) => draft.record(cleaned),
+        Err(error) => return Ok(Err(draft.failed(error))),
+    }
 
     if !cx.strict {
         argument_names(&mut draft);
@@ -245,7 +255,7 @@ pub(crate) fn calls_in(cx: &Context<'_>, text: &str) -> Option<Vec<(String, Stri
         .into_iter()
         .map(|found| {
             let name = found.name?;
-            let text = typed(cx, &name, found.arguments).into_text().unwrap_or_else(|| "{}".to_owned());
+            let text = arguments_text(cx, &name, found.arguments).ok()?.unwrap_or_else(|| "{}".to_owned());
             Some((name, text))
         })
         .collect()
@@ -293,7 +303,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
         match calls::read_anchored(&call.tool, cx, limits) {
             calls::Reading::One(calls::Found { name: Some(name), arguments }) => {
                 let sent = call.arguments_json.trim();
-                let whole = match typed(cx, &name, arguments).into_text() {
+                let whole = match arguments_text(cx, &name, arguments)? {
                     None => Whole { name, text: call.arguments_json.clone(), arguments_read: None, dropped: None },
                     Some(text) if sent.is_empty() || sent == "{}" => {
                         Whole { name, text, arguments_read: Some(RepairKind::ArgumentsJson), dropped: None }
@@ -303,7 +313,7 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
                 };
                 return Ok(Some(whole));
             }
-            calls::Reading::Many(count) => return Err(calls::many(count)),
+            calls::Reading::Many(count) => return Err(calls::many_named(count, None, &call.tool, cx)),
             calls::Reading::AfterProse(found) => return Err(calls::after_prose(found.name.as_deref())),
             calls::Reading::Words(found) => return Err(calls::then_words(found.name.as_deref())),
             _ => {}
@@ -326,10 +336,10 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
     };
     match calls::read_anchored(text, cx, limits) {
         calls::Reading::One(calls::Found { name: Some(name), arguments }) if agrees(cx, &call.tool, &name) => {
-            let text = typed(cx, &name, arguments).into_text().unwrap_or_else(|| "{}".to_owned());
+            let text = arguments_text(cx, &name, arguments)?.unwrap_or_else(|| "{}".to_owned());
             Ok(Some(Whole { name, text, arguments_read: Some(kind), dropped }))
         }
-        calls::Reading::Many(count) => Err(calls::many(count)),
+        calls::Reading::Many(count) => Err(calls::many_named(count, None, text, cx)),
         calls::Reading::AfterProse(found) => Err(calls::after_prose(found.name.as_deref())),
         calls::Reading::Words(found) => Err(calls::then_words(found.name.as_deref())),
         // Words, then markup that holds no call of the caller's: prose.
@@ -350,7 +360,7 @@ fn is_residue(emitted: &str) -> bool {
 fn prose(cx: &Context<'_>, text: &str) -> Result<Option<Whole>, ToolError> {
     match calls::read_anchored(text, cx, cx.limits.arguments) {
         calls::Reading::Nothing => Ok(None),
-        calls::Reading::Many(count) => Err(calls::many(count)),
+        calls::Reading::Many(count) => Err(calls::many_named(count, None, text, cx)),
         calls::Reading::Words(found) => Err(calls::then_words(found.name.as_deref())),
         calls::Reading::One(found) | calls::Reading::AfterProse(found) => {
             Err(calls::after_prose(found.name.as_deref()))
@@ -374,6 +384,19 @@ fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
             suggestions.is_empty() || suggestions.iter().any(|s| *s == cx.catalog.tool(id).name)
         }
     }
+}
+
+/// A found call's arguments as their JSON text (`None`: none written),
+/// markup's values read by the schema of the tool `name` means; the error
+/// of a markup value that reads two ways (character entities).
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn arguments_text(cx: &Context<'_>, name: &str, arguments: calls::Arguments) -> Result<Option<String>, ToolError> {
+    if let calls::Arguments::Markup(values) = &arguments {
+        if let Some((key, written, decoded)) = markup::entities(values) {
+            return Err(markup::two_readings(&key, &written, &decoded));
+        }
+    }
+    Ok(typed(cx, name, arguments).into_text())
 }
 
 /// Markup's values read by the schema of the tool `name` means
@@ -408,10 +431,15 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
     match calls::read_anchored(text, cx, cx.limits.arguments) {
         calls::Reading::One(calls::Found { name, arguments }) => {
             let same = name.as_deref().is_none_or(|name| tool_named(cx, name) == Some(id));
+            if let calls::Arguments::Markup(values) = &arguments {
+                if let Some((key, written, decoded)) = markup::entities(values) {
+                    return same.then(|| Err(markup::two_readings(&key, &written, &decoded)));
+                }
+            }
             let arguments = arguments.typed(properties(cx, id), cx.limits.arguments);
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
         }
-        calls::Reading::Many(count) => Some(Err(calls::many(count))),
+        calls::Reading::Many(count) => Some(Err(calls::many_named(count, Some(&cx.catalog.tool(id).name), text, cx))),
         calls::Reading::AfterProse(found) => Some(Err(calls::after_prose(found.name.as_deref()))),
         calls::Reading::Words(found) => Some(Err(calls::then_words(found.name.as_deref()))),
         calls::Reading::Nothing => None,

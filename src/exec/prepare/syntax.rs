@@ -49,7 +49,13 @@ pub(crate) struct Parsed {
 /// are repaired and each repair is recorded; `all_optional` (the tool
 /// requires no parameter) lets `null`, `""` and `[]` mean `{}`.
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
-pub(crate) fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_optional: bool) -> Result<Parsed, ToolError> {
+pub(crate) fn parse(
+    text: &str,
+    strict: bool,
+    limits: ArgumentLimits,
+    all_optional: bool,
+    call: Option<(&str, &dyn calls::Anchor)>,
+) -> Result<Parsed, ToolError> {
     if text.len() > limits.max_bytes {
         return Err(ToolError::invalid_arguments(format!(
             "arguments are {} bytes long; the limit is {}",
@@ -65,7 +71,7 @@ pub(crate) fn parse(text: &str, strict: bool, limits: ArgumentLimits, all_option
         Err(JsonError::Syntax(err)) => {
             let fixed = match strict {
                 true => None,
-                false => lenient(text, limits)?,
+                false => lenient(text, limits, call)?,
             };
             match fixed {
                 Some((value, fixed)) => (value, Some(fixed)),
@@ -141,7 +147,11 @@ fn is_empty(value: &Value) -> bool {
 /// from, or `None` when no repair makes one JSON value of the text; an
 /// error when text after the first object holds more calls (never cut off).
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
-fn lenient(text: &str, limits: ArgumentLimits) -> Result<Option<(Value, String)>, ToolError> {
+fn lenient(
+    text: &str,
+    limits: ArgumentLimits,
+    call: Option<(&str, &dyn calls::Anchor)>,
+) -> Result<Option<(Value, String)>, ToolError> {
     let unfenced = strip_language_tag(strip_fence(text.trim()));
     // A whole object whose quotes were escaped once too often.
     if let Some(unescaped) = unescape_once(unfenced) {
@@ -161,9 +171,12 @@ fn lenient(text: &str, limits: ArgumentLimits) -> Result<Option<(Value, String)>
     let Some(end) = first_value_end(&fixed) else { return Ok(None) };
     let rest = &fixed[end..];
     if fixed.starts_with(['{', '[']) {
-        let more = calls::count(rest, limits);
+        let more = calls::count_anchored(rest, limits, call.map(|(_, anchor)| anchor));
         if more > 0 {
-            return Err(calls::many(1 + more));
+            return Err(match call {
+                Some((tool, anchor)) => calls::many_named(1 + more, Some(tool), rest, anchor),
+                None => calls::many(1 + more),
+            });
         }
     }
     if rest.trim_start().starts_with(['{', '[']) {
@@ -190,11 +203,11 @@ mod tests {
     use super::*;
 
     fn ok(text: &str, strict: bool) -> Parsed {
-        parse(text, strict, ArgumentLimits::default(), false).unwrap_or_else(|e| panic!("{text}: {}", e.message))
+        parse(text, strict, ArgumentLimits::default(), false, None).unwrap_or_else(|e| panic!("{text}: {}", e.message))
     }
 
     fn err(text: &str, strict: bool) -> String {
-        parse(text, strict, ArgumentLimits::default(), false).unwrap_err().message
+        parse(text, strict, ArgumentLimits::default(), false, None).unwrap_err().message
     }
 
     #[test]
@@ -267,12 +280,12 @@ mod tests {
     #[test]
     fn no_arguments_said_another_way_when_nothing_is_required() {
         for text in ["null", "\"\"", "[]", "None"] {
-            let parsed = parse(text, false, ArgumentLimits::default(), true).unwrap();
+            let parsed = parse(text, false, ArgumentLimits::default(), true, None).unwrap();
             assert!(parsed.object.is_empty(), "{text}");
             assert_eq!(parsed.repairs.last().map(|r| r.repaired.as_str()), Some("{}"), "{text}");
             // A tool with a required parameter gets the error.
-            assert!(parse(text, false, ArgumentLimits::default(), false).is_err(), "{text}");
-            assert!(parse(text, true, ArgumentLimits::default(), true).is_err(), "{text}");
+            assert!(parse(text, false, ArgumentLimits::default(), false, None).is_err(), "{text}");
+            assert!(parse(text, true, ArgumentLimits::default(), true, None).is_err(), "{text}");
         }
     }
 
@@ -306,18 +319,18 @@ mod tests {
         let limits = ArgumentLimits::default();
         let big = format!("{{\"a\": \"{}\"}}", "x".repeat(3 * 1024 * 1024));
         assert_eq!(
-            parse(&big, false, limits, false).unwrap_err().message,
+            parse(&big, false, limits, false, None).unwrap_err().message,
             "arguments are 3145737 bytes long; the limit is 1 MiB"
         );
         let deep = "[".repeat(200_000);
         assert_eq!(
-            parse(&deep, false, limits, false).unwrap_err().message,
+            parse(&deep, false, limits, false, None).unwrap_err().message,
             "arguments are nested deeper than 64 levels"
         );
         let nested_ok = format!("{}{}", "{\"a\":".repeat(63), "1".to_owned() + &"}".repeat(63));
-        assert!(parse(&nested_ok, false, limits, false).is_ok());
+        assert!(parse(&nested_ok, false, limits, false, None).is_ok());
         let brackets_in_strings = format!("{{\"a\": \"{}\"}}", "[".repeat(1000));
-        assert!(parse(&brackets_in_strings, false, limits, false).is_ok());
+        assert!(parse(&brackets_in_strings, false, limits, false, None).is_ok());
     }
 
     #[test]
@@ -346,7 +359,7 @@ mod tests {
             let parsed = ok(text, false);
             assert_eq!(serde_json::to_string(&parsed.object).unwrap(), expected, "{text}");
             assert_eq!(parsed.repairs[0].kind, RepairKind::ArgumentsJson, "{text}");
-            assert!(parse(text, true, ArgumentLimits::default(), false).is_err(), "strict: {text}");
+            assert!(parse(text, true, ArgumentLimits::default(), false, None).is_err(), "strict: {text}");
         }
     }
 

@@ -14,7 +14,7 @@
 //!   wants one;
 //! - a single value where it wants an array of that value's type, unless it
 //!   is a string holding `,`, `;` or a newline (a list in disguise has more
-//!   than one reading);
+//!   than one reading), or an empty string (no value: never `[""]`);
 //! - a string matching exactly one allowed `enum` value ignoring case.
 //!
 //! Only values whose schema allows one type (no `anyOf`, `oneOf`, type
@@ -180,7 +180,8 @@ fn coerced(value: &Value, property: &Value, limits: ArgumentLimits) -> Option<Va
         ("array", single) if !single.is_array() => {
             let items = property.get("items")?;
             let fits = match (items.get("type").and_then(Value::as_str)?, single) {
-                ("string", Value::String(text)) => !text.contains([',', ';', '\n']),
+                // An empty string is no value: never wrapped (`[""]`).
+                ("string", Value::String(text)) => !text.trim().is_empty() && !text.contains([',', ';', '\n']),
                 ("integer", Value::Number(n)) => n.is_i64() || n.is_u64(),
                 ("number", Value::Number(_)) | ("boolean", Value::Bool(_)) | ("object", Value::Object(_)) => true,
                 _ => false,

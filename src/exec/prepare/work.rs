@@ -106,7 +106,7 @@ mod tests {
         let ((), work) = metered(text.len(), || {
             let _ = super::super::calls::read(text, limits);
             let _ = super::super::calls::count(text, limits);
-            let _ = super::super::syntax::parse(text, false, limits, false);
+            let _ = super::super::syntax::parse(text, false, limits, false, None);
         });
         work
     }

@@ -154,6 +154,16 @@ pub async fn start() -> ModelServer {
         }
         // A conversation that already holds a tool's result: the final answer.
         let answered = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        // `say-call`: the user's last message is a call's name, a newline
+        // and its arguments' text, sent as a structured call.
+        if model == "say-call" {
+            let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
+            let (name, arguments) = said.unwrap_or_default().split_once('\n').unwrap_or_default();
+            let call =
+                json!([{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]);
+            let stream = asked["stream"].as_bool().unwrap_or(false);
+            return answer(&model, None, Some(call), stream);
+        }
         // `say`: the user's last message, as the model's text.
         if model == "say" || model == "say-length" {
             let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());

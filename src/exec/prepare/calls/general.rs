@@ -643,8 +643,11 @@ impl<'t, 'a> Reader<'t, 'a> {
                     match &parameter {
                         // The next parameter closes one left open.
                         Some(_) => frame.close_parameter(text, tag.at),
+                        // A call opened before this one closed: where the
+                        // first ends would be a guess (no reading).
                         None if self.starts_call(tag) => {
                             frame.close_parameter(text, tag.at);
+                            frame.broken |= !frame.tag.is_empty();
                             return false;
                         }
                         // Markup inside a value.
@@ -678,7 +681,10 @@ impl<'t, 'a> Reader<'t, 'a> {
                         frame.open = Some((String::new(), tag.tag, tag.end, false));
                         true
                     }
-                    None if self.starts_call(tag) => false,
+                    None if self.starts_call(tag) => {
+                        frame.broken |= !frame.tag.is_empty();
+                        false
+                    }
                     None => {
                         frame.broken = true;
                         true
@@ -776,11 +782,20 @@ impl<'t, 'a> Reader<'t, 'a> {
                 None if after => {
                     let tail = &text[pos..end];
                     if !super::words::is_trailing_residue(tail) {
-                        let more = super::count(tail, self.limits);
+                        let more = super::count_anchored(tail, self.limits, Some(self.anchor));
                         self.calls += more;
                         self.words |= more == 0;
                     }
                     return Some(end);
+                }
+                // Arguments before a call (`{}` then `<tool_call>…`): a call
+                // of their own, whose name was sent apart; never dropped.
+                None if text[pos..end].starts_with('{') => {
+                    let close = balanced_end(&text[pos..end])?;
+                    literal(&text[pos..pos + close], self.limits).filter(Value::is_object)?;
+                    self.calls += 1;
+                    any = true;
+                    pos += close;
                 }
                 None => return is_residue(&text[pos..end]).then_some(end),
             }
@@ -947,6 +962,9 @@ fn orphan_thought_end(tokens: &[Token<'_>]) -> Option<usize> {
 /// Text that is only residue: markup words, fences, language tags.
 fn is_residue(text: &str) -> bool {
     let stripped = text.trim().trim_matches('`').trim();
+    if stripped.contains(['{', '}', '(', ')']) {
+        return false;
+    }
     stripped.is_empty()
         || residue::words(stripped).iter().all(|w| w.markup || w.namespace)
         || super::is_language_tag(stripped)

@@ -106,6 +106,13 @@ impl Arguments {
             let Some(schema) = properties.get(key) else { continue };
             let admitted = admitted_types(schema);
             match &*value {
+                // `42.0` written as markup for an integer: 42 (a JSON number
+                // `42.0` is valid as it is).
+                Value::String(text) if admitted == ["integer"] => {
+                    if let Some(whole) = integral(text.trim()) {
+                        *value = whole;
+                    }
+                }
                 // A string parameter keeps its text as written, even where
                 // the markup said it was JSON (`string="false"`).
                 parsed if admitted == ["string"] && !parsed.is_string() => *value = Value::String(parsed.to_string()),
@@ -132,6 +139,17 @@ impl Arguments {
             Arguments::Absent => None,
         }
     }
+}
+
+/// `42.0` (digits, a point, only zeros) as the integer 42.
+fn integral(text: &str) -> Option<Value> {
+    let (whole, zeros) = text.split_once('.')?;
+    let digits = whole.strip_prefix('-').unwrap_or(whole);
+    let plain = !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) && !zeros.is_empty();
+    if !plain || !zeros.bytes().all(|b| b == b'0') || (digits.len() > 1 && digits.starts_with('0')) {
+        return None;
+    }
+    whole.parse::<i64>().ok().map(Value::from)
 }
 
 /// The types a schema admits: its `type` (one or a list) and those of
@@ -170,8 +188,41 @@ pub(crate) enum Reading {
 
 /// The answer to text holding `count` calls where one belongs.
 pub(crate) fn many(count: usize) -> ToolError {
+    named_many(count, &[])
+}
+
+/// [`many`], naming the calls it can: `first`, the name a call was sent
+/// under (its arguments begin the text), then each name of the caller's
+/// tools the text writes as a word, in order.
+pub(crate) fn many_named(count: usize, first: Option<&str>, text: &str, anchor: &dyn Anchor) -> ToolError {
+    let mut names: Vec<String> = first.filter(|f| !f.trim().is_empty()).map(str::to_owned).into_iter().collect();
+    let word = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-');
+    let mut rest = text;
+    while let Some(start) = rest.find(word) {
+        if !work::charge(start + 1) {
+            break;
+        }
+        let len = rest[start..].find(|c: char| !word(c)).unwrap_or(rest.len() - start);
+        let candidate = &rest[start..start + len];
+        if anchor.tool(candidate).is_some() {
+            names.push(candidate.to_owned());
+        }
+        rest = &rest[start + len..];
+    }
+    named_many(count, &names)
+}
+
+fn named_many(count: usize, names: &[String]) -> ToolError {
+    let named = match names {
+        [] => String::new(),
+        names => {
+            let quoted: Vec<String> = names.iter().take(8).map(|n| format!("'{n}'")).collect();
+            format!(" ({})", quoted.join(", then "))
+        }
+    };
     ToolError::invalid_arguments(format!(
-        "{count} tool calls arrived in one, and none was run: send each as a tool call of its own, one call per tool call"
+        "{count} tool calls arrived in one{named}, and none was run: send each as a tool call of its own, one call \
+         per tool call"
     ))
 }
 
@@ -279,9 +330,15 @@ fn only_closers(text: &str) -> bool {
 }
 
 /// How many calls `text` (what followed a call's arguments) holds: JSON
-/// objects, call elements in tags and Python-style calls with arguments;
-/// prose and closing residue hold none.
+/// objects, call elements in tags (a name alone in one included) and
+/// Python-style calls with arguments, and with `anchor` a line that is only
+/// a name of the caller's tools; prose and closing residue hold none.
 pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
+    count_anchored(text, limits, None)
+}
+
+/// [`count`], with the caller's tools to know a name alone on its line.
+pub(crate) fn count_anchored(text: &str, limits: ArgumentLimits, anchor: Option<&dyn Anchor>) -> usize {
     let text = residue::fold_tokens(text);
     let mut count = 0;
     let mut at = 0;
@@ -305,6 +362,17 @@ pub(crate) fn count(text: &str, limits: ArgumentLimits) -> usize {
             if let Some((calls, end)) = tags::calls_at(rest, at, limits, &mut unclosed) {
                 count += calls;
                 at += end;
+                continue;
+            }
+        }
+        if let Some(anchor) = anchor.filter(|_| c.is_alphabetic() && (at == 0 || text[..at].ends_with('\n'))) {
+            let line = rest.split('\n').next().unwrap_or(rest);
+            work::charge(line.len());
+            let name = line.trim();
+            let plain = name.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+            if plain && anchor.tool(name).is_some() {
+                count += 1;
+                at += line.len();
                 continue;
             }
         }

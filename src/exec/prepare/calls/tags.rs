@@ -19,6 +19,13 @@ use crate::exec::{
 const CALL_TAGS: &[&str] =
     &["function", "invoke", "tool", "call", "tool_use", "use_tool", "function_call", "tool_call"];
 
+/// Whether an element's tag names a call or a wrapper of calls
+/// (`tool_call`, `function_calls`, `minimax:tool_call`).
+fn is_call_element(tag: &str) -> bool {
+    let tag = tag.rsplit(':').next().unwrap_or(tag).to_ascii_lowercase();
+    CALL_TAGS.iter().any(|t| tag.trim_end_matches('s') == *t)
+}
+
 /// Elements holding one argument, named by `=KEY` or a `name` attribute.
 const PARAMETER_TAGS: &[&str] = &["parameter", "param", "arg", "argument"];
 
@@ -370,6 +377,13 @@ pub(super) fn calls_at(
 ) -> Option<(usize, usize)> {
     let found = element(text, base, unclosed)?;
     let end = found.end;
+    // A name alone in a call's element (`<tool_call>delete_marker</tool_call>`):
+    // a call without arguments, whatever it names.
+    let inner = found.inner.trim();
+    let named = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+    if found.name().is_none() && is_call_element(found.tag) && !inner.is_empty() && inner.chars().all(named) {
+        return Some((1, end));
+    }
     match element_calls(found, limits, 0) {
         Reading::Nothing | Reading::AfterProse(_) | Reading::Words(_) => None,
         Reading::One(_) => Some((1, end)),
