@@ -66,7 +66,7 @@ impl Declared {
     pub(crate) fn lift(&self, text: &str) -> Option<Lifted> {
         let call = Call::default();
         match words::start(text, &self.context(&call)) {
-            words::Start::Whole => self.calls_in(text).map(|calls| Lifted { preamble: None, calls }),
+            words::Start::Whole(from) => self.calls_in(&text[from..]).map(|calls| Lifted { preamble: None, calls }),
             words::Start::After(words) => {
                 self.calls_in(&text[words.end..]).map(|calls| Lifted { preamble: Some(words.end), calls })
             }

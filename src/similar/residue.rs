@@ -17,8 +17,9 @@
 
 /// Words that templates and constrained decoders put beside a tool name:
 /// format markers (`<|constrain|>json`), channel names (`<|channel|>
-/// commentary`) and the speaker of a turn. Compared ignoring ASCII case.
-pub(crate) const RESIDUE_WORDS: &[&str] = &["json", "commentary", "analysis", "final", "assistant"];
+/// commentary`), the speaker of a turn and a call's type (DeepSeek's
+/// `function<｜tool▁sep｜>NAME`). Compared ignoring ASCII case.
+pub(crate) const RESIDUE_WORDS: &[&str] = &["json", "commentary", "analysis", "final", "assistant", "function"];
 
 /// One word of an emitted name and what its place says about it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -13,9 +13,14 @@
 //!   holds a template's closer is refused too: it cannot be told from a
 //!   cut. Strict, nothing is repaired and every such value is refused.
 //!
-//! Also here: character entities in a value written as markup
-//! (`2&gt;/dev/null`) read two ways, as written or decoded
-//! ([`entities`]): never run either way.
+//! Also here, [`exact`]: a value written as markup keeps its exact
+//! meaning. Where it reads two ways the call is held naming both, never run
+//! either way: character entities (`2&gt;/dev/null`, as written or
+//! decoded), a CDATA section, whitespace around the value beyond one
+//! newline on each side (layout or text), a JSON string's quotes around a
+//! string parameter's value, a JSON literal for a parameter whose schema
+//! admits any type; and a key that is no parameter of the tool (the call
+//! with it, or without it).
 
 use serde_json::{Map, Value};
 
@@ -25,12 +30,11 @@ use crate::similar::residue;
 /// How deep into objects and arrays values are looked at.
 const MAX_DEPTH: usize = 32;
 
-/// Words that name call markup's elements: a closing tag whose name (a
-/// namespace in bars or before a colon set aside) holds one is call markup.
-const MARKUP_NAMES: &[&str] = &["parameter", "arg_key", "arg_value", "invoke", "tool_call", "function"];
-
-/// Names of call markup's elements that are whole words.
-const MARKUP_WORDS: &[&str] = &["arg", "args", "param", "argument", "arguments"];
+/// Names of call markup's elements: a closing tag whose name (a namespace
+/// in bars or before a colon set aside) is one, or one joined to another
+/// word by `_` (`parameter_function`, `function_calls`), is call markup.
+const MARKUP_NAMES: &[&str] =
+    &["parameter", "param", "arg", "argument", "arg_key", "arg_value", "invoke", "tool_call", "tool_calls", "function"];
 
 /// Checks every string value of `object` (at any depth); the repairs made,
 /// or the error of a value that holds markup elsewhere than at its end.
@@ -109,14 +113,26 @@ fn markup_len(text: &str) -> Option<usize> {
         return Some(len);
     }
     let rest = text.strip_prefix('<')?.strip_prefix('/')?;
-    let end = rest.find('>')?;
+    // A closer whose `>` the model left out (`</parameter` at a line's
+    // end, or the text's) is one too.
+    let (end, drifted) = match rest.find(['>', '\n']) {
+        Some(end) if rest[end..].starts_with('>') => (end, false),
+        Some(end) => (end, true),
+        None => (rest.len(), true),
+    };
     let name = &rest[..end];
     // A namespace in bars (`｜DSML｜parameter`) or before a colon.
     let name = name.rsplit(residue::is_bar).next().unwrap_or(name);
     let name = name.rsplit(':').next().unwrap_or(name).to_ascii_lowercase();
     let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    let known = MARKUP_NAMES.iter().any(|word| name.contains(word)) || MARKUP_WORDS.contains(&name.as_str());
-    (plain && known).then_some(2 + end + 1)
+    let known = MARKUP_NAMES.iter().any(|word| {
+        name == *word
+            || name
+                .strip_prefix(word)
+                .is_some_and(|rest| rest.starts_with('_') || rest.bytes().all(|b| b.is_ascii_digit()))
+            || name.strip_suffix(word).is_some_and(|rest| rest.ends_with('_'))
+    });
+    (plain && !name.is_empty() && known).then_some(2 + end + usize::from(!drifted))
 }
 
 /// Whether `text` is markup and whitespace only.
@@ -131,24 +147,85 @@ fn only_markup(text: &str) -> bool {
     true
 }
 
-/// The first value of `values` (written as markup) holding a character
-/// entity (`&gt;`, `&amp;`, `&#39;`): its key, the value as written and
-/// decoded. Such a value reads two ways.
-pub(crate) fn entities(values: &Map<String, Value>) -> Option<(String, String, String)> {
-    values.iter().find_map(|(key, value)| {
-        let text = value.as_str()?;
-        let decoded = decode(text)?;
-        Some((key.clone(), text.to_owned(), decoded))
-    })
+/// The values of a call written as markup, each with its one reading,
+/// for the tool `tool` whose schema's `properties` are given: its layout
+/// (one newline on each side) set aside; or the error of the first key or
+/// value that reads two ways (see the module's comment).
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+pub(crate) fn exact(
+    values: Map<String, Value>,
+    tool: &str,
+    properties: Option<&Map<String, Value>>,
+) -> Result<Map<String, Value>, ToolError> {
+    let mut read = Map::new();
+    for (key, value) in values {
+        let Some(schema) = properties.and_then(|p| p.get(&key)) else {
+            let known: Vec<&str> = properties.into_iter().flat_map(|p| p.keys().map(String::as_str)).collect();
+            return Err(ToolError::invalid_arguments(format!(
+                "'{key}' is no parameter of '{tool}' (its parameters: {}): the call reads with it or without it, \
+                 and nothing was run: send the arguments as JSON",
+                match known.is_empty() {
+                    true => "none".to_owned(),
+                    false => known.join(", "),
+                }
+            )));
+        };
+        let Value::String(text) = value else {
+            read.insert(key, value);
+            continue;
+        };
+        let laid = match laid_out(&text) {
+            Some(laid) => laid.to_owned(),
+            None => return Err(two_readings(&key, &text, "without the whitespace around it", text.trim())),
+        };
+        if let Some(decoded) = decode(&laid) {
+            return Err(two_readings(&key, &laid, "with its character entities decoded", &decoded));
+        }
+        if let Some(inner) = laid.strip_prefix("<![CDATA[").and_then(|rest| rest.strip_suffix("]]>")) {
+            return Err(two_readings(&key, &laid, "with its CDATA section unwrapped", inner));
+        }
+        let types = super::calls::admitted_types(schema);
+        let untyped = types.is_empty() && schema.get("enum").is_none() && schema.get("const").is_none();
+        if types.contains(&"string") || untyped {
+            if let Ok(inner) = serde_json::from_str::<String>(&laid) {
+                return Err(two_readings(&key, &laid, "as the JSON string it spells", &inner));
+            }
+        }
+        if untyped {
+            if let Some(parsed) = serde_json::from_str::<Value>(&laid).ok().filter(|v| !v.is_string()) {
+                return Err(two_readings(&key, &laid, "as the JSON value it spells", &parsed.to_string()));
+            }
+        }
+        // JSON for another type than text, not JSON as written, with
+        // escapes: read as written or with its escapes read once more.
+        let text_allowed = types.contains(&"string") || untyped;
+        if !text_allowed && laid.contains('\\') && serde_json::from_str::<Value>(&laid).is_err() {
+            let unescaped = laid.replace("\\\"", "\"");
+            return Err(two_readings(&key, &laid, "with its escapes read once more", &unescaped));
+        }
+        read.insert(key, Value::String(laid));
+    }
+    Ok(read)
 }
 
-/// The error of a markup value that reads two ways.
-pub(crate) fn two_readings(key: &str, written: &str, decoded: &str) -> ToolError {
+/// A value's text without its layout: one newline on each side, when both
+/// sides have one (`<parameter=city>\nParis\n</parameter>`). `None` when
+/// other whitespace stands around it: layout or text, two readings.
+fn laid_out(text: &str) -> Option<&str> {
+    let inner = text.strip_prefix("\r\n").or_else(|| text.strip_prefix('\n'));
+    let inner = inner.and_then(|rest| rest.strip_suffix("\r\n").or_else(|| rest.strip_suffix('\n')));
+    let value = inner.unwrap_or(text);
+    let padded = value.starts_with(char::is_whitespace) || value.ends_with(char::is_whitespace);
+    (!padded).then_some(value)
+}
+
+/// The error of a markup value that reads two ways: as written, or `how`.
+fn two_readings(key: &str, written: &str, how: &str, other: &str) -> ToolError {
     ToolError::invalid_arguments(format!(
-        "the value of '{key}' reads two ways: as written ({}) or with its character entities decoded ({}), \
-         and nothing was run: send the arguments as JSON",
+        "the value of '{key}' reads two ways: as written ({}) or {how} ({}), and nothing was run: send the \
+         arguments as JSON",
         Value::String(written.to_owned()),
-        Value::String(decoded.to_owned())
+        Value::String(other.to_owned())
     ))
 }
 
@@ -215,18 +292,54 @@ mod tests {
             let refused = cleaned(json!(value)).unwrap_err();
             assert!(refused.starts_with("the value of 'v' holds call markup"), "{value}: {refused}");
         }
+        assert_eq!(cleaned(json!("Shanghai\n</parameter\n")), Ok(json!("Shanghai")));
+        assert_eq!(cleaned(json!("Shanghai\n</parameter1>")), Ok(json!("Shanghai")));
         // Markup of no call, and text that only looks like it: kept.
-        for value in ["<b>bold</b>", "a < b > c", "</div>", "x </ parameter>", "<|not a token"] {
+        for value in [
+            "<b>bold</b>",
+            "a < b > c",
+            "</div>",
+            "x </ parameter>",
+            "<|not a token",
+            "x </parameterList>",
+            "a</parameters>",
+        ] {
             assert_eq!(cleaned(json!(value)), Ok(json!(value)), "{value}");
         }
     }
 
     #[test]
-    fn entities_read_two_ways() {
-        let values = json!({"command": "cat ci.yml 2&gt;/dev/null || true", "other": "a & b"});
-        let (key, written, decoded) = entities(values.as_object().unwrap()).unwrap();
-        assert_eq!((key.as_str(), decoded.as_str()), ("command", "cat ci.yml 2>/dev/null || true"));
-        assert_eq!(written, "cat ci.yml 2&gt;/dev/null || true");
+    fn a_markup_value_with_two_readings_is_held() {
+        let properties = json!({"command": {"type": "string"}, "value": {}, "n": {"type": "integer"}});
+        let properties = properties.as_object();
+        let read = |value: &str| {
+            let values = json!({"command": value}).as_object().unwrap().clone();
+            exact(values, "bash", properties).map(|v| v["command"].clone()).map_err(|e| e.message)
+        };
+        assert_eq!(read("\nls -la\n"), Ok(json!("ls -la")));
+        assert_eq!(read("a\n  b"), Ok(json!("a\n  b")));
+        for (value, how) in [
+            (
+                "cat ci.yml 2&gt;/dev/null || true",
+                "with its character entities decoded (\"cat ci.yml 2>/dev/null || true\")",
+            ),
+            ("  ls\n", "without the whitespace around it (\"ls\")"),
+            ("\n    ls\n  ", "without the whitespace around it (\"ls\")"),
+            ("<![CDATA[a\nb]]>", "with its CDATA section unwrapped (\"a\\nb\")"),
+            ("\"Seoul\"", "as the JSON string it spells (\"Seoul\")"),
+        ] {
+            let refused = read(value).unwrap_err();
+            assert!(refused.starts_with("the value of 'command' reads two ways: as written"), "{refused}");
+            assert!(refused.contains(how), "{value:?}: {refused}");
+        }
+        let untyped = exact(json!({"value": "123"}).as_object().unwrap().clone(), "f", properties).unwrap_err();
+        assert!(untyped.message.contains("as the JSON value it spells (\"123\")"), "{}", untyped.message);
+        let unknown = exact(json!({"City": "x"}).as_object().unwrap().clone(), "f", properties).unwrap_err();
+        assert!(unknown.message.starts_with("'City' is no parameter of 'f' (its parameters: command, value, n)"));
+    }
+
+    #[test]
+    fn entities_are_decoded_as_xml_writes_them() {
         assert_eq!(decode("&#39;x&#x41;&amp;"), Some("'xA&".to_owned()));
         assert_eq!(decode("R&D; a & b"), None);
     }

@@ -330,7 +330,8 @@ fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
                 (&call.arguments_json[words.end..], Some(call.arguments_json[words].to_owned()))
             }
             calls::words::Start::Prose => return prose(cx, &call.arguments_json),
-            calls::words::Start::Whole => (call.arguments_json.as_str(), None),
+            // A thought first is residue: the reading starts after it.
+            calls::words::Start::Whole(from) => (&call.arguments_json[from..], None),
         },
         false => (call.arguments_json.as_str(), None),
     };
@@ -374,6 +375,11 @@ fn prose(cx: &Context<'_>, text: &str) -> Result<Option<Whole>, ToolError> {
 /// means none and suggests no other (each inside the caller's set: what
 /// lies outside it is never seen).
 fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
+    // A name read out of text: every word beside the tool's is markup (a
+    // word a token only separates from it is text: `not_function<｜tool▁sep｜>x`).
+    if residue::words(inner).iter().filter(|w| !w.markup && !w.namespace).count() > 1 {
+        return false;
+    }
     let Some(id) = tool_named(cx, inner) else { return false };
     if is_residue(emitted) {
         return true;
@@ -391,12 +397,23 @@ fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
 /// of a markup value that reads two ways (character entities).
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
 fn arguments_text(cx: &Context<'_>, name: &str, arguments: calls::Arguments) -> Result<Option<String>, ToolError> {
-    if let calls::Arguments::Markup(values) = &arguments {
-        if let Some((key, written, decoded)) = markup::entities(values) {
-            return Err(markup::two_readings(&key, &written, &decoded));
+    let arguments = match (arguments, tool_named(cx, name)) {
+        (calls::Arguments::Unwritten, _) => return Err(unwritten(name)),
+        (calls::Arguments::Markup(values), Some(id)) => {
+            let tool = cx.catalog.tool(id);
+            calls::Arguments::Markup(markup::exact(values, &tool.name, properties(cx, id))?)
         }
-    }
+        (arguments, _) => arguments,
+    };
     Ok(typed(cx, name, arguments).into_text())
+}
+
+/// The answer to a call object naming `name` and no arguments.
+fn unwritten(name: &str) -> ToolError {
+    ToolError::invalid_arguments(format!(
+        "the call of '{name}' names no arguments (no arguments member): it reads as a call without arguments \
+         or as one whose arguments were left out, and nothing was run: send it with its arguments, {{}} for none"
+    ))
 }
 
 /// Markup's values read by the schema of the tool `name` means
@@ -431,11 +448,16 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
     match calls::read_anchored(text, cx, cx.limits.arguments) {
         calls::Reading::One(calls::Found { name, arguments }) => {
             let same = name.as_deref().is_none_or(|name| tool_named(cx, name) == Some(id));
-            if let calls::Arguments::Markup(values) = &arguments {
-                if let Some((key, written, decoded)) = markup::entities(values) {
-                    return same.then(|| Err(markup::two_readings(&key, &written, &decoded)));
+            let arguments = match arguments {
+                calls::Arguments::Unwritten => return same.then(|| Err(unwritten(&cx.catalog.tool(id).name))),
+                calls::Arguments::Markup(values) => {
+                    match markup::exact(values, &cx.catalog.tool(id).name, properties(cx, id)) {
+                        Ok(values) => calls::Arguments::Markup(values),
+                        Err(error) => return same.then_some(Err(error)),
+                    }
                 }
-            }
+                arguments => arguments,
+            };
             let arguments = arguments.typed(properties(cx, id), cx.limits.arguments);
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
         }

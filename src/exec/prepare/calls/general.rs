@@ -79,6 +79,8 @@ enum Token<'a> {
     Open(Tag<'a>),
     Close {
         tag: &'a str,
+        /// Written with a namespace in bars (`</｜DSML｜parameter>`).
+        barred: bool,
         at: usize,
         end: usize,
     },
@@ -101,6 +103,8 @@ struct Tag<'a> {
     attributes: Vec<(&'a str, &'a str)>,
     /// `<tag … />`.
     empty: bool,
+    /// Written with a namespace in bars (`<｜DSML｜parameter …>`).
+    barred: bool,
     /// Where the tag starts, and where the element's content starts.
     at: usize,
     end: usize,
@@ -191,6 +195,7 @@ fn tag(text: &str, from: usize, at: usize) -> Option<(Token<'_>, usize)> {
         Some(rest) => (true, rest),
         None => (false, head),
     };
+    let barred = strip_bars(head).len() != head.len();
     let head = strip_bars(head);
     let name_len =
         head.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | ':' | '.'))).unwrap_or(head.len());
@@ -200,7 +205,8 @@ fn tag(text: &str, from: usize, at: usize) -> Option<(Token<'_>, usize)> {
     }
     let after = &head[name_len..];
     if closing {
-        return after.trim().is_empty().then_some((Token::Close { tag: local(name), at, end: at + len }, len));
+        let close = Token::Close { tag: local(name), barred, at, end: at + len };
+        return after.trim().is_empty().then_some((close, len));
     }
     let (after, empty) = match after.trim_end().strip_suffix('/') {
         Some(before) => (before, true),
@@ -210,7 +216,7 @@ fn tag(text: &str, from: usize, at: usize) -> Option<(Token<'_>, usize)> {
         Some(value) => (Some(unquote(value.trim())), Vec::new()),
         None => (None, attributes(after)?),
     };
-    let tag = Tag { tag: local(name), value, attributes, empty, at, end: at + len };
+    let tag = Tag { tag: local(name), value, attributes, empty, barred, at, end: at + len };
     Some((Token::Open(tag), len))
 }
 
@@ -245,7 +251,7 @@ struct Frame<'t, 'a> {
     body: Option<String>,
     /// The parameter being read: its name, its closing tag, where its value
     /// starts, and whether its value is JSON (`string="false"`).
-    open: Option<(String, &'t str, usize, bool)>,
+    open: Option<(String, &'t str, usize, bool, bool)>,
     /// An `<arg_key>` read, waiting for its `<arg_value>`.
     key: Option<String>,
     /// Inside `<arg_key>`: where its text starts.
@@ -270,7 +276,14 @@ impl<'t, 'a> Frame<'t, 'a> {
         }
     }
 
-    /// The parameter `key` names: itself, or the one parameter it folds to.
+    /// The parameter a key written as markup names: itself, exactly (a key
+    /// that only folds to one is two readings: the tool's, or another).
+    fn exact(&self, key: &str) -> Option<String> {
+        self.parameters.iter().any(|p| p == key).then(|| key.to_owned())
+    }
+
+    /// The parameter a JSON key names: itself, or the one parameter it
+    /// folds to (as the argument names stage repairs it).
     fn parameter(&self, key: &str) -> Option<String> {
         if self.parameters.iter().any(|p| p == key) {
             return Some(key.to_owned());
@@ -293,7 +306,7 @@ impl<'t, 'a> Frame<'t, 'a> {
 
     /// Ends the open parameter, its value running to `until`.
     fn close_parameter(&mut self, text: &str, until: usize) {
-        if let Some((key, _, start, json)) = self.open.take() {
+        if let Some((key, _, start, json, _)) = self.open.take() {
             let value = value_text(&text[start..until.max(start)]);
             // The arguments as one object (`<arguments>{…}</arguments>`).
             if key.is_empty() {
@@ -347,11 +360,11 @@ impl<'t, 'a> Frame<'t, 'a> {
     }
 }
 
-/// A value's text: one newline on each side set aside (`<parameter=city>\n
-/// Paris\n</parameter>`).
+/// A value's text, as written: its layout (`<parameter=city>\nParis\n
+/// </parameter>`) is read with the tool's schema, where two readings are
+/// held.
 fn value_text(text: &str) -> &str {
-    let text = text.strip_prefix("\r\n").or_else(|| text.strip_prefix('\n')).unwrap_or(text);
-    text.strip_suffix("\r\n").or_else(|| text.strip_suffix('\n')).unwrap_or(text)
+    text
 }
 
 /// The calls `text` holds, read by structure and anchored by `anchor`.
@@ -533,7 +546,8 @@ impl<'t, 'a> Reader<'t, 'a> {
                         (Some(Token::Open(open)), Some(Token::Close { tag, .. }))
                             if !open.empty && open.tag.eq_ignore_ascii_case(tag)
                     );
-                    if wrapped && !span.trim().contains(char::is_whitespace) {
+                    let plain = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+                    if wrapped && span.trim().chars().all(plain) {
                         if let Some(tool) = self.tool(span.trim()) {
                             self.finish(Frame::new(tool, span.trim(), ""));
                             after_call = true;
@@ -565,6 +579,11 @@ impl<'t, 'a> Reader<'t, 'a> {
             }
             self.finish(done);
         }
+        // A wrapper around calls still open at the end: the text may have
+        // been cut off there, or the closer left out; two readings.
+        if self.calls > 0 && !self.wrappers.is_empty() {
+            self.broken = true;
+        }
     }
 
     /// The call an element starts, if its tag or its name is a tool.
@@ -589,7 +608,7 @@ impl<'t, 'a> Reader<'t, 'a> {
             if named && is_name_attribute(key) {
                 continue;
             }
-            match frame.parameter(key) {
+            match frame.exact(key) {
                 Some(parameter) => frame.set(parameter, Value::String((*value).to_owned())),
                 None => frame.broken = true,
             }
@@ -602,20 +621,23 @@ impl<'t, 'a> Reader<'t, 'a> {
     fn in_call(&mut self, frame: &mut Frame<'t, 'a>, token: &Token<'t>) -> bool {
         let text = self.text;
         match token {
-            Token::Close { tag, at, .. } => {
+            Token::Close { tag, at, barred, .. } => {
                 if let Some(start) = frame.key_start {
                     if tag.eq_ignore_ascii_case("arg_key") {
                         frame.key_start = None;
                         let key = text[start..*at].trim();
-                        match frame.parameter(key) {
+                        match frame.exact(key) {
                             Some(parameter) => frame.key = Some(parameter),
                             None => frame.broken = true,
                         }
                     }
                     return true;
                 }
-                if let Some((_, closer, _, _)) = &frame.open {
+                if let Some((_, closer, _, _, opened_barred)) = &frame.open {
                     if tag.eq_ignore_ascii_case(closer) {
+                        // `<parameter …>` closed by `</｜DSML｜parameter>`:
+                        // markup that does not match is no reading.
+                        frame.broken |= opened_barred != barred;
                         frame.close_parameter(text, *at);
                         return true;
                     }
@@ -624,7 +646,11 @@ impl<'t, 'a> Reader<'t, 'a> {
                         // Markup inside a value (`a </b>`).
                         return true;
                     }
-                    // The call ends: its last parameter was left open.
+                    // The call ends: its last parameter was left open. By
+                    // the call's own closer, the value ends there; by a
+                    // wrapper's (the call never closed), where it ends is a
+                    // guess: no reading.
+                    frame.broken |= !tag.eq_ignore_ascii_case(frame.tag);
                     frame.close_parameter(text, *at);
                     return false;
                 }
@@ -659,7 +685,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                         if tag.empty {
                             frame.set(key, Value::String(String::new()));
                         } else {
-                            frame.open = Some((key, tag.tag, tag.end, json));
+                            frame.open = Some((key, tag.tag, tag.end, json, tag.barred));
                         }
                         true
                     }
@@ -669,7 +695,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                     }
                     Some(Parameter::Value) => match frame.key.take() {
                         Some(key) => {
-                            frame.open = Some((key, tag.tag, tag.end, false));
+                            frame.open = Some((key, tag.tag, tag.end, false, tag.barred));
                             true
                         }
                         None => {
@@ -678,7 +704,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                         }
                     },
                     Some(Parameter::Body) => {
-                        frame.open = Some((String::new(), tag.tag, tag.end, false));
+                        frame.open = Some((String::new(), tag.tag, tag.end, false, tag.barred));
                         true
                     }
                     None if self.starts_call(tag) => {
@@ -722,7 +748,7 @@ impl<'t, 'a> Reader<'t, 'a> {
         if tag.tag.eq_ignore_ascii_case("arg_value") {
             return Some(Parameter::Value);
         }
-        if tag.is(ARGUMENTS_TAGS) && tag.named().is_none() && frame.parameter(tag.tag).is_none() {
+        if tag.is(ARGUMENTS_TAGS) && tag.named().is_none() && frame.exact(tag.tag).is_none() {
             return Some(Parameter::Body);
         }
         let json = tag.attributes.iter().any(|(k, v)| *k == "string" && v.eq_ignore_ascii_case("false"));
@@ -730,12 +756,12 @@ impl<'t, 'a> Reader<'t, 'a> {
             let key = tag.named()?;
             // A parameter named as a wrapper of the arguments (`arguments`,
             // `input`) that is none of the tool's: their object.
-            if frame.parameter(key).is_none() && super::ARGUMENT_KEYS.contains(&key) {
+            if frame.exact(key).is_none() && super::ARGUMENT_KEYS.contains(&key) {
                 return Some(Parameter::Body);
             }
-            return frame.parameter(key).map(|key| Parameter::Named(key, json));
+            return frame.exact(key).map(|key| Parameter::Named(key, json));
         }
-        frame.parameter(tag.tag).map(|key| Parameter::Named(key, json))
+        frame.exact(tag.tag).map(|key| Parameter::Named(key, json))
     }
 
     /// Whether an element opens a call of its own.
@@ -822,6 +848,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                 }
                 Arguments::Text(body) => frame.body = Some(body),
                 Arguments::Absent => {}
+                Arguments::Unwritten => return None,
             }
             return Some((frame.found(self.limits)?, end));
         }
@@ -850,6 +877,7 @@ impl<'t, 'a> Reader<'t, 'a> {
                 let values = match found.arguments {
                     Arguments::Values(values) | Arguments::Markup(values) => values,
                     Arguments::Absent => Map::new(),
+                    Arguments::Unwritten => return None,
                     Arguments::Text(_) => return None,
                 };
                 (values, end - name_len)
@@ -1094,7 +1122,7 @@ mod tests {
                 let arguments = match arguments {
                     Arguments::Values(values) | Arguments::Markup(values) => Value::Object(values),
                     Arguments::Text(text) => serde_json::from_str(&text).unwrap(),
-                    Arguments::Absent => Value::Object(Map::new()),
+                    Arguments::Absent | Arguments::Unwritten => Value::Object(Map::new()),
                 };
                 (name, arguments)
             }
@@ -1117,7 +1145,6 @@ mod tests {
             "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter</function>\n</tool_call>",
             "<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>",
             "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>",
-            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</tool_call>",
             // Tags that lost their `<` (MiniMax).
             "<minimax:tool_call>\ninvoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>",
             // Gemma 4's bare keys.
@@ -1133,8 +1160,12 @@ mod tests {
             "call:get_weather{city: \"Paris\"}\n```",
         ] {
             let (_, arguments) = one(text);
-            assert_eq!(arguments, paris, "{text}");
+            // Values as written: their layout is the markup stage's to read.
+            let city = arguments["city"].as_str().unwrap_or_else(|| panic!("{text}: {arguments}"));
+            assert_eq!(city.trim(), "Paris", "{text}");
+            assert_eq!(arguments.as_object().unwrap().len(), 1, "{text}");
         }
+        let _ = paris;
     }
 
     /// The words rule: after the last call only residue; words (a sentence,
@@ -1209,6 +1240,13 @@ mod tests {
             "<get_weather><city>Paris</city><city>Rome</city></get_weather>",
             // Not a tool of the caller's.
             "<delete_file><path>/etc</path></delete_file>",
+            // A call never closed, its value ended by a wrapper's closer:
+            // where the value ends is a guess.
+            "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</tool_call>",
+            // A wrapper left open at the end: cut off, or its closer left out.
+            "<tool_call>get_weather\n<parameter=city>Paris</parameter>",
+            // Markup that does not match its opener.
+            "<｜DSML｜invoke name=\"get_weather\"><parameter name=\"city\">Paris</｜DSML｜parameter></｜DSML｜invoke>",
         ] {
             assert_eq!(reading(text), Reading::Nothing, "{text}");
         }

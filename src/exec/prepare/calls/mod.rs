@@ -87,6 +87,9 @@ pub(crate) enum Arguments {
     Markup(Map<String, Value>),
     /// None written: `get_weather()`.
     Absent,
+    /// A call object naming a tool and nothing else (`{"name": "x"}`): a
+    /// call without arguments, or one whose arguments were left out; held.
+    Unwritten,
 }
 
 impl Arguments {
@@ -136,7 +139,7 @@ impl Arguments {
             Arguments::Values(values) | Arguments::Markup(values) => {
                 Some(serde_json::to_string(&values).expect("JSON values serialise"))
             }
-            Arguments::Absent => None,
+            Arguments::Absent | Arguments::Unwritten => None,
         }
     }
 }
@@ -154,7 +157,7 @@ fn integral(text: &str) -> Option<Value> {
 
 /// The types a schema admits: its `type` (one or a list) and those of
 /// its `anyOf` / `oneOf` branches.
-fn admitted_types(schema: &Value) -> Vec<&str> {
+pub(crate) fn admitted_types(schema: &Value) -> Vec<&str> {
     let mut types = Vec::new();
     match schema.get("type") {
         Some(Value::String(t)) => types.push(t.as_str()),
@@ -253,6 +256,9 @@ pub(crate) fn read(text: &str, limits: ArgumentLimits) -> Reading {
 /// The same, and when no family reads it, the general reading by
 /// structure, anchored by the caller's tools ([`general`]).
 pub(crate) fn read_anchored(text: &str, anchor: &dyn Anchor, limits: ArgumentLimits) -> Reading {
+    if words::code_not_call(text) {
+        return Reading::Nothing;
+    }
     // Plain JSON (one value, nothing around it) holds no call the general
     // reading could find that the families did not.
     let markup = text.contains('<')
@@ -471,7 +477,7 @@ fn is_metadata(key: &str, value: &Value) -> bool {
 fn call_arguments(mut rest: Map<String, Value>) -> Option<Arguments> {
     let wrappers: Vec<String> = rest.keys().filter(|k| ARGUMENT_KEYS.contains(&k.as_str())).cloned().collect();
     match wrappers.as_slice() {
-        [] if rest.is_empty() => Some(Arguments::Absent),
+        [] if rest.is_empty() => Some(Arguments::Unwritten),
         [] => Some(Arguments::Values(rest)),
         [wrapper] => {
             let value = rest.remove(wrapper).expect("present");
@@ -675,6 +681,11 @@ fn name_then_arguments(text: &str, limits: ArgumentLimits) -> Reading {
             None => return Reading::Nothing,
         }
     };
+    // A tag opened before the name (`<tool_call>NAME…`) must close after
+    // the arguments: else the text may have been cut off there.
+    if unclosed(&text[..start], &text[start..]) {
+        return Reading::Nothing;
+    }
     let tail = strip_residue(tail.trim_start_matches('`').trim());
     if !tail.is_empty() {
         return match count(tail, limits) {
@@ -683,6 +694,26 @@ fn name_then_arguments(text: &str, limits: ArgumentLimits) -> Reading {
         };
     }
     Reading::One(Found { name: Some(head.to_owned()), arguments })
+}
+
+/// Whether `head` opens a plain tag (`<tool_call>`, not a special token)
+/// whose closer `rest` lacks.
+fn unclosed(head: &str, rest: &str) -> bool {
+    let mut from = 0;
+    while let Some(at) = head[from..].find('<').map(|at| from + at) {
+        from = at + 1;
+        let inner = &head[at + 1..];
+        let len =
+            inner.find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':'))).unwrap_or(inner.len());
+        let name = &inner[..len];
+        if name.is_empty() || !inner[len..].starts_with(['>', ' ']) {
+            continue;
+        }
+        if !rest.contains(&format!("</{name}>")) {
+            return true;
+        }
+    }
+    false
 }
 
 /// Where the arguments start after a name: the first `{`, or the first

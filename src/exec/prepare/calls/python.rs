@@ -259,7 +259,7 @@ impl<'a> Parser<'a> {
         Number::from_f64(float).map(Value::Number)
     }
 
-    /// A string in `'` or `"`, or tripled; Python's escapes.
+    /// A string in `'` or `"`, or tripled, without escapes.
     fn string(&mut self) -> Option<String> {
         let rest = self.rest();
         let quote = rest.chars().next()?;
@@ -282,27 +282,10 @@ impl<'a> Parser<'a> {
             if c == '\n' && delimiter.len() == 1 {
                 return None;
             }
+            // An escape reads two ways: as Python reads it, or as written
+            // (the peers' parsers differ): no one reading.
             if c == '\\' {
-                let next = tail[1..].chars().next()?;
-                at += 1 + next.len_utf8();
-                match next {
-                    'n' => out.push('\n'),
-                    't' => out.push('\t'),
-                    'r' => out.push('\r'),
-                    '0' => out.push('\0'),
-                    '\\' | '\'' | '"' => out.push(next),
-                    '\n' => {}
-                    'u' => {
-                        let hex = tail.get(2..6)?;
-                        out.push(char::from_u32(u32::from_str_radix(hex, 16).ok()?)?);
-                        at += 4;
-                    }
-                    other => {
-                        out.push('\\');
-                        out.push(other);
-                    }
-                }
-                continue;
+                return None;
             }
             out.push(c);
             at += c.len_utf8();
@@ -341,7 +324,7 @@ mod tests {
         assert_eq!(one("brave_search.call(query=\"x\")"), ("brave_search".to_owned(), json!({"query": "x"})));
         assert_eq!(one("get_weather()"), ("get_weather".to_owned(), json!({})));
         assert_eq!(
-            one("f(text='''a\n'b'\n''', n=-2, t=(1, 2), e='it\\'s')").1,
+            one("f(text='''a\n'b'\n''', n=-2, t=(1, 2), e=\"it's\")").1,
             json!({"text": "a\n'b'\n", "n": -2, "t": [1, 2], "e": "it's"})
         );
     }
@@ -356,6 +339,9 @@ mod tests {
             "get_weather(city='Paris'",
             "get_weather(city='Paris') and more",
             "get_weather(city=='Paris')",
+            // An escape: as Python reads it, or as written.
+            "write_file(content='line1\\nline2')",
+            "bash(command='echo \\'hi\\'')",
             "Let me check (the weather)",
         ] {
             assert!(!matches!(read(text), Some(Reading::One(_))), "{text}");

@@ -286,6 +286,10 @@ pub(super) fn read(text: &str, limits: ArgumentLimits, depth: usize) -> Reading 
 /// The calls one element holds: a named call element, or a wrapper read
 /// again inside.
 fn element_calls(element: Element<'_>, limits: ArgumentLimits, depth: usize) -> Reading {
+    // A thought holds no call: what it says is never run.
+    if element.is(super::words::THOUGHT_TAGS) {
+        return Reading::Nothing;
+    }
     if element.is(CALL_TAGS) {
         if let Some(name) = element.name() {
             return match body_arguments(element.inner, limits) {
@@ -339,8 +343,9 @@ pub(super) fn starts_parameters(text: &str) -> bool {
 
 /// Arguments written as parameter elements (`<parameter=KEY>VALUE
 /// </parameter>`, `<parameter name="KEY">`) or `<arg_key>`/`<arg_value>`
-/// pairs, and nothing else; values are their text, one newline on each
-/// side set aside. A key given twice is two readings: none.
+/// pairs, and nothing else; values are their text as written (the newline
+/// on each side is layout: `prepare`'s markup stage reads it). A key given
+/// twice is two readings: none.
 pub(super) fn parameters(body: &str) -> Option<Map<String, Value>> {
     let mut values = Map::new();
     let mut pending_key: Option<String> = None;
@@ -359,8 +364,7 @@ pub(super) fn parameters(body: &str) -> Option<Map<String, Value>> {
         if pending_key.is_some() || key.is_empty() || values.contains_key(&key) {
             return None;
         }
-        let value = value.strip_prefix('\n').unwrap_or(value);
-        let value = value.strip_suffix('\n').unwrap_or(value);
+        // As written: its layout is read with the tool's schema.
         values.insert(key, Value::String(value.to_owned()));
     }
     (pending_key.is_none() && !values.is_empty()).then_some(values)
@@ -411,7 +415,7 @@ mod tests {
         let qwen = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>";
         assert_eq!(
             one(qwen),
-            Found { name: Some("get_weather".into()), arguments: values(&[("city", "Paris"), ("days", "3")]) }
+            Found { name: Some("get_weather".into()), arguments: values(&[("city", "\nParis\n"), ("days", "\n3\n")]) }
         );
         let minimax = "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>";
         assert_eq!(one(minimax), Found { name: Some("get_weather".into()), arguments: values(&[("city", "Paris")]) });
@@ -423,7 +427,7 @@ mod tests {
         assert_eq!(one(beside).arguments, Arguments::Text("{\"city\": \"Paris\"}".into()));
         // A value keeps inner newlines and markup.
         let code = "<function=write><parameter=text>\na <b>\nc\n</parameter></function>";
-        assert_eq!(one(code).arguments, values(&[("text", "a <b>\nc")]));
+        assert_eq!(one(code).arguments, values(&[("text", "\na <b>\nc\n")]));
     }
 
     #[test]

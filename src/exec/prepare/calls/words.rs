@@ -90,6 +90,20 @@ const MARKERS: &[(&str, Place)] = &[
     ("<iquest_tool_call>", Place::LineStart),
 ];
 
+/// Markers after which a call is JSON (llamacpp_llama_3_x,
+/// sglang_llama32_detector_finish): after Llama's `<|python_tag|>`, a
+/// custom tool's call is JSON, and Python is code for its interpreter.
+const JSON_AFTER: &[&str] = &["<|python_tag|>"];
+
+/// Whether `text` opens with a marker after which only JSON is a call,
+/// and what follows it is not JSON.
+pub(crate) fn code_not_call(text: &str) -> bool {
+    let text = text.trim_start();
+    JSON_AFTER.iter().any(|marker| {
+        starts_with(text, marker) == Some(true) && !text[marker.len()..].trim_start().starts_with(['{', '['])
+    })
+}
+
 /// Harmony (vllm_openai): a header (`<|start|>assistant<|channel|>
 /// commentary to=functions.NAME<|constrain|>json<|message|>`) that
 /// addresses a function; the marker is its first special token.
@@ -209,6 +223,10 @@ pub(crate) struct Scan {
     spaces: usize,
     /// The text may still be a thought whose opener is missing.
     orphan: bool,
+    /// Call markup stood where it opens no calls after words (a plain tag
+    /// in the middle of a sentence): words that hold markup are no
+    /// preamble, whatever follows.
+    tainted: bool,
 }
 
 impl Scan {
@@ -226,11 +244,24 @@ impl Scan {
         let mut at = 0;
         while at < piece.len() {
             let rest = &piece[at..];
+            if self.tainted {
+                return Scanned::Nothing;
+            }
             if self.fence.is_none() && self.span.is_none() && self.line != Line::Quote {
                 match marker_at(rest, self.line == Line::Start, complete) {
                     Match::Yes => return Scanned::Marker(at),
                     Match::Prefix => return Scanned::Incomplete(at),
                     Match::No => {}
+                }
+                if self.line != Line::Start {
+                    match marker_at(rest, true, complete) {
+                        Match::Yes => {
+                            self.tainted = true;
+                            return Scanned::Nothing;
+                        }
+                        Match::Prefix => return Scanned::Incomplete(at),
+                        Match::No => {}
+                    }
                 }
                 if self.orphan && rest.starts_with("</") {
                     match thought_closer(rest) {
@@ -304,8 +335,9 @@ impl Scan {
 /// Where the calls of a text read whole may begin.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Start {
-    /// At its start (after residue and a thought): the whole text is read.
-    Whole,
+    /// At its start, after a thought (that ends before this byte): the rest
+    /// of the text is read.
+    Whole(usize),
     /// After a preamble: these bytes are its words; the calls begin where
     /// they end, at explicit markup.
     After(std::ops::Range<usize>),
@@ -326,7 +358,7 @@ pub(crate) fn start(text: &str, anchor: &dyn Anchor) -> Start {
     };
     let body = &text[from..];
     if could_begin(body, anchor) != Some(false) {
-        return Start::Whole;
+        return Start::Whole(from);
     }
     match first_marker(body) {
         Some(at) => Start::After(from..from + at),
@@ -357,6 +389,14 @@ pub(crate) const THOUGHT_TAGS: &[&str] = &["think", "thinking", "thought", "reas
 pub(crate) fn thought_end(text: &str) -> usize {
     let body = text.trim_start();
     let lead = text.len() - body.len();
+    // Harmony's analysis channel (vllm_openai).
+    for head in ["<|start|>assistant<|channel|>analysis<|message|>", "<|channel|>analysis<|message|>"] {
+        if let Some(inside) = body.strip_prefix(head) {
+            if let Some(end) = inside.find("<|end|>") {
+                return lead + head.len() + end + "<|end|>".len();
+            }
+        }
+    }
     for tag in THOUGHT_TAGS {
         let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
         if !body.get(..open.len()).is_some_and(|head| head.eq_ignore_ascii_case(&open)) {
@@ -477,6 +517,9 @@ mod tests {
         ] {
             assert_eq!(first_marker(text), at, "{text:?}");
         }
+        // Words holding markup in a sentence are no preamble, whatever
+        // follows: every call after them stays prose.
+        assert_eq!(first_marker("Lead. <tool_call>{}</tool_call>\n<tool_call>{}</tool_call>"), None);
         // After a fence closes, markup counts again.
         assert_eq!(first_marker("```\nx\n```\n<tool_call>"), Some(10));
     }
@@ -516,8 +559,9 @@ mod tests {
 
     #[test]
     fn where_the_calls_of_a_text_begin() {
-        assert_eq!(start("<tool_call>{}</tool_call>", &Tools), Start::Whole);
-        assert_eq!(start("get_weather(city='x')", &Tools), Start::Whole);
+        assert_eq!(start("<tool_call>{}</tool_call>", &Tools), Start::Whole(0));
+        assert_eq!(start("get_weather(city='x')", &Tools), Start::Whole(0));
+        assert_eq!(start("<|channel|>analysis<|message|>Hmm.<|end|><|start|>assistant", &Tools), Start::Whole(41));
         assert_eq!(start("I'll check.\n<tool_call>{}", &Tools), Start::After(0..12));
         assert_eq!(start("<think>a <tool_call></think>Sure.\n<tool_call>{}", &Tools), Start::After(28..34));
         assert_eq!(start("I'll check: get_weather(city='x')", &Tools), Start::Prose);
@@ -525,7 +569,7 @@ mod tests {
         // A thought whose opener a template left out, before any marker.
         assert_eq!(
             start("The user wants it.</think>\n<get_weather><city>x</city></get_weather>", &Tools),
-            Start::Whole
+            Start::Whole(26)
         );
         assert_eq!(start("Hmm.</think>Sure.\n<tool_call>{}", &Tools), Start::After(12..18));
         assert_eq!(thought_end("<think>never closed"), 0);
