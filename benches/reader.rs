@@ -56,6 +56,9 @@ fn reader(c: &mut Criterion) {
         texts.push(("attack: elements", repeated("<a>", size)));
         texts.push(("attack: call elements", repeated(&format!("<{tool}><id>"), size)));
         texts.push(("attack: bare keys", repeated(&format!("call:{tool}{{id: "), size)));
+        texts.push(("attack: function openers", repeated("<function=", size)));
+        texts.push(("attack: invoke openers", repeated(&format!("<invoke name=\"{tool}\">"), size)));
+        texts.push(("attack: markers after words", format!("Sure.\n{}", repeated("<tool_call>", size - 8))));
         for (form, text) in texts {
             let call = Call { tool: String::new(), arguments_json: text, ..Call::default() };
             let prepared = executor.prepare(&call);

@@ -7,7 +7,9 @@
 //!
 //! | stage | file | what it does |
 //! |---|---|---|
-//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments), else read by its structure, anchored by the caller's tools (the general reading); several calls are an error |
+//! | words | `calls::words` | where the calls of a text read whole may begin (at its start, or after a preamble before explicit call markup) and that only residue follows the last |
+//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments), else read by its structure, anchored by the caller's tools (the general reading: `calls::general`'s `tokens`, `anchor` and `reader`); several calls are an error |
+//! | markup values | [`markup`] | a value written as markup with its one reading (layout set aside; entities, CDATA, quotes, whitespace, untyped literals, keys of no parameter held) |
 //! | name | [`lookup`] | the emitted name → one tool inside the caller's set |
 //! | user | [`bind`] | a tool that acts for a user needs one |
 //! | syntax | [`syntax`] | the arguments' text → one JSON object, dialect slips repaired ([`json`]); else read as a call in another syntax ([`calls`]); a call after the arguments is an error |
