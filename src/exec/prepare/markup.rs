@@ -115,10 +115,13 @@ fn markup_len(text: &str) -> Option<usize> {
     let rest = text.strip_prefix('<')?.strip_prefix('/')?;
     // A closer whose `>` the model left out (`</parameter` at a line's
     // end, or the text's) is one too.
-    let (end, drifted) = match rest.find(['>', '\n']) {
-        Some(end) if rest[end..].starts_with('>') => (end, false),
+    // A closer's name is short: no `>` is looked for past 64 bytes.
+    let window = &rest.as_bytes()[..rest.len().min(64)];
+    let (end, drifted) = match window.iter().position(|b| matches!(b, b'>' | b'\n')) {
+        Some(end) if window[end] == b'>' => (end, false),
         Some(end) => (end, true),
-        None => (rest.len(), true),
+        None if rest.len() <= 64 => (rest.len(), true),
+        None => return None,
     };
     let name = &rest[..end];
     // A namespace in bars (`｜DSML｜parameter`) or before a colon.

@@ -579,10 +579,18 @@ pub(super) fn half_token_len(text: &str) -> Option<usize> {
     } else {
         return None;
     };
-    let end = text.find('>')?;
-    let inner = text.get(inner_start..end)?;
-    let inner = if inner_start == 1 { inner.strip_suffix('|')? } else { inner };
-    (!inner.is_empty() && is_word(inner)).then_some(end + 1)
+    // The token's word (at most 64 bytes), then `>` (or `|>`): nothing
+    // past the word is looked at.
+    let word = text.as_bytes()[inner_start..].iter().take(64).take_while(|b| b.is_ascii_alphanumeric() || **b == b'_');
+    let len = word.count();
+    work::charge(inner_start + len + 2);
+    let rest = &text[inner_start + len..];
+    let closed = match inner_start {
+        1 => rest.starts_with("|>").then_some(2),
+        _ => rest.starts_with('>').then_some(1),
+    };
+    (len > 0).then_some(())?;
+    closed.map(|closer| inner_start + len + closer)
 }
 
 /// Whether `text` is made of ASCII letters, digits and `_` only (the word

@@ -104,6 +104,14 @@ pub(crate) fn code_not_call(text: &str) -> bool {
     })
 }
 
+/// Each marker's second character, folded and in lower case.
+static SECONDS: std::sync::LazyLock<Vec<char>> = std::sync::LazyLock::new(|| {
+    MARKERS
+        .iter()
+        .map(|(marker, _)| marker.chars().nth(1).map_or(' ', |c| residue::fold_char(c).to_ascii_lowercase()))
+        .collect()
+});
+
 /// Harmony (vllm_openai): a header (`<|start|>assistant<|channel|>
 /// commentary to=functions.NAME<|constrain|>json<|message|>`) that
 /// addresses a function; the marker is its first special token.
@@ -126,9 +134,15 @@ fn marker_at(text: &str, line_start: bool, complete: bool) -> Match {
     if !text.starts_with(|c: char| c == '[' || residue::is_open_angle(c)) {
         return Match::No;
     }
+    // Markers differ by their second character already: only those whose
+    // second character this text has are compared.
+    let second = text.chars().nth(1).map(|c| residue::fold_char(c).to_ascii_lowercase());
     let mut prefix = false;
-    for (marker, place) in MARKERS {
+    for ((marker, place), own) in MARKERS.iter().zip(SECONDS.iter()) {
         if *place == Place::LineStart && !line_start {
+            continue;
+        }
+        if second.is_some_and(|second| second != *own) {
             continue;
         }
         match starts_with(text, marker) {
@@ -137,7 +151,7 @@ fn marker_at(text: &str, line_start: bool, complete: bool) -> Match {
             None => {}
         }
     }
-    for header in ["<|start|>", "<|channel|>"] {
+    for header in ["<|start|>", "<|channel|>"].into_iter().filter(|_| second.is_none_or(|c| c == '|')) {
         match starts_with(text, header) {
             Some(true) => match harmony_header(text) {
                 Some(true) => return Match::Yes,
@@ -350,6 +364,8 @@ pub(crate) enum Start {
 /// a preamble at the first marker standing where markup may, else nowhere.
 pub(crate) fn start(text: &str, anchor: &dyn Anchor) -> Start {
     let from = match thought_end(text) {
+        // A thought whose opener is missing ends at a closer (`</think>`).
+        0 if !text.contains("</") => 0,
         0 => match Scan::at_start().next(text, true) {
             Scanned::ThoughtEnd(end) => end,
             _ => 0,

@@ -218,6 +218,10 @@ mod tests {
             "<a ",
             "get_weather(",
             "<get_weather city=\"a\"/>",
+            "<function=",
+            "<",
+            "a <",
+            "</parameter",
             // Characters of several bytes wherever a window may end.
             "<｜DSML｜invoke name=\"get_weather\">",
             "<a ｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜",
