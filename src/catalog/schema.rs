@@ -40,6 +40,9 @@ pub struct Schema {
     required: Vec<String>,
     optional: Vec<String>,
     parameters: Vec<String>,
+    /// Parameters whose schema admits an array (repeated markup children
+    /// of one of them are its items).
+    lists: Vec<String>,
 }
 
 impl Schema {
@@ -112,6 +115,11 @@ impl Schema {
     pub(crate) fn parameters(&self) -> &[String] {
         &self.parameters
     }
+
+    /// The parameters whose schema admits an array.
+    pub(crate) fn lists(&self) -> &[String] {
+        &self.lists
+    }
 }
 
 /// The schemas compiled during one load, by their compact text: tools whose
@@ -126,6 +134,20 @@ pub(crate) struct SchemaCache {
     patterns: jsonschema::PatternCache,
     /// Patterns (and `patternProperties` keys) already compiled in this load.
     compiled: Mutex<HashSet<String>>,
+}
+
+/// Whether `schema` admits values of `kind`: its `type` (one or a list),
+/// or that of an `anyOf` / `oneOf` branch.
+fn admits(schema: &Value, kind: &str) -> bool {
+    let typed = match schema.get("type") {
+        Some(Value::String(t)) => t == kind,
+        Some(Value::Array(list)) => list.iter().any(|t| t.as_str() == Some(kind)),
+        _ => false,
+    };
+    typed
+        || ["anyOf", "oneOf"]
+            .iter()
+            .any(|key| schema.get(*key).and_then(Value::as_array).is_some_and(|b| b.iter().any(|b| admits(b, kind))))
 }
 
 impl SchemaCache {
@@ -233,7 +255,12 @@ impl Schema {
         let mut parameters: Vec<String> =
             json.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
         parameters.extend(required.iter().filter(|r| !parameters.contains(r)).cloned().collect::<Vec<_>>());
-        Ok(Schema { text, parsed: OnceLock::new(), validator, patterns, required, optional, parameters })
+        let lists = json
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.iter().filter(|(_, schema)| admits(schema, "array")).map(|(k, _)| k.clone()).collect())
+            .unwrap_or_default();
+        Ok(Schema { text, parsed: OnceLock::new(), validator, patterns, required, optional, parameters, lists })
     }
 }
 

@@ -19,6 +19,7 @@ mod exact_reading;
 mod execute_arguments;
 mod execute_backends;
 mod execute_names;
+mod general_reading;
 mod hardening;
 mod health_reflection;
 mod hostile_reading;

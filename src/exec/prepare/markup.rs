@@ -173,42 +173,56 @@ pub(crate) fn exact(
                 }
             )));
         };
-        let Value::String(text) = value else {
-            read.insert(key, value);
-            continue;
-        };
-        let laid = match laid_out(&text) {
-            Some(laid) => laid.to_owned(),
-            None => return Err(two_readings(&key, &text, "without the whitespace around it", text.trim())),
-        };
-        if let Some(decoded) = decode(&laid) {
-            return Err(two_readings(&key, &laid, "with its character entities decoded", &decoded));
-        }
-        if let Some(inner) = laid.strip_prefix("<![CDATA[").and_then(|rest| rest.strip_suffix("]]>")) {
-            return Err(two_readings(&key, &laid, "with its CDATA section unwrapped", inner));
-        }
-        let types = super::calls::admitted_types(schema);
-        let untyped = types.is_empty() && schema.get("enum").is_none() && schema.get("const").is_none();
-        if types.contains(&"string") || untyped {
-            if let Ok(inner) = serde_json::from_str::<String>(&laid) {
-                return Err(two_readings(&key, &laid, "as the JSON string it spells", &inner));
+        let value = match value {
+            Value::String(text) => Value::String(text_value(&key, &text, schema)?),
+            // Children repeated for an array: each item read as a value of
+            // the array's items.
+            Value::Array(items) if items.iter().all(Value::is_string) => {
+                let each = schema.get("items").filter(|items| items.is_object()).unwrap_or(&Value::Null);
+                let items = items.iter().filter_map(Value::as_str).map(|item| text_value(&key, item, each));
+                Value::Array(items.map(|item| item.map(Value::String)).collect::<Result<_, _>>()?)
             }
-        }
-        if untyped {
-            if let Some(parsed) = serde_json::from_str::<Value>(&laid).ok().filter(|v| !v.is_string()) {
-                return Err(two_readings(&key, &laid, "as the JSON value it spells", &parsed.to_string()));
-            }
-        }
-        // JSON for another type than text, not JSON as written, with
-        // escapes: read as written or with its escapes read once more.
-        let text_allowed = types.contains(&"string") || untyped;
-        if !text_allowed && laid.contains('\\') && serde_json::from_str::<Value>(&laid).is_err() {
-            let unescaped = laid.replace("\\\"", "\"");
-            return Err(two_readings(&key, &laid, "with its escapes read once more", &unescaped));
-        }
-        read.insert(key, Value::String(laid));
+            value => value,
+        };
+        read.insert(key, value);
     }
     Ok(read)
+}
+
+/// A value written as markup text, for the parameter `key` of `schema`:
+/// the text without its layout, when that is its one reading.
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn text_value(key: &str, text: &str, schema: &Value) -> Result<String, ToolError> {
+    let laid = match laid_out(text) {
+        Some(laid) => laid.to_owned(),
+        None => return Err(two_readings(key, text, "without the whitespace around it", text.trim())),
+    };
+    if let Some(decoded) = decode(&laid) {
+        return Err(two_readings(key, &laid, "with its character entities decoded", &decoded));
+    }
+    if let Some(inner) = laid.strip_prefix("<![CDATA[").and_then(|rest| rest.strip_suffix("]]>")) {
+        return Err(two_readings(key, &laid, "with its CDATA section unwrapped", inner));
+    }
+    let types = super::calls::admitted_types(schema);
+    let untyped = types.is_empty() && schema.get("enum").is_none() && schema.get("const").is_none();
+    if types.contains(&"string") || untyped {
+        if let Ok(inner) = serde_json::from_str::<String>(&laid) {
+            return Err(two_readings(key, &laid, "as the JSON string it spells", &inner));
+        }
+    }
+    if untyped {
+        if let Some(parsed) = serde_json::from_str::<Value>(&laid).ok().filter(|v| !v.is_string()) {
+            return Err(two_readings(key, &laid, "as the JSON value it spells", &parsed.to_string()));
+        }
+    }
+    // JSON for another type than text, not JSON as written, with
+    // escapes: read as written or with its escapes read once more.
+    let text_allowed = types.contains(&"string") || untyped;
+    if !text_allowed && laid.contains('\\') && serde_json::from_str::<Value>(&laid).is_err() {
+        let unescaped = laid.replace("\\\"", "\"");
+        return Err(two_readings(key, &laid, "with its escapes read once more", &unescaped));
+    }
+    Ok(laid)
 }
 
 /// A value's text without its layout: one newline on each side, when both

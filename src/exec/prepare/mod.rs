@@ -8,7 +8,7 @@
 //! | stage | file | what it does |
 //! |---|---|---|
 //! | words | `calls::words` | where the calls of a text read whole may begin (at its start, or after a preamble before explicit call markup) and that only residue follows the last |
-//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments), else read by its structure, anchored by the caller's tools (the general reading: `calls::general`'s `tokens`, `anchor` and `reader`); several calls are an error |
+//! | whole call | [`calls`] | a call written whole in the name, or in the arguments under an empty, residue or agreeing name, in any syntax (JSON call objects, tags, Python, a name then its arguments), else read by its structure, anchored by the caller's tools (the general reading: `calls::general`'s `tokens`, `anchor`, `reader` and `text`); several calls are an error |
 //! | markup values | [`markup`] | a value written as markup with its one reading (layout set aside; entities, CDATA, quotes, whitespace, untyped literals, keys of no parameter held) |
 //! | name | [`lookup`] | the emitted name → one tool inside the caller's set |
 //! | user | [`bind`] | a tool that acts for a user needs one |
@@ -267,7 +267,8 @@ pub(crate) fn calls_in(cx: &Context<'_>, text: &str) -> Option<Vec<(String, Stri
 impl calls::Anchor for Context<'_> {
     fn tool(&self, name: &str) -> Option<calls::Tool<'_>> {
         let tool = self.catalog.tool(lookup::means(self.catalog, self.set, name)?);
-        Some(calls::Tool { parameters: tool.parameters.parameters(), required: tool.parameters.required() })
+        let schema = &tool.parameters;
+        Some(calls::Tool { parameters: schema.parameters(), required: schema.required(), lists: schema.lists() })
     }
 }
 

@@ -5,9 +5,10 @@
 //! which then goes through the same lookup, value rules and validation as
 //! any emitted call. It reads families, not strings:
 //!
-//! - **JSON call objects**: a name under `name`, `tool_name`,
-//!   `recipient_name`, `function_name`, `action` or `tool` (or a `function`
-//!   object holding one), beside the arguments under one other key (an
+//! - **JSON call objects**: a name under one of the name keys
+//!   ([`NAME_KEYS`]: `name`, `tool`, `tool_name`, `function`,
+//!   `function_name`, `action`, `recipient_name`), or a `function` object
+//!   holding one, beside the arguments under one other key (an
 //!   object, or the JSON text of one), flattened beside an empty wrapper,
 //!   or none; call metadata (`type`, `id`, `index`, `call_id`) ignored. An
 //!   array of them (`[TOOL_CALLS][{…}]`, `functools[{…}]`) and a provider's
@@ -57,8 +58,13 @@ use crate::{
 /// `<function=…>` is two).
 const MAX_NESTING: usize = 4;
 
-/// Keys that name the tool in a JSON call object.
-const NAME_KEYS: &[&str] = &["name", "tool_name", "recipient_name", "function_name", "action", "tool"];
+/// Keys that name the tool in a JSON call object (and, as a label, in
+/// text: `Action: NAME`), a closed list extended only with the form that
+/// needs it: `name` and `function` (OpenAI, and the `function` of text
+/// formats), `tool` / `tool_name` (agent frameworks), `function_name`,
+/// `action` (ReAct, LangChain's JSON agent), `recipient_name` (the
+/// parallel wrapper's).
+const NAME_KEYS: &[&str] = &["name", "tool", "tool_name", "function", "function_name", "action", "recipient_name"];
 
 /// Keys that hold the arguments in a JSON call object; a value under one
 /// of them must be an object or the JSON text of one.
@@ -260,16 +266,24 @@ pub(crate) fn read_anchored(text: &str, anchor: &dyn Anchor, limits: ArgumentLim
         return Reading::Nothing;
     }
     // Plain JSON (one value, nothing around it) holds no call the general
-    // reading could find that the families did not.
+    // reading could find that the families did not, but an object whose
+    // only key may be a tool (`{"get_weather": {…}}`).
     let markup = text.contains('<')
         || !text.trim_start().starts_with(['{', '['])
         || serde_json::from_str::<serde::de::IgnoredAny>(text).is_err();
+    let one_key = || {
+        serde_json::from_str::<std::collections::BTreeMap<String, serde::de::IgnoredAny>>(text)
+            .is_ok_and(|object| object.len() == 1)
+    };
     match read(text, limits) {
-        Reading::Nothing if markup => general::read(text, anchor, limits),
+        Reading::Nothing if markup || one_key() => general::read(text, anchor, limits),
         // A family's reading naming none of the caller's tools (markup taken
         // for a name: `<tool_call>` before an object it never closed): the
         // general reading, if it reads a call.
-        Reading::One(Found { name: Some(name), arguments }) if markup && anchor.tool(&name).is_none() => {
+        // So is a name the family read with words around it (`Tool: NAME`).
+        Reading::One(Found { name: Some(name), arguments })
+            if markup && (anchor.tool(&name).is_none() || !is_plain_name(&name)) =>
+        {
             match general::read(text, anchor, limits) {
                 Reading::Nothing => Reading::One(Found { name: Some(name), arguments }),
                 general => general,
@@ -277,6 +291,11 @@ pub(crate) fn read_anchored(text: &str, anchor: &dyn Anchor, limits: ArgumentLim
         }
         reading => reading,
     }
+}
+
+/// A name as one word: letters, digits, `_`, `-`, `.`, `:`, `/`.
+fn is_plain_name(name: &str) -> bool {
+    name.chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '/'))
 }
 
 fn read_in(text: &str, limits: ArgumentLimits, depth: usize) -> Reading {

@@ -292,6 +292,12 @@ fn element_calls(element: Element<'_>, limits: ArgumentLimits, depth: usize) -> 
     }
     if element.is(CALL_TAGS) {
         if let Some(name) = element.name() {
+            // Attributes beside the name are arguments (`location="Oslo"`,
+            // `arguments='{…}'`): the general reading's, by the tool's
+            // parameters; never dropped.
+            if element.attributes.iter().any(|(key, _)| !is_name_attribute(key)) {
+                return Reading::Nothing;
+            }
             return match body_arguments(element.inner, limits) {
                 Some(arguments) => Reading::One(Found { name: Some(name.to_owned()), arguments }),
                 None => Reading::Nothing,

@@ -436,6 +436,12 @@ pub(crate) fn first_marker(text: &str) -> Option<usize> {
     }
 }
 
+/// A label naming the tool (`Action:`, `Tool:`, `tool_name:`): a name key
+/// ([`super::NAME_KEYS`]) and its colon.
+fn is_name_label(word: &str) -> bool {
+    word.strip_suffix(':').is_some_and(|label| super::NAME_KEYS.iter().any(|key| key.eq_ignore_ascii_case(label)))
+}
+
 /// Whether text at the start of an answer (after a thought) could begin a
 /// call the reader accepts: `Some(true)` yes, `Some(false)` no (words, as
 /// a stream must judge before the rest arrives), `None` not known yet (a
@@ -457,7 +463,7 @@ pub(crate) fn could_begin(text: &str, anchor: &dyn Anchor) -> Option<bool> {
     let word = &text[..end];
     let next = text[end..].chars().next().expect("a character ends the word");
     let name = word.rsplit([':', '.']).find(|w| !w.is_empty()).unwrap_or(word);
-    Some(matches!(next, '(' | '{' | '<' | '[') || anchor.tool(name).is_some() || word.eq_ignore_ascii_case("action:"))
+    Some(matches!(next, '(' | '{' | '<' | '[') || anchor.tool(name).is_some() || is_name_label(word))
 }
 
 /// Whether what follows the last call is residue only: whitespace,
@@ -508,7 +514,7 @@ mod tests {
 
     impl Anchor for Tools {
         fn tool(&self, name: &str) -> Option<super::super::Tool<'_>> {
-            (name == "get_weather").then_some(super::super::Tool { parameters: &[], required: &[] })
+            (name == "get_weather").then_some(super::super::Tool { parameters: &[], required: &[], lists: &[] })
         }
     }
 

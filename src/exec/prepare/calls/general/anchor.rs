@@ -14,6 +14,8 @@ use crate::{
 pub(crate) struct Tool<'a> {
     pub(crate) parameters: &'a [String],
     pub(crate) required: &'a [String],
+    /// The parameters whose schema admits an array.
+    pub(crate) lists: &'a [String],
 }
 
 /// What the reading asks of the caller's tools.
@@ -32,6 +34,7 @@ pub(super) struct Frame<'t, 'a> {
     pub(super) tag: &'t str,
     pub(super) parameters: &'a [String],
     pub(super) required: &'a [String],
+    pub(super) lists: &'a [String],
     pub(super) values: Map<String, Value>,
     /// A JSON body, as text.
     pub(super) body: Option<String>,
@@ -42,6 +45,8 @@ pub(super) struct Frame<'t, 'a> {
     pub(super) key: Option<String>,
     /// Inside `<arg_key>`: where its text starts.
     pub(super) key_start: Option<usize>,
+    /// Parameters given more than once, as the items of an array.
+    pub(super) repeated: Vec<String>,
     /// Something in it is not a part of a call.
     pub(super) broken: bool,
 }
@@ -53,11 +58,13 @@ impl<'t, 'a> Frame<'t, 'a> {
             tag,
             parameters: tool.parameters,
             required: tool.required,
+            lists: tool.lists,
             values: Map::new(),
             body: None,
             open: None,
             key: None,
             key_start: None,
+            repeated: Vec::new(),
             broken: false,
         }
     }
@@ -82,12 +89,26 @@ impl<'t, 'a> Frame<'t, 'a> {
         }
     }
 
-    /// Sets a parameter's value; a key given twice breaks the call.
+    /// Sets a parameter's value. A key given twice breaks the call, but
+    /// for a parameter whose schema admits an array: text given again
+    /// (`<to>a</to><to>b</to>`) is its next item.
     pub(super) fn set(&mut self, key: String, value: Value) {
-        if self.values.contains_key(&key) {
-            self.broken = true;
+        let list = self.lists.contains(&key);
+        match self.values.get_mut(&key) {
+            None => {
+                self.values.insert(key, value);
+            }
+            Some(held) if list && value.is_string() && (held.is_string() || self.repeated.contains(&key)) => {
+                if let Value::String(first) = held {
+                    *held = Value::Array(vec![Value::String(std::mem::take(first))]);
+                    self.repeated.push(key);
+                }
+                if let Value::Array(items) = held {
+                    items.push(value);
+                }
+            }
+            Some(_) => self.broken = true,
         }
-        self.values.insert(key, value);
     }
 
     /// Ends the open parameter, its value running to `until`.

@@ -33,12 +33,19 @@
 //! - [`anchor`]: the caller's tools as the reading asks of them, and a
 //!   call being read against one ([`anchor::Frame`]);
 //! - [`reader`]: one pass over the tokens, finding the calls and what is
-//!   around them.
+//!   around them;
+//! - [`text`]: a call written in text, by principle: a tool's name (after
+//!   a label that is a name key), any separator, any body; a JSON object
+//!   naming a tool under a name key or as its only key.
 //!
+//! Repeated children of one parameter are its items where the schema
+//! admits an array ([`anchor::Frame::set`]); attributes beside a call's
+//! name are arguments (`arguments='{…}'` its object), never dropped.
 //! Linear: every byte visited is charged to the meter.
 
 mod anchor;
 mod reader;
+mod text;
 mod tokens;
 
 pub(crate) use anchor::{Anchor, Tool};
@@ -88,23 +95,26 @@ mod tests {
     use super::{super::Arguments, *};
     use crate::similar::normalised_key;
 
-    /// The caller's tools of the tests: `get_weather(city, unit, days)`
-    /// (city required) and `read_file(path)` (required).
+    /// The caller's tools of the tests: `get_weather(city, unit, days,
+    /// cities)` (city required, cities an array) and `read_file(path)`
+    /// (required).
     struct Tools {
         weather: Vec<String>,
         file: Vec<String>,
         city: Vec<String>,
         path: Vec<String>,
+        cities: Vec<String>,
     }
 
     impl Tools {
         fn new() -> Self {
             let owned = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
             Tools {
-                weather: owned(&["city", "unit", "days"]),
+                weather: owned(&["city", "unit", "days", "cities"]),
                 file: owned(&["path"]),
                 city: owned(&["city"]),
                 path: owned(&["path"]),
+                cities: owned(&["cities"]),
             }
         }
     }
@@ -113,9 +123,9 @@ mod tests {
         fn tool(&self, name: &str) -> Option<Tool<'_>> {
             let name = name.rsplit(['.', ':']).next().unwrap_or(name);
             match normalised_key(name).as_str() {
-                "getweather" => Some(Tool { parameters: &self.weather, required: &self.city }),
-                "readfile" => Some(Tool { parameters: &self.file, required: &self.path }),
-                "now" => Some(Tool { parameters: &[], required: &[] }),
+                "getweather" => Some(Tool { parameters: &self.weather, required: &self.city, lists: &self.cities }),
+                "readfile" => Some(Tool { parameters: &self.file, required: &self.path, lists: &[] }),
+                "now" => Some(Tool { parameters: &[], required: &[], lists: &[] }),
                 _ => None,
             }
         }
@@ -222,6 +232,13 @@ mod tests {
             "<",
             "a <",
             "</parameter",
+            // Names then bodies, labels, separators.
+            "get_weather city=a ",
+            "get_weather - ",
+            "Tool: get_weather\n",
+            "get_weather((",
+            "get_weather(city: ",
+            "{\"get_weather\": ",
             // Characters of several bytes wherever a window may end.
             "<｜DSML｜invoke name=\"get_weather\">",
             "<a ｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜｜",

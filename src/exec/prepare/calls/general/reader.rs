@@ -3,11 +3,12 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::super::{balanced_end, python, tags::is_name_attribute, words::THOUGHT_TAGS, Arguments, Found, Reading};
+use super::super::{balanced_end, tags::is_name_attribute, words::THOUGHT_TAGS, Found, Reading};
 use super::{
-    anchor::{text_of, Anchor, Frame, Parameter, Tool},
+    anchor::{Anchor, Frame, Parameter, Tool},
+    text,
     tokens::{start_of, Tag, Token},
 };
 use crate::{
@@ -271,6 +272,13 @@ impl<'t, 'a> Reader<'t, 'a> {
             }
             match frame.exact(key) {
                 Some(parameter) => frame.set(parameter, Value::String((*value).to_owned())),
+                // The arguments' object as an attribute (`arguments='{…}'`).
+                None if super::super::ARGUMENT_KEYS.contains(key)
+                    && frame.body.is_none()
+                    && value.trim_start().starts_with('{') =>
+                {
+                    frame.body = Some(value.trim().to_owned())
+                }
                 None => frame.broken = true,
             }
         }
@@ -474,72 +482,11 @@ impl<'t, 'a> Reader<'t, 'a> {
         }
     }
 
-    /// A tool's name followed directly by its body, at the start of `text`
-    /// (after markup words: `call:`, a namespace): the call and its length.
+    /// A tool's name and its body at the start of `text` ([`text`]): the
+    /// call and its length.
     fn name_then_body(&mut self, text: &'t str) -> Option<(Found, usize)> {
-        // A JSON call object (`{"name": …, "arguments": …}`) whose wrapper
-        // was left open or is some other markup.
-        if text.starts_with('{') {
-            let end = balanced_end(text)?;
-            let Reading::One(found) = super::super::from_json(&literal(&text[..end], self.limits)?) else {
-                return None;
-            };
-            let name = found.name.as_deref()?;
-            let tool = self.tool(text_of(text, name)?)?;
-            let mut frame = Frame::new(tool, name, "");
-            match found.arguments {
-                Arguments::Values(values) | Arguments::Markup(values) => {
-                    for (key, value) in values {
-                        let parameter = frame.parameter(&key)?;
-                        frame.set(parameter, value);
-                    }
-                }
-                Arguments::Text(body) => frame.body = Some(body),
-                Arguments::Absent => {}
-                Arguments::Unwritten => return None,
-            }
-            return Some((frame.found(self.limits)?, end));
-        }
-        let name_len = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))?;
-        let head = &text[..name_len];
-        let opener = text[name_len..].chars().next()?;
-        if !matches!(opener, '{' | '(') || head.is_empty() {
-            return None;
-        }
-        // `call:get_weather`, `functions.get_weather`: the last word.
-        let name = head.rsplit([':', '.']).find(|w| !w.is_empty())?;
-        let tool = self.tool(name).or_else(|| self.tool(head))?;
-        let body = &text[name_len..];
-        let (values, len) = match opener {
-            '{' => {
-                let close = balanced_end(body)?;
-                let values = key_values(&body[1..close - 1], self.limits)?;
-                (values, close)
-            }
-            _ => {
-                let (calls, end) = python::calls_at(text).ok()?;
-                if calls != 1 {
-                    return None;
-                }
-                let Reading::One(found) = python::read(&text[..end])? else { return None };
-                let values = match found.arguments {
-                    Arguments::Values(values) | Arguments::Markup(values) => values,
-                    Arguments::Absent => Map::new(),
-                    Arguments::Unwritten => return None,
-                    Arguments::Text(_) => return None,
-                };
-                (values, end - name_len)
-            }
-        };
-        let mut frame = Frame::new(tool, head, "");
-        for (key, value) in values {
-            match frame.parameter(&key) {
-                Some(parameter) => frame.set(parameter, value),
-                None => return None,
-            }
-        }
-        let found = frame.found(self.limits)?;
-        Some((found, name_len + len))
+        let limits = self.limits;
+        text::name_then_body(text, &mut |name| self.tool(name), limits)
     }
 
     fn finish(&mut self, frame: Frame<'t, 'a>) {
@@ -620,80 +567,4 @@ pub(super) fn is_residue(text: &str) -> bool {
     stripped.is_empty()
         || residue::words(stripped).iter().all(|w| w.markup || w.namespace)
         || super::super::is_language_tag(stripped)
-}
-
-/// `K: v, "K": v, K=v` pairs of a body between braces; values read as
-/// JSON literals where they are one, quoted text (Gemma's `<|"|>` quotes
-/// included), else the bare text.
-pub(super) fn key_values(body: &str, limits: ArgumentLimits) -> Option<Map<String, Value>> {
-    let mut values = Map::new();
-    let mut rest = body.trim();
-    while !rest.is_empty() {
-        let (key, after) = match rest.chars().next()? {
-            q @ ('"' | '\'') => {
-                let end = rest[1..].find(q)?;
-                (&rest[1..1 + end], &rest[2 + end..])
-            }
-            _ => {
-                let end = rest.find([':', '='])?;
-                (rest[..end].trim(), &rest[end..])
-            }
-        };
-        let after = after.trim_start().strip_prefix([':', '='])?.trim_start();
-        if key.is_empty() || values.contains_key(key) {
-            return None;
-        }
-        let (value, next) = value_at(after, limits)?;
-        values.insert(key.to_owned(), value);
-        rest = next.trim_start();
-        match rest.strip_prefix(',') {
-            Some(more) => rest = more.trim_start(),
-            None if rest.is_empty() => {}
-            None => return None,
-        }
-    }
-    Some(values)
-}
-
-/// A value at the start of `text`, and what follows it.
-pub(super) fn value_at(text: &str, limits: ArgumentLimits) -> Option<(Value, &str)> {
-    for quote in ["<|\"|>", "<escape>"] {
-        if let Some(inner) = text.strip_prefix(quote) {
-            let end = inner.find(quote)?;
-            return Some((Value::String(inner[..end].to_owned()), &inner[end + quote.len()..]));
-        }
-    }
-    if text.starts_with(['{', '[', '"']) {
-        let end = match text.starts_with('"') {
-            true => string_end(text)?,
-            false => balanced_end(text)?,
-        };
-        let value = literal(&text[..end], limits)?;
-        return Some((value, &text[end..]));
-    }
-    if let Some(inner) = text.strip_prefix('\'') {
-        let end = inner.find('\'')?;
-        return Some((Value::String(inner[..end].to_owned()), &inner[end + 1..]));
-    }
-    let end = text.find([',', '}']).unwrap_or(text.len());
-    let bare = text[..end].trim();
-    if bare.is_empty() {
-        return None;
-    }
-    let value = literal(bare, limits).unwrap_or_else(|| Value::String(bare.to_owned()));
-    Some((value, &text[end..]))
-}
-
-/// Where the JSON string `text` starts with ends.
-pub(super) fn string_end(text: &str) -> Option<usize> {
-    let bytes = text.as_bytes();
-    let mut at = 1;
-    while at < bytes.len() {
-        match bytes[at] {
-            b'\\' => at += 2,
-            b'"' => return Some(at + 1),
-            _ => at += 1,
-        }
-    }
-    None
 }
