@@ -31,7 +31,7 @@ pub(crate) use load::{assemble_after, is_catalogue_file, read_again};
 pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
-pub(crate) use schema::Schema;
+pub(crate) use schema::{admitted_types, Schema};
 
 use crate::{
     search::{Document, SearchIndex},

@@ -136,18 +136,23 @@ pub(crate) struct SchemaCache {
     compiled: Mutex<HashSet<String>>,
 }
 
-/// Whether `schema` admits values of `kind`: its `type` (one or a list),
-/// or that of an `anyOf` / `oneOf` branch.
-fn admits(schema: &Value, kind: &str) -> bool {
-    let typed = match schema.get("type") {
-        Some(Value::String(t)) => t == kind,
-        Some(Value::Array(list)) => list.iter().any(|t| t.as_str() == Some(kind)),
-        _ => false,
-    };
-    typed
-        || ["anyOf", "oneOf"]
-            .iter()
-            .any(|key| schema.get(*key).and_then(Value::as_array).is_some_and(|b| b.iter().any(|b| admits(b, kind))))
+/// The types a schema admits: its `type` (one or a list) and those of
+/// its `anyOf` / `oneOf` branches.
+pub(crate) fn admitted_types(schema: &Value) -> Vec<&str> {
+    let mut types = Vec::new();
+    match schema.get("type") {
+        Some(Value::String(t)) => types.push(t.as_str()),
+        Some(Value::Array(list)) => types.extend(list.iter().filter_map(Value::as_str)),
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf"] {
+        for branch in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
+            types.extend(admitted_types(branch));
+        }
+    }
+    types.sort_unstable();
+    types.dedup();
+    types
 }
 
 impl SchemaCache {
@@ -258,7 +263,12 @@ impl Schema {
         let lists = json
             .get("properties")
             .and_then(Value::as_object)
-            .map(|p| p.iter().filter(|(_, schema)| admits(schema, "array")).map(|(k, _)| k.clone()).collect())
+            .map(|p| {
+                p.iter()
+                    .filter(|(_, schema)| admitted_types(schema).contains(&"array"))
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
             .unwrap_or_default();
         Ok(Schema { text, parsed: OnceLock::new(), validator, patterns, required, optional, parameters, lists })
     }

@@ -8,7 +8,10 @@
 use serde_json::{json, Value};
 use toolgate::proto::v1::{ExecuteRequest, ExecuteResponse};
 
-use crate::common::{model_server, CatalogDir, TestGateway};
+use crate::{
+    common::{model_server, CatalogDir, TestGateway},
+    words_rule::through_door,
+};
 
 const TOOLS: &str = r#"
 tools:
@@ -179,51 +182,22 @@ async fn repeated_children_are_an_array_where_the_schema_says_array_and_attribut
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_door_labelled_and_separated_calls_are_lifted_and_words_stay_text() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     let upstream = model_server::start().await;
     let dir = CatalogDir::new();
     let (_gateway, url, _log) = crate::model_door::serve(&dir, &upstream.base_url(), "");
-    let tools = json!([
-        {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
-    ]);
-    let client = reqwest::Client::new();
+    let oslo = ("get_weather".to_owned(), json!({"city": "Oslo"}));
     for stream in [false, true] {
-        for (said, lifted) in [
-            ("Tool: get_weather\nArguments: {\"city\": \"Oslo\"}", true),
-            ("get_weather - {\"city\": \"Oslo\"}", true),
-            ("get_weather city=\"Oslo\"", true),
-            ("get_weather city=\"Oslo\" tomorrow, I think", false),
-            ("Tool: get_weather is the one", false),
+        for said in [
+            "Tool: get_weather\nArguments: {\"city\": \"Oslo\"}",
+            "get_weather - {\"city\": \"Oslo\"}",
+            "get_weather city=\"Oslo\"",
         ] {
-            let body = json!({"model": "say", "messages": [{"role": "user", "content": said}], "tools": tools, "stream": stream});
-            let raw =
-                client.post(format!("{url}/chat/completions")).json(&body).send().await.unwrap().text().await.unwrap();
-            let arguments = match stream {
-                false => {
-                    let answer: Value = serde_json::from_str(&raw).unwrap();
-                    answer["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
-                        .as_str()
-                        .map(str::to_owned)
-                }
-                true => {
-                    let mut text: Option<String> = None;
-                    for data in raw.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
-                        let chunk: Value = serde_json::from_str(data).unwrap();
-                        for call in chunk["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten() {
-                            let part = call["function"]["arguments"].as_str().unwrap_or_default();
-                            text.get_or_insert_with(String::new).push_str(part);
-                        }
-                    }
-                    text
-                }
-            };
-            match lifted {
-                true => {
-                    let arguments: Value = serde_json::from_str(&arguments.expect(said)).unwrap();
-                    assert_eq!(arguments, json!({"city": "Oslo"}), "stream {stream}: {said:?}");
-                }
-                false => assert!(arguments.is_none(), "stream {stream}: {said:?} lifted: {raw}"),
-            }
+            let (_, calls, finish, _) = through_door(&url, "say", said, stream, json!({})).await;
+            assert_eq!((calls, finish.as_str()), (vec![oslo.clone()], "tool_calls"), "stream {stream}: {said:?}");
+        }
+        for said in ["get_weather city=\"Oslo\" tomorrow, I think", "Tool: get_weather is the one"] {
+            let (content, calls, finish, _) = through_door(&url, "say", said, stream, json!({})).await;
+            assert_eq!((content, calls, finish.as_str()), (json!(said), vec![], "stop"), "stream {stream}: {said:?}");
         }
     }
 }

@@ -109,8 +109,9 @@ async fn execute_runs_no_call_that_words_follow_and_drops_a_preamble_it_says() {
 
 /// The door's answer for a model that says `text`: its content, its calls
 /// (name, arguments), its finish reason and its `x-toolgate-repairs`;
-/// put together from the events when streamed.
-async fn through_door(
+/// put together from the events when streamed. The model's tools:
+/// `delete_file(path)` and `get_weather(city)`, each required.
+pub(crate) async fn through_door(
     url: &str,
     model: &str,
     text: &str,

@@ -203,7 +203,7 @@ fn text_value(key: &str, text: &str, schema: &Value) -> Result<String, ToolError
     if let Some(inner) = laid.strip_prefix("<![CDATA[").and_then(|rest| rest.strip_suffix("]]>")) {
         return Err(two_readings(key, &laid, "with its CDATA section unwrapped", inner));
     }
-    let types = super::calls::admitted_types(schema);
+    let types = crate::catalog::admitted_types(schema);
     let untyped = types.is_empty() && schema.get("enum").is_none() && schema.get("const").is_none();
     if types.contains(&"string") || untyped {
         if let Ok(inner) = serde_json::from_str::<String>(&laid) {

@@ -50,6 +50,7 @@ use serde_json::{Map, Value};
 
 use super::{json::literal, work};
 use crate::{
+    catalog::admitted_types,
     exec::{limits::ArgumentLimits, outcome::ToolError},
     similar::residue,
 };
@@ -159,25 +160,6 @@ fn integral(text: &str) -> Option<Value> {
         return None;
     }
     whole.parse::<i64>().ok().map(Value::from)
-}
-
-/// The types a schema admits: its `type` (one or a list) and those of
-/// its `anyOf` / `oneOf` branches.
-pub(crate) fn admitted_types(schema: &Value) -> Vec<&str> {
-    let mut types = Vec::new();
-    match schema.get("type") {
-        Some(Value::String(t)) => types.push(t.as_str()),
-        Some(Value::Array(list)) => types.extend(list.iter().filter_map(Value::as_str)),
-        _ => {}
-    }
-    for key in ["anyOf", "oneOf"] {
-        for branch in schema.get(key).and_then(Value::as_array).into_iter().flatten() {
-            types.extend(admitted_types(branch));
-        }
-    }
-    types.sort_unstable();
-    types.dedup();
-    types
 }
 
 /// What a text holds.

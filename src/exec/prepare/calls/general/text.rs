@@ -66,17 +66,21 @@ pub(super) fn name_then_body<'t, 'a>(
     let body_at = at + separator;
     let body = &text[body_at..];
     let mut frame = Frame::new(tool, head, "");
-    let len = match body.chars().next() {
-        Some('{') => braces(body, &mut frame, limits)?,
-        Some('[') => {
+    // Python keyword arguments directly after the name: where that one call ends.
+    let python = match (body.starts_with('('), separator) {
+        (true, 0) => python::calls_at(&text[from..]).ok().filter(|(calls, _)| *calls == 1).map(|(_, end)| end),
+        _ => None,
+    };
+    let len = match (body.chars().next(), python) {
+        (Some('{'), _) => braces(body, &mut frame, limits)?,
+        (Some('['), _) => {
             let close = balanced_end(body)?;
             let inner = body[1..close - 1].trim();
-            (inner.starts_with('{') && balanced_end(inner) == Some(inner.len())).then_some(())?;
+            one_object(inner).then_some(())?;
             braces(inner, &mut frame, limits)?;
             close
         }
-        Some('(') if separator == 0 && python::calls_at(&text[from..]).is_ok_and(|(calls, _)| calls == 1) => {
-            let (_, end) = python::calls_at(&text[from..]).ok()?;
+        (Some('('), Some(end)) => {
             let Reading::One(found) = python::read(&text[from..from + end])? else { return None };
             match found.arguments {
                 Arguments::Values(values) | Arguments::Markup(values) => set_all(&mut frame, values)?,
@@ -85,23 +89,23 @@ pub(super) fn name_then_body<'t, 'a>(
             }
             from + end - body_at
         }
-        Some('(') => {
+        (Some('('), None) => {
             let close = paren_end(body)?;
             let inner = body[1..close - 1].trim();
-            match inner.starts_with('{') && balanced_end(inner) == Some(inner.len()) {
+            match one_object(inner) {
                 true => braces(inner, &mut frame, limits).map(|_| ())?,
                 false => set_all(&mut frame, pairs(inner, None, limits)?.0)?,
             }
             close
         }
         // Pairs on the name's line, after a separator: `NAME key="v"`.
-        Some(c) if separator > 0 && (c.is_alphabetic() || c == '_') => {
+        (Some(c), _) if separator > 0 && (c.is_alphabetic() || c == '_') => {
             let (values, len) = pairs(body, Some(&frame), limits)?;
             set_all(&mut frame, values)?;
             len
         }
         // A labelled name alone (`Action: NAME`): a call without arguments.
-        None if labelled.is_some() => 0,
+        (None, _) if labelled.is_some() => 0,
         _ => return None,
     };
     Some((frame.found(limits)?, body_at + len))
@@ -123,12 +127,7 @@ fn json_call<'t, 'a>(
     };
     let mut frame = Frame::new(tool(text_of(text, &name)?)?, &name, "");
     match arguments {
-        Arguments::Values(values) | Arguments::Markup(values) => {
-            for (key, value) in values {
-                let parameter = frame.parameter(&key)?;
-                frame.set(parameter, value);
-            }
-        }
+        Arguments::Values(values) | Arguments::Markup(values) => set_all(&mut frame, values)?,
         Arguments::Text(body) => frame.body = Some(body),
         Arguments::Absent => {}
         Arguments::Unwritten => return None,
@@ -162,6 +161,11 @@ fn braces(body: &str, frame: &mut Frame<'_, '_>, limits: ArgumentLimits) -> Opti
         }
     }
     Some(close)
+}
+
+/// Whether `text` is one object in braces, nothing around it.
+fn one_object(text: &str) -> bool {
+    text.starts_with('{') && balanced_end(text) == Some(text.len())
 }
 
 /// Each value set on its parameter; `None` when a key names none.
