@@ -142,6 +142,9 @@ async fn a_name_then_a_body_with_any_separator() {
         "get_weather city=\"Oslo\" city=\"Rome\"",
         // A key of no parameter.
         "get_weather town=\"Oslo\"",
+        // A labelled name without its arguments' line: left out, or none?
+        "Action: list_files",
+        "Tool: list_files\n",
     ] {
         held(&gateway, text).await;
     }

@@ -46,8 +46,7 @@ pub(super) fn name_then_body<'t, 'a>(
     if text.starts_with('{') {
         return json_call(text, tool, limits);
     }
-    let labelled = label_len(text, NAME_KEYS);
-    let from = labelled.unwrap_or(0);
+    let from = label_len(text, NAME_KEYS).unwrap_or(0);
     let after_label = &text[from..];
     let name_len = after_label
         .find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')))
@@ -104,8 +103,9 @@ pub(super) fn name_then_body<'t, 'a>(
             set_all(&mut frame, values)?;
             len
         }
-        // A labelled name alone (`Action: NAME`): a call without arguments.
-        (None, _) if labelled.is_some() => 0,
+        // A labelled name alone (`Action: NAME`, no `Action Input:`) reads
+        // as a call without arguments or one whose arguments were left
+        // out: no reading, as for a call object naming only its tool.
         _ => return None,
     };
     Some((frame.found(limits)?, body_at + len))
