@@ -18,12 +18,13 @@ mod merge;
 mod pieces;
 mod raw;
 mod schema;
+mod view;
 mod yaml;
 
 use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 pub use builtin::BuiltinTool;
-pub(crate) use declared::{catalog as declared_catalog, DeclaredTool};
+pub(crate) use declared::{DeclaredTool, DeclaredTools};
 pub use error::{LoadError, Problem, Severity};
 pub(crate) use format::{render, ToolFormat};
 pub use load::{assemble, read, read_bounded, Files};
@@ -32,6 +33,7 @@ pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
 pub(crate) use schema::{admitted_types, Schema};
+pub(crate) use view::{ToolView, Tools};
 
 use crate::{
     search::{Document, SearchIndex},
@@ -50,8 +52,6 @@ pub enum Source {
     Registry,
     Pack(String),
     Mcp(String),
-    /// Declared by a request for itself (the model door's `tools`).
-    Request,
 }
 
 impl fmt::Display for Source {
@@ -61,7 +61,6 @@ impl fmt::Display for Source {
             Source::Registry => f.write_str("registry"),
             Source::Pack(name) => write!(f, "pack:{name}"),
             Source::Mcp(server) => write!(f, "mcp:{server}"),
-            Source::Request => f.write_str("request"),
         }
     }
 }
@@ -121,9 +120,6 @@ pub enum Backend {
     Http(HttpBackend),
     Command(CommandBackend),
     Mcp(McpBackend),
-    /// A tool a request declared: never run (the model door hands the
-    /// call back to its caller).
-    Declared,
 }
 
 /// A tool of an MCP server.
@@ -370,6 +366,45 @@ impl Catalog {
     /// Changes whenever the snapshot's tools or toolsets change.
     pub(crate) fn version(&self) -> &str {
         &self.version
+    }
+}
+
+impl Tool {
+    /// What the stages read of this tool.
+    pub(crate) fn view(&self) -> ToolView<'_> {
+        ToolView {
+            name: &self.name,
+            parameters: &self.parameters,
+            binding: self.binding.as_deref(),
+            federated: matches!(self.backend, Backend::Mcp(_)),
+        }
+    }
+}
+
+/// A snapshot's tools, as reading a call asks of them.
+impl Tools for Catalog {
+    fn count(&self) -> usize {
+        self.tools.len()
+    }
+
+    fn tool(&self, id: ToolId) -> ToolView<'_> {
+        Catalog::tool(self, id).view()
+    }
+
+    fn named(&self, name: &str) -> Option<ToolId> {
+        match self.lookup(name)? {
+            Name::Tool(id) | Name::Alias(id) => Some(id),
+            Name::Toolset(_) => None,
+        }
+    }
+
+    fn by_key(&self, key: &str) -> &[ToolId] {
+        Catalog::by_key(self, key)
+    }
+
+    fn nearest(&self, query: &str, cutoff: f64, accept: &dyn Fn(ToolId) -> bool) -> Option<&str> {
+        let accept = |target: Target| matches!(target, Target::Tool(id) if accept(id));
+        self.suggest(query, cutoff, 1, accept).into_iter().next()
     }
 }
 

@@ -1,6 +1,6 @@
 //! Calls against tools a request declared for itself (the model door): the
-//! stages of `Execute` ([`super::prepare`]) over a catalogue of the
-//! request's `tools`, with nothing run. What the door asks: one tool call
+//! stages of `Execute` ([`super::prepare`]) over the request's `tools`
+//! ([`DeclaredTools`], no catalogue), with nothing run. What the door asks: one tool call
 //! as a model emitted it, repaired or not; and the calls a text holds.
 
 use serde_json::Value;
@@ -8,13 +8,13 @@ use serde_json::Value;
 pub(crate) use super::prepare::words;
 use super::{prepare, Call, ExecLimits, Repair};
 use crate::{
-    catalog::{declared_catalog, Catalog, DeclaredTool},
+    catalog::{DeclaredTool, DeclaredTools, Tools},
     resolve::AvailableSet,
 };
 
 /// The tools of one request, ready to read calls against.
 pub(crate) struct Declared {
-    catalog: Catalog,
+    tools: DeclaredTools,
     everything: prepare::Inventory,
     limits: ExecLimits,
     /// Every tool of the request: a call may use any of them.
@@ -34,9 +34,9 @@ pub(crate) struct Prepared {
 impl Declared {
     /// The request's `tools`, or why they cannot be read against.
     pub(crate) fn new(tools: Vec<DeclaredTool>, limits: ExecLimits) -> Result<Self, String> {
-        let catalog = declared_catalog(tools)?;
-        let everything = prepare::Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
-        Ok(Self { catalog, everything, limits, all: AvailableSet::All })
+        let tools = DeclaredTools::new(tools)?;
+        let everything = prepare::Inventory::of(&tools, &AvailableSet::All, limits.inventory_cap);
+        Ok(Self { tools, everything, limits, all: AvailableSet::All })
     }
 
     /// No tools (a request that declared none).
@@ -51,7 +51,7 @@ impl Declared {
         let cx = self.context(&call);
         match prepare::prepare(&cx) {
             Ok(Ok(ready)) => Some(Prepared {
-                name: self.catalog.tool(ready.tool).name.clone(),
+                name: self.tools.tool(ready.tool).name.to_owned(),
                 arguments_json: ready.arguments_json,
                 repairs: ready.repairs,
             }),
@@ -99,7 +99,7 @@ impl Declared {
 
     fn context<'a>(&'a self, call: &'a Call) -> prepare::Context<'a> {
         prepare::Context {
-            catalog: &self.catalog,
+            tools: &self.tools,
             limits: self.limits,
             call,
             strict: false,
@@ -118,7 +118,7 @@ pub(crate) struct Lifted {
     pub(crate) calls: Vec<Prepared>,
 }
 
-/// The `parameters` of an OpenAI function, for [`DeclaredTool`].
-pub(crate) fn declared(name: &str, description: &str, parameters: Option<&Value>) -> DeclaredTool {
-    DeclaredTool { name: name.to_owned(), description: description.to_owned(), parameters: parameters.cloned() }
+/// An OpenAI function's name and `parameters`, for [`DeclaredTool`].
+pub(crate) fn declared(name: &str, parameters: Option<&Value>) -> DeclaredTool {
+    DeclaredTool { name: name.to_owned(), parameters: parameters.cloned() }
 }

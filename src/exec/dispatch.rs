@@ -55,7 +55,7 @@ impl Executor {
         let traceparent = match tool.backend {
             Backend::Http(_) | Backend::Mcp(_) => propagation::current_traceparent()
                 .or_else(|| call.traceparent.as_deref().and_then(propagation::checked)),
-            Backend::Builtin(_) | Backend::Command(_) | Backend::Declared => None,
+            Backend::Builtin(_) | Backend::Command(_) => None,
         };
         let run = async {
             let _permit = self.permits[id.0 as usize].acquire().await.expect("never closed");

@@ -225,7 +225,7 @@ impl Executor {
         rates: Arc<rate::RateLimits>,
     ) -> Self {
         let permits = catalog.tools().iter().map(|t| Semaphore::new(t.max_concurrency as usize)).collect();
-        let everything = prepare::Inventory::of(&catalog, &AvailableSet::All, limits.inventory_cap);
+        let everything = prepare::Inventory::of(&*catalog, &AvailableSet::All, limits.inventory_cap);
         Self { catalog, limits, policy, shared, permits, everything, granted, rates }
     }
 
@@ -333,7 +333,7 @@ impl Executor {
             return Err(RequestError::UnknownTools(resolution));
         }
         let cx = prepare::Context {
-            catalog: &self.catalog,
+            tools: &*self.catalog,
             limits: self.limits,
             call,
             strict,

@@ -2,7 +2,7 @@
 //! one [`ErrorKind`] written for the model, and every repair made on the way.
 
 use crate::{
-    catalog::Tool,
+    catalog::{Tool, ToolView},
     resolve::message::{is_bidi_control, is_invisible},
 };
 
@@ -318,9 +318,14 @@ impl Outcome {
 
     /// A call that ended with `error`: of `tool` when the name resolved to
     /// one, with the repairs made and the arguments as far as they got.
-    pub(crate) fn failed(tool: Option<&Tool>, repairs: Vec<Repair>, arguments_json: String, error: ToolError) -> Self {
+    pub(crate) fn failed(
+        tool: Option<ToolView<'_>>,
+        repairs: Vec<Repair>,
+        arguments_json: String,
+        error: ToolError,
+    ) -> Self {
         Self {
-            tool: tool.map(|t| t.name.clone()),
+            tool: tool.map(|t| t.name.to_owned()),
             repairs,
             arguments_json,
             result: Err(error),
@@ -328,7 +333,10 @@ impl Outcome {
             sent: None,
             budget_remaining: None,
             rate_remaining: None,
-            tool_type: tool.map(ToolType::of),
+            tool_type: tool.map(|t| match t.federated {
+                true => ToolType::Extension,
+                false => ToolType::Function,
+            }),
         }
     }
 }

@@ -82,9 +82,6 @@ pub(crate) async fn run(request: Request<'_>) -> Result<Answer, Failure> {
         Backend::Http(http) => Box::pin(http::run(http, &request)).await.map(Answer::from),
         Backend::Command(command) => Box::pin(command::run(command, &request)).await.map(Answer::from),
         Backend::Mcp(mcp) => Box::pin(mcp::run(mcp, &request)).await,
-        // Never in a catalogue that runs calls: a request's own tools are
-        // only read against.
-        Backend::Declared => Err(Failure::Unavailable),
     }
 }
 

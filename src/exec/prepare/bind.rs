@@ -5,15 +5,15 @@
 use serde_json::{Map, Value};
 
 use crate::{
-    catalog::{BindSource, Binding, Tool},
+    catalog::{BindSource, Binding, ToolView},
     exec::outcome::ToolError,
     identity::Caller,
 };
 
 /// Whether the tool acts for a user: a call without one is refused before
 /// anything else is looked at.
-pub(crate) fn needs_user(tool: &Tool) -> bool {
-    tool.binding.as_ref().is_some_and(|b| b.binds_user())
+pub(crate) fn needs_user(tool: ToolView<'_>) -> bool {
+    tool.binding.is_some_and(Binding::binds_user)
 }
 
 /// The arguments with each bound parameter filled from `caller`; an error

@@ -5,7 +5,7 @@
 //! exact name could not.
 
 use crate::{
-    catalog::{Catalog, Name, Target, ToolId},
+    catalog::{ToolId, Tools},
     exec::outcome::{ErrorKind, Repair, RepairKind, ToolError},
     resolve::{
         message::{is_bidi_control, is_invisible, or_list, python_list, quote_emitted},
@@ -33,8 +33,8 @@ pub(crate) enum Resolved {
 /// (non-strict) the single tool with the same normalised key, then the
 /// single tool named among the words of a name wrapped in template residue
 /// ([`residue`]).
-pub(crate) fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str, strict: bool) -> Resolved {
-    if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(emitted) {
+pub(crate) fn resolve_tool(tools: &dyn Tools, set: &AvailableSet, emitted: &str, strict: bool) -> Resolved {
+    if let Some(id) = tools.named(emitted) {
         if set.contains(id) {
             return Resolved::Tool(id, None);
         }
@@ -46,35 +46,35 @@ pub(crate) fn resolve_tool(catalog: &Catalog, set: &AvailableSet, emitted: &str,
         return Resolved::Missing { suggestions: Vec::new() };
     }
     let repaired = |id: ToolId| {
-        let canonical = catalog.tool(id).name.clone();
+        let canonical = tools.tool(id).name.to_owned();
         Resolved::Tool(
             id,
             Some(Repair { kind: RepairKind::ToolName, original: emitted.to_owned(), repaired: canonical }),
         )
     };
-    let mut suggestions = match meaning(catalog, set, emitted) {
+    let mut suggestions = match meaning(tools, set, emitted) {
         Meaning::Tool(id) if !strict => return repaired(id),
-        Meaning::Tool(id) => return Resolved::Missing { suggestions: names(catalog, vec![id]) },
-        Meaning::Several(candidates) => return Resolved::Missing { suggestions: names(catalog, candidates) },
-        Meaning::Nothing if strict => return Resolved::Missing { suggestions: suggest(catalog, set, emitted) },
+        Meaning::Tool(id) => return Resolved::Missing { suggestions: names(tools, vec![id]) },
+        Meaning::Several(candidates) => return Resolved::Missing { suggestions: names(tools, candidates) },
+        Meaning::Nothing if strict => return Resolved::Missing { suggestions: suggest(tools, set, emitted) },
         Meaning::Nothing => Vec::new(),
     };
     // A name hiding characters that show nothing or reorder the text is not
     // template residue but a name made to look like another: never split.
     let hidden = |c: char| (c.is_control() && !c.is_whitespace()) || is_bidi_control(c) || is_invisible(c);
     if emitted.contains(hidden) {
-        return Resolved::Missing { suggestions: suggest(catalog, set, emitted) };
+        return Resolved::Missing { suggestions: suggest(tools, set, emitted) };
     }
     let words = residue::words(emitted);
-    match in_residue(catalog, set, emitted, &words) {
+    match in_residue(tools, set, emitted, &words) {
         Meaning::Tool(id) => return repaired(id),
-        Meaning::Several(candidates) => suggestions = names(catalog, candidates),
+        Meaning::Several(candidates) => suggestions = names(tools, candidates),
         Meaning::Nothing => {}
     }
     if suggestions.is_empty() {
         // The did-you-mean of a name wrapped in residue is the one of the
         // word the model most likely meant.
-        suggestions = suggest(catalog, set, residue::cleaned(&words).unwrap_or(emitted));
+        suggestions = suggest(tools, set, residue::cleaned(&words).unwrap_or(emitted));
     }
     Resolved::Missing { suggestions }
 }
@@ -90,14 +90,14 @@ enum Meaning {
 /// The one tool of `set` `name` means, without suggesting: exact name or
 /// alias, the one tool of its normalised key, or the one tool named among
 /// the words of a name wrapped in residue.
-pub(crate) fn means(catalog: &Catalog, set: &AvailableSet, name: &str) -> Option<ToolId> {
+pub(crate) fn means(tools: &dyn Tools, set: &AvailableSet, name: &str) -> Option<ToolId> {
     if name.len() > MAX_NAME_BYTES {
         return None;
     }
-    match meaning(catalog, set, name) {
+    match meaning(tools, set, name) {
         Meaning::Tool(id) => Some(id),
         Meaning::Several(_) => None,
-        Meaning::Nothing => match in_residue(catalog, set, name, &residue::words(name)) {
+        Meaning::Nothing => match in_residue(tools, set, name, &residue::words(name)) {
             Meaning::Tool(id) => Some(id),
             _ => None,
         },
@@ -105,14 +105,14 @@ pub(crate) fn means(catalog: &Catalog, set: &AvailableSet, name: &str) -> Option
 }
 
 /// Exact name or alias, else the tools whose normalised key matches.
-fn meaning(catalog: &Catalog, set: &AvailableSet, name: &str) -> Meaning {
-    if let Some(Name::Tool(id) | Name::Alias(id)) = catalog.lookup(name) {
+fn meaning(tools: &dyn Tools, set: &AvailableSet, name: &str) -> Meaning {
+    if let Some(id) = tools.named(name) {
         if set.contains(id) {
             return Meaning::Tool(id);
         }
     }
     let candidates: Vec<ToolId> =
-        catalog.by_key(&normalised_key(name)).iter().copied().filter(|&id| set.contains(id)).collect();
+        tools.by_key(&normalised_key(name)).iter().copied().filter(|&id| set.contains(id)).collect();
     match candidates.len() {
         0 => Meaning::Nothing,
         1 => Meaning::Tool(candidates[0]),
@@ -125,19 +125,19 @@ fn meaning(catalog: &Catalog, set: &AvailableSet, name: &str) -> Meaning {
 /// one word naming several, is no repair. A word may carry an MCP client's
 /// `server__` in front of the tool's name, for any server. A word that is
 /// the whole name is known to mean nothing by itself (the caller looked).
-fn in_residue(catalog: &Catalog, set: &AvailableSet, emitted: &str, words: &[residue::Word<'_>]) -> Meaning {
+fn in_residue(tools: &dyn Tools, set: &AvailableSet, emitted: &str, words: &[residue::Word<'_>]) -> Meaning {
     let mut named: Vec<(ToolId, usize)> = Vec::new();
     let mut several: Vec<ToolId> = Vec::new();
     let mut unresolved: Vec<&residue::Word<'_>> = Vec::new();
     for word in words {
         let direct = match word.text == emitted {
             true => Meaning::Nothing,
-            false => meaning(catalog, set, word.text),
+            false => meaning(tools, set, word.text),
         };
         let found = match direct {
             Meaning::Nothing => {
                 let mut inside: Vec<ToolId> = residue::after_double_underscores(word.text)
-                    .filter_map(|rest| match meaning(catalog, set, rest) {
+                    .filter_map(|rest| match meaning(tools, set, rest) {
                         Meaning::Tool(id) => Some(id),
                         _ => None,
                     })
@@ -174,15 +174,14 @@ fn in_residue(catalog: &Catalog, set: &AvailableSet, emitted: &str, words: &[res
 }
 
 /// The names of `ids`, in name order.
-fn names(catalog: &Catalog, mut ids: Vec<ToolId>) -> Vec<String> {
-    ids.sort_by(|a, b| catalog.tool(*a).name.cmp(&catalog.tool(*b).name));
-    ids.into_iter().map(|id| catalog.tool(id).name.clone()).collect()
+fn names(tools: &dyn Tools, mut ids: Vec<ToolId>) -> Vec<String> {
+    ids.sort_by(|a, b| tools.tool(*a).name.cmp(tools.tool(*b).name));
+    ids.into_iter().map(|id| tools.tool(id).name.to_owned()).collect()
 }
 
 /// The single nearest tool name to `name` in `set`, if one is near enough.
-fn suggest(catalog: &Catalog, set: &AvailableSet, name: &str) -> Vec<String> {
-    let accept = |t: Target| matches!(t, Target::Tool(id) if set.contains(id));
-    catalog.suggest(name, EXECUTE_CUTOFF, 1, accept).into_iter().map(str::to_owned).collect()
+fn suggest(tools: &dyn Tools, set: &AvailableSet, name: &str) -> Vec<String> {
+    tools.nearest(name, EXECUTE_CUTOFF, &|id| set.contains(id)).into_iter().map(str::to_owned).collect()
 }
 
 /// The "available tools" of a set: the first names in code point order, how
@@ -196,16 +195,14 @@ pub(crate) struct Inventory {
 
 impl Inventory {
     /// At most `cap` names of `set`.
-    pub(crate) fn of(catalog: &Catalog, set: &AvailableSet, cap: usize) -> Self {
-        // The catalogue keeps tools sorted by name (code point order).
+    pub(crate) fn of(tools: &dyn Tools, set: &AvailableSet, cap: usize) -> Self {
+        // Tools are numbered in name order (code point order).
         let mut total = 0usize;
         let mut listed: Vec<String> = Vec::new();
-        for (i, tool) in catalog.tools().iter().enumerate() {
-            if set.contains(ToolId(i as u32)) {
-                total += 1;
-                if listed.len() < cap {
-                    listed.push(tool.name.clone());
-                }
+        for id in (0..tools.count() as u32).map(ToolId).filter(|&id| set.contains(id)) {
+            total += 1;
+            if listed.len() < cap {
+                listed.push(tools.tool(id).name.to_owned());
             }
         }
         let mut text = python_list(&listed);

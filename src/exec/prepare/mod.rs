@@ -48,15 +48,15 @@ pub(crate) use lookup::Inventory;
 
 use super::{limits::byte_size, Call, ExecLimits, Outcome, Ready, Repair, RepairKind, RequestError, ToolError};
 use crate::{
-    catalog::{Catalog, Name, Tool, ToolId},
+    catalog::{ToolId, ToolView, Tools},
     resolve::AvailableSet,
     similar::residue,
 };
 
-/// What the stages read: the snapshot's catalogue and limits, the call, and
-/// the tools it may use.
+/// What the stages read: the tools (a snapshot's catalogue, or the tools a
+/// request declared), the limits, the call, and the tools it may use.
 pub(crate) struct Context<'a> {
-    pub(crate) catalog: &'a Catalog,
+    pub(crate) tools: &'a dyn Tools,
     pub(crate) limits: ExecLimits,
     pub(crate) call: &'a Call,
     pub(crate) strict: bool,
@@ -70,7 +70,7 @@ pub(crate) struct Context<'a> {
 /// value (always an object), and the repairs so far.
 struct Draft<'a> {
     id: ToolId,
-    tool: &'a Tool,
+    tool: ToolView<'a>,
     arguments: Value,
     /// The arguments' text as emitted, while no stage has changed them (the
     /// backend then receives it byte for byte).
@@ -161,9 +161,9 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
         Ok(found) => found,
         Err(error) => return Ok(Err(Outcome::failed(None, Vec::new(), String::new(), error))),
     };
-    let tool = cx.catalog.tool(id);
+    let tool = cx.tools.tool(id);
     if bind::needs_user(tool) && call.caller.user.is_none() {
-        return Err(RequestError::NoUser(tool.name.clone()));
+        return Err(RequestError::NoUser(tool.name.to_owned()));
     }
     let mut repairs: Vec<Repair> = match &whole {
         Some(whole) => {
@@ -176,7 +176,7 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
             repairs.push(Repair {
                 kind: RepairKind::ToolName,
                 original: call.tool.clone(),
-                repaired: tool.name.clone(),
+                repaired: tool.name.to_owned(),
             });
             if let Some(kind) = whole.arguments_read {
                 repairs.push(Repair { kind, original: call.arguments_json.clone(), repaired: whole.text.clone() });
@@ -187,12 +187,12 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     };
 
     let all_optional = tool.parameters.required().is_empty();
-    let (parsed, text) = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional, Some((&tool.name, cx)))
+    let (parsed, text) = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional, Some((tool.name, cx)))
     {
         Ok(parsed) => (parsed, text),
         Err(error) => match (!cx.strict).then(|| written_otherwise(cx, id, text)).flatten() {
             Some(Ok(inner)) => {
-                match syntax::parse(&inner, false, cx.limits.arguments, all_optional, Some((&tool.name, cx))) {
+                match syntax::parse(&inner, false, cx.limits.arguments, all_optional, Some((tool.name, cx))) {
                     Ok(parsed) => {
                         repairs.push(Repair {
                             kind: RepairKind::ArgumentsJson,
@@ -229,7 +229,7 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     if !problems.is_empty() {
         return Ok(Err(draft.failed(problems.into_error(tool))));
     }
-    if let Some(binding) = &tool.binding {
+    if let Some(binding) = tool.binding {
         match bind::fill(binding, &call.caller, &draft.arguments) {
             Ok(filled) => {
                 draft.arguments = Value::Object(filled);
@@ -266,8 +266,8 @@ pub(crate) fn calls_in(cx: &Context<'_>, text: &str) -> Option<Vec<(String, Stri
 /// The caller's tools, as the general reading asks of them.
 impl calls::Anchor for Context<'_> {
     fn tool(&self, name: &str) -> Option<calls::Tool<'_>> {
-        let tool = self.catalog.tool(lookup::means(self.catalog, self.set, name)?);
-        let schema = &tool.parameters;
+        let tool = self.tools.tool(lookup::means(self.tools, self.set, name)?);
+        let schema = tool.parameters;
         Some(calls::Tool { parameters: schema.parameters(), required: schema.required(), lists: schema.lists() })
     }
 }
@@ -297,8 +297,7 @@ struct Whole {
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
 fn whole_call(cx: &Context<'_>) -> Result<Option<Whole>, ToolError> {
     let call = cx.call;
-    let in_set = |name| matches!(name, Name::Tool(id) | Name::Alias(id) if cx.set.contains(id));
-    if cx.strict || cx.catalog.lookup(&call.tool).is_some_and(in_set) {
+    if cx.strict || cx.tools.named(&call.tool).is_some_and(|id| cx.set.contains(id)) {
         return Ok(None);
     }
     let limits = cx.limits.arguments;
@@ -387,10 +386,10 @@ fn agrees(cx: &Context<'_>, emitted: &str, inner: &str) -> bool {
     if is_residue(emitted) {
         return true;
     }
-    match lookup::resolve_tool(cx.catalog, cx.set, emitted, false) {
+    match lookup::resolve_tool(cx.tools, cx.set, emitted, false) {
         lookup::Resolved::Tool(named, _) => named == id,
         lookup::Resolved::Missing { suggestions } => {
-            suggestions.is_empty() || suggestions.iter().any(|s| *s == cx.catalog.tool(id).name)
+            suggestions.is_empty() || suggestions.iter().any(|s| *s == cx.tools.tool(id).name)
         }
     }
 }
@@ -403,8 +402,8 @@ fn arguments_text(cx: &Context<'_>, name: &str, arguments: calls::Arguments) -> 
     let arguments = match (arguments, tool_named(cx, name)) {
         (calls::Arguments::Unwritten, _) => return Err(unwritten(name)),
         (calls::Arguments::Markup(values), Some(id)) => {
-            let tool = cx.catalog.tool(id);
-            calls::Arguments::Markup(markup::exact(values, &tool.name, properties(cx, id))?)
+            let tool = cx.tools.tool(id);
+            calls::Arguments::Markup(markup::exact(values, tool.name, properties(cx, id))?)
         }
         (arguments, _) => arguments,
     };
@@ -430,13 +429,13 @@ fn typed(cx: &Context<'_>, name: &str, arguments: calls::Arguments) -> calls::Ar
 
 /// The `properties` of a tool's schema.
 fn properties<'c>(cx: &Context<'c>, id: ToolId) -> Option<&'c Map<String, Value>> {
-    cx.catalog.tool(id).parameters.parsed().get("properties").and_then(Value::as_object)
+    cx.tools.tool(id).parameters.parsed().get("properties").and_then(Value::as_object)
 }
 
 /// The one tool of the call's set a name found inside a call means
 /// (non-strict lookup), if any.
 fn tool_named(cx: &Context<'_>, name: &str) -> Option<ToolId> {
-    match lookup::resolve_tool(cx.catalog, cx.set, name, false) {
+    match lookup::resolve_tool(cx.tools, cx.set, name, false) {
         lookup::Resolved::Tool(id, _) => Some(id),
         lookup::Resolved::Missing { .. } => None,
     }
@@ -452,9 +451,9 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
         calls::Reading::One(calls::Found { name, arguments }) => {
             let same = name.as_deref().is_none_or(|name| tool_named(cx, name) == Some(id));
             let arguments = match arguments {
-                calls::Arguments::Unwritten => return same.then(|| Err(unwritten(&cx.catalog.tool(id).name))),
+                calls::Arguments::Unwritten => return same.then(|| Err(unwritten(cx.tools.tool(id).name))),
                 calls::Arguments::Markup(values) => {
-                    match markup::exact(values, &cx.catalog.tool(id).name, properties(cx, id)) {
+                    match markup::exact(values, cx.tools.tool(id).name, properties(cx, id)) {
                         Ok(values) => calls::Arguments::Markup(values),
                         Err(error) => return same.then_some(Err(error)),
                     }
@@ -464,7 +463,7 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
             let arguments = arguments.typed(properties(cx, id), cx.limits.arguments);
             same.then(|| Ok(arguments.into_text().unwrap_or_else(|| "{}".to_owned())))
         }
-        calls::Reading::Many(count) => Some(Err(calls::many_named(count, Some(&cx.catalog.tool(id).name), text, cx))),
+        calls::Reading::Many(count) => Some(Err(calls::many_named(count, Some(cx.tools.tool(id).name), text, cx))),
         calls::Reading::AfterProse(found) => Some(Err(calls::after_prose(found.name.as_deref()))),
         calls::Reading::Words(found) => Some(Err(calls::then_words(found.name.as_deref()))),
         calls::Reading::Nothing => None,
@@ -476,12 +475,12 @@ fn written_otherwise(cx: &Context<'_>, id: ToolId, text: &str) -> Option<Result<
 /// suggestions and the inventory of the set.
 #[allow(clippy::result_large_err)] // the error is the call's answer, built once
 fn name(cx: &Context<'_>, emitted: &str) -> Result<(ToolId, Option<Repair>), ToolError> {
-    match lookup::resolve_tool(cx.catalog, cx.set, emitted, cx.strict) {
+    match lookup::resolve_tool(cx.tools, cx.set, emitted, cx.strict) {
         lookup::Resolved::Tool(id, repair) => Ok((id, repair)),
         lookup::Resolved::Missing { suggestions } => Err(match cx.set {
             AvailableSet::All => lookup::unknown_tool_error(emitted, suggestions, cx.everything),
             AvailableSet::Only(_) => {
-                let inventory = Inventory::of(cx.catalog, cx.set, cx.limits.inventory_cap);
+                let inventory = Inventory::of(cx.tools, cx.set, cx.limits.inventory_cap);
                 lookup::unknown_tool_error(emitted, suggestions, &inventory)
             }
         }),
@@ -491,7 +490,7 @@ fn name(cx: &Context<'_>, emitted: &str) -> Result<(ToolId, Option<Repair>), Too
 /// Stage "argument names": drifted names renamed ([`keys::repair_names`]).
 fn argument_names(draft: &mut Draft<'_>) {
     let object = draft.arguments.as_object_mut().expect("arguments are an object");
-    let repairs = keys::repair_names(object, &draft.tool.parameters);
+    let repairs = keys::repair_names(object, draft.tool.parameters);
     draft.record(repairs);
 }
 
@@ -505,8 +504,7 @@ fn unwrap_envelope(draft: &mut Draft<'_>, limits: ExecLimits) -> bool {
         let inner = Value::Object(inner);
         tool.parameters.validator().is_valid(&inner).then_some(inner)
     };
-    let unwrapped =
-        envelope::unwrap(object, tool.parameters.parameters(), &tool.name, limits.arguments).and_then(valid);
+    let unwrapped = envelope::unwrap(object, tool.parameters.parameters(), tool.name, limits.arguments).and_then(valid);
     let Some(inner) = unwrapped.or_else(|| envelope::lift(object, tool.parameters.parsed()).and_then(valid)) else {
         return false;
     };

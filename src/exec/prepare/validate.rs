@@ -10,7 +10,7 @@ use jsonschema::{error::TypeKind, error::ValidationErrorKind, JsonType, Validati
 use serde_json::Value;
 
 use crate::{
-    catalog::{Schema, Tool},
+    catalog::{Schema, ToolView},
     exec::outcome::{ExpectedParameters, ToolError, Violation},
     resolve::message::python_list,
     similar::{folded_key_of, has_folded_key},
@@ -35,14 +35,14 @@ impl ArgumentProblems {
 
     /// The INVALID_ARGUMENTS error: name problems, then value problems, joined
     /// by `; `; the parameter hint ends the message when a name was wrong.
-    pub(crate) fn into_error(self, tool: &Tool) -> ToolError {
+    pub(crate) fn into_error(self, tool: ToolView<'_>) -> ToolError {
         let texts: Vec<&str> = self.names.iter().chain(&self.values).map(|v| v.description.as_str()).collect();
         let mut message = texts.join("; ");
         let mut error = ToolError::invalid_arguments(String::new());
         if !self.names.is_empty() {
-            let schema = &tool.parameters;
+            let schema = tool.parameters;
             message.push(' ');
-            message.push_str(&parameter_hint(&tool.name, schema.required(), schema.optional()));
+            message.push_str(&parameter_hint(tool.name, schema.required(), schema.optional()));
             error.expected_parameters =
                 Some(ExpectedParameters { required: schema.required().to_vec(), optional: schema.optional().to_vec() });
         }
@@ -62,8 +62,8 @@ pub(crate) fn parameter_hint(tool: &str, required: &[String], optional: &[String
 }
 
 /// Validates `arguments` against the tool's compiled schema.
-pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
-    let schema = &tool.parameters;
+pub(crate) fn validate(tool: ToolView<'_>, arguments: &Value) -> ArgumentProblems {
+    let schema = tool.parameters;
     let mut problems = ArgumentProblems::default();
     let mut missing: Vec<String> = Vec::new();
     let mut unexpected: Vec<String> = Vec::new();
@@ -148,7 +148,7 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     // Bound parameters are the gateway's: the model sending one, in any
     // spelling a decoder could read as it (`folded_key`), sends an
     // unexpected argument, whatever the schema allows.
-    if let (Some(binding), Value::Object(given)) = (&tool.binding, arguments) {
+    if let (Some(binding), Value::Object(given)) = (tool.binding, arguments) {
         for key in given.keys() {
             let wanted = folded_key_of(key);
             if let Some((name, _)) = binding.parameters.iter().find(|(name, _)| has_folded_key(name, &wanted)) {
@@ -162,7 +162,7 @@ pub(crate) fn validate(tool: &Tool, arguments: &Value) -> ArgumentProblems {
     // A misspelt key names the declared parameter it is near, among those
     // not given (and not bound: the gateway fills those): a suggestion,
     // never a repair (`keys.rs` renames only what one meaning allows).
-    let bound = |name: &str| tool.binding.as_ref().is_some_and(|b| b.parameters.iter().any(|(n, _)| n == name));
+    let bound = |name: &str| tool.binding.is_some_and(|b| b.parameters.iter().any(|(n, _)| n == name));
     let given = |name: &str| arguments.as_object().is_some_and(|o| o.contains_key(name));
     let open = || schema.parameters().iter().map(String::as_str).filter(|p| !given(p) && !bound(p));
     problems.names.extend(unexpected.into_iter().map(|name| {

@@ -182,8 +182,7 @@ impl ToolCache {
             if kind.is_some_and(|kind| kind != "function") {
                 return Ok(None);
             }
-            let description = function.description.unwrap_or_default();
-            declared_tools.push(declared(&function.name, &description, function.parameters.as_ref()));
+            declared_tools.push(declared(&function.name, function.parameters.as_ref()));
         }
         let mut patterns = HashSet::new();
         for tool in &declared_tools {
@@ -289,7 +288,6 @@ struct Tool {
 #[derive(Deserialize)]
 struct Function {
     name: String,
-    description: Option<String>,
     parameters: Option<Value>,
 }
 
