@@ -208,7 +208,7 @@ fn checked(snapshot: &Snapshot, settings: &Settings) -> Result<Vec<Problem>, Vec
 /// A tool bound to the user with no way to verify a user (neither
 /// `users.jwt` nor the MCP front door's OAuth) refuses every call.
 fn user_warnings(snapshot: &Snapshot, settings: &Settings) -> Vec<Problem> {
-    let oauth = settings.mcp.as_ref().is_some_and(|mcp| mcp.oauth.is_some());
+    let oauth = settings.doors.mcp.as_ref().is_some_and(|mcp| mcp.oauth.is_some());
     if settings.users.is_some() || oauth {
         return Vec::new();
     }
@@ -265,14 +265,14 @@ fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc
             }
         },
     };
-    let oauth = match settings.mcp.as_ref().and_then(|m| m.oauth.as_ref()) {
+    let oauth = match settings.doors.mcp.as_ref().and_then(|m| m.oauth.as_ref()) {
         Some(config) => {
             let users_issuer = settings.users.as_ref().map(|jwt| jwt.issuer.as_str());
             Some(Arc::new(OauthVerifier::new(config, previous.and_then(|p| p.oauth()), users_issuer)?))
         }
         None => None,
     };
-    let origins = settings.mcp.as_ref().map(|m| m.allowed_origins.clone()).unwrap_or_default();
+    let origins = settings.doors.mcp.as_ref().map(|m| m.allowed_origins.clone()).unwrap_or_default();
     Ok(Arc::new(Identity::new(Principals::clone(&settings.principals), users, oauth).with_origins(origins)))
 }
 

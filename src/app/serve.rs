@@ -93,7 +93,12 @@ impl Serving {
             Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
             None => None,
         };
-        Ok(Self { connections, tls, mcp: McpLimits::of(settings.mcp.as_ref()), model: settings.model.clone() })
+        Ok(Self {
+            connections,
+            tls,
+            mcp: McpLimits::of(settings.doors.mcp.as_ref()),
+            model: settings.doors.model.clone(),
+        })
     }
 
     /// Whether the doors speak TLS.

@@ -21,7 +21,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::{
     app::{reload, App, Host, Listeners, Serving},
     catalog::{render, Catalog, Tool, ToolFormat},
-    config::{FileConfig, Flags, Settings},
+    config::{FileConfig, Flags, Settings, DOORS},
     env::Env,
     resolve, server,
     telemetry::Telemetry,
@@ -210,15 +210,43 @@ struct ServeArgs {
     /// The server's TLS private key (PEM); with --tls-cert. Re-read on SIGHUP.
     #[arg(long, value_name = "FILE")]
     tls_key: Option<PathBuf>,
-    /// Serve MCP (streamable HTTP) on this address too; also
-    /// TOOLGATE_MCP_LISTEN, or `mcp_front_door.listen` in the configuration.
-    #[arg(long, value_name = "ADDR")]
-    mcp_listen: Option<String>,
-    /// Serve the model door (an OpenAI-compatible endpoint) on this address
-    /// too; also TOOLGATE_MODEL_LISTEN, or `model_door.listen` in the
-    /// configuration.
-    #[arg(long, value_name = "ADDR")]
-    model_listen: Option<String>,
+    /// `--NAME-listen` of every door in the list.
+    #[command(flatten)]
+    doors: DoorListens,
+}
+
+/// The address flag of each door in the list ([`DOORS`]), by door name.
+#[derive(Clone, Debug, Default)]
+struct DoorListens(Vec<(&'static str, String)>);
+
+impl clap::FromArgMatches for DoorListens {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut listens = Self::default();
+        listens.update_from_arg_matches(matches)?;
+        Ok(listens)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for door in DOORS {
+            if let Some(address) = matches.get_one::<String>(door.flag) {
+                self.0.retain(|(name, _)| *name != door.name);
+                self.0.push((door.name, address.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Args for DoorListens {
+    fn augment_args(command: clap::Command) -> clap::Command {
+        DOORS.iter().fold(command, |command, door| {
+            command.arg(clap::Arg::new(door.flag).long(door.flag).value_name("ADDR").help(door.flag_help()))
+        })
+    }
+
+    fn augment_args_for_update(command: clap::Command) -> clap::Command {
+        Self::augment_args(command)
+    }
 }
 
 #[derive(Args, Debug)]
@@ -341,8 +369,7 @@ struct ServeFlags {
     listen: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
-    mcp_listen: Option<String>,
-    model_listen: Option<String>,
+    doors: Vec<(&'static str, String)>,
 }
 
 fn settings_with(args: &CatalogArgs, serve: ServeFlags, env: &Env) -> anyhow::Result<Settings> {
@@ -358,8 +385,7 @@ fn settings_with(args: &CatalogArgs, serve: ServeFlags, env: &Env) -> anyhow::Re
         listen: serve.listen,
         tls_cert: serve.tls_cert,
         tls_key: serve.tls_key,
-        mcp_listen: serve.mcp_listen,
-        model_listen: serve.model_listen,
+        door_listen: serve.doors,
     };
     Ok(Settings::build(flags, file, env)?)
 }
@@ -370,8 +396,7 @@ impl ServeArgs {
             listen: self.listen.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
-            mcp_listen: self.mcp_listen.clone(),
-            model_listen: self.model_listen.clone(),
+            doors: self.doors.0.clone(),
         }
     }
 }

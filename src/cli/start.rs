@@ -10,7 +10,7 @@ use anyhow::{anyhow, Context};
 use crate::{
     app::{self, App, Host, Listeners, Serving, StartError},
     catalog::{Catalog, Problem, Severity},
-    config::Settings,
+    config::{Settings, DOORS},
     env::Env,
     telemetry::Observer,
 };
@@ -38,13 +38,11 @@ pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, se
     if serving.tls() {
         tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
     }
-    if let Some(mcp) = listeners.address("mcp") {
-        let scheme = if serving.tls() { "https" } else { "http" };
-        tracing::info!("MCP (streamable HTTP) on {scheme}://{mcp}/mcp");
-    }
-    if let Some(model) = listeners.address("model") {
-        let scheme = if serving.tls() { "https" } else { "http" };
-        tracing::info!("model door (OpenAI-compatible) on {scheme}://{model}/v1");
+    let scheme = if serving.tls() { "https" } else { "http" };
+    for door in DOORS {
+        if let Some(at) = listeners.address(door.name) {
+            tracing::info!("{} on {scheme}://{at}{}", door.serves, door.path);
+        }
     }
     tracing::info!("toolgate listening on {addr} ({tools} tools)");
     Ok(())

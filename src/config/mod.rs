@@ -9,27 +9,35 @@
 //! configuration file (`--config FILE`), then defaults. The environment is a
 //! parameter ([`Env`]), never read here directly.
 
+mod doors;
+mod mcp;
+mod model;
+
 use std::{
     net::SocketAddr,
-    num::NonZeroUsize,
     path::{Path, PathBuf},
     sync::Arc,
-    time::Duration,
 };
 
 use serde::Deserialize;
 
+pub use self::doors::{Door, DOORS};
+pub(crate) use self::{
+    doors::DoorSettings,
+    mcp::{McpFrontDoorConfig, McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL},
+    model::{ModelDoorConfig, ModelSettings, ToolLimits, Upstream},
+};
 pub use crate::tls::TlsConfig;
 
 pub(crate) use crate::exec::Policy;
 use crate::{
-    catalog::{GrantDecl, LoadOptions, Place, Secret},
+    catalog::{GrantDecl, LoadOptions, Place},
     env::Env,
     exec::{
         rate::{RateLimits, RateLimitsConfig},
         ArgumentLimits, ExecLimits,
     },
-    identity::{JwtConfig, OauthConfig, PrincipalConfig, Principals, UsersConfig},
+    identity::{JwtConfig, PrincipalConfig, Principals, UsersConfig},
     state::StateConfig,
 };
 
@@ -98,210 +106,6 @@ pub struct FileConfig {
     pub(crate) model_door: Option<ModelDoorConfig>,
     pub(crate) rate_limits: Option<RateLimitsConfig>,
 }
-
-/// `model_door:` of the configuration file (off unless a listen address
-/// is set): an OpenAI-compatible endpoint in front of model servers.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct ModelDoorConfig {
-    pub(crate) listen: Option<String>,
-    #[serde(default)]
-    pub(crate) upstreams: Vec<UpstreamConfig>,
-    /// Where a request whose model no upstream's `models` matches goes;
-    /// with one upstream, that one.
-    pub(crate) default_upstream: Option<String>,
-    /// Pass every response through unchanged.
-    #[serde(default)]
-    pub(crate) strict: bool,
-    /// What the compiled tool lists kept may hold, in bytes.
-    pub(crate) tools_cache_bytes: Option<u64>,
-    /// The most tools a request's list may declare to be read against.
-    pub(crate) max_tools: Option<usize>,
-    /// The most bytes of patterns a request's tools may declare.
-    pub(crate) max_pattern_bytes: Option<usize>,
-}
-
-/// `model_door.upstreams[]`: one OpenAI-compatible model server.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct UpstreamConfig {
-    pub(crate) name: String,
-    /// The API's base, e.g. `http://127.0.0.1:8000/v1`.
-    pub(crate) base_url: String,
-    /// The environment variable holding the upstream's API key.
-    pub(crate) api_key_env: Option<String>,
-    /// Globs of the model names it serves (`*` any run, `?` one character);
-    /// none: every model.
-    #[serde(default)]
-    pub(crate) models: Vec<String>,
-    /// How long one request may take, streaming included (default 600s).
-    pub(crate) timeout: Option<String>,
-}
-
-/// The model door's settings, when it is on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct ModelSettings {
-    pub(crate) listen: SocketAddr,
-    pub(crate) upstreams: Vec<Upstream>,
-    /// Index into `upstreams`.
-    pub(crate) default_upstream: Option<usize>,
-    pub(crate) strict: bool,
-    pub(crate) tools: ToolLimits,
-}
-
-/// What a request's tools may make the door compile and keep.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ToolLimits {
-    /// `model_door.tools_cache_bytes`.
-    pub(crate) cache_bytes: u64,
-    /// `model_door.max_tools`.
-    pub(crate) max_tools: usize,
-    /// `model_door.max_pattern_bytes`.
-    pub(crate) max_pattern_bytes: usize,
-}
-
-impl Default for ToolLimits {
-    fn default() -> Self {
-        Self { cache_bytes: 64 * 1024 * 1024, max_tools: 512, max_pattern_bytes: 64 * 1024 }
-    }
-}
-
-/// One upstream, checked: its key read from the environment at start.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Upstream {
-    pub(crate) name: String,
-    /// Without a trailing `/`.
-    pub(crate) base_url: String,
-    pub(crate) api_key: Option<Secret>,
-    pub(crate) models: Vec<String>,
-    pub(crate) timeout: Duration,
-}
-
-/// `model_door.upstreams[].timeout` when unset.
-pub(crate) const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// The environment variable that sets `--model-listen`.
-pub(crate) const MODEL_LISTEN_ENV: &str = "TOOLGATE_MODEL_LISTEN";
-
-impl ModelDoorConfig {
-    /// The settings on `listen`, or every problem, one a line.
-    fn settings(self, listen: SocketAddr, env: &Env) -> Result<ModelSettings, Vec<String>> {
-        let mut problems = Vec::new();
-        if self.upstreams.is_empty() {
-            problems.push("model_door.upstreams: name at least one model server".to_owned());
-        }
-        let mut upstreams: Vec<Upstream> = Vec::new();
-        for (i, raw) in self.upstreams.into_iter().enumerate() {
-            let at = format!("model_door.upstreams[{i}]");
-            if raw.name.trim().is_empty() {
-                problems.push(format!("{at}.name: an upstream needs a name"));
-            } else if upstreams.iter().any(|u| u.name == raw.name) {
-                problems.push(format!("{at}.name: '{}' names two upstreams", raw.name));
-            }
-            match url::Url::parse(&raw.base_url) {
-                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
-                _ => problems.push(format!(
-                    "{at}.base_url: '{}' is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)",
-                    raw.base_url
-                )),
-            }
-            let api_key = match &raw.api_key_env {
-                Some(var) => match env.get(var) {
-                    Some(key) if !key.is_empty() => Some(Secret::new(key.to_owned())),
-                    _ => {
-                        problems.push(format!("{at}.api_key_env: the environment variable {var} is not set"));
-                        None
-                    }
-                },
-                None => None,
-            };
-            let timeout = match raw.timeout.as_deref().map(str::trim) {
-                None => DEFAULT_UPSTREAM_TIMEOUT,
-                Some(text) => match humantime::parse_duration(text) {
-                    Ok(timeout) if !timeout.is_zero() => timeout,
-                    _ => {
-                        problems.push(format!("{at}.timeout: '{text}' is not a duration (e.g. 600s, 10m)"));
-                        DEFAULT_UPSTREAM_TIMEOUT
-                    }
-                },
-            };
-            upstreams.push(Upstream {
-                name: raw.name,
-                base_url: raw.base_url.trim_end_matches('/').to_owned(),
-                api_key,
-                models: raw.models,
-                timeout,
-            });
-        }
-        let default_upstream = match &self.default_upstream {
-            Some(name) => match upstreams.iter().position(|u| &u.name == name) {
-                Some(at) => Some(at),
-                None => {
-                    let statement = format!("model_door.default_upstream: no upstream is named '{name}'");
-                    let names = upstreams.iter().map(|u| u.name.as_str());
-                    problems.push(crate::similar::did_you_mean(&statement, name, names, String::new));
-                    None
-                }
-            },
-            None => (upstreams.len() == 1).then_some(0),
-        };
-        let defaults = ToolLimits::default();
-        let tools = ToolLimits {
-            cache_bytes: self.tools_cache_bytes.unwrap_or(defaults.cache_bytes),
-            max_tools: self.max_tools.unwrap_or(defaults.max_tools),
-            max_pattern_bytes: self.max_pattern_bytes.unwrap_or(defaults.max_pattern_bytes),
-        };
-        for (key, value) in [
-            ("tools_cache_bytes", tools.cache_bytes),
-            ("max_tools", tools.max_tools as u64),
-            ("max_pattern_bytes", tools.max_pattern_bytes as u64),
-        ] {
-            if value == 0 {
-                problems.push(format!("model_door.{key}: must be at least 1"));
-            }
-        }
-        match problems.is_empty() {
-            true => Ok(ModelSettings { listen, upstreams, default_upstream, strict: self.strict, tools }),
-            false => Err(problems),
-        }
-    }
-}
-
-/// `mcp_front_door:` of the configuration file (off unless set).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct McpFrontDoorConfig {
-    /// Streamable HTTP on this address (TLS from `tls:` when that is set).
-    pub(crate) listen: Option<String>,
-    /// Browser origins allowed to call; a request with another `Origin`
-    /// header is refused (403).
-    #[serde(default)]
-    pub(crate) allowed_origins: Vec<String>,
-    /// Be an OAuth 2.1 resource server: access tokens as credentials.
-    pub(crate) oauth: Option<OauthConfig>,
-    /// Session-era sessions one principal keeps open (default 1,000).
-    pub(crate) sessions_per_principal: Option<NonZeroUsize>,
-    /// Open GET (server-sent event) streams of one principal (default 16).
-    pub(crate) streams_per_principal: Option<NonZeroUsize>,
-}
-
-/// The MCP front door's settings, when it is on.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct McpSettings {
-    pub(crate) listen: SocketAddr,
-    pub(crate) allowed_origins: Vec<String>,
-    pub(crate) oauth: Option<OauthConfig>,
-    pub(crate) sessions_per_principal: usize,
-    pub(crate) streams_per_principal: usize,
-}
-
-/// `mcp_front_door.sessions_per_principal` when unset.
-pub(crate) const DEFAULT_SESSIONS_PER_PRINCIPAL: usize = 1_000;
-/// `mcp_front_door.streams_per_principal` when unset.
-pub(crate) const DEFAULT_STREAMS_PER_PRINCIPAL: usize = 16;
-
-/// The environment variable that sets `--mcp-listen`.
-pub(crate) const MCP_LISTEN_ENV: &str = "TOOLGATE_MCP_LISTEN";
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -382,10 +186,9 @@ pub struct Flags {
     /// `--tls-cert` and `--tls-key` (both or neither).
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
-    /// `--mcp-listen`: the MCP front door's address.
-    pub mcp_listen: Option<String>,
-    /// `--model-listen`: the model door's address.
-    pub model_listen: Option<String>,
+    /// The address flags of the doors of [`DOORS`] that were given, by
+    /// door name (`--mcp-listen` under `mcp`).
+    pub door_listen: Vec<(&'static str, String)>,
 }
 
 /// Settings after every source is merged and checked.
@@ -411,10 +214,8 @@ pub struct Settings {
     pub(crate) retry_budget: Option<u32>,
     /// What a reload cannot change: compared with the running one's.
     pub(crate) fixed: Fixed,
-    /// The MCP front door, when it is on.
-    pub(crate) mcp: Option<McpSettings>,
-    /// The model door, when it is on.
-    pub(crate) model: Option<Arc<ModelSettings>>,
+    /// The doors of [`DOORS`], each when it is on.
+    pub(crate) doors: DoorSettings,
     /// `rate_limits` and the principals' `rate`, checked (reloadable).
     pub(crate) rates: Arc<RateLimits>,
     /// The file the settings came from, for messages.
@@ -431,8 +232,7 @@ pub(crate) struct Fixed {
     listen: SocketAddr,
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
-    mcp_listen: Option<SocketAddr>,
-    model: Option<Arc<ModelSettings>>,
+    doors: DoorSettings,
     state: StateConfig,
     retry_budget: Option<u32>,
 }
@@ -440,19 +240,18 @@ pub(crate) struct Fixed {
 impl Fixed {
     /// The configuration keys whose values differ in `next`.
     pub(crate) fn changed(&self, next: &Fixed) -> Vec<&'static str> {
-        let mut changed = Vec::new();
-        let mut check = |differs: bool, key: &'static str| {
-            if differs {
-                changed.push(key);
-            }
-        };
-        check(self.listen != next.listen, "listen");
-        check(self.tls != next.tls, "tls");
-        check(self.health_listen != next.health_listen, "health_listen");
-        check(self.mcp_listen != next.mcp_listen, "mcp_front_door.listen");
-        check(self.model != next.model, "model_door");
-        check(self.state != next.state, "state");
-        check(self.retry_budget != next.retry_budget, "policy.retry_budget");
+        let gateway = [
+            (self.listen != next.listen, "listen"),
+            (self.tls != next.tls, "tls"),
+            (self.health_listen != next.health_listen, "health_listen"),
+        ];
+        let shared =
+            [(self.state != next.state, "state"), (self.retry_budget != next.retry_budget, "policy.retry_budget")];
+        let keys =
+            |checks: [(bool, &'static str); 3]| checks.into_iter().filter(|(differs, _)| *differs).map(|(_, key)| key);
+        let mut changed: Vec<&'static str> = keys(gateway).collect();
+        changed.extend(doors::changed(&self.doors, &next.doors));
+        changed.extend(shared.into_iter().filter(|(differs, _)| *differs).map(|(_, key)| key));
         changed
     }
 }
@@ -566,50 +365,14 @@ impl Settings {
             problems.keep(crate::state::check_url(url).map_err(ConfigError::Redis));
         }
         let retry_budget = file.policy.retry_budget;
-        // The MCP front door: `--mcp-listen`, then TOOLGATE_MCP_LISTEN, then
-        // the file's `mcp_front_door.listen`; off when none is set.
-        let door = file.mcp_front_door.unwrap_or_default();
-        let mcp_listen = flags.mcp_listen.or_else(|| env.get(MCP_LISTEN_ENV).map(str::to_owned)).or(door.listen);
-        let mcp = match mcp_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
-            Some(text) => problems.keep(address(text)).map(|listen| McpSettings {
-                listen,
-                allowed_origins: door.allowed_origins,
-                oauth: door
-                    .oauth
-                    .filter(|oauth| problems.keep(oauth.check(&principals).map_err(ConfigError::Users)).is_some()),
-                sessions_per_principal: door
-                    .sessions_per_principal
-                    .map_or(DEFAULT_SESSIONS_PER_PRINCIPAL, NonZeroUsize::get),
-                streams_per_principal: door
-                    .streams_per_principal
-                    .map_or(DEFAULT_STREAMS_PER_PRINCIPAL, NonZeroUsize::get),
-            }),
-            None => None,
-        };
-        // The model door: `--model-listen`, then TOOLGATE_MODEL_LISTEN,
-        // then `model_door.listen`; off when none is set.
-        let model_door = file.model_door.unwrap_or_default();
-        let model_listen =
-            flags.model_listen.or_else(|| env.get(MODEL_LISTEN_ENV).map(str::to_owned)).or(model_door.listen.clone());
-        let model = match model_listen.as_deref().map(str::trim).filter(|l| !l.is_empty()) {
-            Some(text) => problems.keep(address(text)).and_then(|listen| {
-                problems.keep(model_door.settings(listen, env).map(Arc::new).map_err(ConfigError::Principals))
-            }),
-            None => None,
-        };
+        let doors =
+            door_settings(&flags.door_listen, file.mcp_front_door, file.model_door, &principals, env, &mut problems);
         if let Some(all) = problems.into_error() {
             return Err(all);
         }
         let listen = listen.expect("no problem: the address parsed");
-        let fixed = Fixed {
-            listen,
-            tls: tls.clone(),
-            health_listen,
-            mcp_listen: mcp.as_ref().map(|m| m.listen),
-            model: model.clone(),
-            state: state.clone(),
-            retry_budget,
-        };
+        let fixed =
+            Fixed { listen, tls: tls.clone(), health_listen, doors: doors.clone(), state: state.clone(), retry_budget };
         let limits = file.limits.limits();
         let principals = Arc::new(principals);
         Ok(Self {
@@ -624,8 +387,7 @@ impl Settings {
             state,
             retry_budget,
             fixed,
-            mcp,
-            model,
+            doors,
             rates: Arc::new(rates),
             origin,
         })
@@ -634,15 +396,11 @@ impl Settings {
 
 impl Settings {
     /// The address of every door besides the gateway's (`listen`), by the
-    /// door's name: the probe port (`health_listen`) and the MCP door
-    /// (`mcp_front_door.listen`). A new door's address is one entry here.
+    /// door's name: the probe port (`health_listen`) and each door of
+    /// [`DOORS`] that is on.
     pub(crate) fn door_addresses(&self) -> Vec<(&'static str, SocketAddr)> {
-        let doors = [
-            ("health", self.health_listen),
-            ("mcp", self.mcp.as_ref().map(|mcp| mcp.listen)),
-            ("model", self.model.as_ref().map(|model| model.listen)),
-        ];
-        doors.into_iter().filter_map(|(door, addr)| Some((door, addr?))).collect()
+        let health = self.health_listen.map(|listen| ("health", listen));
+        health.into_iter().chain(doors::addresses(&self.doors).map(|(door, listen)| (door.name, listen))).collect()
     }
 
     /// The tools `rate_limits.tools` names, for the catalogue to check like
@@ -661,32 +419,41 @@ impl Settings {
     /// principals (every caller on the network trusted), or with principals
     /// but without TLS (API keys in clear).
     pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
-        exposure(self.listen, !self.principals.is_empty(), self.tls.is_some(), allow_remote)?;
-        if let Some(model) = &self.model {
-            exposure(model.listen, !self.principals.is_empty(), self.tls.is_some(), allow_remote)?;
-        }
-        match &self.mcp {
-            Some(mcp) => exposure(mcp.listen, self.mcp_authenticates(), self.tls.is_some(), allow_remote),
-            None => Ok(()),
-        }
-    }
-
-    /// Whether the MCP front door asks for credentials: principals, or an
-    /// OAuth authorization server.
-    fn mcp_authenticates(&self) -> bool {
-        !self.principals.is_empty() || self.mcp.as_ref().is_some_and(|m| m.oauth.is_some())
+        let (principals, tls) = (!self.principals.is_empty(), self.tls.is_some());
+        exposure(self.listen, principals, tls, allow_remote)?;
+        doors::check_exposure(&self.doors, &self.doors, principals, tls, allow_remote)
     }
 
     /// [`Settings::check_exposure`] for settings reloaded into a gateway
-    /// that listens as `running` says (a reload changes neither the address
-    /// nor TLS): the same guard as at start, on the new principals.
+    /// that listens as `running` says (a reload changes neither an address
+    /// nor TLS): the same guard as at start, every door's, on the new
+    /// principals.
     pub(crate) fn check_reload_exposure(&self, running: &Fixed, allow_remote: bool) -> Result<(), ConfigError> {
-        exposure(running.listen, !self.principals.is_empty(), running.tls.is_some(), allow_remote)?;
-        match running.mcp_listen {
-            Some(listen) => exposure(listen, self.mcp_authenticates(), running.tls.is_some(), allow_remote),
-            None => Ok(()),
-        }
+        let (principals, tls) = (!self.principals.is_empty(), running.tls.is_some());
+        exposure(running.listen, principals, tls, allow_remote)?;
+        doors::check_exposure(&running.doors, &self.doors, principals, tls, allow_remote)
     }
+}
+
+/// The doors of [`DOORS`] as the flags, the environment and their sections
+/// say; a door's problems kept in `problems`.
+fn door_settings(
+    flags: &[(&'static str, String)],
+    mcp: Option<McpFrontDoorConfig>,
+    model: Option<ModelDoorConfig>,
+    principals: &Principals,
+    env: &Env,
+    problems: &mut Problems,
+) -> DoorSettings {
+    let mcp = mcp.unwrap_or_default();
+    let mcp = mcp::DOOR
+        .listen(flags, env, mcp.listen.clone(), problems)
+        .map(|listen| mcp.settings(listen, principals, problems));
+    let model = model.unwrap_or_default();
+    let model = model::DOOR
+        .listen(flags, env, model.listen.clone(), problems)
+        .and_then(|listen| problems.keep(model.settings(listen, env).map(Arc::new).map_err(ConfigError::Principals)));
+    DoorSettings { mcp, model }
 }
 
 /// A listener on the network needs credentials (`authenticates`) and TLS,
@@ -759,5 +526,27 @@ mod tests {
             &Env::default()
         )
         .is_err());
+    }
+
+    /// Every door of the list is guarded at reload as at start: principals
+    /// removed while a door listens beyond loopback is refused, the model
+    /// door's included.
+    #[test]
+    fn a_reload_guards_every_door_of_the_list() {
+        let key = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae";
+        let with = format!(
+            "listen: 127.0.0.1:50051\ntls: {{cert: c.pem, key: k.pem}}\n\
+             principals: [{{name: bot, api_key_sha256: {key}, tools: ['*']}}]\n\
+             model_door: {{listen: '0.0.0.0:4000', upstreams: [{{name: up, base_url: 'http://127.0.0.1:8000/v1'}}]}}\n"
+        );
+        let build = |yaml: &str| Settings::build(Flags::default(), serde_yaml::from_str(yaml).unwrap(), &Env::default());
+        let running = build(&with).unwrap();
+        running.check_exposure(false).unwrap();
+        let without = with.lines().filter(|l| !l.starts_with("principals")).collect::<Vec<_>>().join("\n");
+        let next = build(&without).unwrap();
+        let refused = next.check_reload_exposure(&running.fixed, false).unwrap_err().to_string();
+        assert!(refused.contains("refusing to listen on 0.0.0.0:4000"), "{refused}");
+        assert!(next.check_reload_exposure(&running.fixed, true).is_ok(), "--allow-remote");
+        assert_eq!(running.door_addresses(), [("model", "0.0.0.0:4000".parse().unwrap())]);
     }
 }

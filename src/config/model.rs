@@ -1,0 +1,190 @@
+//! The model door's settings (`model_door:`, `--model-listen`): an
+//! OpenAI-compatible endpoint in front of model servers (docs/model-door.md).
+
+use std::{net::SocketAddr, time::Duration};
+
+use serde::Deserialize;
+
+use super::doors::Door;
+use crate::{catalog::Secret, env::Env};
+
+/// The model door in the list of doors ([`super::doors::DOORS`]).
+pub(crate) const DOOR: Door = Door {
+    name: "model",
+    section: "model_door",
+    listen_key: "model_door.listen",
+    flag: "model-listen",
+    env: "TOOLGATE_MODEL_LISTEN",
+    help: "Serve the model door (an OpenAI-compatible endpoint) on this address too",
+    serves: "model door (OpenAI-compatible)",
+    path: "/v1",
+    address: |doors| doors.model.as_ref().map(|model| model.listen),
+    authenticates: |_, principals| principals,
+    // Its upstreams, keys and limits are read at start only.
+    restarts: |running, next| running.model != next.model,
+};
+
+/// `model_door:` of the configuration file (off unless a listen address
+/// is set): an OpenAI-compatible endpoint in front of model servers.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ModelDoorConfig {
+    pub(crate) listen: Option<String>,
+    #[serde(default)]
+    pub(crate) upstreams: Vec<UpstreamConfig>,
+    /// Where a request whose model no upstream's `models` matches goes;
+    /// with one upstream, that one.
+    pub(crate) default_upstream: Option<String>,
+    /// Pass every response through unchanged.
+    #[serde(default)]
+    pub(crate) strict: bool,
+    /// What the compiled tool lists kept may hold, in bytes.
+    pub(crate) tools_cache_bytes: Option<u64>,
+    /// The most tools a request's list may declare to be read against.
+    pub(crate) max_tools: Option<usize>,
+    /// The most bytes of patterns a request's tools may declare.
+    pub(crate) max_pattern_bytes: Option<usize>,
+}
+
+/// `model_door.upstreams[]`: one OpenAI-compatible model server.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct UpstreamConfig {
+    pub(crate) name: String,
+    /// The API's base, e.g. `http://127.0.0.1:8000/v1`.
+    pub(crate) base_url: String,
+    /// The environment variable holding the upstream's API key.
+    pub(crate) api_key_env: Option<String>,
+    /// Globs of the model names it serves (`*` any run, `?` one character);
+    /// none: every model.
+    #[serde(default)]
+    pub(crate) models: Vec<String>,
+    /// How long one request may take, streaming included (default 600s).
+    pub(crate) timeout: Option<String>,
+}
+
+/// The model door's settings, when it is on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ModelSettings {
+    pub(crate) listen: SocketAddr,
+    pub(crate) upstreams: Vec<Upstream>,
+    /// Index into `upstreams`.
+    pub(crate) default_upstream: Option<usize>,
+    pub(crate) strict: bool,
+    pub(crate) tools: ToolLimits,
+}
+
+/// What a request's tools may make the door compile and keep.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ToolLimits {
+    /// `model_door.tools_cache_bytes`.
+    pub(crate) cache_bytes: u64,
+    /// `model_door.max_tools`.
+    pub(crate) max_tools: usize,
+    /// `model_door.max_pattern_bytes`.
+    pub(crate) max_pattern_bytes: usize,
+}
+
+impl Default for ToolLimits {
+    fn default() -> Self {
+        Self { cache_bytes: 64 * 1024 * 1024, max_tools: 512, max_pattern_bytes: 64 * 1024 }
+    }
+}
+
+/// One upstream, checked: its key read from the environment at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Upstream {
+    pub(crate) name: String,
+    /// Without a trailing `/`.
+    pub(crate) base_url: String,
+    pub(crate) api_key: Option<Secret>,
+    pub(crate) models: Vec<String>,
+    pub(crate) timeout: Duration,
+}
+
+/// `model_door.upstreams[].timeout` when unset.
+pub(crate) const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
+
+impl ModelDoorConfig {
+    /// The settings on `listen`, or every problem, one a line.
+    pub(super) fn settings(self, listen: SocketAddr, env: &Env) -> Result<ModelSettings, Vec<String>> {
+        let mut problems = Vec::new();
+        if self.upstreams.is_empty() {
+            problems.push("model_door.upstreams: name at least one model server".to_owned());
+        }
+        let mut upstreams: Vec<Upstream> = Vec::new();
+        for (i, raw) in self.upstreams.into_iter().enumerate() {
+            let at = format!("model_door.upstreams[{i}]");
+            if raw.name.trim().is_empty() {
+                problems.push(format!("{at}.name: an upstream needs a name"));
+            } else if upstreams.iter().any(|u| u.name == raw.name) {
+                problems.push(format!("{at}.name: '{}' names two upstreams", raw.name));
+            }
+            match url::Url::parse(&raw.base_url) {
+                Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {}
+                _ => problems.push(format!(
+                    "{at}.base_url: '{}' is not an http(s) URL (e.g. http://127.0.0.1:8000/v1)",
+                    raw.base_url
+                )),
+            }
+            let api_key = match &raw.api_key_env {
+                Some(var) => match env.get(var) {
+                    Some(key) if !key.is_empty() => Some(Secret::new(key.to_owned())),
+                    _ => {
+                        problems.push(format!("{at}.api_key_env: the environment variable {var} is not set"));
+                        None
+                    }
+                },
+                None => None,
+            };
+            let timeout = match raw.timeout.as_deref().map(str::trim) {
+                None => DEFAULT_UPSTREAM_TIMEOUT,
+                Some(text) => match humantime::parse_duration(text) {
+                    Ok(timeout) if !timeout.is_zero() => timeout,
+                    _ => {
+                        problems.push(format!("{at}.timeout: '{text}' is not a duration (e.g. 600s, 10m)"));
+                        DEFAULT_UPSTREAM_TIMEOUT
+                    }
+                },
+            };
+            upstreams.push(Upstream {
+                name: raw.name,
+                base_url: raw.base_url.trim_end_matches('/').to_owned(),
+                api_key,
+                models: raw.models,
+                timeout,
+            });
+        }
+        let default_upstream = match &self.default_upstream {
+            Some(name) => match upstreams.iter().position(|u| &u.name == name) {
+                Some(at) => Some(at),
+                None => {
+                    let statement = format!("model_door.default_upstream: no upstream is named '{name}'");
+                    let names = upstreams.iter().map(|u| u.name.as_str());
+                    problems.push(crate::similar::did_you_mean(&statement, name, names, String::new));
+                    None
+                }
+            },
+            None => (upstreams.len() == 1).then_some(0),
+        };
+        let defaults = ToolLimits::default();
+        let tools = ToolLimits {
+            cache_bytes: self.tools_cache_bytes.unwrap_or(defaults.cache_bytes),
+            max_tools: self.max_tools.unwrap_or(defaults.max_tools),
+            max_pattern_bytes: self.max_pattern_bytes.unwrap_or(defaults.max_pattern_bytes),
+        };
+        for (key, value) in [
+            ("tools_cache_bytes", tools.cache_bytes),
+            ("max_tools", tools.max_tools as u64),
+            ("max_pattern_bytes", tools.max_pattern_bytes as u64),
+        ] {
+            if value == 0 {
+                problems.push(format!("model_door.{key}: must be at least 1"));
+            }
+        }
+        match problems.is_empty() {
+            true => Ok(ModelSettings { listen, upstreams, default_upstream, strict: self.strict, tools }),
+            false => Err(problems),
+        }
+    }
+}
