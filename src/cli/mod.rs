@@ -40,7 +40,7 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Load the catalogue and serve the gateway over gRPC (and MCP, with --mcp-listen).
+    /// Load the catalogue and serve the gateway over gRPC (and MCP and the model door, with --mcp-listen and --model-listen).
     Serve(ServeArgs),
     /// Load the catalogue, report every problem, and exit non-zero if any is an error.
     Validate(CatalogArgs),

@@ -25,7 +25,7 @@ pub struct Door {
     pub flag: &'static str,
     /// The environment variable that sets its address, below the flag.
     pub env: &'static str,
-    /// The flag's help, before the sources it names.
+    /// What the flag does, before "on this address too" and its sources.
     pub help: &'static str,
     /// What it serves and where, for the start-up line.
     pub serves: &'static str,

@@ -15,7 +15,7 @@ pub(crate) const DOOR: Door = Door {
     listen_key: "mcp_front_door.listen",
     flag: "mcp-listen",
     env: "TOOLGATE_MCP_LISTEN",
-    help: "Serve MCP (streamable HTTP) on this address too",
+    help: "Serve MCP (streamable HTTP)",
     serves: "MCP (streamable HTTP)",
     path: "/mcp",
     address: |doors| doors.mcp.as_ref().map(|mcp| mcp.listen),

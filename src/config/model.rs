@@ -15,7 +15,7 @@ pub(crate) const DOOR: Door = Door {
     listen_key: "model_door.listen",
     flag: "model-listen",
     env: "TOOLGATE_MODEL_LISTEN",
-    help: "Serve the model door (an OpenAI-compatible endpoint) on this address too",
+    help: "Serve the model door (an OpenAI-compatible endpoint)",
     serves: "model door (OpenAI-compatible)",
     path: "/v1",
     address: |doors| doors.model.as_ref().map(|model| model.listen),
