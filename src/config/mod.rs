@@ -539,7 +539,8 @@ mod tests {
              principals: [{{name: bot, api_key_sha256: {key}, tools: ['*']}}]\n\
              model_door: {{listen: '0.0.0.0:4000', upstreams: [{{name: up, base_url: 'http://127.0.0.1:8000/v1'}}]}}\n"
         );
-        let build = |yaml: &str| Settings::build(Flags::default(), serde_yaml::from_str(yaml).unwrap(), &Env::default());
+        let build =
+            |yaml: &str| Settings::build(Flags::default(), serde_yaml::from_str(yaml).unwrap(), &Env::default());
         let running = build(&with).unwrap();
         running.check_exposure(false).unwrap();
         let without = with.lines().filter(|l| !l.starts_with("principals")).collect::<Vec<_>>().join("\n");

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use opentelemetry::{trace::SpanKind, KeyValue};
 
-use super::{outcome::ToolType, Call, ErrorKind, Outcome, RepairKind};
+use super::{outcome::ToolType, Call, ErrorKind, Outcome, Repair, RepairKind, ToolError};
 use crate::{
     catalog::Catalog,
     telemetry::{semconv, span::Span, Observer},
@@ -49,7 +49,6 @@ pub(crate) fn finished(
     outcome: &Outcome,
     took: Duration,
 ) {
-    let metrics = &observer.metrics;
     let tool = outcome.tool.as_deref();
     if let Some(name) = tool.filter(|_| span.is_recording()) {
         span.rename(|| [semconv::EXECUTE_TOOL, " ", name].concat());
@@ -80,50 +79,12 @@ pub(crate) fn finished(
         }
     }
     for repair in &outcome.repairs {
-        let kind = repair.kind.label();
-        span.event(semconv::REPAIR_EVENT, || {
-            let mut attributes = vec![KeyValue::new(semconv::REPAIR_KIND, kind)];
-            // Argument text is content: its before and after only on opt-in.
-            if repair.kind != RepairKind::ArgumentsJson || observer.record_content {
-                attributes.push(KeyValue::new(semconv::REPAIR_FROM, cut(&repair.original).to_owned()));
-                attributes.push(KeyValue::new(semconv::REPAIR_TO, cut(&repair.repaired).to_owned()));
-            }
-            attributes
-        });
-        metrics.repair(tool, kind);
+        repaired(&span, observer, tool, repair);
     }
     let (label, error_type) = match &outcome.result {
         Ok(_) => ("ok", None),
         Err(error) => {
-            let hint = |kind: &'static str, suggested: &dyn Fn() -> String| {
-                span.event(semconv::HINT_EVENT, || {
-                    vec![
-                        KeyValue::new(semconv::HINT_KIND, kind),
-                        KeyValue::new(semconv::HINT_SUGGESTIONS, cut(&suggested()).to_owned()),
-                    ]
-                });
-                metrics.hint(tool, kind);
-            };
-            if !error.suggestions.is_empty() {
-                hint("did_you_mean", &|| error.suggestions.join(","));
-            }
-            if error.kind == ErrorKind::UnknownTool {
-                hint("available_tools", &|| error.available_tools.join(","));
-            }
-            if let Some(expected) = &error.expected_parameters {
-                hint("expected_parameters", &|| {
-                    let all: Vec<&str> =
-                        expected.required.iter().chain(&expected.optional).map(String::as_str).collect();
-                    all.join(",")
-                });
-            }
-            if !error.violations.is_empty() {
-                hint("violations", &|| {
-                    let fields: Vec<&str> = error.violations.iter().map(|v| v.field.as_str()).collect();
-                    fields.join(",")
-                });
-                metrics.violations(tool, error.violations.len());
-            }
+            hinted(&span, observer, tool, error);
             span.set(semconv::ERROR_TYPE, error.kind.error_type());
             span.failed();
             (error.kind.label(), Some(error.kind.error_type()))
@@ -131,7 +92,7 @@ pub(crate) fn finished(
     };
     span.end();
     let (principal, user) = call.caller.identity();
-    metrics.call(tool, principal, call.front_door, label, error_type, took.as_secs_f64());
+    observer.metrics.call(tool, principal, call.front_door, label, error_type, took.as_secs_f64());
     // The audit line: who ran what, and how it ended; never the arguments.
     // Only for calls with an identity: without principals or users there is
     // no one to audit, and a line per call costs a busy gateway about 7 µs
@@ -151,6 +112,54 @@ pub(crate) fn finished(
         duration_ms = took.as_secs_f64() * 1000.0,
         "audit: execute"
     );
+}
+
+/// One repair: its span event and its count.
+fn repaired(span: &Span, observer: &Observer, tool: Option<&str>, repair: &Repair) {
+    let kind = repair.kind.label();
+    span.event(semconv::REPAIR_EVENT, || {
+        let mut attributes = vec![KeyValue::new(semconv::REPAIR_KIND, kind)];
+        // Argument text is content: its before and after only on opt-in.
+        if repair.kind != RepairKind::ArgumentsJson || observer.record_content {
+            attributes.push(KeyValue::new(semconv::REPAIR_FROM, cut(&repair.original).to_owned()));
+            attributes.push(KeyValue::new(semconv::REPAIR_TO, cut(&repair.repaired).to_owned()));
+        }
+        attributes
+    });
+    observer.metrics.repair(tool, kind);
+}
+
+/// The hints an error gives the model: a span event and a count each.
+fn hinted(span: &Span, observer: &Observer, tool: Option<&str>, error: &ToolError) {
+    let metrics = &observer.metrics;
+    let hint = |kind: &'static str, suggested: &dyn Fn() -> String| {
+        span.event(semconv::HINT_EVENT, || {
+            vec![
+                KeyValue::new(semconv::HINT_KIND, kind),
+                KeyValue::new(semconv::HINT_SUGGESTIONS, cut(&suggested()).to_owned()),
+            ]
+        });
+        metrics.hint(tool, kind);
+    };
+    if !error.suggestions.is_empty() {
+        hint("did_you_mean", &|| error.suggestions.join(","));
+    }
+    if error.kind == ErrorKind::UnknownTool {
+        hint("available_tools", &|| error.available_tools.join(","));
+    }
+    if let Some(expected) = &error.expected_parameters {
+        hint("expected_parameters", &|| {
+            let all: Vec<&str> = expected.required.iter().chain(&expected.optional).map(String::as_str).collect();
+            all.join(",")
+        });
+    }
+    if !error.violations.is_empty() {
+        hint("violations", &|| {
+            let fields: Vec<&str> = error.violations.iter().map(|v| v.field.as_str()).collect();
+            fields.join(",")
+        });
+        metrics.violations(tool, error.violations.len());
+    }
 }
 
 fn cut(text: &str) -> &str {

@@ -96,9 +96,20 @@ pub(crate) async fn run(backend: &CommandBackend, request: &Request<'_>) -> Resu
             return Err(Failure::Crashed(format!("the tool '{tool}' failed")));
         }
     };
-    match serde_json::from_slice::<Reply<'_>>(&out) {
+    answer(tool, &out, status, request.max_result_bytes)
+}
+
+/// What the tool's output `out` answers, by the tool protocol and its exit
+/// `status`.
+fn answer(
+    tool: &str,
+    out: &[u8],
+    status: std::process::ExitStatus,
+    max_result_bytes: usize,
+) -> Result<String, Failure> {
+    match serde_json::from_slice::<Reply<'_>>(out) {
         Ok(Reply { ok: true, result: Some(result), .. }) => {
-            if result.get().len() > request.max_result_bytes {
+            if result.get().len() > max_result_bytes {
                 return Err(Failure::TooLarge);
             }
             Ok(result.get().to_owned())

@@ -315,29 +315,7 @@ pub(super) fn fix_tokens(text: &str) -> String {
             }
         }
         if let Some(close) = closers(c) {
-            // A string in other quotes becomes a double-quoted one.
-            out.push('"');
-            i += 1;
-            while i < chars.len() && !close.contains(&chars[i]) {
-                match chars[i] {
-                    '\\' if chars.get(i + 1) == Some(&'\'') => {
-                        out.push('\'');
-                        i += 1;
-                    }
-                    '\\' => {
-                        out.push('\\');
-                        if let Some(&next) = chars.get(i + 1) {
-                            out.push(next);
-                            i += 1;
-                        }
-                    }
-                    '"' => out.push_str("\\\""),
-                    other => out.push(other),
-                }
-                i += 1;
-            }
-            out.push('"');
-            i += 1;
+            i = requote(&chars, i, close, &mut out);
             continue;
         }
         match c {
@@ -349,28 +327,7 @@ pub(super) fn fix_tokens(text: &str) -> String {
                 }
                 i += 1;
             }
-            c if c.is_ascii_alphabetic() || c == '_' || c == '$' => {
-                let start = i;
-                while i < chars.len() && (chars[i].is_ascii_alphanumeric() || matches!(chars[i], '_' | '-' | '$')) {
-                    i += 1;
-                }
-                let word: String = chars[start..i].iter().collect();
-                let key_place = matches!(out.trim_end().chars().last(), Some('{' | ','));
-                let colon_next = chars[i..].iter().find(|c| !c.is_whitespace()) == Some(&':');
-                if key_place && colon_next {
-                    // An unquoted key.
-                    out.push('"');
-                    out.push_str(&word);
-                    out.push('"');
-                    continue;
-                }
-                out.push_str(match word.as_str() {
-                    "True" => "true",
-                    "False" => "false",
-                    "None" => "null",
-                    other => other,
-                });
-            }
+            c if c.is_ascii_alphabetic() || c == '_' || c == '$' => i = bare_word(&chars, i, &mut out),
             other => {
                 out.push(other);
                 i += 1;
@@ -378,6 +335,59 @@ pub(super) fn fix_tokens(text: &str) -> String {
         }
     }
     out
+}
+
+/// A string in other quotes (opened at `i`, closed by one of `close`) as a
+/// double-quoted one; where it ends.
+fn requote(chars: &[char], mut i: usize, close: &[char], out: &mut String) -> usize {
+    out.push('"');
+    i += 1;
+    while i < chars.len() && !close.contains(&chars[i]) {
+        match chars[i] {
+            '\\' if chars.get(i + 1) == Some(&'\'') => {
+                out.push('\'');
+                i += 1;
+            }
+            '\\' => {
+                out.push('\\');
+                if let Some(&next) = chars.get(i + 1) {
+                    out.push(next);
+                    i += 1;
+                }
+            }
+            '"' => out.push_str("\\\""),
+            other => out.push(other),
+        }
+        i += 1;
+    }
+    out.push('"');
+    i + 1
+}
+
+/// A bare word at `i`: an unquoted key (before `:` where a key goes)
+/// quoted, a Python literal spelt as JSON's, anything else as it is;
+/// where it ends.
+fn bare_word(chars: &[char], mut i: usize, out: &mut String) -> usize {
+    let start = i;
+    while i < chars.len() && (chars[i].is_ascii_alphanumeric() || matches!(chars[i], '_' | '-' | '$')) {
+        i += 1;
+    }
+    let word: String = chars[start..i].iter().collect();
+    let key_place = matches!(out.trim_end().chars().last(), Some('{' | ','));
+    let colon_next = chars[i..].iter().find(|c| !c.is_whitespace()) == Some(&':');
+    if key_place && colon_next {
+        out.push('"');
+        out.push_str(&word);
+        out.push('"');
+        return i;
+    }
+    out.push_str(match word.as_str() {
+        "True" => "true",
+        "False" => "false",
+        "None" => "null",
+        other => other,
+    });
+    i
 }
 
 /// Template tokens some models write for a string's quotes.

@@ -166,23 +166,7 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
         return Err(RequestError::NoUser(tool.name.to_owned()));
     }
     let mut repairs: Vec<Repair> = match &whole {
-        Some(whole) => {
-            let dropped = whole.dropped.iter().map(|words| Repair {
-                kind: RepairKind::WordsDropped,
-                original: words.clone(),
-                repaired: String::new(),
-            });
-            let mut repairs: Vec<Repair> = dropped.collect();
-            repairs.push(Repair {
-                kind: RepairKind::ToolName,
-                original: call.tool.clone(),
-                repaired: tool.name.to_owned(),
-            });
-            if let Some(kind) = whole.arguments_read {
-                repairs.push(Repair { kind, original: call.arguments_json.clone(), repaired: whole.text.clone() });
-            }
-            repairs
-        }
+        Some(whole) => whole.repairs(call, tool.name),
         None => name_repair.into_iter().collect(),
     };
 
@@ -281,6 +265,24 @@ struct Whole {
     arguments_read: Option<RepairKind>,
     /// Words before the call (a preamble), set aside.
     dropped: Option<String>,
+}
+
+impl Whole {
+    /// What reading the call whole repaired: words set aside, the name (as
+    /// `name`), and the arguments when they were read from the call.
+    fn repairs(&self, call: &Call, name: &str) -> Vec<Repair> {
+        let dropped = self.dropped.iter().map(|words| Repair {
+            kind: RepairKind::WordsDropped,
+            original: words.clone(),
+            repaired: String::new(),
+        });
+        let mut repairs: Vec<Repair> = dropped.collect();
+        repairs.push(Repair { kind: RepairKind::ToolName, original: call.tool.clone(), repaired: name.to_owned() });
+        if let Some(kind) = self.arguments_read {
+            repairs.push(Repair { kind, original: call.arguments_json.clone(), repaired: self.text.clone() });
+        }
+        repairs
+    }
 }
 
 /// Stage "whole call": a call written whole where only its name or only

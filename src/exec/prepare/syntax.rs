@@ -66,7 +66,7 @@ pub(crate) fn parse(
     if text.trim().is_empty() {
         return Ok(Parsed { object: Map::new(), repairs: Vec::new() });
     }
-    let (mut value, mut repaired) = match parse_json(text, limits) {
+    let (value, repaired) = match parse_json(text, limits) {
         Ok(value) => (value, None),
         Err(JsonError::Syntax(err)) => {
             let fixed = match strict {
@@ -85,45 +85,10 @@ pub(crate) fn parse(
         }
         Err(other) => return Err(other.into_error(limits)),
     };
-    let mut repairs = Vec::new();
-    if !strict {
-        // A JSON object sent inside a JSON string, perhaps several times:
-        // parsed under the same limits.
-        for _ in 0..MAX_STRING_LAYERS {
-            let Value::String(inner) = &value else { break };
-            match parse_json(inner, limits) {
-                Ok(found @ (Value::Object(_) | Value::String(_))) => {
-                    repaired = Some(inner.clone());
-                    value = found;
-                }
-                Err(err @ (JsonError::Duplicate(_) | JsonError::TooDeep)) if inner.trim_start().starts_with('{') => {
-                    return Err(err.into_error(limits))
-                }
-                _ => break,
-            }
-        }
-        if let Some(fixed) = repaired.take() {
-            repairs.push(Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired: fixed });
-        }
-        value = match value {
-            Value::Array(mut items) if items.len() == 1 && items[0].is_object() => {
-                let object = items.pop().expect("one item");
-                let repaired = serde_json::to_string(&object).expect("JSON values serialise");
-                repairs.push(Repair { kind: RepairKind::ArgumentsEnvelope, original: text.to_owned(), repaired });
-                object
-            }
-            // Several argument objects: as many calls, never one of them.
-            Value::Array(items) if items.len() > 1 && items.iter().all(Value::is_object) => {
-                return Err(calls::many(items.len()))
-            }
-            empty if all_optional && is_empty(&empty) => {
-                let repaired = "{}".to_owned();
-                repairs.push(Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired });
-                Value::Object(Map::new())
-            }
-            other => other,
-        };
-    }
+    let (value, repairs) = match strict {
+        true => (value, Vec::new()),
+        false => loosened(text, value, repaired, all_optional, limits)?,
+    };
     let Value::Object(object) = value else {
         return Err(ToolError::invalid_arguments(format!(
             "arguments must be a JSON object, got {}",
@@ -131,6 +96,57 @@ pub(crate) fn parse(
         )));
     };
     Ok(Parsed { object, repairs })
+}
+
+/// The slips non-strict reading repairs once `text` parsed as `value`
+/// (`repaired`: the text it was repaired to, if it was): an object inside
+/// JSON strings, one object in a list, no arguments said another way.
+#[allow(clippy::result_large_err)] // the error is the call's answer, built once
+fn loosened(
+    text: &str,
+    mut value: Value,
+    mut repaired: Option<String>,
+    all_optional: bool,
+    limits: ArgumentLimits,
+) -> Result<(Value, Vec<Repair>), ToolError> {
+    let mut repairs = Vec::new();
+    // A JSON object sent inside a JSON string, perhaps several times:
+    // parsed under the same limits.
+    for _ in 0..MAX_STRING_LAYERS {
+        let Value::String(inner) = &value else { break };
+        match parse_json(inner, limits) {
+            Ok(found @ (Value::Object(_) | Value::String(_))) => {
+                repaired = Some(inner.clone());
+                value = found;
+            }
+            Err(err @ (JsonError::Duplicate(_) | JsonError::TooDeep)) if inner.trim_start().starts_with('{') => {
+                return Err(err.into_error(limits))
+            }
+            _ => break,
+        }
+    }
+    if let Some(fixed) = repaired.take() {
+        repairs.push(Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired: fixed });
+    }
+    value = match value {
+        Value::Array(mut items) if items.len() == 1 && items[0].is_object() => {
+            let object = items.pop().expect("one item");
+            let repaired = serde_json::to_string(&object).expect("JSON values serialise");
+            repairs.push(Repair { kind: RepairKind::ArgumentsEnvelope, original: text.to_owned(), repaired });
+            object
+        }
+        // Several argument objects: as many calls, never one of them.
+        Value::Array(items) if items.len() > 1 && items.iter().all(Value::is_object) => {
+            return Err(calls::many(items.len()))
+        }
+        empty if all_optional && is_empty(&empty) => {
+            let repaired = "{}".to_owned();
+            repairs.push(Repair { kind: RepairKind::ArgumentsJson, original: text.to_owned(), repaired });
+            Value::Object(Map::new())
+        }
+        other => other,
+    };
+    Ok((value, repairs))
 }
 
 /// `null`, `""` (blank) or `[]`: no arguments, said another way.

@@ -64,57 +64,8 @@ pub(crate) fn parameter_hint(tool: &str, required: &[String], optional: &[String
 /// Validates `arguments` against the tool's compiled schema.
 pub(crate) fn validate(tool: ToolView<'_>, arguments: &Value) -> ArgumentProblems {
     let schema = tool.parameters;
-    let mut problems = ArgumentProblems::default();
-    let mut missing: Vec<String> = Vec::new();
-    let mut unexpected: Vec<String> = Vec::new();
-    // Fields whose allowed values are listed (enum, const): their type
-    // problem adds nothing to the list of values.
-    let mut listed: Vec<String> = Vec::new();
-    let mut typed: Vec<(usize, String)> = Vec::new();
-    let mut parsed: Option<Value> = None;
-    // A valid call (the common case) is not walked again for its errors.
-    let errors = match schema.validator().is_valid(arguments) {
-        true => None,
-        false => Some(schema.validator().iter_errors(arguments)),
-    };
-    for error in errors.into_iter().flatten() {
-        let at_root = error.instance_path().as_str().is_empty();
-        match error.kind() {
-            ValidationErrorKind::Required { property } if at_root => {
-                missing.push(property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string()));
-            }
-            ValidationErrorKind::AdditionalProperties { unexpected: names }
-            | ValidationErrorKind::UnevaluatedProperties { unexpected: names }
-                if at_root =>
-            {
-                unexpected.extend(names.iter().cloned());
-            }
-            ValidationErrorKind::FalseSchema if is_top_level_field(error.instance_path().as_str()) => {
-                unexpected.push(field_name(error.instance_path().as_str()));
-            }
-            kind => {
-                let mut field = error.instance_path().as_str().to_owned();
-                if let ValidationErrorKind::Required { property } = kind {
-                    field.push_str(&pointer(property.as_str().unwrap_or_default()));
-                }
-                match kind {
-                    ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => {
-                        listed.push(field.clone())
-                    }
-                    ValidationErrorKind::Type { .. } => typed.push((problems.values.len(), field.clone())),
-                    _ => {}
-                }
-                // Parsed once, and only when a value is wrong: its words name sibling bounds.
-                let json = parsed.get_or_insert_with(|| schema.json());
-                problems.values.push(Violation { field, description: describe(&error, json) });
-            }
-        }
-    }
-    for (at, field) in typed.iter().rev() {
-        if listed.contains(field) {
-            problems.values.remove(*at);
-        }
-    }
+    let (mut missing, mut unexpected, values) = schema_errors(schema, arguments);
+    let mut problems = ArgumentProblems { values, ..ArgumentProblems::default() };
     // Missing in the order of `required`, unexpected in the order given.
     let order = |name: &String| schema.required().iter().position(|r| r == name).unwrap_or(usize::MAX);
     missing.sort_by_key(order);
@@ -128,23 +79,7 @@ pub(crate) fn validate(tool: ToolView<'_>, arguments: &Value) -> ArgumentProblem
     // schema that allows other keys lets the misspelling through): the
     // key is named. Refused keys are named under "unexpected" below.
     // Looked at only when an argument is missing: a valid call pays nothing.
-    let undeclared = || {
-        arguments
-            .as_object()
-            .into_iter()
-            .flat_map(|given| given.keys().map(String::as_str))
-            .filter(|k| !schema.parameters().iter().any(|p| p == k) && !unexpected.iter().any(|u| u == k))
-    };
-    problems.names.extend(missing.into_iter().map(|name| {
-        let description = match crate::similar::nearest(&name, undeclared()) {
-            Some(near) => format!(
-                "missing a required argument: '{name}'; '{}' was given, did you mean '{name}'?",
-                shown_name(near)
-            ),
-            None => format!("missing a required argument: '{name}'"),
-        };
-        Violation { field: pointer(&name), description }
-    }));
+    problems.names.extend(missing_named(schema, arguments, missing, &unexpected));
     // Bound parameters are the gateway's: the model sending one, in any
     // spelling a decoder could read as it (`folded_key`), sends an
     // unexpected argument, whatever the schema allows.
@@ -184,6 +119,89 @@ pub(crate) fn validate(tool: ToolView<'_>, arguments: &Value) -> ArgumentProblem
         },
     }));
     problems
+}
+
+/// What the schema's validator says of `arguments`: the required
+/// arguments missing, the undeclared ones refused (both at the top level)
+/// and every other value's problem (a type problem left out where the
+/// field's allowed values are listed).
+fn schema_errors(schema: &Schema, arguments: &Value) -> (Vec<String>, Vec<String>, Vec<Violation>) {
+    let mut values: Vec<Violation> = Vec::new();
+    let mut missing: Vec<String> = Vec::new();
+    let mut unexpected: Vec<String> = Vec::new();
+    // Fields whose allowed values are listed (enum, const): their type
+    // problem adds nothing to the list of values.
+    let mut listed: Vec<String> = Vec::new();
+    let mut typed: Vec<(usize, String)> = Vec::new();
+    let mut parsed: Option<Value> = None;
+    // A valid call (the common case) is not walked again for its errors.
+    let errors = match schema.validator().is_valid(arguments) {
+        true => None,
+        false => Some(schema.validator().iter_errors(arguments)),
+    };
+    for error in errors.into_iter().flatten() {
+        let at_root = error.instance_path().as_str().is_empty();
+        match error.kind() {
+            ValidationErrorKind::Required { property } if at_root => {
+                missing.push(property.as_str().map(str::to_owned).unwrap_or_else(|| property.to_string()));
+            }
+            ValidationErrorKind::AdditionalProperties { unexpected: names }
+            | ValidationErrorKind::UnevaluatedProperties { unexpected: names }
+                if at_root =>
+            {
+                unexpected.extend(names.iter().cloned());
+            }
+            ValidationErrorKind::FalseSchema if is_top_level_field(error.instance_path().as_str()) => {
+                unexpected.push(field_name(error.instance_path().as_str()));
+            }
+            kind => {
+                let mut field = error.instance_path().as_str().to_owned();
+                if let ValidationErrorKind::Required { property } = kind {
+                    field.push_str(&pointer(property.as_str().unwrap_or_default()));
+                }
+                match kind {
+                    ValidationErrorKind::Enum { .. } | ValidationErrorKind::Constant { .. } => {
+                        listed.push(field.clone())
+                    }
+                    ValidationErrorKind::Type { .. } => typed.push((values.len(), field.clone())),
+                    _ => {}
+                }
+                // Parsed once, and only when a value is wrong: its words name sibling bounds.
+                let json = parsed.get_or_insert_with(|| schema.json());
+                values.push(Violation { field, description: describe(&error, json) });
+            }
+        }
+    }
+    for (at, field) in typed.iter().rev() {
+        if listed.contains(field) {
+            values.remove(*at);
+        }
+    }
+    (missing, unexpected, values)
+}
+
+/// A violation for each required argument `missing`, naming an undeclared
+/// key given near it (a schema that allows other keys lets a misspelling
+/// through); keys refused as `unexpected` are named there instead.
+fn missing_named(schema: &Schema, arguments: &Value, missing: Vec<String>, unexpected: &[String]) -> Vec<Violation> {
+    let undeclared = || {
+        arguments
+            .as_object()
+            .into_iter()
+            .flat_map(|given| given.keys().map(String::as_str))
+            .filter(|k| !schema.parameters().iter().any(|p| p == k) && !unexpected.iter().any(|u| u == k))
+    };
+    let named = |name: String| {
+        let description = match crate::similar::nearest(&name, undeclared()) {
+            Some(near) => format!(
+                "missing a required argument: '{name}'; '{}' was given, did you mean '{name}'?",
+                shown_name(near)
+            ),
+            None => format!("missing a required argument: '{name}'"),
+        };
+        Violation { field: pointer(&name), description }
+    };
+    missing.into_iter().map(named).collect()
 }
 
 /// Undeclared arguments whose folded key is that of a declared parameter

@@ -118,20 +118,9 @@ impl HttpEdge for Edge {
         if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins()) {
             return refused;
         }
-        let path = request.uri().path();
-        if let Some(oauth) = snapshot.identity.oauth().filter(|_| path.starts_with(oauth::METADATA_PATH)) {
-            return match request.method() == hyper::Method::GET {
-                true => json_reply(StatusCode::OK, &oauth.metadata()),
-                false => plain(StatusCode::METHOD_NOT_ALLOWED, "the resource metadata is read with GET"),
-            };
-        }
-        let (toolset, search) = match endpoint(path) {
-            Some(Endpoint::Tools(toolset)) => (toolset, false),
-            Some(Endpoint::Search) => (None, true),
-            None => {
-                let message = "not found: MCP is served at /mcp, /mcp/toolsets/NAME and /mcp/search";
-                return plain(StatusCode::NOT_FOUND, message);
-            }
+        let (toolset, search) = match route(&snapshot, &request) {
+            Ok(route) => route,
+            Err(reply) => return reply,
         };
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), true);
         let (caller, admitted) = match snapshot.admit(&presented.credentials(), toolset.as_deref()).await {
@@ -141,17 +130,10 @@ impl HttpEdge for Edge {
         // A session is its owner's: to anyone else it does not exist.
         let owner = Owner::of(&caller);
         let session = request.headers().get(SESSION_HEADER).and_then(|id| id.to_str().ok());
-        if session.is_some_and(|id| self.sessions.foreign(id, &owner)) {
-            return plain(StatusCode::NOT_FOUND, "Not Found: Session not found");
+        if let Some(reply) = self.session_ends(session, &owner, request.method()).await {
+            return reply;
         }
         let in_session = session.is_some();
-        // A session ends here: its GET streams with it.
-        if let Some(id) = session.filter(|_| request.method() == hyper::Method::DELETE) {
-            return match self.sessions.end(id).await {
-                true => Response::new(Full::new(Bytes::new()).boxed()),
-                false => plain(StatusCode::NOT_FOUND, "Not Found: Session not found"),
-            };
-        }
         let guard = connected.call();
         let stream = match request.method() == hyper::Method::GET {
             true => match self.streams.open(owner.principal.as_ref()) {
@@ -174,19 +156,8 @@ impl HttpEdge for Edge {
         let (mut parts, body) = request.into_parts();
         parts.extensions.insert(asked);
         let body = match parts.method {
-            hyper::Method::POST => match message(body, self.body).await {
-                Ok(read) => {
-                    if let Some(arguments) = read.arguments {
-                        parts.extensions.insert(arguments);
-                    }
-                    // A new session: room for it among its owner's.
-                    if read.initialize && !in_session {
-                        if let Err(no_room) = self.sessions.make_room(&owner).await {
-                            return no_room_reply(no_room);
-                        }
-                    }
-                    read.bytes
-                }
+            hyper::Method::POST => match self.posted(body, &mut parts.extensions, &owner, in_session).await {
+                Ok(bytes) => bytes,
                 Err(reply) => return reply,
             },
             _ => Bytes::new(),
@@ -203,7 +174,67 @@ impl HttpEdge for Edge {
     }
 }
 
+/// Where a request goes: the resource metadata (answered here), a tool
+/// set's endpoint (`None`: every tool the caller may use) or the search
+/// endpoint (`true`); anything else is not found.
+#[allow(clippy::result_large_err)] // the error is the reply, sent as it is
+fn route(snapshot: &Snapshot, request: &Request<Body>) -> Result<(Option<String>, bool), Reply> {
+    let path = request.uri().path();
+    if let Some(oauth) = snapshot.identity.oauth().filter(|_| path.starts_with(oauth::METADATA_PATH)) {
+        return Err(match request.method() == hyper::Method::GET {
+            true => json_reply(StatusCode::OK, &oauth.metadata()),
+            false => plain(StatusCode::METHOD_NOT_ALLOWED, "the resource metadata is read with GET"),
+        });
+    }
+    match endpoint(path) {
+        Some(Endpoint::Tools(toolset)) => Ok((toolset, false)),
+        Some(Endpoint::Search) => Ok((None, true)),
+        None => {
+            Err(plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp, /mcp/toolsets/NAME and /mcp/search"))
+        }
+    }
+}
+
 impl Edge {
+    /// The answer to a request of a session that ends there: a session
+    /// another owner's (to whom it does not exist), or a DELETE, which ends
+    /// it and its GET streams.
+    async fn session_ends(&self, session: Option<&str>, owner: &Owner, method: &hyper::Method) -> Option<Reply> {
+        let id = session?;
+        if self.sessions.foreign(id, owner) {
+            return Some(plain(StatusCode::NOT_FOUND, "Not Found: Session not found"));
+        }
+        if method != hyper::Method::DELETE {
+            return None;
+        }
+        Some(match self.sessions.end(id).await {
+            true => Response::new(Full::new(Bytes::new()).boxed()),
+            false => plain(StatusCode::NOT_FOUND, "Not Found: Session not found"),
+        })
+    }
+
+    /// A POST's message, read within its bounds: a call's arguments kept
+    /// aside in `extensions`, and room made for a new session among its
+    /// owner's.
+    async fn posted(
+        &self,
+        body: Body,
+        extensions: &mut http::Extensions,
+        owner: &Owner,
+        in_session: bool,
+    ) -> Result<Bytes, Reply> {
+        let read = message(body, self.body).await?;
+        if let Some(arguments) = read.arguments {
+            extensions.insert(arguments);
+        }
+        if read.initialize && !in_session {
+            if let Err(no_room) = self.sessions.make_room(owner).await {
+                return Err(no_room_reply(no_room));
+            }
+        }
+        Ok(read.bytes)
+    }
+
     /// A browser's request from a page the gateway does not trust: 403. An
     /// `Origin` must be one of `allowed_origins` or a loopback origin (a page
     /// served from this machine). On a loopback listener the `Host` must be

@@ -42,10 +42,10 @@ use observe::Served;
 use rmcp::{
     model::{
         CacheScope, CallToolRequestParams, CallToolResponse, ErrorCode, Extensions, Implementation, ListToolsResult,
-        PaginatedRequestParams, ProgressNotificationParam, ProtocolVersion, ServerCapabilities, ServerConfig,
-        SubscriptionFilter, Tool,
+        PaginatedRequestParams, ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerCapabilities,
+        ServerConfig, SubscriptionFilter, Tool,
     },
-    service::{NotificationContext, RequestContext, SubscriptionContext},
+    service::{NotificationContext, Peer, RequestContext, SubscriptionContext},
     ErrorData, RoleServer, ServerHandler,
 };
 use tokio::sync::watch;
@@ -238,21 +238,7 @@ impl ServerHandler for Handler {
         // federated tool's, for as long as the call runs.
         let token =
             request.meta.as_ref().and_then(|m| m.get_progress_token()).or_else(|| context.meta.get_progress_token());
-        let progress = token.map(|token| {
-            let (sink, mut updates) = crate::mcp::ProgressSink::channel();
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some(update) = updates.recv().await {
-                    let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
-                    params.total = update.total;
-                    params.message = update.message;
-                    if peer.notify_progress(params).await.is_err() {
-                        break;
-                    }
-                }
-            });
-            sink
-        });
+        let progress = token.map(|token| progress_to(token, context.peer.clone()));
         let call = Call {
             progress,
             tool: name.clone(),
@@ -277,21 +263,49 @@ impl ServerHandler for Handler {
                 return Err(ErrorData::new(ErrorCode::INTERNAL_ERROR, "the call was cancelled", None));
             }
         };
-        let outcome = match outcome {
-            Ok(outcome) => outcome,
-            Err(err) => {
-                served.end(&observer, None, Some("invalid_request"));
-                return Err(convert::request_error(err));
-            }
-        };
-        if let Some(error) = convert::is_unknown_tool(&outcome) {
-            served.end(&observer, None, Some("unknown_tool"));
-            return Err(convert::unknown_tool(&name, error));
-        }
-        let error = outcome.result.as_ref().err().map(|error| error.kind.error_type());
-        served.end(&observer, outcome.tool.as_deref(), error);
-        Ok(convert::result(outcome).into())
+        answer(outcome, &name, served, &observer)
     }
+}
+
+/// What `tools/call` answers for the outcome of a call of `name`, its span
+/// and metrics ended with the error type (none for a result).
+fn answer(
+    outcome: Result<crate::exec::Outcome, crate::exec::RequestError>,
+    name: &str,
+    served: Served,
+    observer: &crate::telemetry::Observer,
+) -> Result<CallToolResponse, ErrorData> {
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            served.end(observer, None, Some("invalid_request"));
+            return Err(convert::request_error(err));
+        }
+    };
+    if let Some(error) = convert::is_unknown_tool(&outcome) {
+        served.end(observer, None, Some("unknown_tool"));
+        return Err(convert::unknown_tool(name, error));
+    }
+    let error = outcome.result.as_ref().err().map(|error| error.kind.error_type());
+    served.end(observer, outcome.tool.as_deref(), error);
+    Ok(convert::result(outcome).into())
+}
+
+/// A progress sink whose updates reach `peer` as progress notifications
+/// for `token`, for as long as the call runs.
+fn progress_to(token: ProgressToken, peer: Peer<RoleServer>) -> crate::mcp::ProgressSink {
+    let (sink, mut updates) = crate::mcp::ProgressSink::channel();
+    tokio::spawn(async move {
+        while let Some(update) = updates.recv().await {
+            let mut params = ProgressNotificationParam::new(token.clone(), update.progress);
+            params.total = update.total;
+            params.message = update.message;
+            if peer.notify_progress(params).await.is_err() {
+                break;
+            }
+        }
+    });
+    sink
 }
 
 /// The tools `asked` offers, as MCP lists them: in name order (the

@@ -269,20 +269,7 @@ impl Holder {
         let deltas = delta.and_then(|d| d.get("tool_calls")).and_then(Value::as_array).filter(|c| !c.is_empty());
         let finish = choice.get("finish_reason").filter(|f| !f.is_null()).cloned();
         if let Some(deltas) = deltas {
-            for (at, call) in deltas.iter().enumerate() {
-                let index = call.get("index").and_then(Value::as_u64).unwrap_or(at as u64);
-                let partial = self.calls.entry(index).or_default();
-                if let Some(id) = call.get("id").and_then(Value::as_str) {
-                    partial.id.get_or_insert_with(|| id.to_owned());
-                }
-                let function = call.get("function");
-                if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
-                    partial.name.push_str(name);
-                }
-                if let Some(arguments) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
-                    partial.arguments.push_str(arguments);
-                }
-            }
+            self.gather(deltas);
         }
         let (has_deltas, content) = (deltas.is_some(), content.map(str::to_owned));
         let mut template = chunk;
@@ -301,26 +288,49 @@ impl Holder {
                 Some(content) => self.content(Some(raw), &content),
                 None => self.pass_or_hold(raw),
             },
-            (Some(reason), _) => {
-                let words = matches!(self.state, State::Passing | State::Thinking | State::Pending);
-                if self.calls.is_empty() && words {
-                    let mut out = self.release();
-                    out.push(raw);
-                    self.state = State::Off;
-                    return out;
-                }
-                if let Some(content) = content {
-                    self.content.push_str(&content);
-                    self.tail.push_str(&content);
-                }
-                return self.end(Some(reason), (!has_deltas).then_some(raw));
-            }
+            (Some(reason), _) => return self.finished(raw, reason, content, has_deltas),
         };
         if self.held_bytes > MAX_HELD {
             out.extend(self.release());
             self.state = State::Passing;
         }
         out
+    }
+
+    /// Call deltas added to the calls they continue (by `index`).
+    fn gather(&mut self, deltas: &[Value]) {
+        for (at, call) in deltas.iter().enumerate() {
+            let index = call.get("index").and_then(Value::as_u64).unwrap_or(at as u64);
+            let partial = self.calls.entry(index).or_default();
+            if let Some(id) = call.get("id").and_then(Value::as_str) {
+                partial.id.get_or_insert_with(|| id.to_owned());
+            }
+            let function = call.get("function");
+            if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                partial.name.push_str(name);
+            }
+            if let Some(arguments) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
+                partial.arguments.push_str(arguments);
+            }
+        }
+    }
+
+    /// The event that gives the finish reason (`raw`, with its `content`
+    /// and whether it carried call deltas): words held so far pass as they
+    /// were, or the answer ends with what was held read.
+    fn finished(&mut self, raw: Bytes, reason: Value, content: Option<String>, has_deltas: bool) -> Vec<Bytes> {
+        let words = matches!(self.state, State::Passing | State::Thinking | State::Pending);
+        if self.calls.is_empty() && words {
+            let mut out = self.release();
+            out.push(raw);
+            self.state = State::Off;
+            return out;
+        }
+        if let Some(content) = content {
+            self.content.push_str(&content);
+            self.tail.push_str(&content);
+        }
+        self.end(Some(reason), (!has_deltas).then_some(raw))
     }
 
     /// A `content` delta under the rules: `raw` is its event (`None`
