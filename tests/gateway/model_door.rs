@@ -445,3 +445,31 @@ async fn a_body_over_16_mib_is_413_and_a_door_beyond_loopback_needs_principals()
     let said = crate::common::stderr(&out);
     assert!(said.contains("refusing to listen on 0.0.0.0:0"), "{said}");
 }
+
+/// Server-sent events whose lines end in CR alone, or CRLF, are events all
+/// the same: a call the model wrote as text is lifted from either stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_lines_end_in_cr_or_crlf_is_read_as_events() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let parameters =
+        serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    for model in ["text-call-cr", "text-call-crlf"] {
+        let body = serde_json::json!({
+            "model": model, "stream": true, "messages": [{"role": "user", "content": "The weather in Paris?"}],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": parameters}}],
+        });
+        let answer = http()
+            .post(format!("{url}/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let text = answer.text().await.unwrap();
+        let lifted = text.contains(r#""name":"get_weather""#) && text.contains(r#""finish_reason":"tool_calls""#);
+        assert!(lifted, "{model}: {text}");
+        assert!(text.contains(r#"{\"city\":\"Paris\"}"#), "{model}: {text}");
+    }
+}

@@ -1,4 +1,4 @@
-//! The model door (DESIGN-wave4 section 21): an OpenAI-compatible endpoint
+//! The model door (docs/model-door.md): an OpenAI-compatible endpoint
 //! in front of OpenAI-compatible model servers. An agent changes its base
 //! URL; its framework then receives the model's tool calls repaired where
 //! one meaning is possible, against the `tools` its own request declared
@@ -11,12 +11,14 @@
 //! - [`tools`]: the request's tools, compiled once per distinct list.
 //! - [`response`]: a whole completion repaired.
 //! - [`stream`]: a streamed completion, held where a call may begin.
+//! - [`sse`]: server-sent events framed as they pass (CR, LF, CRLF).
 
 pub(crate) mod http;
 mod observe;
 mod request;
 mod response;
 mod route;
+mod sse;
 mod stream;
 mod tools;
 

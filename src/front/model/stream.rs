@@ -23,8 +23,8 @@
 //! - Usage chunks, comments and `[DONE]` pass, in order.
 //! - A stream of several choices (`n` > 1) passes unchanged.
 //!
-//! Events are split on blank lines, each kept as its bytes: what passes is
-//! sent byte for byte. [`Holder`] is the rules, without IO; [`relay`] runs
+//! Events are split on blank lines ([`super::sse`]), each kept as its
+//! bytes: what passes is sent byte for byte. [`Holder`] is the rules, without IO; [`relay`] runs
 //! them over the upstream's stream.
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -33,8 +33,12 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc;
+use tokio_util::codec::Decoder;
 
-use super::response::{lift, made, repair_call, Lifting, Made};
+use super::{
+    response::{lift, made, repair_call, Lifting, Made},
+    sse::{data, Frames},
+};
 use crate::exec::declared::{
     words::{Scan, Scanned},
     Declared,
@@ -45,78 +49,6 @@ pub(super) const MAX_HELD: usize = 1024 * 1024;
 
 /// How often a holding stream tells the client it is alive.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
-
-/// Server-sent events as they arrive: the bytes of each whole event (one
-/// ending with a blank line), and what is left of one still arriving.
-/// Each byte is looked at once (an event that arrives in many pieces is
-/// not rescanned from its start).
-#[derive(Default)]
-pub(super) struct Events {
-    buffer: Vec<u8>,
-    /// Where in `buffer` the search for the blank line goes on.
-    scanned: usize,
-}
-
-impl Events {
-    /// The whole events `bytes` completes.
-    pub(super) fn push(&mut self, bytes: &[u8]) -> Vec<Bytes> {
-        self.buffer.extend_from_slice(bytes);
-        let buffer = &self.buffer;
-        let mut events = Vec::new();
-        let mut start = 0;
-        let mut at = self.scanned;
-        while at + 1 < buffer.len() {
-            let end = match (buffer[at], buffer[at + 1]) {
-                (b'\n', b'\n') => Some(at + 2),
-                (b'\n', b'\r') if buffer.get(at + 2) == Some(&b'\n') => Some(at + 3),
-                _ => None,
-            };
-            match end {
-                Some(end) => {
-                    events.push(Bytes::copy_from_slice(&buffer[start..end]));
-                    start = end;
-                    at = end;
-                }
-                None => at += 1,
-            }
-        }
-        // A `\n\r` waiting for its `\n` is looked at again.
-        self.scanned = at.saturating_sub(1).max(start) - start;
-        self.buffer.drain(..start);
-        events
-    }
-
-    /// How many bytes of an unfinished event are waiting.
-    pub(super) fn waiting(&self) -> usize {
-        self.buffer.len()
-    }
-
-    /// The bytes of an unfinished event, taken.
-    pub(super) fn rest(&mut self) -> Bytes {
-        self.scanned = 0;
-        Bytes::from(std::mem::take(&mut self.buffer))
-    }
-}
-
-/// The `data` of an event: its `data:` lines joined by newlines; `None`
-/// for an event without one (a comment).
-fn data(event: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(event).ok()?;
-    let mut data: Option<String> = None;
-    for line in text.lines() {
-        if let Some(value) = line.strip_prefix("data:") {
-            let value = value.strip_prefix(' ').unwrap_or(value);
-            match &mut data {
-                Some(data) => {
-                    data.push('\n');
-                    data.push_str(value);
-                }
-                None => data = Some(value.to_owned()),
-            }
-        }
-    }
-    data
-}
 
 /// Where the choice is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -700,7 +632,7 @@ pub(super) async fn relay(
     to: mpsc::Sender<Bytes>,
     mut holder: Holder,
 ) -> Holder {
-    let mut events = Events::default();
+    let (mut frames, mut waiting) = (Frames::default(), bytes::BytesMut::new());
     let mut raw = false;
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.reset();
@@ -717,9 +649,13 @@ pub(super) async fn relay(
         let (out, ended) = match next {
             Some(Ok(bytes)) if raw => (vec![bytes], false),
             Some(Ok(bytes)) => {
-                let mut out: Vec<Bytes> = events.push(&bytes).into_iter().flat_map(|e| holder.event(e)).collect();
-                if events.waiting() > MAX_HELD {
-                    out.extend(holder.give_up(events.rest()));
+                waiting.extend_from_slice(&bytes);
+                let mut out = Vec::new();
+                while let Ok(Some(event)) = frames.decode(&mut waiting) {
+                    out.extend(holder.event(event));
+                }
+                if waiting.len() > MAX_HELD {
+                    out.extend(holder.give_up(waiting.split().freeze()));
                     raw = true;
                 }
                 (out, false)
@@ -731,7 +667,7 @@ pub(super) async fn relay(
             }
             None => {
                 let mut out = holder.end(None, None);
-                out.push(events.rest());
+                out.push(waiting.split().freeze());
                 (out, true)
             }
         };
@@ -749,21 +685,6 @@ pub(super) async fn relay(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn events_split_on_blank_lines_and_the_rest_waits() {
-        let mut events = Events::default();
-        let whole = events.push(b"data: a\n\ndata: b\r\n\r\n: keep\n\ndata: c");
-        assert_eq!(whole, [&b"data: a\n\n"[..], &b"data: b\r\n\r\n"[..], &b": keep\n\n"[..]]);
-        assert_eq!(events.waiting(), 7);
-        // An event in pieces, its blank line split too.
-        assert!(events.push(b"\r").is_empty());
-        assert!(events.push(b"\n\r").is_empty());
-        assert_eq!(events.push(b"\n"), [&b"data: c\r\n\r\n"[..]]);
-        assert_eq!(events.waiting(), 0);
-        assert_eq!(data(b"data: {\"a\": 1}\n\n").as_deref(), Some("{\"a\": 1}"));
-        assert_eq!(data(b": keep-alive\n\n"), None);
-    }
 
     fn weather() -> Arc<Declared> {
         let parameters =

@@ -121,13 +121,18 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
     events
 }
 
-/// The answer of `model` writing `content` and `calls`, whole or streamed.
+/// The answer of `model` writing `content` and `calls`, whole or streamed;
+/// a model named `…-cr` or `…-crlf` ends its stream's lines so.
 fn answer(model: &str, content: Option<&str>, calls: Option<Value>, stream: bool) -> Response {
     if !stream {
         let body = completion(model, content, calls).to_string();
         return ([("content-type", "application/json")], body).into_response();
     }
-    let events = events(model, content, calls).into_iter().map(|e| Ok::<_, std::io::Error>(Bytes::from(e)));
+    let ends = [("-crlf", "\r\n"), ("-cr", "\r")].into_iter().find(|(suffix, _)| model.ends_with(suffix));
+    let ends = ends.map_or("\n", |(_, ends)| ends);
+    let events = events(model, content, calls)
+        .into_iter()
+        .map(move |e| Ok::<_, std::io::Error>(Bytes::from(e.replace('\n', ends))));
     Response::builder()
         .header("content-type", "text/event-stream")
         .body(Body::from_stream(futures::stream::iter(events)))
@@ -173,7 +178,7 @@ pub async fn start() -> ModelServer {
         }
         let (content, calls) = match answered {
             true => (Some("It is sunny."), None),
-            false => script(&model),
+            false => script(model.trim_end_matches("-crlf").trim_end_matches("-cr")),
         };
         let stream = asked["stream"].as_bool().unwrap_or(false);
         if !stream || model != "cut" {
