@@ -98,7 +98,9 @@ pub(crate) struct Upstream {
     /// Without a trailing `/`.
     pub(crate) base_url: String,
     pub(crate) api_key: Option<Secret>,
-    pub(crate) models: Vec<String>,
+    /// `models`, each compiled once here (`*` any run, `?` one character,
+    /// `[…]` one of a set).
+    pub(crate) models: Vec<glob::Pattern>,
     pub(crate) timeout: Duration,
 }
 
@@ -147,11 +149,19 @@ impl ModelDoorConfig {
                     }
                 },
             };
+            let models = raw.models.iter().enumerate().filter_map(|(j, text)| match glob::Pattern::new(text) {
+                Ok(pattern) => Some(pattern),
+                Err(why) => {
+                    problems.push(format!("{at}.models[{j}]: '{text}' is not a glob: {}", why.msg));
+                    None
+                }
+            });
+            let models = models.collect();
             upstreams.push(Upstream {
                 name: raw.name,
                 base_url: raw.base_url.trim_end_matches('/').to_owned(),
                 api_key,
-                models: raw.models,
+                models,
                 timeout,
             });
         }

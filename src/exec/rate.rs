@@ -103,6 +103,19 @@ pub(crate) struct Limited {
     pub(crate) message: String,
 }
 
+impl Limited {
+    /// When to try again in whole seconds, rounded up, at least 1: the
+    /// HTTP doors' `Retry-After`, and the wait the message names.
+    pub(crate) fn retry_after_seconds(&self) -> u64 {
+        whole_seconds(self.retry_after)
+    }
+}
+
+/// `wait` in whole seconds, rounded up, at least 1.
+fn whole_seconds(wait: Duration) -> u64 {
+    wait.as_secs_f64().ceil().max(1.0) as u64
+}
+
 impl RateLimits {
     /// Checks `rate_limits` and every principal's `rate` (`origin`: the
     /// file, for messages): a limit of 0 or less, `burst` without
@@ -174,7 +187,7 @@ impl RateLimits {
     /// The message of a limit reached, for the model (calls) or the client
     /// (requests).
     fn message(scope: Scope, tool: &str, per_minute: f64, retry_after: Duration) -> String {
-        let wait = retry_after.as_secs_f64().ceil().max(1.0);
+        let wait = whole_seconds(retry_after);
         let rate = match per_minute.fract() == 0.0 {
             true => format!("{per_minute:.0}"),
             false => format!("{per_minute}"),
@@ -185,10 +198,10 @@ impl RateLimits {
         };
         match scope {
             Scope::Principal => {
-                format!("this client may make at most {rate} {requests} a minute; try again in {wait:.0} s.")
+                format!("this client may make at most {rate} {requests} a minute; try again in {wait} s.")
             }
             Scope::User => {
-                format!("tools may be called at most {rate} {times} a minute for this user; try again in {wait:.0} s.")
+                format!("tools may be called at most {rate} {times} a minute for this user; try again in {wait} s.")
             }
             Scope::Tool(per) => {
                 let whom = match per {
@@ -196,7 +209,7 @@ impl RateLimits {
                     Per::Principal => "for this client",
                     Per::All => "in all",
                 };
-                format!("'{tool}' may be called at most {rate} {times} a minute {whom}; try again in {wait:.0} s.")
+                format!("'{tool}' may be called at most {rate} {times} a minute {whom}; try again in {wait} s.")
             }
         }
     }

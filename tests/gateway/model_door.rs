@@ -238,7 +238,7 @@ fn a_model_door_configured_wrongly_is_refused_with_every_problem() {
     dir.file("registry/tools.yaml", "tools:\n  - name: echo_tool\n    description: x\n    backend: {builtin: echo}\n");
     dir.file(
         "toolgate.yaml",
-        "model_door:\n  listen: 127.0.0.1:0\n  upstreams:\n    - name: local\n      base_url: ftp://x\n      api_key_env: NO_SUCH_KEY_VAR\n      timeout: soon\n  default_upstream: locl\n",
+        "model_door:\n  listen: 127.0.0.1:0\n  upstreams:\n    - name: local\n      base_url: ftp://x\n      api_key_env: NO_SUCH_KEY_VAR\n      timeout: soon\n      models: [\"qwen*\", \"[gpt\"]\n  default_upstream: locl\n",
     );
     let out = crate::common::run(dir.dir.path(), &["validate", "--config", "toolgate.yaml", "--catalog", "registry"]);
     let said = crate::common::stderr(&out) + &crate::common::stdout(&out);
@@ -247,6 +247,7 @@ fn a_model_door_configured_wrongly_is_refused_with_every_problem() {
         "model_door.upstreams[0].base_url: 'ftp://x' is not an http(s) URL",
         "model_door.upstreams[0].api_key_env: the environment variable NO_SUCH_KEY_VAR is not set",
         "model_door.upstreams[0].timeout: 'soon' is not a duration",
+        "model_door.upstreams[0].models[1]: '[gpt' is not a glob",
         "model_door.default_upstream: no upstream is named 'locl'",
         "did you mean 'local'",
     ] {

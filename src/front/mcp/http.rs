@@ -374,8 +374,7 @@ fn refusal(snapshot: &Snapshot, refused: Refused, sent: bool) -> Reply {
         }
         Refused::Limited(limited) => {
             let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, &limited.message);
-            let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
-            reply.headers_mut().insert(hyper::header::RETRY_AFTER, seconds.into());
+            reply.headers_mut().insert(hyper::header::RETRY_AFTER, limited.retry_after_seconds().into());
             reply
         }
         // As a JSON-RPC error too, where SDKs read it (a 404 with a JSON

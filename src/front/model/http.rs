@@ -312,7 +312,7 @@ fn repaired(
 
 /// 404 for a model no upstream serves.
 fn unserved(settings: &ModelSettings, model: &str) -> Reply {
-    let configured: Vec<&str> = settings.upstreams.iter().flat_map(|u| u.models.iter().map(String::as_str)).collect();
+    let configured: Vec<&str> = settings.upstreams.iter().flat_map(|u| u.models.iter().map(glob::Pattern::as_str)).collect();
     let message =
         format!("no model server serves the model '{model}': the configured models are {}", configured.join(", "));
     error(StatusCode::NOT_FOUND, &message, "invalid_request_error")
@@ -497,8 +497,7 @@ fn refusal(refused: Refused) -> Reply {
     match refused {
         Refused::Limited(limited) => {
             let mut reply = error(StatusCode::TOO_MANY_REQUESTS, &limited.message, "rate_limit_exceeded");
-            let seconds = limited.retry_after.as_secs_f64().ceil().max(1.0) as u64;
-            reply.headers_mut().insert(header::RETRY_AFTER, seconds.into());
+            reply.headers_mut().insert(header::RETRY_AFTER, limited.retry_after_seconds().into());
             reply
         }
         Refused::Unauthenticated(_) | Refused::UnknownToolset(_) => {

@@ -7,53 +7,34 @@ use crate::config::{ModelSettings, Upstream};
 /// The upstream for `model`, if any.
 pub(super) fn upstream<'s>(settings: &'s ModelSettings, model: &str) -> Option<&'s Upstream> {
     let matching =
-        settings.upstreams.iter().find(|u| u.models.is_empty() || u.models.iter().any(|glob| matches(glob, model)));
+        settings.upstreams.iter().find(|u| u.models.is_empty() || u.models.iter().any(|glob| glob.matches(model)));
     matching.or_else(|| settings.default_upstream.map(|at| &settings.upstreams[at]))
-}
-
-/// Whether `text` matches `glob`: `*` any run of characters, `?` one,
-/// anything else itself. Linear in practice: the usual two-pointer walk
-/// that backtracks only to the last `*`.
-pub(super) fn matches(glob: &str, text: &str) -> bool {
-    let (glob, text): (Vec<char>, Vec<char>) = (glob.chars().collect(), text.chars().collect());
-    let (mut g, mut t) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while t < text.len() {
-        match glob.get(g) {
-            Some('*') => {
-                star = Some((g, t));
-                g += 1;
-            }
-            Some(&c) if c == '?' || c == text[t] => {
-                g += 1;
-                t += 1;
-            }
-            _ => match star {
-                Some((sg, st)) => {
-                    g = sg + 1;
-                    t = st + 1;
-                    star = Some((sg, st + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    glob[g..].iter().all(|&c| c == '*')
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn upstream(name: &str, models: &[&str]) -> Upstream {
+        let models = models.iter().map(|m| glob::Pattern::new(m).unwrap()).collect();
+        Upstream { name: name.to_owned(), base_url: String::new(), api_key: None, models, timeout: Default::default() }
+    }
+
     #[test]
-    fn globs() {
-        for (glob, text) in
-            [("gpt-oss-*", "gpt-oss-20b"), ("*", ""), ("qwen3-coder", "qwen3-coder"), ("q?en*", "qwen3")]
-        {
-            assert!(matches(glob, text), "{glob} {text}");
-        }
-        for (glob, text) in [("gpt-oss-*", "gpt-4o"), ("qwen3-coder", "qwen3-coder-30b"), ("a?c", "ac")] {
-            assert!(!matches(glob, text), "{glob} {text}");
-        }
+    fn the_first_upstream_whose_globs_match_serves_else_the_default() {
+        let settings = ModelSettings {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            upstreams: vec![upstream("oss", &["gpt-oss-*", "q?en*"]), upstream("hub", &["*/*"]), upstream("rest", &[])],
+            default_upstream: Some(0),
+            strict: false,
+            tools: Default::default(),
+        };
+        let served = |model| super::upstream(&settings, model).map(|u| u.name.as_str());
+        assert_eq!(served("gpt-oss-20b"), Some("oss"));
+        assert_eq!(served("qwen3"), Some("oss"));
+        assert_eq!(served("Qwen/Qwen3-8B"), Some("hub"), "a `*` crosses a `/`");
+        assert_eq!(served("gpt-4o"), Some("rest"), "no models: every model");
+        let settings = ModelSettings { upstreams: vec![upstream("oss", &["a?c"])], ..settings };
+        assert_eq!(super::upstream(&settings, "ac").map(|u| u.name.as_str()), Some("oss"), "the default");
     }
 }
