@@ -18,7 +18,7 @@
 //! | 10 | `tls` | rustls: the provider, HTTPS clients' roots, the listeners' certificates and client CA |
 //! | 11 | [`catalog`] | YAML files → an immutable catalogue; no network, no processes |
 //! | 12 | [`similar`], `process`, [`telemetry`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; the generated contract |
-//! | 13 | [`env`](mod@env) | the process environment as a value, read nowhere else |
+//! | 13 | [`env`](mod@env), `lock` | the process environment as a value, read nowhere else; one policy for a poisoned lock |
 //!
 //! The public modules are what the binary, the integration tests and the
 //! benchmarks use; everything else is `pub(crate)`.
@@ -32,6 +32,7 @@ pub mod exec;
 pub(crate) mod front;
 pub mod identity;
 pub(crate) mod live;
+pub(crate) mod lock;
 pub(crate) mod mcp;
 pub mod process;
 pub mod proto;

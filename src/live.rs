@@ -214,7 +214,7 @@ impl LiveCatalog {
     }
 
     fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
-        let mut tasks = self.tasks.lock().expect("not poisoned");
+        let mut tasks = crate::lock::lock(&self.tasks);
         tasks.retain(|t| !t.is_finished());
         tasks.push(tokio::spawn(task));
     }
@@ -243,7 +243,7 @@ impl LiveCatalog {
     /// Stops the background work and ends every MCP connection (child
     /// processes exit or are killed, with their process groups).
     pub(crate) async fn shutdown(&self) {
-        for task in self.tasks.lock().expect("not poisoned").drain(..) {
+        for task in crate::lock::lock(&self.tasks).drain(..) {
             task.abort();
         }
         self.shared.mcp().shutdown().await;

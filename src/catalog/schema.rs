@@ -20,7 +20,7 @@
 use std::{
     collections::HashSet,
     fmt,
-    sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError},
+    sync::{Arc, Mutex, OnceLock},
 };
 
 use serde_json::{value::RawValue, Value};
@@ -171,12 +171,12 @@ impl SchemaCache {
     /// earlier tool of the same schema. Errors are not kept.
     pub(crate) fn compile(&self, json: Value) -> Result<Arc<Schema>, String> {
         let text = compact(&json);
-        if let Some(known) = locked(&self.by_text).get(text.get()) {
+        if let Some(known) = crate::lock::lock(&self.by_text).get(text.get()) {
             return Ok(Arc::clone(&known.0));
         }
         let schema = Arc::new(Schema::compile_with_text(json, text, Some(self))?);
         // Another thread of the same load may have compiled it meanwhile: one is kept.
-        let mut by_text = locked(&self.by_text);
+        let mut by_text = crate::lock::lock(&self.by_text);
         match by_text.get(schema.text()) {
             Some(known) => Ok(Arc::clone(&known.0)),
             None => {
@@ -209,12 +209,6 @@ impl std::hash::Hash for ByText {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         self.0.text().hash(state);
     }
-}
-
-/// The cache's maps, locked for one look-up or insertion (a panic while
-/// one was held left it whole).
-fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl fmt::Debug for Schema {
@@ -280,7 +274,7 @@ impl SchemaCache {
     /// its own, through the same compiler; the compiled expression is kept in
     /// the load's pattern cache for the schemas that use it.
     fn pattern_compiles(&self, pattern: &str, keyword: &str) -> bool {
-        if locked(&self.compiled).contains(pattern) {
+        if crate::lock::lock(&self.compiled).contains(pattern) {
             return true;
         }
         let probe = match keyword {
@@ -289,7 +283,7 @@ impl SchemaCache {
         };
         let compiles = build(&probe, Some(&self.patterns)).is_ok();
         if compiles {
-            locked(&self.compiled).insert(pattern.to_owned());
+            crate::lock::lock(&self.compiled).insert(pattern.to_owned());
         }
         compiles
     }

@@ -275,7 +275,7 @@ impl Drop for Admitted {
 impl InFlight {
     fn enter(&self, principal: &str, cap: usize) -> Option<Admitted> {
         let count = {
-            let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+            let mut counts = crate::lock::lock(&self.counts);
             Arc::clone(counts.entry(principal.to_owned()).or_default())
         };
         let before = count.fetch_add(1, Ordering::AcqRel);

@@ -227,7 +227,7 @@ impl UserVerifier {
     pub(crate) fn verified(&self, token: &str) -> Result<Arc<Verified>, TokenError> {
         let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        if let Some(verified) = self.verified.lock().unwrap_or_else(|e| e.into_inner()).get(&digest) {
+        if let Some(verified) = crate::lock::lock(&self.verified).get(&digest) {
             if now <= verified.exp + LEEWAY_SECONDS {
                 return Ok(Arc::clone(verified));
             }
@@ -278,7 +278,7 @@ impl UserVerifier {
             scopes,
             client_id: claims.client_id.or(claims.azp),
         });
-        let mut cache = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cache = crate::lock::lock(&self.verified);
         if cache.len() >= MAX_CACHED {
             cache.retain(|_, v| now <= v.exp + LEEWAY_SECONDS);
             if cache.len() >= MAX_CACHED {

@@ -187,7 +187,7 @@ impl McpPool {
         let (events, receiver) = mpsc::unbounded_channel();
         let pool = Self { servers: Default::default(), events, inherited: inherited.clone() };
         let servers = servers.iter().map(|spec| (spec.name.clone(), pool.server(spec))).collect();
-        *pool.servers.write().expect("not poisoned") = servers;
+        *crate::lock::write(&pool.servers) = servers;
         (Arc::new(pool), receiver)
     }
 
@@ -203,18 +203,18 @@ impl McpPool {
 
     /// Whether the pool has a server of this name.
     pub(crate) fn has(&self, name: &str) -> bool {
-        self.servers.read().expect("not poisoned").contains_key(name)
+        crate::lock::read(&self.servers).contains_key(name)
     }
 
     fn get(&self, name: &str) -> Option<Arc<Server>> {
-        self.servers.read().expect("not poisoned").get(name).cloned()
+        crate::lock::read(&self.servers).get(name).cloned()
     }
 
     /// Connects to every server and lists its tools, all at once, each within
     /// its startup timeout.
     pub(crate) async fn list_all(&self) -> Vec<McpListing> {
         let servers: Vec<(String, Arc<Server>)> =
-            self.servers.read().expect("not poisoned").iter().map(|(n, s)| (n.clone(), Arc::clone(s))).collect();
+            crate::lock::read(&self.servers).iter().map(|(n, s)| (n.clone(), Arc::clone(s))).collect();
         let listings = servers
             .into_iter()
             .map(|(name, server)| async move { McpListing { server: name, tools: server.list().await } });
@@ -232,7 +232,7 @@ impl McpPool {
     /// timeout are unchanged keeps its connection; a new or changed one gets
     /// a fresh, unconnected server outside the pool.
     pub(crate) fn plan(&self, specs: &[McpServer]) -> Plan {
-        let current = self.servers.read().expect("not poisoned");
+        let current = crate::lock::read(&self.servers);
         let mut plan = Plan { kept: Vec::new(), fresh: HashMap::new() };
         for spec in specs {
             match current.get(&spec.name) {
@@ -253,7 +253,7 @@ impl McpPool {
     /// (removed, or replaced by a changed one) are returned, still connected,
     /// for calls in flight on them to finish.
     pub(crate) fn apply(&self, plan: Plan) -> Retired {
-        let mut servers = self.servers.write().expect("not poisoned");
+        let mut servers = crate::lock::write(&self.servers);
         let mut next: HashMap<String, Arc<Server>> = HashMap::new();
         for name in plan.kept {
             if let Some(server) = servers.remove(&name) {
@@ -348,7 +348,7 @@ impl McpPool {
 
     /// Ends every connection; child processes are asked to exit, then killed.
     pub(crate) async fn shutdown(&self) {
-        let servers: Vec<Arc<Server>> = self.servers.read().expect("not poisoned").values().cloned().collect();
+        let servers: Vec<Arc<Server>> = crate::lock::read(&self.servers).values().cloned().collect();
         join_all(servers.iter().map(|server| server.disconnect())).await;
     }
 }

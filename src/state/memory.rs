@@ -134,7 +134,7 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Records> {
-        self.records.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock::lock(&self.records)
     }
 
     /// Whether a new record of `key` fits: expired records are swept when a
@@ -231,7 +231,7 @@ impl Store for MemoryStore {
 
     fn admit<'a>(&'a self, buckets: &'a [Bucket]) -> BoxFuture<'a, Result<Admission, StoreError>> {
         let now = self.epoch.elapsed().as_micros() as u64;
-        let mut held = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = crate::lock::lock(&self.buckets);
         let tats: Vec<u64> = buckets.iter().map(|b| held.get(&b.key).copied().unwrap_or(0)).collect();
         let admission = match gcra(buckets, &tats, now) {
             Ok(next) => {

@@ -79,7 +79,7 @@ impl RedisStore {
             return Ok(connection.clone());
         }
         {
-            let last = self.last_attempt.lock().unwrap_or_else(|e| e.into_inner());
+            let last = crate::lock::lock(&self.last_attempt);
             if last.is_some_and(|at| at.elapsed() < RETRY_AFTER) {
                 return Err(StoreError::Unavailable("not connected".to_owned()));
             }
@@ -91,7 +91,7 @@ impl RedisStore {
             .set_max_delay(RETRY_AFTER);
         let made = ConnectionManager::new_with_config(self.client.clone(), config).await.map_err(|err| {
             // Only a failed attempt holds the next one back.
-            *self.last_attempt.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+            *crate::lock::lock(&self.last_attempt) = Some(Instant::now());
             StoreError::Unavailable(err.to_string())
         })?;
         tracing::info!("connected to Redis");

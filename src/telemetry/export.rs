@@ -110,7 +110,7 @@ struct Warnings {
 
 impl Warnings {
     fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
-        let mut last = self.last.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut last = crate::lock::lock(&self.last);
         if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             *last = Some(Instant::now());
             tracing::warn!("{what} could not be exported ({error}); dropping telemetry until the collector answers");

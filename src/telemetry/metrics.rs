@@ -109,11 +109,11 @@ impl Metrics {
         let label = match tool {
             None => semconv::OTHER.to_owned(),
             Some(name) => {
-                let known = self.labels.read().map(|l| l.contains(name)).unwrap_or(false);
+                let known = crate::lock::read(&self.labels).contains(name);
                 if known {
                     name.to_owned()
                 } else {
-                    let mut labels = self.labels.write().expect("not poisoned");
+                    let mut labels = crate::lock::write(&self.labels);
                     if labels.len() < MAX_TOOL_LABELS {
                         labels.insert(name.to_owned());
                         name.to_owned()

@@ -15,7 +15,7 @@
 use std::{
     future::Future,
     pin::Pin,
-    sync::{Mutex, MutexGuard, PoisonError},
+    sync::{Mutex, MutexGuard},
     task::Poll,
 };
 
@@ -50,7 +50,7 @@ impl Live {
     }
 
     fn recording(&self) -> MutexGuard<'_, Recording> {
-        self.recording.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock::lock(&self.recording)
     }
 }
 

@@ -73,7 +73,7 @@ impl ServerTls {
         self.config_http1.store(Arc::new(with_http1(&config)));
         self.config.store(Arc::new(config));
         self.verifier.store(Arc::new(verifier));
-        self.checked.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        crate::lock::lock(&self.checked).clear();
         Ok(())
     }
 
@@ -93,7 +93,7 @@ impl ServerTls {
     pub(crate) fn trusts(&self, chain: &[CertificateDer<'_>]) -> bool {
         let Some((end_entity, intermediates)) = chain.split_first() else { return false };
         let digest: [u8; 32] = Sha256::digest(end_entity.as_ref()).into();
-        let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+        let mut checked = crate::lock::lock(&self.checked);
         if let Some(&trusted) = checked.get(&digest) {
             return trusted;
         }

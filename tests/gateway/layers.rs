@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["tls"],
     &["catalog"],
     &["similar", "search", "process", "telemetry", "proto"],
-    &["env"],
+    &["env", "lock"],
 ];
 
 /// The layer of a module: `front/grpc` is in the layer of `front`.

@@ -56,7 +56,7 @@ impl Streams {
     /// A place for one more stream of `principal`, held until the guard
     /// drops (with the stream); `None` past the bound.
     pub(crate) fn open(&self, principal: Option<&Arc<str>>) -> Option<OpenStream> {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = crate::lock::lock(&self.open);
         let count = open.entry(principal.cloned()).or_default();
         if *count >= self.per_principal {
             return None;
@@ -79,7 +79,7 @@ pub(crate) struct OpenStream {
 
 impl Drop for OpenStream {
     fn drop(&mut self) {
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let mut open = crate::lock::lock(&self.open);
         if let Some(count) = open.get_mut(&self.principal) {
             *count -= 1;
             if *count == 0 {

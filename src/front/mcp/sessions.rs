@@ -342,7 +342,7 @@ impl<S: ServerHandler> Sessions<S> {
 
 impl<S> Sessions<S> {
     fn table(&self) -> MutexGuard<'_, HashMap<SessionId, Session>> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
+        crate::lock::lock(&self.table)
     }
 }
 

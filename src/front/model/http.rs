@@ -312,7 +312,8 @@ fn repaired(
 
 /// 404 for a model no upstream serves.
 fn unserved(settings: &ModelSettings, model: &str) -> Reply {
-    let configured: Vec<&str> = settings.upstreams.iter().flat_map(|u| u.models.iter().map(glob::Pattern::as_str)).collect();
+    let configured: Vec<&str> =
+        settings.upstreams.iter().flat_map(|u| u.models.iter().map(glob::Pattern::as_str)).collect();
     let message =
         format!("no model server serves the model '{model}': the configured models are {}", configured.join(", "));
     error(StatusCode::NOT_FOUND, &message, "invalid_request_error")
