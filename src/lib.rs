@@ -1,4 +1,5 @@
-//! toolgate: a tool gateway for LLM agent backends, reached over gRPC.
+//! toolgate: a tool gateway for LLM agent backends, reached over gRPC, MCP
+//! and the model door.
 //!
 //! One core, thin front doors (docs/architecture.md). Layers, highest
 //! first; a module uses only modules of lower rows (the `layers`
@@ -8,7 +9,7 @@
 //! |---|---|---|
 //! | 1 | [`cli`] | the `toolgate` commands: flags, signals, what a person reads |
 //! | 2 | [`app`] | the composition root: settings → stores, identity, catalogue, executor, front doors; reload |
-//! | 3 | `front` | the front doors: gRPC (proto ↔ core, errors → statuses), MCP |
+//! | 3 | `front` | the front doors, a folder each: gRPC (proto ↔ core, errors → statuses), MCP, the model door (an OpenAI-compatible proxy that repairs a model's calls) |
 //! | 4 | [`server`] | the one edge: `serve` (accept, TLS handshakes, caps, deadlines, drain) for every door |
 //! | 5 | `live` | keeps the snapshot (executor and identity) current: validate, then swap |
 //! | 6 | [`config`] | plain settings from flags, environment and file; builds nothing |
@@ -17,7 +18,7 @@
 //! | 9 | [`resolve`], `mcp`, `state` | names → tools and their messages; the MCP client; the state stores |
 //! | 10 | `tls` | rustls: the provider, HTTPS clients' roots, the listeners' certificates and client CA |
 //! | 11 | [`catalog`] | YAML files → an immutable catalogue; no network, no processes |
-//! | 12 | [`similar`], `process`, [`telemetry`], [`proto`] | pure name functions; child processes; logs, OTLP and trace context; the generated contract |
+//! | 12 | [`similar`], [`search`], `process`, [`telemetry`], [`proto`] | pure name functions; tool search's ranking; child processes; logs, OTLP and trace context; the generated contract |
 //! | 13 | [`env`](mod@env), `lock` | the process environment as a value, read nowhere else; one policy for a poisoned lock |
 //!
 //! The public modules are what the binary, the integration tests and the

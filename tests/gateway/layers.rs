@@ -160,3 +160,90 @@ fn front_doors_share_a_layer_and_never_meet() {
     assert!(layer("front/mcp") <= layer("front/grpc"));
     assert!(layer("front/grpc") < layer("exec"));
 }
+
+/// The modules of each row of a layer table: the backticked or linked
+/// names of its module column (`cli/`, `live.rs`, [`config`],
+/// `front/grpc/ (and every other door)` → `cli`, `live`, `config`, `front`).
+fn table_rows<'t>(lines: impl Iterator<Item = &'t str>) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for line in lines {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() < 3 || cells[0].parse::<usize>().is_err() {
+            continue;
+        }
+        let mut names: Vec<String> = cells[1]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(|name| {
+                let name = name.split(['/', '.', ' ']).next().unwrap();
+                name.to_owned()
+            })
+            .collect();
+        names.dedup();
+        rows.push(names);
+    }
+    rows
+}
+
+/// `LAYERS` without the binary's own row, each row sorted.
+fn layers_rows() -> Vec<Vec<String>> {
+    LAYERS[1..]
+        .iter()
+        .map(|row| {
+            let mut row: Vec<String> = row.iter().map(|m| m.to_string()).collect();
+            row.sort();
+            row
+        })
+        .collect()
+}
+
+fn sorted(mut rows: Vec<Vec<String>>) -> Vec<Vec<String>> {
+    rows.iter_mut().for_each(|row| row.sort());
+    rows
+}
+
+/// The map agrees with the code: the layer tables of `src/lib.rs` and of
+/// `docs/architecture.md` name the rows this test holds the imports to,
+/// and every path of `src/` the page names exists.
+#[test]
+fn the_map_names_the_layers_and_paths_that_exist() {
+    let lib = std::fs::read_to_string(repo().join("src/lib.rs")).unwrap();
+    let lib_rows = table_rows(lib.lines().filter_map(|l| l.strip_prefix("//!")));
+    // `[`env`](mod@env)` and `[`cli`]` are named in backticks too.
+    assert_eq!(sorted(lib_rows), layers_rows(), "src/lib.rs's layer table");
+    let page = std::fs::read_to_string(repo().join("docs/architecture.md")).unwrap();
+    assert_eq!(sorted(table_rows(page.lines())), layers_rows(), "docs/architecture.md's layer table");
+
+    // Every path the page names: `src/…`, or a backticked path that begins
+    // with a module's folder or file (`exec/rate.rs`, `front/mcp/`).
+    let modules: Vec<&str> = LAYERS.iter().flat_map(|row| row.iter().copied()).collect();
+    let mut named = BTreeSet::new();
+    for (i, _) in page.match_indices("src/") {
+        let path: String =
+            page[i + 4..].chars().take_while(|c| c.is_ascii_alphanumeric() || "_/.-".contains(*c)).collect();
+        named.insert(path.trim_end_matches('.').to_owned());
+    }
+    for quoted in page.split('`').skip(1).step_by(2) {
+        let first = quoted.split(['/', '.']).next().unwrap();
+        let path_like = quoted.contains('/') || quoted.ends_with(".rs");
+        if path_like && modules.contains(&first) && !quoted.contains(' ') && !quoted.contains("::") {
+            named.insert(quoted.trim_start_matches("src/").to_owned());
+        }
+    }
+    let missing: Vec<&String> =
+        named.iter().filter(|path| !path.is_empty() && !repo().join("src").join(path).exists()).collect();
+    assert!(missing.is_empty(), "docs/architecture.md names paths of src/ that do not exist: {missing:?}");
+    assert!(named.len() > 30, "the page's paths were found: {named:?}");
+
+    // What a successor needs is in the repository: no source comment
+    // points to a design document outside it.
+    let mut files = Vec::new();
+    rust_files(&repo().join("src"), &mut files);
+    let outside: Vec<String> = files
+        .iter()
+        .filter(|file| std::fs::read_to_string(file).unwrap().contains("DESIGN"))
+        .map(|file| file.strip_prefix(repo()).unwrap().display().to_string())
+        .collect();
+    assert!(outside.is_empty(), "comments citing a document outside the repository: {outside:?}");
+}

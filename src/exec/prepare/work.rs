@@ -7,7 +7,7 @@
 //! costs at most [`PER_BYTE`] times its length plus [`FLOOR`] bytes visited,
 //! plus one scan. A call whose preparation spent its meter is refused
 //! ([`super::prepare`]): a reading cut short is never acted on
-//! (DESIGN-wave4 section 20, "Linear").
+//! (docs/limits.md, "Reading a call": linear).
 //!
 //! The meter lives in a thread-local because the stages are plain
 //! functions of text that run synchronously inside [`metered`]; outside it

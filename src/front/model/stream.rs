@@ -1,5 +1,5 @@
 //! A streamed completion (server-sent events), held only where a call may
-//! begin. The rules (DESIGN-wave4 section 21):
+//! begin. The rules (docs/model-door.md, "Streaming"):
 //!
 //! - `content` passes as it comes until the choice's text could begin a
 //!   form the reader accepts (markup, JSON, a fence, a name followed by its

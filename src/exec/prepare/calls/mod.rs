@@ -1,4 +1,5 @@
-//! Whole calls written in other syntaxes (section 16, family 1): a model, a
+//! Whole calls written in other syntaxes (docs/repairs.md, "What is
+//! repaired"): a model, a
 //! chat template or an output parser left one call where only a name or
 //! only arguments belong, in the syntax it was trained on. The reader turns
 //! such text into a candidate call, a name as written and the arguments,

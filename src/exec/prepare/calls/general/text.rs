@@ -1,4 +1,5 @@
-//! Calls written in text, outside markup (section 25, "name then body"):
+//! Calls written in text, outside markup (docs/repairs.md, "What is
+//! repaired": a name, then its body):
 //! a tool's name, any separator, then its body.
 //!
 //! - **The name** is one of the caller's tools, as a word (after markup
