@@ -15,13 +15,15 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use arc_swap::ArcSwap;
 use tokio::{sync::Mutex, task::JoinHandle};
 
+mod snapshot;
+
+pub use snapshot::Snapshot;
+pub(crate) use snapshot::{Refused, SnapshotSlot};
+
 use crate::{
     catalog::{self, Files, McpListing, Problem},
-    exec::{
-        rate::{Admitted, Limited, RateLimits},
-        ExecLimits, Executor, Policy, Shared,
-    },
-    identity::{Caller, Credentials, Granted, Identity, Unauthenticated},
+    exec::{rate::RateLimits, ExecLimits, Executor, Policy, Shared},
+    identity::{Granted, Identity},
     mcp::{Event, Retired},
     telemetry::Observer,
 };
@@ -85,54 +87,6 @@ async fn assembled(
     })
     .await
 }
-
-/// What every request works on: who may call (identity), and the executor
-/// of one catalogue snapshot under the policy and grants of the
-/// configuration it was loaded with. Swapped whole, so a request never sees
-/// one configuration's principals with another's grants.
-pub struct Snapshot {
-    pub(crate) identity: Arc<Identity>,
-    pub(crate) executor: Executor,
-}
-
-impl Snapshot {
-    /// The core of this snapshot: what a front door calls.
-    pub fn executor(&self) -> &Executor {
-        &self.executor
-    }
-
-    /// The gate of every front door: who `credentials` prove, admitted
-    /// under its principal's request rate and `concurrent` limit (the place
-    /// is held while [`Admitted`] lives), for the toolset its endpoint
-    /// names, if any (one outside the caller's grants is as absent).
-    pub(crate) async fn admit(
-        &self,
-        credentials: &Credentials<'_>,
-        toolset: Option<&str>,
-    ) -> Result<(Caller, Admitted), Refused> {
-        let caller = self.identity.authenticate(credentials).map_err(Refused::Unauthenticated)?;
-        let admitted = self.executor.admit(&caller).await.map_err(Refused::Limited)?;
-        if let Some(name) = toolset {
-            self.executor.toolset(&caller, name).map_err(Refused::UnknownToolset)?;
-        }
-        Ok((caller, admitted))
-    }
-}
-
-/// Why [`Snapshot::admit`] let a request no further; each door says it in
-/// its protocol.
-#[derive(Debug)]
-pub(crate) enum Refused {
-    Unauthenticated(Unauthenticated),
-    Limited(Limited),
-    /// The message: an unknown toolset, with a did-you-mean among those the
-    /// caller may see.
-    UnknownToolset(String),
-}
-
-/// The current snapshot, swapped atomically; each request holds the one it
-/// loaded until it ends.
-pub(crate) type SnapshotSlot = Arc<ArcSwap<Snapshot>>;
 
 /// What a snapshot is built from, and what a reload replaces.
 pub(crate) struct Sources {
