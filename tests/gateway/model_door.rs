@@ -474,3 +474,16 @@ async fn a_stream_whose_lines_end_in_cr_or_crlf_is_read_as_events() {
         assert!(text.contains(r#"{\"city\":\"Paris\"}"#), "{model}: {text}");
     }
 }
+
+/// Two calls streamed at one index, or without an index, stay two calls,
+/// each at an index of its own, never merged into one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_streamed_calls_at_one_index_or_none_stay_two() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    for model in ["two-structured-same-index", "two-structured-no-index"] {
+        let answer = sdk(&url, model, "stream");
+        assert_eq!(calls(&answer), [city("Oslo"), city("Paris")], "{model}: {answer}");
+    }
+}

@@ -27,7 +27,7 @@
 //! bytes: what passes is sent byte for byte. [`Holder`] is the rules, without IO; [`relay`] runs
 //! them over the upstream's stream.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
@@ -73,6 +73,8 @@ enum State {
 /// A tool call arriving in deltas.
 #[derive(Default)]
 struct Partial {
+    /// The `index` its deltas carry, if they carry one.
+    index: Option<u64>,
     id: Option<String>,
     name: String,
     arguments: String,
@@ -102,7 +104,7 @@ pub(super) struct Holder {
     /// Text that came with call deltas or the finish: said again as a
     /// chunk of its own before the calls.
     tail: String,
-    calls: BTreeMap<u64, Partial>,
+    calls: Vec<Partial>,
     /// The last chunk read, for the chunks the door writes.
     template: Option<Map<String, Value>>,
     pub(super) made: Vec<Made>,
@@ -137,7 +139,7 @@ impl Holder {
             lead: 0,
             thought: String::new(),
             tail: String::new(),
-            calls: BTreeMap::new(),
+            calls: Vec::new(),
             template: None,
             made: Vec::new(),
             generation: Generation::default(),
@@ -229,12 +231,35 @@ impl Holder {
         out
     }
 
-    /// Call deltas added to the calls they continue (by `index`).
+    /// Call deltas added to the calls they continue: the last call of the
+    /// same `index` (without one, the last call), unless the delta brings
+    /// an `id` other than that call's, or a name after that call's
+    /// arguments began: that starts a call of its own (two calls sent at
+    /// one index are never merged into one).
     fn gather(&mut self, deltas: &[Value]) {
-        for (at, call) in deltas.iter().enumerate() {
-            let index = call.get("index").and_then(Value::as_u64).unwrap_or(at as u64);
-            let partial = self.calls.entry(index).or_default();
-            if let Some(id) = call.get("id").and_then(Value::as_str) {
+        for call in deltas {
+            let index = call.get("index").and_then(Value::as_u64);
+            let id = call.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
+            let continued = match index {
+                Some(index) => self.calls.iter().rposition(|c| c.index == Some(index)),
+                None => self.calls.len().checked_sub(1),
+            };
+            // A new id, or a name after the arguments began: another call.
+            let named = call.get("function").and_then(|f| f.get("name")).is_some_and(|n| n.as_str() != Some(""));
+            let continued = continued.filter(|&at| {
+                let known = &self.calls[at];
+                let same_id = match (id, &known.id) {
+                    (Some(id), Some(known)) => id == known,
+                    _ => true,
+                };
+                same_id && (!named || known.arguments.is_empty())
+            });
+            let at = continued.unwrap_or_else(|| {
+                self.calls.push(Partial { index, ..Partial::default() });
+                self.calls.len() - 1
+            });
+            let partial = &mut self.calls[at];
+            if let Some(id) = id {
                 partial.id.get_or_insert_with(|| id.to_owned());
             }
             let function = call.get("function");
@@ -575,10 +600,11 @@ impl Holder {
         }
         let calls = std::mem::take(&mut self.calls);
         let mut written = Vec::with_capacity(calls.len());
-        for (i, (index, partial)) in calls.into_iter().enumerate() {
+        // Each call at an index of its own, in the order they began.
+        for (index, partial) in calls.into_iter().enumerate() {
             let (name, arguments) = match repair_call(&partial.name, &partial.arguments, &self.declared) {
                 Some(prepared) => {
-                    self.made.extend(made(0, i, &prepared, None));
+                    self.made.extend(made(0, index, &prepared, None));
                     (prepared.name, prepared.arguments_json)
                 }
                 None => (partial.name, partial.arguments),

@@ -37,6 +37,15 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
             (Some("<get_weather><city>Paris</city></get_weather>\n<get_weather><city>Rome</city></get_weather>"), None)
         }
         "think-call" => (Some("<think>The user wants the weather.</think>\ncall:get_weather{city: \"Oslo\"}"), None),
+        // Two structured calls (streamed at one index, or without one, as
+        // some servers send them: `-same-index`, `-no-index`).
+        m if m.starts_with("two-structured") => (
+            None,
+            Some(json!([
+                {"id": "call_a", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+            ])),
+        ),
         // A call inside prose: text it stays.
         "prose" => (Some("Sure, I could call get_weather(city='Paris') for you, if you like."), None),
         // A call that names no declared tool: never invented.
@@ -104,11 +113,22 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
     let finish = match &calls {
         Some(calls) => {
             for (i, call) in calls.as_array().unwrap().iter().enumerate() {
-                let head = json!({"tool_calls": [{"index": i, "id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}]});
+                let index = match model {
+                    m if m.ends_with("-same-index") => Some(0),
+                    m if m.ends_with("-no-index") => None,
+                    _ => Some(i),
+                };
+                let at = |mut delta: Value| {
+                    if let Some(index) = index {
+                        delta["index"] = json!(index);
+                    }
+                    json!({"tool_calls": [delta]})
+                };
+                let head = at(json!({"id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}));
                 events.push(chunk(model, head, None));
                 let arguments: Vec<char> = call["function"]["arguments"].as_str().unwrap().chars().collect();
                 for piece in arguments.chunks(5) {
-                    let delta = json!({"tool_calls": [{"index": i, "function": {"arguments": piece.iter().collect::<String>()}}]});
+                    let delta = at(json!({"function": {"arguments": piece.iter().collect::<String>()}}));
                     events.push(chunk(model, delta, None));
                 }
             }
