@@ -631,6 +631,11 @@ fn mcp_stdio_reads_a_tools_call_as_http_does() {
     assert_eq!(ask("[]")["error"]["code"], -32600);
     let answer = ask(&call(7, json!({"name": "web_search", "arguments": {"query": "still here"}})).to_string());
     assert_eq!(answer["result"]["isError"], false, "{answer}");
+    // A line over 4 MiB: -32600, and the session goes on.
+    let long = call(8, json!({"name": "web_search", "arguments": {"query": "x".repeat(4 * 1024 * 1024)}})).to_string();
+    assert_eq!(ask(&long)["error"]["code"], -32600);
+    let answer = ask(&call(9, json!({"name": "web_search", "arguments": {"query": "after a long line"}})).to_string());
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
     drop(stdin);
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");

@@ -14,7 +14,7 @@ use rmcp::model::{ClientJsonRpcMessage, ErrorCode, ErrorData, GetExtensions, Req
 use serde_json::Value;
 use tokio::{io::AsyncWriteExt, sync::mpsc, task::JoinHandle};
 use tokio_util::{
-    codec::{FramedRead, LinesCodec, LinesCodecError},
+    codec::{Decoder, FramedRead, LinesCodec, LinesCodecError},
     sync::PollSender,
 };
 
@@ -33,21 +33,21 @@ pub(crate) fn transport() -> (PollSender<ServerJsonRpcMessage>, Messages, JoinHa
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let (answers, outgoing) = mpsc::channel::<ServerJsonRpcMessage>(64);
     let written = tokio::spawn(write(writer, outgoing));
-    let lines = FramedRead::new(reader, LinesCodec::new_with_max_length(MAX_LINE_BYTES));
+    let lines = FramedRead::new(reader, Lines(LinesCodec::new_with_max_length(MAX_LINE_BYTES)));
     let refusals = answers.clone();
     let messages = futures::stream::unfold((lines, refusals), |(mut lines, refusals)| async move {
         loop {
             let refused = match lines.next().await? {
-                Ok(line) if line.trim().is_empty() => continue,
-                Ok(line) => match message(line) {
+                Ok(Line::Text(line)) if line.trim().is_empty() => continue,
+                Ok(Line::Text(line)) => match message(line) {
                     Ok(message) => return Some((message, (lines, refusals))),
                     Err(refused) => refused,
                 },
-                Err(LinesCodecError::MaxLineLengthExceeded) => {
+                Ok(Line::TooLong) => {
                     let why = format!("Invalid Request: a message is at most {} MiB", MAX_LINE_BYTES >> 20);
                     ServerJsonRpcMessage::error(ErrorData::new(ErrorCode::INVALID_REQUEST, why, None), None)
                 }
-                Err(LinesCodecError::Io(err)) => {
+                Err(err) => {
                     tracing::debug!("stdin cannot be read: {err}");
                     return None;
                 }
@@ -58,6 +58,39 @@ pub(crate) fn transport() -> (PollSender<ServerJsonRpcMessage>, Messages, JoinHa
         }
     });
     (PollSender::new(answers), Box::pin(messages), written)
+}
+
+/// A line of stdin, or one too long to read (its bytes skipped to its end).
+enum Line {
+    Text(String),
+    TooLong,
+}
+
+/// The lines codec, with a line too long as an item, not an error: a
+/// decoder's error ends the stream it reads, and the session must go on.
+struct Lines(LinesCodec);
+
+impl Lines {
+    fn line(read: Result<Option<String>, LinesCodecError>) -> Result<Option<Line>, std::io::Error> {
+        match read {
+            Ok(line) => Ok(line.map(Line::Text)),
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Line::TooLong)),
+            Err(LinesCodecError::Io(err)) => Err(err),
+        }
+    }
+}
+
+impl Decoder for Lines {
+    type Item = Line;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buffer: &mut bytes::BytesMut) -> Result<Option<Line>, Self::Error> {
+        Self::line(self.0.decode(buffer))
+    }
+
+    fn decode_eof(&mut self, buffer: &mut bytes::BytesMut) -> Result<Option<Line>, Self::Error> {
+        Self::line(self.0.decode_eof(buffer))
+    }
 }
 
 /// One line as a message for the transport, or the error that answers it.
