@@ -487,3 +487,61 @@ async fn two_streamed_calls_at_one_index_or_none_stay_two() {
         assert_eq!(calls(&answer), [city("Oslo"), city("Paris")], "{model}: {answer}");
     }
 }
+
+/// The door's `tools` request for the scripted model server's
+/// `get_weather`, as JSON text.
+fn weather_request(model: &str, stream: bool) -> String {
+    let parameters =
+        serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    serde_json::json!({
+        "model": model, "stream": stream, "messages": [{"role": "user", "content": "The weather in Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": parameters}}],
+    })
+    .to_string()
+}
+
+/// Usage the upstream sends in the finish chunk of a stream whose calls
+/// the door held and wrote again reaches the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_in_the_finish_chunk_of_a_stream_with_calls_reaches_the_client() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let answer = http()
+        .post(format!("{url}/chat/completions"))
+        .header("content-type", "application/json")
+        .body(weather_request("drift-usage", true))
+        .send()
+        .await
+        .unwrap();
+    let text = answer.text().await.unwrap();
+    assert!(text.contains(r#""name":"get_weather""#), "the call repaired: {text}");
+    assert!(text.contains(r#""completion_tokens":7"#), "the usage passed: {text}");
+}
+
+/// A header the gateway reads as a credential never reaches the model
+/// server: here the end user's token under a renamed `users.jwt.header`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_users_token_header_is_never_forwarded_upstream() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let signer = crate::common::jwt::Signer::new(jsonwebtoken::Algorithm::ES256, "es-1");
+    dir.file("certs/jwks.json", &serde_json::json!({"keys": [signer.jwk()]}).to_string());
+    let users = "users:\n  jwt: {issuer: \"https://idp.test/\", audience: toolgate, jwks_file: certs/jwks.json, header: x-end-user}\n";
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), users);
+    let expires = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 600;
+    let token = signer
+        .token(serde_json::json!({"iss": "https://idp.test/", "aud": "toolgate", "sub": "alice", "exp": expires}));
+    let answer = http()
+        .post(format!("{url}/chat/completions"))
+        .header("content-type", "application/json")
+        .header("x-end-user", token)
+        .body(weather_request("drift", false))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200, "{}", answer.text().await.unwrap());
+    let seen = upstream.seen.headers.lock().unwrap().last().cloned().unwrap();
+    assert!(!seen.iter().any(|name| name == "x-end-user"), "forwarded: {seen:?}");
+    assert!(seen.iter().any(|name| name == "content-type"), "{seen:?}");
+}

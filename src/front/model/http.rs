@@ -130,12 +130,15 @@ impl HttpEdge for Edge {
             Ok(admitted) => admitted,
             Err(refused) => return refusal(refused),
         };
-        let open = snapshot.identity.principals().is_empty();
+        let passing = Passing {
+            open: snapshot.identity.principals().is_empty(),
+            user_header: snapshot.identity.user_header().map(str::to_owned),
+        };
         let limits = snapshot.executor.limits();
         let guard = connected.call();
         let reply = match request.method() == Method::GET {
-            true => self.models(request.headers(), open).await,
-            false => self.chat(request, open, limits, snapshot.executor.observer()).await,
+            true => self.models(request.headers(), &passing).await,
+            false => self.chat(request, &passing, limits, snapshot.executor.observer()).await,
         };
         reply.map(|body| Guarded::new(body, (guard, admitted)).boxed())
     }
@@ -144,12 +147,13 @@ impl HttpEdge for Edge {
 impl Edge {
     /// `GET /v1/models`: the union of the upstreams' lists (each model
     /// once, the first upstream's entry kept).
-    async fn models(&self, headers: &HeaderMap, open: bool) -> Reply {
+    async fn models(&self, headers: &HeaderMap, passing: &Passing) -> Reply {
         let mut data: Vec<Value> = Vec::new();
         let mut failures = Vec::new();
         for upstream in &self.settings.upstreams {
             let url = format!("{}/models", upstream.base_url);
-            let request = self.client.get(&url).headers(forwarded(headers, upstream, open)).timeout(upstream.timeout);
+            let request =
+                self.client.get(&url).headers(forwarded(headers, upstream, passing)).timeout(upstream.timeout);
             let listed = async {
                 let response = request.send().await.map_err(|err| err.to_string())?;
                 if !response.status().is_success() {
@@ -183,7 +187,7 @@ impl Edge {
     async fn chat(
         &self,
         request: Request<Body>,
-        open: bool,
+        passing: &Passing,
         limits: crate::exec::ExecLimits,
         observer: &Observer,
     ) -> Reply {
@@ -217,7 +221,7 @@ impl Edge {
             },
         };
         let lifting = Lifting { on: !asked.no_tools() && !asked.structured(), several: !asked.one_call_only() };
-        let forward = Forward { upstream, open, declared, lifting, streaming: asked.stream() };
+        let forward = Forward { upstream, passing, declared, lifting, streaming: asked.stream() };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
             reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
@@ -234,13 +238,13 @@ impl Edge {
         forward: Forward<'_>,
         observer: &Observer,
     ) -> Reply {
-        let Forward { upstream, open, declared, lifting, streaming } = forward;
+        let Forward { upstream, passing, declared, lifting, streaming } = forward;
         let spans = Spans::start(observer, headers, model).await;
         let url = format!("{}/chat/completions", upstream.base_url);
         let sent = self
             .client
             .post(&url)
-            .headers(forwarded(headers, upstream, open))
+            .headers(forwarded(headers, upstream, passing))
             .header(header::CONTENT_TYPE, "application/json")
             .body(bytes)
             .timeout(upstream.timeout)
@@ -274,8 +278,7 @@ impl Edge {
 /// What [`Edge::forward`] needs of the request.
 struct Forward<'u> {
     upstream: &'u Upstream,
-    /// The gateway has no principals (the caller's key goes upstream).
-    open: bool,
+    passing: &'u Passing,
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
     streaming: bool,
@@ -319,18 +322,30 @@ fn unserved(settings: &ModelSettings, model: &str) -> Reply {
     error(StatusCode::NOT_FOUND, &message, "invalid_request_error")
 }
 
+/// What of the caller's own headers may go upstream.
+struct Passing {
+    /// The gateway has no principals: the caller's `Authorization` goes
+    /// upstream when the upstream has no key of its own.
+    open: bool,
+    /// The header carrying an end user's token (`users.jwt.header`), when
+    /// users are configured: a credential of the gateway's, never passed.
+    user_header: Option<String>,
+}
+
 /// The headers sent upstream: the caller's, less hop-by-hop ones, `Host`,
-/// `Content-Length`, `Accept-Encoding`, the door's own and
-/// `Authorization`; then `Authorization` as the credentials rule says: the
-/// upstream's key when `api_key_env` names one; else, on a gateway without
-/// principals, the caller's own (a gateway with principals never passes
-/// its callers' keys on).
-fn forwarded(headers: &HeaderMap, upstream: &Upstream, open: bool) -> HeaderMap {
+/// `Content-Length`, `Accept-Encoding`, the door's own, every header the
+/// gateway reads as a credential (`Authorization`, the end user's token);
+/// then `Authorization` as the credentials rule says: the upstream's key
+/// when `api_key_env` names one; else, on a gateway without principals,
+/// the caller's own (a gateway with principals never passes its callers'
+/// keys on).
+fn forwarded(headers: &HeaderMap, upstream: &Upstream, passing: &Passing) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in headers {
         let dropped = HOP_BY_HOP.contains(&name.as_str())
             || matches!(name.as_str(), "host" | "content-length" | "accept-encoding" | "authorization")
-            || name.as_str().starts_with("x-toolgate-");
+            || name.as_str().starts_with("x-toolgate-")
+            || passing.user_header.as_deref().is_some_and(|user| name.as_str().eq_ignore_ascii_case(user));
         if !dropped {
             out.append(name.clone(), value.clone());
         }
@@ -342,7 +357,7 @@ fn forwarded(headers: &HeaderMap, upstream: &Upstream, open: bool) -> HeaderMap 
                 out.insert(header::AUTHORIZATION, value);
             }
         }
-        None if open => {
+        None if passing.open => {
             for value in headers.get_all(header::AUTHORIZATION) {
                 out.append(header::AUTHORIZATION, value.clone());
             }

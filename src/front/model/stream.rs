@@ -107,6 +107,10 @@ pub(super) struct Holder {
     calls: Vec<Partial>,
     /// The last chunk read, for the chunks the door writes.
     template: Option<Map<String, Value>>,
+    /// The usage of the last chunk the door read and did not pass as it
+    /// came (a finish chunk whose calls it writes again): carried by the
+    /// finish chunk the door writes, so it still reaches the client.
+    usage: Option<Value>,
     pub(super) made: Vec<Made>,
     /// What the stream said of the generation (for its span).
     pub(super) generation: Generation,
@@ -141,6 +145,7 @@ impl Holder {
             tail: String::new(),
             calls: Vec::new(),
             template: None,
+            usage: None,
             made: Vec::new(),
             generation: Generation::default(),
         }
@@ -208,7 +213,9 @@ impl Holder {
         let (has_deltas, content) = (deltas.is_some(), content.map(str::to_owned));
         let mut template = chunk;
         template.remove("choices");
-        template.remove("usage");
+        if let Some(usage) = template.remove("usage").filter(|usage| !usage.is_null()) {
+            self.usage = Some(usage);
+        }
         self.template = Some(template);
         let mut out = match (finish, has_deltas) {
             (None, true) => {
@@ -627,6 +634,9 @@ impl Holder {
     /// A chunk of the door's, shaped as the upstream's last one.
     fn chunk(&self, delta: Value, finish: Option<Value>) -> Bytes {
         let mut chunk = self.template.clone().unwrap_or_default();
+        if let Some(usage) = self.usage.as_ref().filter(|_| finish.is_some()) {
+            chunk.insert("usage".to_owned(), usage.clone());
+        }
         chunk.insert(
             "choices".to_owned(),
             json!([{"index": 0, "delta": delta, "finish_reason": finish.unwrap_or(Value::Null)}]),

@@ -57,6 +57,8 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
 #[derive(Clone, Default)]
 pub struct Seen {
     pub authorization: Arc<Mutex<Vec<Option<String>>>>,
+    /// The names of every header of every request, in order.
+    pub headers: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
 pub struct ModelServer {
@@ -93,9 +95,14 @@ fn completion(model: &str, content: Option<&str>, calls: Option<Value>) -> Value
     })
 }
 
+/// A chunk of the stream; a model named `…-usage` puts its usage in the
+/// finish chunk, as vLLM does with continuous usage stats.
 fn chunk(model: &str, delta: Value, finish: Option<&str>) -> String {
-    let chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
+    let mut chunk = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": model,
         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+    if finish.is_some() && model.ends_with("-usage") {
+        chunk["usage"] = json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18});
+    }
     format!("data: {chunk}\n\n")
 }
 
@@ -124,7 +131,9 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
                     }
                     json!({"tool_calls": [delta]})
                 };
-                let head = at(json!({"id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}));
+                let head = at(
+                    json!({"id": call["id"], "type": "function", "function": {"name": call["function"]["name"], "arguments": ""}}),
+                );
                 events.push(chunk(model, head, None));
                 let arguments: Vec<char> = call["function"]["arguments"].as_str().unwrap().chars().collect();
                 for piece in arguments.chunks(5) {
@@ -165,6 +174,7 @@ pub async fn start() -> ModelServer {
     let chat = post(|State(seen): State<Seen>, headers: HeaderMap, body: Bytes| async move {
         let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
         seen.authorization.lock().unwrap().push(authorization);
+        seen.headers.lock().unwrap().push(headers.keys().map(|name| name.as_str().to_owned()).collect());
         let asked: Value = serde_json::from_slice(&body).unwrap();
         let model = asked["model"].as_str().unwrap_or_default().to_owned();
         if model == "broken" {
@@ -198,7 +208,7 @@ pub async fn start() -> ModelServer {
         }
         let (content, calls) = match answered {
             true => (Some("It is sunny."), None),
-            false => script(model.trim_end_matches("-crlf").trim_end_matches("-cr")),
+            false => script(["-usage", "-crlf", "-cr"].iter().fold(model.as_str(), |m, s| m.trim_end_matches(s))),
         };
         let stream = asked["stream"].as_bool().unwrap_or(false);
         if !stream || model != "cut" {
