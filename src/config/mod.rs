@@ -25,7 +25,7 @@ pub use self::doors::{Door, DOORS};
 pub(crate) use self::{
     doors::DoorSettings,
     mcp::{McpFrontDoorConfig, McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL},
-    model::{ModelDoorConfig, ModelSettings, ToolLimits, Upstream},
+    model::{ModelDoorConfig, ModelSettings, ToolLimits, Upstream, UpstreamProxy},
 };
 pub use crate::tls::TlsConfig;
 

@@ -61,6 +61,10 @@ pub(crate) struct UpstreamConfig {
     pub(crate) models: Vec<String>,
     /// How long one request may take, streaming included (default 600s).
     pub(crate) timeout: Option<String>,
+    /// How the upstream is reached: through this proxy (an http(s) URL),
+    /// or `env` to honour `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY`;
+    /// unset: directly, whatever the environment says.
+    pub(crate) proxy: Option<String>,
 }
 
 /// The model door's settings, when it is on.
@@ -102,6 +106,19 @@ pub(crate) struct Upstream {
     /// `[…]` one of a set).
     pub(crate) models: Vec<glob::Pattern>,
     pub(crate) timeout: Duration,
+    pub(crate) proxy: UpstreamProxy,
+}
+
+/// `model_door.upstreams[].proxy`, checked.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) enum UpstreamProxy {
+    /// Directly (the proxy variables are not read).
+    #[default]
+    None,
+    /// As `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY` say.
+    Env,
+    /// Through this proxy.
+    Url(String),
 }
 
 /// `model_door.upstreams[].timeout` when unset.
@@ -149,6 +166,19 @@ impl ModelDoorConfig {
                     }
                 },
             };
+            let proxy = match raw.proxy.as_deref().map(str::trim) {
+                None => UpstreamProxy::None,
+                Some("env") => UpstreamProxy::Env,
+                Some(text) => match url::Url::parse(text) {
+                    Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
+                        UpstreamProxy::Url(text.to_owned())
+                    }
+                    _ => {
+                        problems.push(format!("{at}.proxy: '{text}' is neither `env` nor an http(s) URL"));
+                        UpstreamProxy::None
+                    }
+                },
+            };
             let models = raw.models.iter().enumerate().filter_map(|(j, text)| match glob::Pattern::new(text) {
                 Ok(pattern) => Some(pattern),
                 Err(why) => {
@@ -163,6 +193,7 @@ impl ModelDoorConfig {
                 api_key,
                 models,
                 timeout,
+                proxy,
             });
         }
         let default_upstream = match &self.default_upstream {

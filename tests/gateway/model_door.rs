@@ -545,3 +545,31 @@ async fn a_users_token_header_is_never_forwarded_upstream() {
     assert!(!seen.iter().any(|name| name == "x-end-user"), "forwarded: {seen:?}");
     assert!(seen.iter().any(|name| name == "content-type"), "{seen:?}");
 }
+
+/// The door reaches its upstream through a proxy only when told: with
+/// `HTTP_PROXY` set and no `proxy`, it goes direct; with `proxy: env` it
+/// honours the variable; with `proxy: URL`, that proxy. The proxy here is
+/// the scripted model server itself (it answers an absolute-form request
+/// by its path); the upstream's own address is a closed port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_is_reached_through_a_proxy_only_when_configured() {
+    let proxy = model_server::start().await;
+    let unreachable = format!("http://{}/v1", crate::common::backend::closed_port());
+    let proxy_url = format!("http://{}", proxy.addr);
+    let env =
+        [("HTTP_PROXY", proxy_url.as_str()), ("http_proxy", proxy_url.as_str()), ("NO_PROXY", ""), ("no_proxy", "")];
+    for (keys, through) in [("", false), ("      proxy: env\n", true), (&*format!("      proxy: {proxy_url}\n"), true)]
+    {
+        let dir = CatalogDir::new();
+        let (_gateway, url, _log) = serve_with(&dir, &unreachable, keys, "", &env);
+        let answer = http()
+            .post(format!("{url}/chat/completions"))
+            .header("content-type", "application/json")
+            .body(weather_request("drift", false))
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status();
+        assert_eq!(status == 200, through, "{keys:?}: {status} {}", answer.text().await.unwrap());
+    }
+}

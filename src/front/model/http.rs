@@ -25,7 +25,7 @@ use super::{
     NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
 };
 use crate::{
-    config::{ModelSettings, Upstream},
+    config::{ModelSettings, Upstream, UpstreamProxy},
     exec::declared::Declared,
     live::{Refused, SnapshotSlot},
     server::{
@@ -72,8 +72,28 @@ struct Edge {
     current: SnapshotSlot,
     tls: Option<Arc<ServerTls>>,
     body: BodyDeadlines,
-    client: reqwest::Client,
+    /// One client an upstream, in the order of `settings.upstreams`.
+    clients: Vec<reqwest::Client>,
     tools: ToolCache,
+}
+
+/// The client of `upstream`: no timeout of its own (the upstream's
+/// `timeout` bounds each request, the stream included), reaching it as its
+/// `proxy` says, never through a proxy nobody configured.
+fn client(upstream: &Upstream) -> reqwest::Client {
+    let builder = crate::tls::client_builder();
+    let builder = match &upstream.proxy {
+        UpstreamProxy::None => builder.no_proxy(),
+        UpstreamProxy::Env => builder,
+        UpstreamProxy::Url(url) => match reqwest::Proxy::all(url.as_str()) {
+            Ok(proxy) => builder.proxy(proxy),
+            Err(err) => {
+                tracing::error!(door = NAME, upstream = upstream.name, "its proxy cannot be used: {err}");
+                builder.no_proxy()
+            }
+        },
+    };
+    builder.build().expect("an HTTP client")
 }
 
 impl Door for ModelDoor {
@@ -91,16 +111,14 @@ impl Door for ModelDoor {
         connections: Connections,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
-        // No timeout of the client's own: each upstream's `timeout` bounds a
-        // request, the stream included.
-        let client = crate::tls::client_builder().build().expect("an HTTP client");
+        let clients = self.settings.upstreams.iter().map(client).collect();
         let edge = Arc::new(Edge {
             tools: ToolCache::new(self.settings.tools),
             settings: self.settings,
             current: self.current,
             tls: self.tls,
             body: self.body,
-            client,
+            clients,
         });
         serve_http(NAME, edge, connections, stopping).await;
         Ok(())
@@ -145,6 +163,12 @@ impl HttpEdge for Edge {
 }
 
 impl Edge {
+    /// The client that reaches `upstream`, one of the settings' own.
+    fn client(&self, upstream: &Upstream) -> &reqwest::Client {
+        let at = self.settings.upstreams.iter().position(|u| std::ptr::eq(u, upstream));
+        &self.clients[at.expect("an upstream of these settings")]
+    }
+
     /// `GET /v1/models`: the union of the upstreams' lists (each model
     /// once, the first upstream's entry kept).
     async fn models(&self, headers: &HeaderMap, passing: &Passing) -> Reply {
@@ -152,8 +176,11 @@ impl Edge {
         let mut failures = Vec::new();
         for upstream in &self.settings.upstreams {
             let url = format!("{}/models", upstream.base_url);
-            let request =
-                self.client.get(&url).headers(forwarded(headers, upstream, passing)).timeout(upstream.timeout);
+            let request = self
+                .client(upstream)
+                .get(&url)
+                .headers(forwarded(headers, upstream, passing))
+                .timeout(upstream.timeout);
             let listed = async {
                 let response = request.send().await.map_err(|err| err.to_string())?;
                 if !response.status().is_success() {
@@ -242,7 +269,7 @@ impl Edge {
         let spans = Spans::start(observer, headers, model).await;
         let url = format!("{}/chat/completions", upstream.base_url);
         let sent = self
-            .client
+            .client(upstream)
             .post(&url)
             .headers(forwarded(headers, upstream, passing))
             .header(header::CONTENT_TYPE, "application/json")

@@ -17,7 +17,8 @@ mod tests {
 
     fn upstream(name: &str, models: &[&str]) -> Upstream {
         let models = models.iter().map(|m| glob::Pattern::new(m).unwrap()).collect();
-        Upstream { name: name.to_owned(), base_url: String::new(), api_key: None, models, timeout: Default::default() }
+        let (name, base_url) = (name.to_owned(), String::new());
+        Upstream { name, base_url, api_key: None, models, timeout: Default::default(), proxy: Default::default() }
     }
 
     #[test]
