@@ -451,3 +451,46 @@ async fn a_reload_without_principals_is_refused_off_loopback_and_named_on_it() {
     assert!(log.text().contains("WARN") && log.text().contains("the reload removes authentication"), "{}", log.text());
     assert!(client.execute(anonymous()).await.unwrap().into_inner().ok);
 }
+
+/// The reload guard covers every door of the list, the model door too:
+/// with the gateway on loopback and the model door beyond it (TLS, a
+/// principal), a reload that removes the principals is refused, and the
+/// door still asks for a key.
+#[tokio::test]
+async fn a_reload_without_principals_is_refused_while_the_model_door_listens_off_loopback() {
+    let ca = crate::common::pki::Ca::new("reload test CA");
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &registry(&["alpha"]));
+    let server = ca.issue("toolgate", &["127.0.0.1", "localhost"]);
+    dir.file("certs/server.pem", &server.cert);
+    dir.file("certs/server.key", &server.key);
+    let rest = "tls: {cert: certs/server.pem, key: certs/server.key}\n\
+                model_door: {upstreams: [{name: local, base_url: 'http://127.0.0.1:9/v1'}]}\n";
+    let config_file = dir.file("toolgate.yaml", &format!("{}{rest}", one_principal("k")));
+    let mut command = crate::common::toolgate();
+    command.current_dir(dir.dir.path()).args(["serve", "--config", "toolgate.yaml", "--catalog", "registry"]);
+    command.args(["--listen", "127.0.0.1:0", "--model-listen", "0.0.0.0:0"]);
+    let mut child = crate::common::Reaped::spawn(&mut command);
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let port = loop {
+        let line = lines.next().expect("serve ended early").unwrap();
+        if let Some(at) = line.find("model door (OpenAI-compatible) on https://0.0.0.0:") {
+            let rest = &line[at + "model door (OpenAI-compatible) on https://0.0.0.0:".len()..];
+            break rest.split('/').next().unwrap().to_owned();
+        }
+    };
+    let log = Log::follow(lines);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+        .build()
+        .unwrap();
+    let models = || client.get(format!("https://localhost:{port}/v1/models")).send();
+    assert_eq!(models().await.unwrap().status(), 401);
+
+    replace(&config_file, rest);
+    log.wait_for(REJECTED, 1).await;
+    assert!(log.text().contains("refusing to listen on 0.0.0.0:"), "{}", log.text());
+    assert_eq!(log.count(RELOADED), 0, "{}", log.text());
+    assert_eq!(models().await.unwrap().status(), 401, "the door still asks for a key");
+}
