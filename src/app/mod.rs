@@ -272,7 +272,7 @@ fn identity(settings: &Settings, previous: Option<&Arc<Identity>>) -> Result<Arc
         }
         None => None,
     };
-    let origins = settings.doors.mcp.as_ref().map(|m| m.allowed_origins.clone()).unwrap_or_default();
+    let origins = crate::config::door_origins(&settings.doors);
     Ok(Arc::new(Identity::new(Principals::clone(&settings.principals), users, oauth).with_origins(origins)))
 }
 

@@ -36,8 +36,11 @@ pub struct Door {
     /// principals are configured).
     pub(crate) authenticates: fn(&DoorSettings, bool) -> bool,
     /// Whether `next` changes what the door was started with beyond its
-    /// address (that takes a restart).
+    /// address and origins (that takes a restart).
     pub(crate) restarts: fn(&DoorSettings, &DoorSettings) -> bool,
+    /// The browser origins it takes requests from besides loopback ones
+    /// (`SECTION.allowed_origins`; they reload).
+    pub(crate) origins: fn(&DoorSettings) -> &[String],
 }
 
 /// The settings of every door of [`DOORS`], each `None` when it is off.
@@ -68,6 +71,11 @@ impl Door {
         let text = text.trim();
         (!text.is_empty()).then(|| problems.keep(address(text))).flatten()
     }
+}
+
+/// The allowed origins of every door that is on, by door name.
+pub(crate) fn origins(doors: &DoorSettings) -> Vec<(&'static str, Vec<String>)> {
+    addresses(doors).map(|(door, _)| (door.name, (door.origins)(doors).to_vec())).collect()
 }
 
 /// Every door that is on, with its address.

@@ -23,6 +23,7 @@ pub(crate) const DOOR: Door = Door {
     authenticates: |doors, principals| principals || doors.mcp.as_ref().is_some_and(|m| m.oauth.is_some()),
     // Its bounds and origins are read where the door reads them.
     restarts: |_, _| false,
+    origins: |doors| doors.mcp.as_ref().map_or(&[], |mcp| mcp.allowed_origins.as_slice()),
 };
 
 /// `mcp_front_door:` of the configuration file (off unless set).

@@ -21,6 +21,7 @@ use std::{
 
 use serde::Deserialize;
 
+pub(crate) use self::doors::origins as door_origins;
 pub use self::doors::{Door, DOORS};
 pub(crate) use self::{
     doors::DoorSettings,

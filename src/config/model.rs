@@ -21,7 +21,10 @@ pub(crate) const DOOR: Door = Door {
     address: |doors| doors.model.as_ref().map(|model| model.listen),
     authenticates: |_, principals| principals,
     // Its upstreams, keys and limits are read at start only.
-    restarts: |running, next| running.model != next.model,
+    restarts: |running, next| {
+        running.model.as_deref().map(ModelSettings::fixed) != next.model.as_deref().map(ModelSettings::fixed)
+    },
+    origins: |doors| doors.model.as_ref().map_or(&[], |model| model.allowed_origins.as_slice()),
 };
 
 /// `model_door:` of the configuration file (off unless a listen address
@@ -44,6 +47,10 @@ pub(crate) struct ModelDoorConfig {
     pub(crate) max_tools: Option<usize>,
     /// The most bytes of patterns a request's tools may declare.
     pub(crate) max_pattern_bytes: Option<usize>,
+    /// Browser origins allowed to call; a request with another `Origin`
+    /// header is refused (403).
+    #[serde(default)]
+    pub(crate) allowed_origins: Vec<String>,
 }
 
 /// `model_door.upstreams[]`: one OpenAI-compatible model server.
@@ -76,6 +83,15 @@ pub(crate) struct ModelSettings {
     pub(crate) default_upstream: Option<usize>,
     pub(crate) strict: bool,
     pub(crate) tools: ToolLimits,
+    /// `model_door.allowed_origins` (they reload).
+    pub(crate) allowed_origins: Vec<String>,
+}
+
+impl ModelSettings {
+    /// What a reload cannot change: everything but the origins.
+    fn fixed(&self) -> ModelSettings {
+        ModelSettings { allowed_origins: Vec::new(), ..self.clone() }
+    }
 }
 
 /// What a request's tools may make the door compile and keep.
@@ -224,7 +240,10 @@ impl ModelDoorConfig {
             }
         }
         match problems.is_empty() {
-            true => Ok(ModelSettings { listen, upstreams, default_upstream, strict: self.strict, tools }),
+            true => {
+                let (strict, allowed_origins) = (self.strict, self.allowed_origins);
+                Ok(ModelSettings { listen, upstreams, default_upstream, strict, tools, allowed_origins })
+            }
             false => Err(problems),
         }
     }

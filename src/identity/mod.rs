@@ -253,8 +253,8 @@ pub(crate) struct Identity {
     users: Option<Arc<UserVerifier>>,
     /// Access tokens of the MCP front door, when `mcp_front_door.oauth` is set.
     oauth: Option<Arc<OauthVerifier>>,
-    /// Browser origins the MCP front door takes requests from.
-    origins: Vec<String>,
+    /// Browser origins each HTTP door takes requests from, by door name.
+    origins: Vec<(&'static str, Vec<String>)>,
     /// Refusals are logged at WARN, one every 10 s at most.
     refusals: Throttle,
 }
@@ -271,16 +271,17 @@ impl Identity {
         Self { principals, users, oauth, origins: Vec::new(), refusals: Throttle::new(REFUSAL_LOG_PERIOD) }
     }
 
-    /// The same, taking browser requests to the MCP front door from these
-    /// origins (`mcp_front_door.allowed_origins`).
-    pub(crate) fn with_origins(mut self, origins: Vec<String>) -> Self {
+    /// The same, taking browser requests to each door from its origins
+    /// (its `allowed_origins`), by door name.
+    pub(crate) fn with_origins(mut self, origins: Vec<(&'static str, Vec<String>)>) -> Self {
         self.origins = origins;
         self
     }
 
-    /// `mcp_front_door.allowed_origins`.
-    pub(crate) fn allowed_origins(&self) -> &[String] {
-        &self.origins
+    /// The door's `allowed_origins` (none: loopback origins only); they
+    /// reload with the identity.
+    pub(crate) fn allowed_origins(&self, door: &str) -> &[String] {
+        self.origins.iter().find(|(name, _)| *name == door).map_or(&[], |(_, origins)| origins.as_slice())
     }
 
     /// The MCP front door's access-token verifier, when `oauth` is set.

@@ -64,3 +64,59 @@ pub(crate) async fn serve_http(
     }
     graceful.shutdown().await;
 }
+
+/// Why the shared edge refuses a browser's request before a door reads
+/// it; each door says it in its protocol (403).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Foreign {
+    /// On a loopback listener, a `Host` that is not a loopback name: a
+    /// page whose name was made to resolve to 127.0.0.1 (DNS rebinding).
+    Host,
+    /// An `Origin` neither allowed nor a loopback origin.
+    Origin,
+}
+
+impl Foreign {
+    pub(crate) fn message(self) -> &'static str {
+        match self {
+            Foreign::Host => "forbidden: this Host is not the gateway's",
+            Foreign::Origin => "forbidden: this Origin may not call the gateway",
+        }
+    }
+}
+
+/// The browser rule of every HTTP door: an `Origin` must be one of
+/// `allowed_origins` or a loopback origin (a page served from this
+/// machine); on a loopback listener the `Host` must be a loopback name too.
+/// A request without `Origin` is no browser's cross-origin request.
+pub(crate) fn foreign<B>(request: &Request<B>, loopback: bool, allowed_origins: &[String]) -> Option<Foreign> {
+    let headers = request.headers();
+    if loopback {
+        let host = headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok());
+        let host = host.or_else(|| request.uri().authority().map(|a| a.as_str()));
+        if !host.is_some_and(is_loopback_host) {
+            return Some(Foreign::Host);
+        }
+    }
+    let origin = headers.get(hyper::header::ORIGIN)?;
+    let allowed = origin.to_str().is_ok_and(|origin| {
+        allowed_origins.iter().any(|a| a == origin)
+            || origin
+                .split_once("://")
+                .is_some_and(|(scheme, host)| matches!(scheme, "http" | "https") && is_loopback_host(host))
+    });
+    (!allowed).then_some(Foreign::Origin)
+}
+
+/// `localhost`, `127.0.0.1` or `[::1]` (the loopback names), with or
+/// without a port.
+fn is_loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split_once(']').map_or(v6, |(address, _)| address),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| match port.parse::<u16>() {
+            Ok(_) => name,
+            Err(_) => host,
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}

@@ -17,6 +17,7 @@ use std::time::Duration;
 
 pub use connections::ConnectionSettings;
 pub(crate) use connections::Incoming;
+pub(crate) use http::foreign;
 pub use serve::ServeError;
 pub(crate) use serve::{serve, Connections, Door, Peer, Stopping};
 

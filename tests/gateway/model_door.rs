@@ -573,3 +573,63 @@ async fn the_upstream_is_reached_through_a_proxy_only_when_configured() {
         assert_eq!(status == 200, through, "{keys:?}: {status} {}", answer.text().await.unwrap());
     }
 }
+
+/// The browser rule of every HTTP door holds at the model door: a foreign
+/// `Origin` is 403 (and the model server never hears of it), an allowed
+/// one (`model_door.allowed_origins`) passes, a loopback listener answers
+/// only loopback `Host` names, and a body that says it is not JSON is 415.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_origins_and_hosts_and_bodies_that_are_not_json_are_refused() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let port = url.trim_end_matches("/v1").rsplit(':').next().unwrap().to_owned();
+    let post = |headers: &[(&str, &str)]| {
+        let mut request = http().post(format!("{url}/chat/completions")).body(weather_request("drift", false));
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send()
+    };
+    let json = ("content-type", "application/json");
+    let said = |status: u16, headers: &'static [(&'static str, &'static str)]| (status, headers);
+    for (status, headers) in [
+        said(403, &[("origin", "http://evil.example"), ("content-type", "text/plain")]),
+        said(403, &[("origin", "http://evil.example"), ("content-type", "application/json")]),
+        said(403, &[("host", "attacker.example"), ("content-type", "application/json")]),
+        said(415, &[("content-type", "text/plain")]),
+        said(415, &[("content-type", "application/x-www-form-urlencoded")]),
+    ] {
+        let answer = post(headers).await.unwrap();
+        assert_eq!(answer.status(), status, "{headers:?}");
+        let body: Value = answer.json().await.unwrap();
+        assert!(body["error"]["message"].is_string(), "OpenAI's shape: {body}");
+    }
+    assert!(upstream.seen.authorization.lock().unwrap().is_empty(), "nothing reached the model server");
+    let local = format!("http://localhost:{port}");
+    for origin in [local.as_str(), "http://127.0.0.1:3000"] {
+        assert_eq!(post(&[("origin", origin), json]).await.unwrap().status(), 200, "{origin}");
+    }
+
+    // An origin allowed in the configuration passes; the list reloads,
+    // and needs no restart.
+    let dir = CatalogDir::new();
+    let (_gateway, url, log) = serve(&dir, &upstream.base_url(), "");
+    let config = dir.dir.path().join("toolgate.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let send = |origin: &'static str| {
+        http()
+            .post(format!("{url}/chat/completions"))
+            .header("origin", origin)
+            .header("content-type", "application/json")
+            .body(weather_request("drift", false))
+            .send()
+    };
+    assert_eq!(send("https://app.example").await.unwrap().status(), 403);
+    let allowed = text.replacen("model_door:\n", "model_door:\n  allowed_origins: [\"https://app.example\"]\n", 1);
+    std::fs::write(config.with_extension("swp"), allowed).unwrap();
+    std::fs::rename(config.with_extension("swp"), &config).unwrap();
+    log.wait_for("catalogue and configuration reloaded", 1).await;
+    assert!(!log.text().contains("after a restart"), "{}", log.text());
+    assert_eq!(send("https://app.example").await.unwrap().status(), 200, "the reloaded origin is allowed");
+}

@@ -115,7 +115,7 @@ impl Door for McpDoor {
 impl HttpEdge for Edge {
     async fn handle(&self, request: Request<Body>, connected: &Peer) -> Reply {
         let snapshot = self.current.load_full();
-        if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins()) {
+        if let Some(refused) = self.refused_origin(&request, snapshot.identity.allowed_origins(super::NAME)) {
             return refused;
         }
         let (toolset, search) = match route(&snapshot, &request) {
@@ -235,42 +235,12 @@ impl Edge {
         Ok(read.bytes)
     }
 
-    /// A browser's request from a page the gateway does not trust: 403. An
-    /// `Origin` must be one of `allowed_origins` or a loopback origin (a page
-    /// served from this machine). On a loopback listener the `Host` must be
-    /// a loopback name too: a page whose name was made to resolve to
-    /// 127.0.0.1 (DNS rebinding) names its own host.
+    /// A browser's request from a page the gateway does not trust: 403
+    /// (the shared edge's rule, [`crate::server::foreign`]).
     fn refused_origin(&self, request: &Request<Body>, allowed_origins: &[String]) -> Option<Reply> {
-        let headers = request.headers();
-        if self.loopback {
-            let host = headers.get(hyper::header::HOST).and_then(|h| h.to_str().ok());
-            let host = host.or_else(|| request.uri().authority().map(|a| a.as_str()));
-            if !host.is_some_and(is_loopback_host) {
-                return Some(plain(StatusCode::FORBIDDEN, "forbidden: this Host is not the gateway's"));
-            }
-        }
-        let origin = headers.get(hyper::header::ORIGIN)?;
-        let allowed = origin.to_str().is_ok_and(|origin| {
-            allowed_origins.iter().any(|a| a == origin)
-                || origin
-                    .split_once("://")
-                    .is_some_and(|(scheme, host)| matches!(scheme, "http" | "https") && is_loopback_host(host))
-        });
-        (!allowed).then(|| plain(StatusCode::FORBIDDEN, "forbidden: this Origin may not call the gateway"))
+        let foreign = crate::server::foreign(request, self.loopback, allowed_origins)?;
+        Some(plain(StatusCode::FORBIDDEN, foreign.message()))
     }
-}
-
-/// `localhost`, `127.0.0.1` or `[::1]` (the loopback names), with or
-/// without a port.
-fn is_loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split_once(']').map_or(v6, |(address, _)| address),
-        None => host.rsplit_once(':').map_or(host, |(name, port)| match port.parse::<u16>() {
-            Ok(_) => name,
-            Err(_) => host,
-        }),
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Whether a GET asks for a session's stream of changes the edge serves

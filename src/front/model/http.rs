@@ -72,6 +72,9 @@ struct Edge {
     current: SnapshotSlot,
     tls: Option<Arc<ServerTls>>,
     body: BodyDeadlines,
+    /// The listener is on a loopback address: requests must name a
+    /// loopback `Host` ([`crate::server::foreign`]).
+    loopback: bool,
     /// One client an upstream, in the order of `settings.upstreams`.
     clients: Vec<reqwest::Client>,
     tools: ToolCache,
@@ -107,7 +110,7 @@ impl Door for ModelDoor {
 
     async fn run(
         self,
-        _local: Option<SocketAddr>,
+        local: Option<SocketAddr>,
         connections: Connections,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
@@ -118,6 +121,7 @@ impl Door for ModelDoor {
             current: self.current,
             tls: self.tls,
             body: self.body,
+            loopback: local.is_some_and(|local| local.ip().is_loopback()),
             clients,
         });
         serve_http(NAME, edge, connections, stopping).await;
@@ -143,6 +147,14 @@ impl HttpEdge for Edge {
             _ => return error(StatusCode::NOT_FOUND, &format!("not found: {SERVED}"), "invalid_request_error"),
         }
         let snapshot = self.current.load_full();
+        if let Some(foreign) = crate::server::foreign(&request, self.loopback, snapshot.identity.allowed_origins(NAME))
+        {
+            return error(StatusCode::FORBIDDEN, foreign.message(), "invalid_request_error");
+        }
+        if request.method() == Method::POST && !json_body(request.headers()) {
+            let message = "the request body must be JSON (Content-Type: application/json)";
+            return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message, "invalid_request_error");
+        }
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), false);
         let (_caller, admitted) = match snapshot.admit(&presented.credentials(), None).await {
             Ok(admitted) => admitted,
@@ -347,6 +359,15 @@ fn unserved(settings: &ModelSettings, model: &str) -> Reply {
     let message =
         format!("no model server serves the model '{model}': the configured models are {}", configured.join(", "));
     error(StatusCode::NOT_FOUND, &message, "invalid_request_error")
+}
+
+/// Whether a body is JSON as its `Content-Type` says: `application/json`
+/// or a `+json` type, or no type at all (what a browser's simple request,
+/// `text/plain` or a form, never is).
+fn json_body(headers: &HeaderMap) -> bool {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else { return true };
+    let essence = value.to_str().unwrap_or("").split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
 /// What of the caller's own headers may go upstream.

@@ -29,6 +29,7 @@ mod tests {
             default_upstream: Some(0),
             strict: false,
             tools: Default::default(),
+            allowed_origins: Vec::new(),
         };
         let served = |model| super::upstream(&settings, model).map(|u| u.name.as_str());
         assert_eq!(served("gpt-oss-20b"), Some("oss"));
