@@ -120,3 +120,18 @@ fn is_loopback_host(host: &str) -> bool {
     };
     name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for host in ["localhost", "LOCALHOST:8765", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:8765", "127.9.9.9"] {
+            assert!(is_loopback_host(host), "{host}");
+        }
+        for host in ["evil.example.com", "evil.example.com:8765", "localhost.evil.com", "10.0.0.1:80", "[::2]", ""] {
+            assert!(!is_loopback_host(host), "{host}");
+        }
+    }
+}
