@@ -633,3 +633,20 @@ async fn foreign_origins_and_hosts_and_bodies_that_are_not_json_are_refused() {
     assert!(!log.text().contains("after a restart"), "{}", log.text());
     assert_eq!(send("https://app.example").await.unwrap().status(), 200, "the reloaded origin is allowed");
 }
+
+/// A thought, then a call: lifted whole and streamed alike, also when the
+/// thought's end and the call arrive in one delta, or the whole answer in
+/// one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_after_a_thought_is_lifted_however_the_deltas_fall() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let text = r#"<think>hmm</think>get_weather(city="Oslo")"#;
+    for (model, stream) in [("say", false), ("say", true), ("say-one", true)] {
+        let (_, calls, finish, _) =
+            crate::words_rule::through_door(&url, model, text, stream, serde_json::json!({})).await;
+        assert_eq!(calls, [city("Oslo")], "{model} streamed {stream}");
+        assert_eq!(finish, "tool_calls", "{model} streamed {stream}");
+    }
+}

@@ -113,7 +113,9 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
     let mut events = vec![chunk(model, json!({"role": "assistant", "content": ""}), None)];
     if let Some(content) = content {
         let chars: Vec<char> = content.chars().collect();
-        for piece in chars.chunks(7) {
+        // `…-one`: the text in one delta, else in pieces of 7 characters.
+        let size = if model.ends_with("-one") { chars.len().max(1) } else { 7 };
+        for piece in chars.chunks(size) {
             events.push(chunk(model, json!({"content": piece.iter().collect::<String>()}), None));
         }
     }
@@ -200,7 +202,7 @@ pub async fn start() -> ModelServer {
             return answer(&model, None, Some(call), stream);
         }
         // `say`: the user's last message, as the model's text.
-        if model == "say" || model == "say-length" {
+        if model == "say" || model == "say-length" || model == "say-one" {
             let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
             let said = said.unwrap_or_default().to_owned();
             let stream = asked["stream"].as_bool().unwrap_or(false);
