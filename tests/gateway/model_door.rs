@@ -650,3 +650,58 @@ async fn a_call_after_a_thought_is_lifted_however_the_deltas_fall() {
         assert_eq!(finish, "tool_calls", "{model} streamed {stream}");
     }
 }
+
+/// Every choice of an answer of several (`n` > 1) is repaired and lifted,
+/// whole and streamed alike: a stream holds each choice by its `index`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_choice_of_several_is_repaired_and_lifted_whole_and_streamed() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    for (model, stream) in [("text-call", false), ("text-call", true), ("drift", false), ("drift", true)] {
+        let mut body: Value = serde_json::from_str(&weather_request(model, stream)).unwrap();
+        body["n"] = serde_json::json!(2);
+        let answer = http()
+            .post(format!("{url}/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let text = answer.text().await.unwrap();
+        // Each choice's calls, put together as clients do (by choice, then
+        // by the call's index).
+        let mut calls: std::collections::BTreeMap<(u64, u64), (String, String)> = Default::default();
+        let mut finish = std::collections::BTreeMap::new();
+        let mut add = |choice: &Value, calls_at: &str| {
+            let index = choice["index"].as_u64().unwrap();
+            for (at, call) in choice[calls_at]["tool_calls"].as_array().into_iter().flatten().enumerate() {
+                let entry = calls.entry((index, call["index"].as_u64().unwrap_or(at as u64))).or_default();
+                entry.0.push_str(call["function"]["name"].as_str().unwrap_or_default());
+                entry.1.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+            }
+            if let Some(reason) = choice["finish_reason"].as_str() {
+                finish.insert(index, reason.to_owned());
+            }
+        };
+        match stream {
+            false => {
+                let completion: Value = serde_json::from_str(&text).unwrap();
+                completion["choices"].as_array().unwrap().iter().for_each(|c| add(c, "message"));
+            }
+            true => {
+                for data in text.lines().filter_map(|l| l.strip_prefix("data: ")).filter(|d| *d != "[DONE]") {
+                    let chunk: Value = serde_json::from_str(data).unwrap();
+                    chunk["choices"].as_array().into_iter().flatten().for_each(|c| add(c, "delta"));
+                }
+            }
+        }
+        let read: Vec<(u64, String, Value)> = calls
+            .into_iter()
+            .map(|((choice, _), (name, arguments))| (choice, name, serde_json::from_str(&arguments).unwrap()))
+            .collect();
+        let paris = |choice| (choice, "get_weather".to_owned(), serde_json::json!({"city": "Paris"}));
+        assert_eq!(read, [paris(0), paris(1)], "{model} streamed {stream}: {text}");
+        assert_eq!(finish.values().collect::<Vec<_>>(), ["tool_calls", "tool_calls"], "{model} streamed {stream}");
+    }
+}

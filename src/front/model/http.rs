@@ -20,7 +20,7 @@ use super::{
     request::Asked,
     response::{header as repairs_header, repair_completion, Lifting, Made},
     route,
-    stream::{relay, Holder},
+    stream::{relay, Choices},
     tools::ToolCache,
     NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
 };
@@ -300,7 +300,7 @@ impl Edge {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if status.is_success() && event_stream && streaming {
-            let holder = Holder::new(declared, lifting, spans.recording());
+            let holder = Choices::new(declared, lifting, spans.recording());
             return streamed(status, &headers, response, holder, spans, observer.clone());
         }
         let body = match whole(response).await {
@@ -514,20 +514,21 @@ fn streamed(
     status: StatusCode,
     headers: &HeaderMap,
     response: reqwest::Response,
-    holder: Holder,
+    holder: Choices,
     spans: Spans,
     observer: Observer,
 ) -> Reply {
     let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
-        let holder = relay(Box::pin(response.bytes_stream()), to, holder).await;
-        if !holder.made.is_empty() {
-            tracing::debug!(door = NAME, repairs = holder.made.len(), "repaired a streamed completion");
+        let choices = relay(Box::pin(response.bytes_stream()), to, holder).await;
+        let made = choices.made();
+        if !made.is_empty() {
+            tracing::debug!(door = NAME, repairs = made.len(), "repaired a streamed completion");
         }
-        let generation = &holder.generation;
+        let generation = choices.generation();
         let reasons = generation.reasons.iter().map(|r| r.clone().into()).collect();
         spans.generation(generation.model.as_deref(), reasons, generation.usage.as_ref());
-        spans.end(&observer, status.as_u16(), &holder.made);
+        spans.end(&observer, status.as_u16(), &made);
     });
     sent(status, headers, from)
 }

@@ -82,6 +82,8 @@ struct Partial {
 
 /// The rules over one stream's events.
 pub(super) struct Holder {
+    /// The choice (`index`) whose events it reads.
+    choice: u64,
     declared: Arc<Declared>,
     /// What may be lifted out of `content`.
     lifting: Lifting,
@@ -131,6 +133,7 @@ impl Holder {
     pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting, watching: bool) -> Self {
         let state = if declared.is_some() { State::Undecided } else { State::Off };
         Self {
+            choice: 0,
             declared: declared.unwrap_or_else(|| Arc::new(Declared::none())),
             lifting,
             marked: false,
@@ -170,6 +173,11 @@ impl Holder {
         }
     }
 
+    /// The same rules for the choice `index`.
+    pub(super) fn for_choice(self, index: u64) -> Self {
+        Self { choice: index, ..self }
+    }
+
     /// Whether events are being held (keep-alives are then sent).
     pub(super) fn holding(&self) -> bool {
         !self.held.is_empty() || !self.calls.is_empty()
@@ -190,6 +198,11 @@ impl Holder {
             return out;
         }
         let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(&data) else { return self.give_up(raw) };
+        self.chunk_event(raw, chunk)
+    }
+
+    /// What to send for an event whose data is `chunk` (read).
+    pub(super) fn chunk_event(&mut self, raw: Bytes, chunk: Map<String, Value>) -> Vec<Bytes> {
         self.watch(&chunk);
         if self.state == State::Off {
             return vec![raw];
@@ -200,7 +213,7 @@ impl Holder {
             return self.pass_or_hold(raw);
         }
         let choice = &choices[0];
-        if choices.len() > 1 || choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+        if choices.len() > 1 || choice.get("index").and_then(Value::as_u64).unwrap_or(0) != self.choice {
             return self.give_up(raw);
         }
         let delta = choice.get("delta").and_then(Value::as_object);
@@ -544,7 +557,7 @@ impl Holder {
 
     /// Something the rules cannot follow: everything held goes as it came
     /// (tool calls complete), then this, and nothing more is changed.
-    fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
+    pub(super) fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
         let mut out = self.release();
         out.extend(self.complete_calls(None));
         out.push(raw);
@@ -556,7 +569,7 @@ impl Holder {
     /// `raw_finish` unless it carried call deltas), or the stream did: the
     /// held calls complete; else, when it ended naturally (`stop`), the
     /// held text's calls lifted; else the held text unchanged.
-    fn end(&mut self, reason: Option<Value>, raw_finish: Option<Bytes>) -> Vec<Bytes> {
+    pub(super) fn end(&mut self, reason: Option<Value>, raw_finish: Option<Bytes>) -> Vec<Bytes> {
         if self.state == State::Off {
             return raw_finish.into_iter().collect();
         }
@@ -573,7 +586,9 @@ impl Holder {
         }
         let natural = reason.as_ref().and_then(Value::as_str) == Some("stop");
         if self.state == State::Holding && natural {
-            if let Some((preamble, lifted)) = lift(&self.content, &self.declared, self.lifting, 0, true, self.marked) {
+            if let Some((preamble, lifted)) =
+                lift(&self.content, &self.declared, self.lifting, self.choice, true, self.marked)
+            {
                 // What was held without text (the role's first delta,
                 // usage) goes; the text becomes the preamble and the calls.
                 let held = std::mem::take(&mut self.held);
@@ -611,7 +626,7 @@ impl Holder {
         for (index, partial) in calls.into_iter().enumerate() {
             let (name, arguments) = match repair_call(&partial.name, &partial.arguments, &self.declared) {
                 Some(prepared) => {
-                    self.made.extend(made(0, index, &prepared, None));
+                    self.made.extend(made(self.choice, index, &prepared, None));
                     (prepared.name, prepared.arguments_json)
                 }
                 None => (partial.name, partial.arguments),
@@ -639,7 +654,7 @@ impl Holder {
         }
         chunk.insert(
             "choices".to_owned(),
-            json!([{"index": 0, "delta": delta, "finish_reason": finish.unwrap_or(Value::Null)}]),
+            json!([{"index": self.choice, "delta": delta, "finish_reason": finish.unwrap_or(Value::Null)}]),
         );
         Bytes::from(format!("data: {}\n\n", Value::Object(chunk)))
     }
@@ -658,16 +673,110 @@ pub(super) fn error_event(message: &str) -> Bytes {
     Bytes::from(format!("data: {error}\n\n"))
 }
 
-/// Sends the upstream's events to `to` under `holder`'s rules, with a
+/// The most choices of one stream read apart; a stream with more passes
+/// the rest unchanged.
+const MAX_CHOICES: usize = 128;
+
+/// The rules over every choice of a stream (`n` > 1 sends each choice's
+/// chunks with its `index`): a [`Holder`] a choice, so each is held,
+/// repaired and lifted as a stream of one choice is. Events of no choice
+/// (comments, usage) follow choice 0's; `[DONE]` ends them all.
+pub(super) struct Choices {
+    holders: Vec<Holder>,
+    /// A new choice's holder: its declared tools, lifting and watching.
+    first: (Option<Arc<Declared>>, Lifting, bool),
+    /// Nothing to read or note: every event passes as it came.
+    active: bool,
+}
+
+impl Choices {
+    pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting, watching: bool) -> Self {
+        let active = declared.is_some() || watching;
+        let holders = vec![Holder::new(declared.clone(), lifting, watching)];
+        Self { holders, first: (declared, lifting, watching), active }
+    }
+
+    pub(super) fn holding(&self) -> bool {
+        self.holders.iter().any(Holder::holding)
+    }
+
+    /// What to send for one event, in order.
+    pub(super) fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        if !self.active {
+            return vec![raw];
+        }
+        let Some(text) = data(&raw) else { return self.holders[0].event(raw) };
+        if text.trim() == "[DONE]" {
+            let mut out = self.end();
+            out.push(raw);
+            return out;
+        }
+        let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(&text) else { return self.holders[0].event(raw) };
+        let index = match chunk.get("choices").and_then(Value::as_array).map(Vec::as_slice) {
+            Some([one]) => one.get("index").and_then(Value::as_u64).unwrap_or(0),
+            _ => 0,
+        };
+        match self.holder(index) {
+            Some(holder) => holder.chunk_event(raw, chunk),
+            None => vec![raw],
+        }
+    }
+
+    /// The holder of choice `index`, made on its first event (none past
+    /// [`MAX_CHOICES`]).
+    fn holder(&mut self, index: u64) -> Option<&mut Holder> {
+        match self.holders.iter().position(|h| h.choice == index) {
+            Some(at) => Some(&mut self.holders[at]),
+            None if self.holders.len() < MAX_CHOICES => {
+                let (declared, lifting, watching) = &self.first;
+                self.holders.push(Holder::new(declared.clone(), *lifting, *watching).for_choice(index));
+                self.holders.last_mut()
+            }
+            None => None,
+        }
+    }
+
+    /// Something the rules cannot follow (`raw` after what is held).
+    pub(super) fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
+        let mut out: Vec<Bytes> = self.holders.iter_mut().flat_map(|h| h.give_up(Bytes::new())).collect();
+        out.push(raw);
+        out
+    }
+
+    /// The stream ended: every choice's held calls and text.
+    pub(super) fn end(&mut self) -> Vec<Bytes> {
+        self.holders.iter_mut().flat_map(|h| h.end(None, None)).collect()
+    }
+
+    /// What was repaired, every choice's.
+    pub(super) fn made(&self) -> Vec<Made> {
+        self.holders.iter().flat_map(|h| h.made.iter().cloned()).collect()
+    }
+
+    /// What the stream said of its generation: the model, every choice's
+    /// finish reasons, the last usage.
+    pub(super) fn generation(&self) -> Generation {
+        let mut generation = Generation::default();
+        for holder in &self.holders {
+            let of = &holder.generation;
+            generation.model = generation.model.or_else(|| of.model.clone());
+            generation.reasons.extend(of.reasons.iter().cloned());
+            generation.usage = of.usage.clone().or(generation.usage);
+        }
+        generation
+    }
+}
+
+/// Sends the upstream's events to `to` under `choices`' rules, with a
 /// keep-alive comment every 15 s while holding; a stream cut mid-way ends
 /// with an error event. Once an event passes the most a choice holds,
-/// every byte goes as it came. The holder is given back: what was
+/// every byte goes as it came. The rules are given back: what was
 /// repaired, and what the stream said of its generation.
 pub(super) async fn relay(
     mut upstream: impl Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
     to: mpsc::Sender<Bytes>,
-    mut holder: Holder,
-) -> Holder {
+    mut holder: Choices,
+) -> Choices {
     let (mut frames, mut waiting) = (Frames::default(), bytes::BytesMut::new());
     let mut raw = false;
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
@@ -702,7 +811,7 @@ pub(super) async fn relay(
                 (out, true)
             }
             None => {
-                let mut out = holder.end(None, None);
+                let mut out = holder.end();
                 out.push(waiting.split().freeze());
                 (out, true)
             }

@@ -152,6 +152,37 @@ fn events(model: &str, content: Option<&str>, calls: Option<Value>) -> Vec<Strin
     events
 }
 
+/// `n` choices of the same answer: a whole completion's choices, or a
+/// stream's events of each choice interleaved, each with its `index`.
+fn choices(model: &str, content: Option<&str>, calls: Option<Value>, stream: bool, n: u64) -> Response {
+    if !stream {
+        let mut body = completion(model, content, calls);
+        let one = body["choices"][0].clone();
+        let each = |i: u64| {
+            let mut choice = one.clone();
+            choice["index"] = json!(i);
+            choice
+        };
+        body["choices"] = (0..n).map(each).collect();
+        return ([("content-type", "application/json")], body.to_string()).into_response();
+    }
+    let one = events(model, content, calls);
+    let (done, one) = one.split_last().unwrap();
+    let mut all = Vec::new();
+    for event in one {
+        for i in 0..n {
+            let mut chunk: Value = serde_json::from_str(event.strip_prefix("data: ").unwrap().trim()).unwrap();
+            chunk["choices"][0]["index"] = json!(i);
+            all.push(Ok::<_, std::io::Error>(Bytes::from(format!("data: {chunk}\n\n"))));
+        }
+    }
+    all.push(Ok(Bytes::from(done.clone())));
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(futures::stream::iter(all)))
+        .unwrap()
+}
+
 /// The answer of `model` writing `content` and `calls`, whole or streamed;
 /// a model named `…-cr` or `…-crlf` ends its stream's lines so.
 fn answer(model: &str, content: Option<&str>, calls: Option<Value>, stream: bool) -> Response {
@@ -213,6 +244,9 @@ pub async fn start() -> ModelServer {
             false => script(["-usage", "-crlf", "-cr"].iter().fold(model.as_str(), |m, s| m.trim_end_matches(s))),
         };
         let stream = asked["stream"].as_bool().unwrap_or(false);
+        if let Some(n) = asked["n"].as_u64().filter(|n| *n > 1) {
+            return choices(&model, content, calls, stream, n);
+        }
         if !stream || model != "cut" {
             return answer(&model, content, calls, stream);
         }
