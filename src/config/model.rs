@@ -51,6 +51,9 @@ pub(crate) struct ModelDoorConfig {
     /// header is refused (403).
     #[serde(default)]
     pub(crate) allowed_origins: Vec<String>,
+    /// The door's requests one principal keeps open at once (the
+    /// anonymous caller is one principal; default 64).
+    pub(crate) requests_per_principal: Option<std::num::NonZeroUsize>,
 }
 
 /// `model_door.upstreams[]`: one OpenAI-compatible model server.
@@ -85,7 +88,12 @@ pub(crate) struct ModelSettings {
     pub(crate) tools: ToolLimits,
     /// `model_door.allowed_origins` (they reload).
     pub(crate) allowed_origins: Vec<String>,
+    /// `model_door.requests_per_principal`.
+    pub(crate) requests_per_principal: usize,
 }
+
+/// `model_door.requests_per_principal` when unset.
+pub(crate) const DEFAULT_REQUESTS_PER_PRINCIPAL: usize = 64;
 
 impl ModelSettings {
     /// What a reload cannot change: everything but the origins.
@@ -242,7 +250,17 @@ impl ModelDoorConfig {
         match problems.is_empty() {
             true => {
                 let (strict, allowed_origins) = (self.strict, self.allowed_origins);
-                Ok(ModelSettings { listen, upstreams, default_upstream, strict, tools, allowed_origins })
+                let requests_per_principal =
+                    self.requests_per_principal.map_or(DEFAULT_REQUESTS_PER_PRINCIPAL, std::num::NonZeroUsize::get);
+                Ok(ModelSettings {
+                    listen,
+                    upstreams,
+                    default_upstream,
+                    strict,
+                    tools,
+                    allowed_origins,
+                    requests_per_principal,
+                })
             }
             false => Err(problems),
         }

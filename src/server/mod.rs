@@ -11,6 +11,7 @@ pub(crate) mod body;
 pub(crate) mod connections;
 mod handshake;
 pub(crate) mod http;
+mod per_principal;
 mod serve;
 
 use std::time::Duration;
@@ -18,6 +19,7 @@ use std::time::Duration;
 pub use connections::ConnectionSettings;
 pub(crate) use connections::Incoming;
 pub(crate) use http::foreign;
+pub(crate) use per_principal::{Held, PerPrincipal};
 pub use serve::ServeError;
 pub(crate) use serve::{serve, Connections, Door, Peer, Stopping};
 

@@ -705,3 +705,118 @@ async fn every_choice_of_several_is_repaired_and_lifted_whole_and_streamed() {
         assert_eq!(finish.values().collect::<Vec<_>>(), ["tool_calls", "tool_calls"], "{model} streamed {stream}");
     }
 }
+
+/// A principal keeps at most `model_door.requests_per_principal` requests
+/// open at the door: the next is 429 in OpenAI's shape with `Retry-After`,
+/// another principal is served, and a place frees when a request ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_principals_open_requests_are_bounded_and_another_is_served() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (a, b) = (toolgate::identity::hash_key("key-a"), toolgate::identity::hash_key("key-b"));
+    let top = format!(
+        "principals:\n  - {{name: a, api_key_sha256: {a}, tools: ['*']}}\n  - {{name: b, api_key_sha256: {b}, tools: ['*']}}\n"
+    );
+    let upstream_keys = "  requests_per_principal: 2\n";
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "", &format!("{upstream_keys}{top}"), &[]);
+    let ask = |key: &'static str, model: &'static str, stream: bool| {
+        http()
+            .post(format!("{url}/chat/completions"))
+            .header("content-type", "application/json")
+            .header("authorization", format!("Bearer {key}"))
+            .body(weather_request(model, stream))
+            .send()
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let answer = ask("key-a", "hold", true).await.unwrap();
+        assert_eq!(answer.status(), 200);
+        let mut body = answer.bytes_stream();
+        futures::StreamExt::next(&mut body).await.expect("the first chunk").unwrap();
+        held.push(body);
+    }
+    let refused = ask("key-a", "drift", false).await.unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(refused.headers()["retry-after"], "1");
+    let said: Value = refused.json().await.unwrap();
+    assert!(said["error"]["message"].as_str().unwrap().contains("requests_per_principal"), "{said}");
+    assert_eq!(ask("key-b", "drift", false).await.unwrap().status(), 200, "another principal is served");
+
+    upstream.seen.release.send_replace(true);
+    for body in held {
+        let rest: Vec<_> = futures::StreamExt::collect(body).await;
+        assert!(rest.iter().all(Result::is_ok));
+    }
+    assert_eq!(ask("key-a", "drift", false).await.unwrap().status(), 200, "a place freed");
+}
+
+/// Requests to upstreams hold permits of the connection budget every door
+/// shares: under a descriptor limit of 64, 60 held streams on one HTTP/2
+/// connection never take the descriptors a command tool needs; past the
+/// budget the door answers 503 with `Retry-After`, and a gRPC call of a
+/// command tool on a connection opened before still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_requests_hold_permits_of_the_shared_budget() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    dir.file("registry/echo.py", "import json, sys\nprint(json.dumps({'ok': True, 'result': json.load(sys.stdin)}))\n");
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: echo_cmd\n    description: x\n    backend: {command: {argv: [python3, echo.py]}}\n",
+    );
+    let config = format!(
+        "model_door:\n  upstreams:\n    - name: local\n      base_url: {}\n      models: [\"*\"]\n",
+        upstream.base_url()
+    );
+    dir.file("toolgate.yaml", &config);
+    let mut command = std::process::Command::new("prlimit");
+    command.current_dir(dir.dir.path()).args(["--nofile=64:64", "--", env!("CARGO_BIN_EXE_toolgate")]);
+    command.args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0", "--model-listen", "127.0.0.1:0"]);
+    command.args(["--config", "toolgate.yaml"]);
+    let (_gateway, _lines, listening, seen) = listening_after(&mut command);
+    let url = format!("http://{}", logged_after(&seen, "model door (OpenAI-compatible) on http://"));
+    let grpc = listening.split(' ').next().unwrap().to_owned();
+    let mut client =
+        toolgate::proto::v1::tool_gateway_service_client::ToolGatewayServiceClient::connect(format!("http://{grpc}"))
+            .await
+            .unwrap();
+    let execute = || toolgate::proto::v1::ExecuteRequest {
+        tool: "echo_cmd".into(),
+        arguments_json: r#"{"n": 1}"#.into(),
+        ..Default::default()
+    };
+    assert!(client.execute(execute()).await.unwrap().into_inner().ok);
+
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().build().unwrap();
+    let mut asked = Vec::new();
+    for _ in 0..60 {
+        let h2 = h2.clone();
+        let url = url.clone();
+        asked.push(tokio::spawn(async move {
+            let answer = h2
+                .post(format!("{url}/chat/completions"))
+                .header("content-type", "application/json")
+                .body(weather_request("hold", true))
+                .send()
+                .await
+                .unwrap();
+            let status = answer.status().as_u16();
+            let retry = answer.headers().get("retry-after").is_some();
+            let mut body = answer.bytes_stream();
+            let _ = futures::StreamExt::next(&mut body).await;
+            (status, retry, body)
+        }));
+    }
+    let mut answers = Vec::new();
+    for asked in asked {
+        answers.push(asked.await.unwrap());
+    }
+    let served = answers.iter().filter(|(status, _, _)| *status == 200).count();
+    let busy = answers.iter().filter(|(status, retry, _)| *status == 503 && *retry).count();
+    assert!(served > 0 && busy > 0 && served + busy == 60, "{served} served, {busy} busy");
+    // The budget's permits are held; a command tool still gets its pipes.
+    let answer = client.execute(execute()).await.unwrap().into_inner();
+    assert!(answer.ok, "{:?}", answer.error);
+    upstream.seen.release.send_replace(true);
+}

@@ -5,16 +5,17 @@
 //!   [`super::sessions`]).
 //! - GET streams (server-sent events a client listens on):
 //!   `mcp_front_door.streams_per_principal` open at once per principal
-//!   (anonymous callers are one principal); the next is refused with 429.
+//!   (anonymous callers are one principal, [`crate::server::PerPrincipal`]);
+//!   the next is refused with 429.
 //! - A POST body: read by the edge's [`crate::server::body`] (its
 //!   deadlines: else 408).
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-};
+use std::sync::Arc;
 
-use crate::config::{McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL};
+use crate::{
+    config::{McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL},
+    server::{Held, PerPrincipal},
+};
 
 /// The MCP door's bounds per principal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,65 +44,21 @@ impl McpLimits {
 }
 
 /// The open GET streams of each principal.
-pub(crate) struct Streams {
-    per_principal: usize,
-    open: Arc<Mutex<HashMap<Option<Arc<str>>, usize>>>,
-}
+pub(crate) struct Streams(PerPrincipal);
 
 impl Streams {
     pub(crate) fn new(per_principal: usize) -> Self {
-        Self { per_principal, open: Arc::default() }
+        Self(PerPrincipal::new(per_principal))
     }
 
     /// A place for one more stream of `principal`, held until the guard
     /// drops (with the stream); `None` past the bound.
-    pub(crate) fn open(&self, principal: Option<&Arc<str>>) -> Option<OpenStream> {
-        let mut open = crate::lock::lock(&self.open);
-        let count = open.entry(principal.cloned()).or_default();
-        if *count >= self.per_principal {
-            return None;
-        }
-        *count += 1;
-        Some(OpenStream { principal: principal.cloned(), open: Arc::clone(&self.open) })
+    pub(crate) fn open(&self, principal: Option<&Arc<str>>) -> Option<Held> {
+        self.0.hold(principal)
     }
 
     /// The 429 past the bound.
     pub(crate) fn refusal(&self) -> String {
-        format!("this principal has {} MCP streams open (GET): close one first", self.per_principal)
-    }
-}
-
-/// One open GET stream, counted until dropped.
-pub(crate) struct OpenStream {
-    principal: Option<Arc<str>>,
-    open: Arc<Mutex<HashMap<Option<Arc<str>>, usize>>>,
-}
-
-impl Drop for OpenStream {
-    fn drop(&mut self) {
-        let mut open = crate::lock::lock(&self.open);
-        if let Some(count) = open.get_mut(&self.principal) {
-            *count -= 1;
-            if *count == 0 {
-                open.remove(&self.principal);
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_principals_streams_are_bounded_and_freed_when_closed() {
-        let streams = Streams::new(2);
-        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
-        let first = streams.open(Some(&a)).unwrap();
-        let _second = streams.open(Some(&a)).unwrap();
-        assert!(streams.open(Some(&a)).is_none());
-        let _other = streams.open(Some(&b)).expect("another principal's bound is its own");
-        drop(first);
-        assert!(streams.open(Some(&a)).is_some());
+        format!("this principal has {} MCP streams open (GET): close one first", self.0.bound())
     }
 }

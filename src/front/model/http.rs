@@ -53,6 +53,8 @@ pub(crate) struct ModelDoor {
     current: SnapshotSlot,
     tls: Option<Arc<ServerTls>>,
     body: BodyDeadlines,
+    /// The connection budget every door shares.
+    budget: Arc<tokio::sync::Semaphore>,
 }
 
 impl ModelDoor {
@@ -62,7 +64,8 @@ impl ModelDoor {
         tls: Option<Arc<ServerTls>>,
         connections: &crate::server::ConnectionSettings,
     ) -> Self {
-        Self { settings, current, tls, body: BodyDeadlines::of(connections) }
+        let budget = connections.budget.permits(connections.max_connections);
+        Self { settings, current, tls, body: BodyDeadlines::of(connections), budget }
     }
 }
 
@@ -77,6 +80,13 @@ struct Edge {
     loopback: bool,
     /// One client an upstream, in the order of `settings.upstreams`.
     clients: Vec<reqwest::Client>,
+    /// The connection budget every door shares: a request to an upstream
+    /// holds one of its permits while it lasts, as an accepted connection
+    /// does, so upstream sockets never take the descriptors others need.
+    budget: Arc<tokio::sync::Semaphore>,
+    /// The requests each principal keeps open
+    /// (`model_door.requests_per_principal`).
+    open: crate::server::PerPrincipal,
     tools: ToolCache,
 }
 
@@ -117,12 +127,14 @@ impl Door for ModelDoor {
         let clients = self.settings.upstreams.iter().map(client).collect();
         let edge = Arc::new(Edge {
             tools: ToolCache::new(self.settings.tools),
+            open: crate::server::PerPrincipal::new(self.settings.requests_per_principal),
             settings: self.settings,
             current: self.current,
             tls: self.tls,
             body: self.body,
             loopback: local.is_some_and(|local| local.ip().is_loopback()),
             clients,
+            budget: self.budget,
         });
         serve_http(NAME, edge, connections, stopping).await;
         Ok(())
@@ -156,9 +168,21 @@ impl HttpEdge for Edge {
             return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message, "invalid_request_error");
         }
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), false);
-        let (_caller, admitted) = match snapshot.admit(&presented.credentials(), None).await {
+        let (caller, admitted) = match snapshot.admit(&presented.credentials(), None).await {
             Ok(admitted) => admitted,
             Err(refused) => return refusal(refused),
+        };
+        let Some(open) = self.open.hold(caller.principal.as_ref()) else {
+            let message = format!(
+                "this client has {} requests open at the model door (model_door.requests_per_principal): \
+                 wait for one to end",
+                self.open.bound()
+            );
+            return busy(StatusCode::TOO_MANY_REQUESTS, &message, "rate_limit_exceeded");
+        };
+        let Ok(permit) = Arc::clone(&self.budget).try_acquire_owned() else {
+            let message = "the gateway holds as many connections as it may: try again shortly";
+            return busy(StatusCode::SERVICE_UNAVAILABLE, message, "server_overloaded");
         };
         let passing = Passing {
             open: snapshot.identity.principals().is_empty(),
@@ -170,8 +194,16 @@ impl HttpEdge for Edge {
             true => self.models(request.headers(), &passing).await,
             false => self.chat(request, &passing, limits, snapshot.executor.observer()).await,
         };
-        reply.map(|body| Guarded::new(body, (guard, admitted)).boxed())
+        reply.map(|body| Guarded::new(body, (guard, admitted, open, permit)).boxed())
     }
+}
+
+/// A request refused for what is open (429 or 503), in OpenAI's shape,
+/// with `Retry-After: 1`: a request ends in the meantime.
+fn busy(status: StatusCode, message: &str, kind: &str) -> Reply {
+    let mut reply = error(status, message, kind);
+    reply.headers_mut().insert(header::RETRY_AFTER, 1.into());
+    reply
 }
 
 impl Edge {

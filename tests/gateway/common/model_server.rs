@@ -17,6 +17,7 @@ use axum::{
     routing::{get, post},
     Router,
 };
+use futures::StreamExt;
 use serde_json::{json, Value};
 
 /// What a model writes, by model name: `(content, tool calls)`.
@@ -59,6 +60,8 @@ pub struct Seen {
     pub authorization: Arc<Mutex<Vec<Option<String>>>>,
     /// The names of every header of every request, in order.
     pub headers: Arc<Mutex<Vec<Vec<String>>>>,
+    /// What the `hold` model's streams wait for after their first chunk.
+    pub release: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
 pub struct ModelServer {
@@ -219,6 +222,23 @@ pub async fn start() -> ModelServer {
             let content = "a".repeat(17 * 1024 * 1024);
             let body = completion(&model, Some(&content), None).to_string();
             return ([("content-type", "application/json")], body).into_response();
+        }
+        // `hold`: a stream's first chunk, then nothing until released.
+        if model == "hold" {
+            let mut release = seen.release.subscribe();
+            let first = chunk(&model, json!({"role": "assistant", "content": ""}), None);
+            let rest = [chunk(&model, json!({"content": "Done."}), None), chunk(&model, json!({}), Some("stop"))];
+            let rest = rest.concat() + "data: [DONE]\n\n";
+            let events = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(first))]).chain(
+                futures::stream::once(async move {
+                    let _ = release.wait_for(|released| *released).await;
+                    Ok(Bytes::from(rest))
+                }),
+            );
+            return Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(events))
+                .unwrap();
         }
         // A conversation that already holds a tool's result: the final answer.
         let answered = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
