@@ -42,6 +42,10 @@ pub(crate) struct McpFrontDoorConfig {
     pub(crate) sessions_per_principal: Option<NonZeroUsize>,
     /// Open GET (server-sent event) streams of one principal (default 16).
     pub(crate) streams_per_principal: Option<NonZeroUsize>,
+    /// Sessions one end user of a principal keeps open (default 100).
+    pub(crate) sessions_per_user: Option<NonZeroUsize>,
+    /// Open GET streams of one end user of a principal (default 4).
+    pub(crate) streams_per_user: Option<NonZeroUsize>,
 }
 
 /// The MCP front door's settings, when it is on.
@@ -52,12 +56,18 @@ pub(crate) struct McpSettings {
     pub(crate) oauth: Option<OauthConfig>,
     pub(crate) sessions_per_principal: usize,
     pub(crate) streams_per_principal: usize,
+    pub(crate) sessions_per_user: usize,
+    pub(crate) streams_per_user: usize,
 }
 
 /// `mcp_front_door.sessions_per_principal` when unset.
 pub(crate) const DEFAULT_SESSIONS_PER_PRINCIPAL: usize = 1_000;
 /// `mcp_front_door.streams_per_principal` when unset.
 pub(crate) const DEFAULT_STREAMS_PER_PRINCIPAL: usize = 16;
+/// `mcp_front_door.sessions_per_user` when unset.
+pub(crate) const DEFAULT_SESSIONS_PER_USER: usize = 100;
+/// `mcp_front_door.streams_per_user` when unset.
+pub(crate) const DEFAULT_STREAMS_PER_USER: usize = 4;
 
 impl McpFrontDoorConfig {
     /// The settings on `listen`; an OAuth section that does not check is
@@ -73,6 +83,8 @@ impl McpFrontDoorConfig {
                 .sessions_per_principal
                 .map_or(DEFAULT_SESSIONS_PER_PRINCIPAL, NonZeroUsize::get),
             streams_per_principal: self.streams_per_principal.map_or(DEFAULT_STREAMS_PER_PRINCIPAL, NonZeroUsize::get),
+            sessions_per_user: self.sessions_per_user.map_or(DEFAULT_SESSIONS_PER_USER, NonZeroUsize::get),
+            streams_per_user: self.streams_per_user.map_or(DEFAULT_STREAMS_PER_USER, NonZeroUsize::get),
         }
     }
 }

@@ -25,7 +25,10 @@ pub(crate) use self::doors::origins as door_origins;
 pub use self::doors::{Door, DOORS};
 pub(crate) use self::{
     doors::DoorSettings,
-    mcp::{McpFrontDoorConfig, McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL},
+    mcp::{
+        McpFrontDoorConfig, McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_SESSIONS_PER_USER,
+        DEFAULT_STREAMS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_USER,
+    },
     model::{ModelDoorConfig, ModelSettings, ToolLimits, Upstream, UpstreamProxy},
 };
 pub use crate::tls::TlsConfig;

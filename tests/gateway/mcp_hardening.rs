@@ -640,3 +640,70 @@ fn mcp_stdio_reads_a_tools_call_as_http_does() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// The end users of one principal each have their own bounds within the
+/// principal's: past `sessions_per_user`, that user's own idlest session
+/// ends, never another user's; past `streams_per_user`, that user's next
+/// GET stream is 429 while another user's opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_user_of_a_principal_has_bounds_of_their_own() {
+    use crate::common::jwt::Signer;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let signer = Signer::new(jsonwebtoken::Algorithm::ES256, "users-1");
+    let dir = CatalogDir::new();
+    dir.file("registry/tools.yaml", &tools(1));
+    dir.file("users.json", &json!({"keys": [signer.jwk()]}).to_string());
+    let hash = toolgate::identity::hash_key("ops-key");
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: ops\n    api_key_sha256: {hash}\n    tools: [\"*\"]\n\
+             users:\n  jwt: {{issuer: https://users.example.test, audience: toolgate, jwks_file: users.json}}\n\
+             mcp_front_door: {{sessions_per_principal: 4, sessions_per_user: 2, streams_per_user: 1}}\n"
+        ),
+    );
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let token = |user: &str| {
+        signer.token(json!({"sub": user, "iss": "https://users.example.test", "aud": "toolgate", "exp": now + 600}))
+    };
+    let session_as = |user: &str| {
+        let token = token(user);
+        let url = url.clone();
+        async move {
+            let mut headers = session_of_with(&url, "ops-key", &[("x-toolgate-user-token", &token)]).await;
+            headers.push(("x-toolgate-user-token", token));
+            headers
+        }
+    };
+    let bob = session_as("bob").await;
+    let alice_1 = session_as("alice").await;
+    let alice_2 = session_as("alice").await;
+    assert_eq!(list(&url, &alice_1).await, 200);
+    let alice_3 = session_as("alice").await;
+    assert_eq!(list(&url, &alice_2).await, 404, "alice's own idlest session ended");
+    for kept in [&bob, &alice_1, &alice_3] {
+        assert_eq!(list(&url, kept).await, 200);
+    }
+
+    let alices = listen(&url, &alice_1).await;
+    assert_eq!(alices.status().as_u16(), 200);
+    let refused = listen(&url, &alice_3).await;
+    assert_eq!(refused.status().as_u16(), 429);
+    assert!(refused.text().await.unwrap().contains("this user has 1 MCP streams open"));
+    let bobs = listen(&url, &bob).await;
+    assert_eq!(bobs.status().as_u16(), 200, "another user's stream is their own");
+    drop((alices, bobs));
+}
+
+/// [`session_of`] with more headers on its `initialize`.
+async fn session_of_with(url: &str, key: &str, more: &[(&str, &str)]) -> Vec<(&'static str, String)> {
+    let bearer = format!("Bearer {key}");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let mut headers = vec![("authorization", bearer.as_str())];
+    headers.extend_from_slice(more);
+    let (status, answered, body) = post(url, &headers, init).await;
+    assert_eq!(status, 200, "{body}");
+    let id = answered["mcp-session-id"].to_str().unwrap().to_owned();
+    vec![("mcp-session-id", id), ("mcp-protocol-version", "2025-06-18".to_owned()), ("authorization", bearer)]
+}

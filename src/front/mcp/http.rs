@@ -102,9 +102,14 @@ impl Door for McpDoor {
             .with_legacy_session_mode(true)
             .with_max_request_body_bytes(MAX_BODY_BYTES);
         let woken = handler.clone();
-        let sessions = Sessions::new(MAX_SESSIONS, self.limits.sessions_per_principal, move || woken.session());
+        let bounds = super::sessions::Bounds {
+            cap: MAX_SESSIONS,
+            per_principal: self.limits.sessions_per_principal,
+            per_user: self.limits.sessions_per_user,
+        };
+        let sessions = Sessions::new(bounds, move || woken.session());
         let transport = StreamableHttpService::new(move || Ok(handler.session()), Arc::clone(&sessions), config);
-        let streams = Streams::new(self.limits.streams_per_principal);
+        let streams = Streams::new(self.limits.streams_per_principal, self.limits.streams_per_user);
         let edge =
             Arc::new(Edge { current, view, transport, sessions, streams, body: self.body, tls: self.tls, loopback });
         serve_http(super::NAME, edge, connections, stopping).await;
@@ -136,9 +141,9 @@ impl HttpEdge for Edge {
         let in_session = session.is_some();
         let guard = connected.call();
         let stream = match request.method() == hyper::Method::GET {
-            true => match self.streams.open(owner.principal.as_ref()) {
-                Some(stream) => Some(stream),
-                None => return plain(StatusCode::TOO_MANY_REQUESTS, &self.streams.refusal()),
+            true => match self.streams.open(&owner) {
+                Ok(stream) => Some(stream),
+                Err(refusal) => return plain(StatusCode::TOO_MANY_REQUESTS, &refusal),
             },
             false => None,
         };
@@ -278,7 +283,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 /// ends in the meantime).
 fn no_room_reply(no_room: NoRoom) -> Reply {
     let status = match no_room {
-        NoRoom::Principal(_) => StatusCode::TOO_MANY_REQUESTS,
+        NoRoom::Principal(_) | NoRoom::User(_) => StatusCode::TOO_MANY_REQUESTS,
         NoRoom::Full(_) => StatusCode::SERVICE_UNAVAILABLE,
     };
     let mut reply = plain(status, &no_room.to_string());

@@ -10,10 +10,11 @@
 //! - A POST body: read by the edge's [`crate::server::body`] (its
 //!   deadlines: else 408).
 
-use std::sync::Arc;
-
 use crate::{
-    config::{McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_PRINCIPAL},
+    config::{
+        McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_SESSIONS_PER_USER, DEFAULT_STREAMS_PER_PRINCIPAL,
+        DEFAULT_STREAMS_PER_USER,
+    },
     server::{Held, PerPrincipal},
 };
 
@@ -22,6 +23,8 @@ use crate::{
 pub(crate) struct McpLimits {
     pub(crate) sessions_per_principal: usize,
     pub(crate) streams_per_principal: usize,
+    pub(crate) sessions_per_user: usize,
+    pub(crate) streams_per_user: usize,
 }
 
 impl Default for McpLimits {
@@ -29,6 +32,8 @@ impl Default for McpLimits {
         Self {
             sessions_per_principal: DEFAULT_SESSIONS_PER_PRINCIPAL,
             streams_per_principal: DEFAULT_STREAMS_PER_PRINCIPAL,
+            sessions_per_user: DEFAULT_SESSIONS_PER_USER,
+            streams_per_user: DEFAULT_STREAMS_PER_USER,
         }
     }
 }
@@ -39,26 +44,35 @@ impl McpLimits {
         settings.map_or_else(Self::default, |mcp| Self {
             sessions_per_principal: mcp.sessions_per_principal,
             streams_per_principal: mcp.streams_per_principal,
+            sessions_per_user: mcp.sessions_per_user,
+            streams_per_user: mcp.streams_per_user,
         })
     }
 }
 
-/// The open GET streams of each principal.
-pub(crate) struct Streams(PerPrincipal);
+/// The open GET streams of each principal, and of each end user of one.
+pub(crate) struct Streams {
+    principals: PerPrincipal,
+    /// Keyed by the principal and the user together.
+    users: PerPrincipal,
+}
 
 impl Streams {
-    pub(crate) fn new(per_principal: usize) -> Self {
-        Self(PerPrincipal::new(per_principal))
+    pub(crate) fn new(per_principal: usize, per_user: usize) -> Self {
+        Self { principals: PerPrincipal::new(per_principal), users: PerPrincipal::new(per_user) }
     }
 
-    /// A place for one more stream of `principal`, held until the guard
-    /// drops (with the stream); `None` past the bound.
-    pub(crate) fn open(&self, principal: Option<&Arc<str>>) -> Option<Held> {
-        self.0.hold(principal)
-    }
-
-    /// The 429 past the bound.
-    pub(crate) fn refusal(&self) -> String {
-        format!("this principal has {} MCP streams open (GET): close one first", self.0.bound())
+    /// A place for one more stream of `owner`, held until the guard drops
+    /// (with the stream); the refusal past its user's or its principal's
+    /// bound.
+    pub(crate) fn open(&self, owner: &super::sessions::Owner) -> Result<(Held, Held), String> {
+        let user = self
+            .users
+            .hold(Some(&owner.key()))
+            .ok_or_else(|| format!("this user has {} MCP streams open (GET): close one first", self.users.bound()))?;
+        let principal = self.principals.hold(owner.principal.as_ref()).ok_or_else(|| {
+            format!("this principal has {} MCP streams open (GET): close one first", self.principals.bound())
+        })?;
+        Ok((user, principal))
     }
 }

@@ -86,6 +86,13 @@ impl Owner {
     pub(crate) fn of(caller: &Caller) -> Self {
         Self { principal: caller.principal.clone(), user: caller.user.as_ref().map(|user| user.key()) }
     }
+
+    /// The principal and the user as one key (a NUL between them, which
+    /// neither holds).
+    pub(crate) fn key(&self) -> Arc<str> {
+        let (principal, user) = (self.principal.as_deref().unwrap_or(""), self.user.as_deref().unwrap_or(""));
+        Arc::from(format!("{principal}\0{user}"))
+    }
 }
 
 tokio::task_local! {
@@ -145,9 +152,20 @@ pub(crate) struct Sessions<S = Handler> {
     make: Box<dyn Fn() -> S + Send + Sync>,
     cap: usize,
     per_principal: usize,
+    /// Of one end user of a principal (within the principal's bound).
+    per_user: usize,
     table: Mutex<HashMap<SessionId, Session>>,
     /// "The bound was reached" is logged at WARN once a minute at most.
     full: Throttle,
+}
+
+/// The bounds of the door's sessions: in the process, of one principal,
+/// of one end user of a principal.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    pub(crate) cap: usize,
+    pub(crate) per_principal: usize,
+    pub(crate) per_user: usize,
 }
 
 /// Why there is no room for a new session.
@@ -155,6 +173,8 @@ pub(crate) struct Sessions<S = Handler> {
 pub(crate) enum NoRoom {
     #[error("this principal has {0} MCP sessions open, each with a request in flight: end one (DELETE) or try later")]
     Principal(usize),
+    #[error("this user has {0} MCP sessions open, each with a request in flight: end one (DELETE) or try later")]
+    User(usize),
     #[error("{0} MCP sessions are open: try again later")]
     Full(usize),
 }
@@ -175,12 +195,14 @@ pub(crate) enum SessionsError {
 impl<S: ServerHandler> Sessions<S> {
     /// The sessions of a door whose handlers `make` makes; they are looked
     /// over every few seconds while the door lives.
-    pub(crate) fn new(cap: usize, per_principal: usize, make: impl Fn() -> S + Send + Sync + 'static) -> Arc<Self> {
+    pub(crate) fn new(bounds: Bounds, make: impl Fn() -> S + Send + Sync + 'static) -> Arc<Self> {
+        let Bounds { cap, per_principal, per_user } = bounds;
         let sessions = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             make: Box::new(make),
             cap,
             per_principal,
+            per_user,
             table: Mutex::default(),
             full: Throttle::new(Duration::from_secs(60)),
         });
@@ -202,16 +224,18 @@ impl<S: ServerHandler> Sessions<S> {
         self.table().get(id).is_some_and(|session| &session.owner != owner)
     }
 
-    /// Room for one more session of `owner`: past the principal's bound, or
-    /// with the process full, that principal's own session idle longest
-    /// ends; with none idle, no room.
+    /// Room for one more session of `owner`: past its user's bound, its
+    /// principal's, or with the process full, that user's own session idle
+    /// longest ends (never another user's); with none idle, no room.
     pub(crate) async fn make_room(&self, owner: &Owner) -> Result<(), NoRoom> {
         loop {
             let victim = {
                 let table = self.table();
-                let mine = || table.iter().filter(|(_, s)| s.owner.principal == owner.principal);
+                let mine = || table.iter().filter(|(_, s)| s.owner == *owner);
+                let principals = table.values().filter(|s| s.owner.principal == owner.principal).count();
                 let why = match mine().count() {
-                    n if n >= self.per_principal => NoRoom::Principal(n),
+                    n if n >= self.per_user => NoRoom::User(n),
+                    _ if principals >= self.per_principal => NoRoom::Principal(principals),
                     _ if table.len() >= self.cap => NoRoom::Full(self.cap),
                     _ => return Ok(()),
                 };
@@ -224,7 +248,7 @@ impl<S: ServerHandler> Sessions<S> {
             if let Some(skipped) = self.full.allow() {
                 tracing::warn!(
                     principal = owner.principal.as_deref().unwrap_or("-"),
-                    "MCP sessions at their bound: the principal's session idle longest is ended for a new one{}",
+                    "MCP sessions at their bound: the user's session idle longest is ended for a new one{}",
                     throttle::more(skipped)
                 );
             }
@@ -601,7 +625,7 @@ mod tests {
 
     #[tokio::test]
     async fn past_a_bound_only_the_principals_own_idle_session_ends() {
-        let sessions = Sessions::new(3, 2, || Quiet);
+        let sessions = Sessions::new(Bounds { cap: 3, per_principal: 2, per_user: 3 }, || Quiet);
         let (a, b, c) = (owner("a"), owner("b"), owner("c"));
         let a1 = open(&sessions, &a).await.unwrap();
         let a2 = open(&sessions, &a).await.unwrap();
@@ -630,7 +654,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn an_idle_session_is_parked_and_its_next_request_wakes_it() {
-        let sessions = Sessions::new(10, 10, || Quiet);
+        let sessions = Sessions::new(Bounds { cap: 10, per_principal: 10, per_user: 10 }, || Quiet);
         let id = initialized(&sessions).await;
         assert!(awake(&sessions, &id));
         // A request in flight keeps the worker, however long.
