@@ -93,6 +93,8 @@ impl Serving {
             Some(files) => Some(Arc::new(ServerTls::load(files).map_err(|why| anyhow!("cannot start TLS: {why}"))?)),
             None => None,
         };
+        let per_principal = settings.connections_per_principal.or(connections.connections_per_principal);
+        let connections = ConnectionSettings { connections_per_principal: per_principal, ..connections };
         Ok(Self {
             connections,
             tls,

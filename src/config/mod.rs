@@ -114,6 +114,9 @@ pub struct FileConfig {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsConfig {
+    /// Connections one principal holds at once (default a quarter of the
+    /// connection budget).
+    pub(crate) connections_per_principal: Option<std::num::NonZeroUsize>,
     pub(crate) max_argument_bytes: Option<usize>,
     pub(crate) max_argument_depth: Option<usize>,
     pub(crate) max_result_bytes: Option<usize>,
@@ -220,6 +223,8 @@ pub struct Settings {
     pub(crate) fixed: Fixed,
     /// The doors of [`DOORS`], each when it is on.
     pub(crate) doors: DoorSettings,
+    /// `limits.connections_per_principal`, when set.
+    pub(crate) connections_per_principal: Option<usize>,
     /// `rate_limits` and the principals' `rate`, checked (reloadable).
     pub(crate) rates: Arc<RateLimits>,
     /// The file the settings came from, for messages.
@@ -378,6 +383,7 @@ impl Settings {
         let fixed =
             Fixed { listen, tls: tls.clone(), health_listen, doors: doors.clone(), state: state.clone(), retry_budget };
         let limits = file.limits.limits();
+        let connections_per_principal = file.limits.connections_per_principal.map(std::num::NonZeroUsize::get);
         let principals = Arc::new(principals);
         Ok(Self {
             listen,
@@ -392,6 +398,7 @@ impl Settings {
             retry_budget,
             fixed,
             doors,
+            connections_per_principal,
             rates: Arc::new(rates),
             origin,
         })

@@ -37,8 +37,14 @@ impl Snapshot {
         &self,
         credentials: &Credentials<'_>,
         toolset: Option<&str>,
+        connection_counts: impl FnOnce(Option<&Arc<str>>) -> bool,
     ) -> Result<(Caller, Admitted), Refused> {
         let caller = self.identity.authenticate(credentials).map_err(Refused::Unauthenticated)?;
+        // The connection counts for the principal (its door's `Peer`):
+        // refused past `limits.connections_per_principal`.
+        if !connection_counts(caller.principal.as_ref()) {
+            return Err(Refused::Connections);
+        }
         let admitted = self.executor.admit(&caller).await.map_err(Refused::Limited)?;
         if let Some(name) = toolset {
             self.executor.toolset(&caller, name).map_err(Refused::UnknownToolset)?;
@@ -56,6 +62,15 @@ pub(crate) enum Refused {
     /// The message: an unknown toolset, with a did-you-mean among those the
     /// caller may see.
     UnknownToolset(String),
+    /// The principal holds as many connections as it may
+    /// (`limits.connections_per_principal`); this one closes.
+    Connections,
+}
+
+impl Refused {
+    /// What [`Refused::Connections`] says.
+    pub(crate) const CONNECTIONS: &'static str =
+        "this client holds as many connections as it may (limits.connections_per_principal): reuse one";
 }
 
 /// The current snapshot, swapped atomically; each request holds the one it

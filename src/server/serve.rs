@@ -44,6 +44,13 @@ impl Peer {
         self.calls.as_ref().map(Calls::call)
     }
 
+    /// The connection counts for `principal` from its first authenticated
+    /// request on; `false` when that principal holds as many connections
+    /// as it may (the connection then closes).
+    pub(crate) fn authenticated(&self, principal: Option<&Arc<str>>) -> bool {
+        self.calls.as_ref().is_none_or(|calls| calls.authenticated(principal))
+    }
+
     /// The credentials a request on this connection presents: its
     /// `headers`, and the client certificate when `tls`, the listener's,
     /// still trusts the chain ([`ServerTls::vouched`]); for every door.

@@ -478,7 +478,7 @@ async fn ten_thousand_idle_sessions_are_bounded_and_the_oldest_idle_ends_first()
     let dir = CatalogDir::new();
     catalogue(&dir);
     // One principal (every caller, anonymous) may hold them all here.
-    dir.file("toolgate.yaml", "mcp_front_door: {sessions_per_principal: 20000}\n");
+    dir.file("toolgate.yaml", "mcp_front_door: {sessions_per_principal: 20000, sessions_per_user: 20000}\n");
     let (child, url, log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
     let client = reqwest::Client::new();
     let open = |n: usize| {

@@ -73,7 +73,7 @@ impl Gateway {
         let snapshot = self.current.load_full();
         let peer = extensions.get::<Peer>().cloned().unwrap_or_default();
         let presented = peer.presented(&snapshot.identity, metadata.as_ref(), self.tls.as_deref(), false);
-        let (caller, admitted) = snapshot.admit(&presented.credentials(), None).await?;
+        let (caller, admitted) = snapshot.admit(&presented.credentials(), None, |p| peer.authenticated(p)).await?;
         Ok((snapshot, caller, admitted))
     }
 }

@@ -64,6 +64,12 @@ impl From<crate::live::Refused> for RpcError {
             // No gRPC request names a toolset endpoint; were one to, its
             // name would be a bad argument.
             crate::live::Refused::UnknownToolset(message) => RpcError::Invalid(message),
+            // RESOURCE_EXHAUSTED with a retry delay, as a request limit is.
+            crate::live::Refused::Connections => RpcError::RateLimited {
+                message: crate::live::Refused::CONNECTIONS.to_owned(),
+                subject: String::new(),
+                retry_after: std::time::Duration::from_secs(1),
+            },
         }
     }
 }

@@ -128,10 +128,11 @@ impl HttpEdge for Edge {
             Err(reply) => return reply,
         };
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), true);
-        let (caller, admitted) = match snapshot.admit(&presented.credentials(), toolset.as_deref()).await {
-            Ok(admitted) => admitted,
-            Err(refused) => return refusal(&snapshot, refused, presented.sent_authorization()),
-        };
+        let (caller, admitted) =
+            match snapshot.admit(&presented.credentials(), toolset.as_deref(), |p| connected.authenticated(p)).await {
+                Ok(admitted) => admitted,
+                Err(refused) => return refusal(&snapshot, refused, presented.sent_authorization()),
+            };
         // A session is its owner's: to anyone else it does not exist.
         let owner = Owner::of(&caller);
         let session = request.headers().get(SESSION_HEADER).and_then(|id| id.to_str().ok());
@@ -350,6 +351,11 @@ fn refusal(snapshot: &Snapshot, refused: Refused, sent: bool) -> Reply {
         Refused::Limited(limited) => {
             let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, &limited.message);
             reply.headers_mut().insert(hyper::header::RETRY_AFTER, limited.retry_after_seconds().into());
+            reply
+        }
+        Refused::Connections => {
+            let mut reply = plain(StatusCode::TOO_MANY_REQUESTS, Refused::CONNECTIONS);
+            reply.headers_mut().insert(hyper::header::RETRY_AFTER, 1.into());
             reply
         }
         // As a JSON-RPC error too, where SDKs read it (a 404 with a JSON

@@ -168,10 +168,11 @@ impl HttpEdge for Edge {
             return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message, "invalid_request_error");
         }
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), false);
-        let (caller, admitted) = match snapshot.admit(&presented.credentials(), None).await {
-            Ok(admitted) => admitted,
-            Err(refused) => return refusal(refused),
-        };
+        let (caller, admitted) =
+            match snapshot.admit(&presented.credentials(), None, |p| connected.authenticated(p)).await {
+                Ok(admitted) => admitted,
+                Err(refused) => return refusal(refused),
+            };
         let Some(open) = self.open.hold(caller.principal.as_ref()) else {
             let message = format!(
                 "this client has {} requests open at the model door (model_door.requests_per_principal): \
@@ -597,6 +598,7 @@ fn refusal(refused: Refused) -> Reply {
             reply.headers_mut().insert(header::RETRY_AFTER, limited.retry_after_seconds().into());
             reply
         }
+        Refused::Connections => busy(StatusCode::TOO_MANY_REQUESTS, Refused::CONNECTIONS, "rate_limit_exceeded"),
         Refused::Unauthenticated(_) | Refused::UnknownToolset(_) => {
             let mut reply = error(StatusCode::UNAUTHORIZED, crate::identity::UNAUTHENTICATED, "invalid_api_key");
             reply.headers_mut().insert(header::WWW_AUTHENTICATE, header::HeaderValue::from_static("Bearer"));

@@ -73,16 +73,33 @@ impl Incoming {
 
     fn poll_permit(&mut self, cx: &mut Context<'_>) -> Poll<OwnedSemaphorePermit> {
         if self.waiting.is_none() {
+            let max = self.settings.max_connections;
             match Arc::clone(&self.permits).try_acquire_owned() {
-                Ok(permit) => return Poll::Ready(permit),
+                Ok(permit) => {
+                    self.settings.budget.shed(max);
+                    return Poll::Ready(permit);
+                }
                 Err(_) => {
+                    self.settings.budget.shed(max);
                     tracing::warn!(
                         max_connections = self.settings.max_connections,
                         "connection limit reached: {} connections are open over the doors; new ones wait in \
                          the listen queue until one closes",
                         self.settings.max_connections
                     );
-                    self.waiting = Some(Box::pin(Arc::clone(&self.permits).acquire_owned_or_never()));
+                    // While it waits, idle connections are looked for again each
+                    // second: one that falls idle makes room as well.
+                    let (permits, budget) = (Arc::clone(&self.permits), self.settings.budget.clone());
+                    self.waiting = Some(Box::pin(async move {
+                        let acquired = permits.acquire_owned_or_never();
+                        tokio::pin!(acquired);
+                        loop {
+                            tokio::select! {
+                                permit = &mut acquired => return permit,
+                                () = tokio::time::sleep(Duration::from_secs(1)) => budget.shed(max),
+                            }
+                        }
+                    }));
                 }
             }
         }

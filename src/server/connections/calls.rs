@@ -6,7 +6,7 @@ use std::{
     future::Future,
     pin::Pin,
     sync::{
-        atomic::{AtomicU64, AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
         Arc, OnceLock,
     },
     task::{Context, Poll},
@@ -37,9 +37,45 @@ pub(crate) struct Calls {
     /// Milliseconds since [`epoch`] at which `active` last fell to 0 (or
     /// the connection opened).
     pub(super) idle_since: AtomicU64,
+    /// The principal of its first authenticated request, once counted for
+    /// it ([`super::Budget::join`]).
+    pub(super) principal: OnceLock<Arc<str>>,
+    /// The connection is to close (made room for, or over its principal's
+    /// bound); its task is woken through `waker`.
+    pub(super) closing: AtomicBool,
+    pub(super) waker: futures::task::AtomicWaker,
+    /// The budget it counts in, and a principal's bound there.
+    pub(super) budget: super::Budget,
+    pub(super) per_principal: usize,
 }
 
 impl Calls {
+    /// The connection closes: at once when idle, else when its calls end
+    /// and it is next read.
+    pub(super) fn close(&self) {
+        self.closing.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// The connection counts for `principal` from its first authenticated
+    /// request on; `false` when that principal already holds as many
+    /// connections as it may (the connection is then closed).
+    pub(crate) fn authenticated(&self, principal: Option<&Arc<str>>) -> bool {
+        let Some(principal) = principal else { return true };
+        if self.principal.get().is_some() {
+            return true;
+        }
+        if !self.budget.join(principal, self.per_principal) {
+            self.close();
+            return false;
+        }
+        // Another request of the connection counted it meanwhile.
+        if self.principal.set(Arc::clone(principal)).is_err() {
+            self.budget.leave(principal);
+        }
+        true
+    }
+
     /// A call in flight on this connection until the guard drops (with
     /// the response body): the connection is not idle meanwhile.
     pub(crate) fn call(self: &Arc<Self>) -> CallGuard {

@@ -30,6 +30,8 @@ use super::{
 
 /// How often a connection's idle time is looked at when it has calls.
 const RECHECK: Duration = Duration::from_secs(1);
+/// How long a connection marked to close waits after its last answer.
+const CLOSING_GRACE: Duration = Duration::from_millis(500);
 
 /// One accepted connection: closed if it has not sent the HTTP/2 preface
 /// and its first SETTINGS frame within the handshake timeout, or has no call
@@ -212,7 +214,14 @@ impl Conn {
         permit: OwnedSemaphorePermit,
     ) -> Self {
         let connect_info = io.connect_info();
-        let calls = Arc::new(Calls { active: AtomicUsize::new(0), idle_since: AtomicU64::new(now_millis()) });
+        let calls = Arc::new(Calls {
+            active: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(now_millis()),
+            budget: settings.budget.clone(),
+            per_principal: settings.per_principal(),
+            ..Calls::default()
+        });
+        settings.budget.enlist(&calls);
         registry.open.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + settings.handshake_timeout;
         Self {
@@ -285,6 +294,19 @@ impl Conn {
     /// should end now (the error to end it with), else the timer is set for
     /// the next look.
     fn expired(&mut self, cx: &mut Context<'_>) -> Option<io::Result<()>> {
+        self.calls.waker.register(cx.waker());
+        if self.calls.closing.load(Ordering::Acquire) && self.calls.active.load(Ordering::Acquire) == 0 {
+            // Its last answer has had a moment to leave first.
+            let since = self.calls.idle_since.load(Ordering::Acquire);
+            let idle = Duration::from_millis(now_millis().saturating_sub(since));
+            if idle >= CLOSING_GRACE {
+                tracing::debug!(peer = %self.peer, "closing a connection to make room");
+                return Some(Ok(()));
+            }
+            self.timer.as_mut().reset((Instant::now() + (CLOSING_GRACE - idle)).into());
+            let _ = self.timer.as_mut().poll(cx);
+            return None;
+        }
         loop {
             if self.timer.as_mut().poll(cx).is_pending() {
                 return None;
@@ -313,6 +335,9 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        if let Some(principal) = self.calls.principal.get() {
+            self.settings.budget.leave(principal);
+        }
         self.registry.open.fetch_sub(1, Ordering::Relaxed);
     }
 }

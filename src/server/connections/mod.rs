@@ -18,7 +18,7 @@ mod calls;
 mod conn;
 
 use std::{
-    sync::{Arc, OnceLock},
+    sync::{atomic::Ordering, Arc, OnceLock},
     time::Duration,
 };
 
@@ -55,18 +55,100 @@ pub struct ConnectionSettings {
     /// answered (or data sent stays unacknowledged for both together): a
     /// peer that vanished (half-open) does not hold a connection.
     pub keepalive_timeout: Duration,
+    /// Connections one principal holds at once, counted from each
+    /// connection's first authenticated request
+    /// (`limits.connections_per_principal`); `None`: a quarter of
+    /// `max_connections`.
+    pub connections_per_principal: Option<usize>,
     /// The permits of `max_connections`, shared by clones.
     pub(crate) budget: Budget,
 }
 
-/// Connections open at once over the doors sharing one settings.
+/// Connections open at once over the doors sharing one settings: the
+/// permits, the connections holding them, and how many each principal
+/// holds.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Budget(Arc<OnceLock<Arc<Semaphore>>>);
+pub(crate) struct Budget(Arc<Shared>);
+
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    permits: OnceLock<Arc<Semaphore>>,
+    /// Every connection's calls, to find idle ones when permits run low.
+    open: std::sync::Mutex<Vec<std::sync::Weak<Calls>>>,
+    principals: std::sync::Mutex<std::collections::HashMap<Arc<str>, usize>>,
+}
+
+/// Below this share of the permits free, idle connections are closed.
+const LOW_WATER: usize = 10;
+/// A connection without a call this long may be closed for room.
+const SHED_IDLE: Duration = Duration::from_secs(5);
 
 impl Budget {
     /// The shared permits, `max` of them if this is the first to ask.
     pub(crate) fn permits(&self, max: usize) -> Arc<Semaphore> {
-        Arc::clone(self.0.get_or_init(|| Arc::new(Semaphore::new(max))))
+        Arc::clone(self.0.permits.get_or_init(|| Arc::new(Semaphore::new(max))))
+    }
+
+    /// A connection counts in the budget (its permit held apart).
+    pub(super) fn enlist(&self, calls: &Arc<Calls>) {
+        let mut open = crate::lock::lock(&self.0.open);
+        if open.len() >= 64 && open.len().is_power_of_two() {
+            open.retain(|calls| calls.strong_count() > 0);
+        }
+        open.push(Arc::downgrade(calls));
+    }
+
+    /// With fewer than a tenth of the `max` permits free, connections
+    /// without a call for 5 s are closed until a tenth is free again (or
+    /// none is left to close): anonymous before authenticated, the idlest
+    /// first. An idle kept-alive connection never holds a permit others
+    /// need.
+    pub(super) fn shed(&self, max: usize) {
+        let free = self.permits(max).available_permits();
+        let want = (max / LOW_WATER).max(1).saturating_sub(free);
+        if want == 0 {
+            return;
+        }
+        let now = calls::now_millis();
+        let idle_ms = SHED_IDLE.as_millis() as u64;
+        let mut idle: Vec<Arc<Calls>> = {
+            let mut open = crate::lock::lock(&self.0.open);
+            open.retain(|calls| calls.strong_count() > 0);
+            open.iter().filter_map(std::sync::Weak::upgrade).collect()
+        };
+        idle.retain(|calls| {
+            calls.active.load(Ordering::Acquire) == 0
+                && !calls.closing.load(Ordering::Acquire)
+                && now.saturating_sub(calls.idle_since.load(Ordering::Acquire)) >= idle_ms
+        });
+        idle.sort_by_key(|calls| (calls.principal.get().is_some(), calls.idle_since.load(Ordering::Acquire)));
+        let closed = idle.iter().take(want).inspect(|calls| calls.close()).count();
+        if closed > 0 {
+            tracing::info!(closed, "connections idle for 5 s closed to make room: few connections were left");
+        }
+    }
+
+    /// One more connection of `principal`; `false` (not counted) when it
+    /// holds `limit` already.
+    pub(super) fn join(&self, principal: &Arc<str>, limit: usize) -> bool {
+        let mut principals = crate::lock::lock(&self.0.principals);
+        let held = principals.entry(Arc::clone(principal)).or_default();
+        if *held >= limit {
+            return false;
+        }
+        *held += 1;
+        true
+    }
+
+    /// A connection of `principal` closed.
+    pub(super) fn leave(&self, principal: &Arc<str>) {
+        let mut principals = crate::lock::lock(&self.0.principals);
+        if let Some(held) = principals.get_mut(principal) {
+            *held -= 1;
+            if *held == 0 {
+                principals.remove(principal);
+            }
+        }
     }
 }
 
@@ -78,6 +160,7 @@ impl Default for ConnectionSettings {
             idle_timeout: Duration::from_secs(300),
             keepalive_interval: Duration::from_secs(60),
             keepalive_timeout: Duration::from_secs(20),
+            connections_per_principal: None,
             budget: Budget::default(),
         }
     }
@@ -101,8 +184,15 @@ impl ConnectionSettings {
             idle_timeout: self.idle_timeout.min(PROBE_IDLE),
             keepalive_interval: self.keepalive_interval,
             keepalive_timeout: self.keepalive_timeout,
+            connections_per_principal: self.connections_per_principal,
             budget: Budget::default(),
         }
+    }
+
+    /// Connections one principal may hold: `connections_per_principal`, or
+    /// a quarter of the budget.
+    pub(crate) fn per_principal(&self) -> usize {
+        self.connections_per_principal.unwrap_or(self.max_connections / 4).max(1)
     }
 }
 
