@@ -453,12 +453,7 @@ async fn two_issuers_subjects_of_one_name_are_two_users() {
 /// A session-era session of the caller `key` (an API key); the headers that
 /// send a request in it, the key's included.
 async fn session_of(url: &str, key: &str) -> Vec<(&'static str, String)> {
-    let bearer = format!("Bearer {key}");
-    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
-    let (status, headers, body) = post(url, &[("authorization", &bearer)], init).await;
-    assert_eq!(status, 200, "{body}");
-    let id = headers["mcp-session-id"].to_str().unwrap().to_owned();
-    vec![("mcp-session-id", id), ("mcp-protocol-version", "2025-06-18".to_owned()), ("authorization", bearer)]
+    session_of_with(url, key, &[]).await
 }
 
 /// The same request as another caller: `headers` with `key` instead.

@@ -454,20 +454,8 @@ async fn a_stream_whose_lines_end_in_cr_or_crlf_is_read_as_events() {
     let upstream = model_server::start().await;
     let dir = CatalogDir::new();
     let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
-    let parameters =
-        serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
     for model in ["text-call-cr", "text-call-crlf"] {
-        let body = serde_json::json!({
-            "model": model, "stream": true, "messages": [{"role": "user", "content": "The weather in Paris?"}],
-            "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": parameters}}],
-        });
-        let answer = http()
-            .post(format!("{url}/chat/completions"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+        let answer = chat(&url, weather_request(model, true)).await;
         let text = answer.text().await.unwrap();
         let lifted = text.contains(r#""name":"get_weather""#) && text.contains(r#""finish_reason":"tool_calls""#);
         assert!(lifted, "{model}: {text}");
@@ -486,6 +474,17 @@ async fn two_streamed_calls_at_one_index_or_none_stay_two() {
         let answer = sdk(&url, model, "stream");
         assert_eq!(calls(&answer), [city("Oslo"), city("Paris")], "{model}: {answer}");
     }
+}
+
+/// `body` posted to the door's chat completions as JSON.
+async fn chat(url: &str, body: String) -> reqwest::Response {
+    http()
+        .post(format!("{url}/chat/completions"))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
 }
 
 /// The door's `tools` request for the scripted model server's
@@ -507,13 +506,7 @@ async fn usage_in_the_finish_chunk_of_a_stream_with_calls_reaches_the_client() {
     let upstream = model_server::start().await;
     let dir = CatalogDir::new();
     let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
-    let answer = http()
-        .post(format!("{url}/chat/completions"))
-        .header("content-type", "application/json")
-        .body(weather_request("drift-usage", true))
-        .send()
-        .await
-        .unwrap();
+    let answer = chat(&url, weather_request("drift-usage", true)).await;
     let text = answer.text().await.unwrap();
     assert!(text.contains(r#""name":"get_weather""#), "the call repaired: {text}");
     assert!(text.contains(r#""completion_tokens":7"#), "the usage passed: {text}");
@@ -562,13 +555,7 @@ async fn the_upstream_is_reached_through_a_proxy_only_when_configured() {
     {
         let dir = CatalogDir::new();
         let (_gateway, url, _log) = serve_with(&dir, &unreachable, keys, "", &env);
-        let answer = http()
-            .post(format!("{url}/chat/completions"))
-            .header("content-type", "application/json")
-            .body(weather_request("drift", false))
-            .send()
-            .await
-            .unwrap();
+        let answer = chat(&url, weather_request("drift", false)).await;
         let status = answer.status();
         assert_eq!(status == 200, through, "{keys:?}: {status} {}", answer.text().await.unwrap());
     }
@@ -661,13 +648,7 @@ async fn every_choice_of_several_is_repaired_and_lifted_whole_and_streamed() {
     for (model, stream) in [("text-call", false), ("text-call", true), ("drift", false), ("drift", true)] {
         let mut body: Value = serde_json::from_str(&weather_request(model, stream)).unwrap();
         body["n"] = serde_json::json!(2);
-        let answer = http()
-            .post(format!("{url}/chat/completions"))
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
+        let answer = chat(&url, body.to_string()).await;
         let text = answer.text().await.unwrap();
         // Each choice's calls, put together as clients do (by choice, then
         // by the call's index).
