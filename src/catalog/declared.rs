@@ -14,10 +14,12 @@ use super::{
 use crate::similar::{normalised_key, SuggestIndex};
 
 /// A function a request declared: its name and parameters (a JSON schema;
-/// absent or `{}` is an object without parameters, as OpenAI reads it).
+/// absent or `{}` is an object without parameters, as OpenAI reads it),
+/// and whether it is strict ([`Schema::strict`]).
 pub(crate) struct DeclaredTool {
     pub(crate) name: String,
     pub(crate) parameters: Option<Value>,
+    pub(crate) strict: bool,
 }
 
 /// The tools of one request, with the name tables reading asks of them.
@@ -46,6 +48,7 @@ impl DeclaredTools {
             };
             let parameters =
                 Schema::compile(schema).map_err(|why| format!("tools[{i}] ({}): parameters: {why}", tool.name))?;
+            let parameters = if tool.strict { parameters.strict() } else { parameters };
             tools.push((i, tool.name, parameters));
         }
         tools.sort_by(|a, b| a.1.cmp(&b.1));
@@ -95,7 +98,7 @@ mod tests {
     use super::*;
 
     fn tool(name: &str) -> DeclaredTool {
-        DeclaredTool { name: name.to_owned(), parameters: None }
+        DeclaredTool { name: name.to_owned(), parameters: None, strict: false }
     }
 
     #[test]

@@ -43,6 +43,8 @@ pub struct Schema {
     /// Parameters whose schema admits an array (repeated markup children
     /// of one of them are its items).
     lists: Vec<String>,
+    /// A strict tool's schema ([`Schema::strict`]).
+    strict: bool,
 }
 
 impl Schema {
@@ -120,6 +122,73 @@ impl Schema {
     pub(crate) fn lists(&self) -> &[String] {
         &self.lists
     }
+
+    /// The schema of a strict tool (OpenAI's `strict: true`, a Responses
+    /// function tool without `strict`): every parameter is listed in
+    /// `required`, and an optional one is written as one that allows
+    /// `null`. A required parameter whose schema allows `null` is read as
+    /// optional (listed so to the model, and by the reader), and a call
+    /// that leaves it out has it filled with `null` (the values stage).
+    pub(crate) fn strict(mut self) -> Self {
+        let properties = self.parsed().get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+        let nullable = |name: &String| properties.get(name).is_some_and(allows_null);
+        let (mut optional, required): (Vec<String>, Vec<String>) = self.required.drain(..).partition(nullable);
+        optional.append(&mut self.optional);
+        // In the order of `properties`, as `optional` is.
+        optional.sort_by_key(|name| properties.keys().position(|key| key == name).unwrap_or(usize::MAX));
+        Self { required, optional, strict: true, ..self }
+    }
+
+    /// Whether this is a strict tool's schema ([`Schema::strict`]).
+    pub(crate) fn is_strict(&self) -> bool {
+        self.strict
+    }
+}
+
+/// Whether `schema` allows `null`: `type` `null` or a list holding it,
+/// `null` in its `enum`, `const: null`, or an `anyOf` / `oneOf` branch that
+/// allows it.
+pub(crate) fn allows_null(schema: &Value) -> bool {
+    let typed = match schema.get("type") {
+        Some(Value::String(t)) => t == "null",
+        Some(Value::Array(list)) => list.iter().any(|t| t == "null"),
+        _ => false,
+    };
+    let listed = schema.get("enum").and_then(Value::as_array).is_some_and(|e| e.contains(&Value::Null));
+    let branch = ["anyOf", "oneOf"]
+        .iter()
+        .any(|key| schema.get(*key).and_then(Value::as_array).is_some_and(|b| b.iter().any(allows_null)));
+    typed || listed || schema.get("const").is_some_and(Value::is_null) || branch
+}
+
+/// The schema of T when `schema` is T or `null` (`type: [T, "null"]`, or
+/// an `anyOf` / `oneOf` of two branches, one of them `{type: null}`): the
+/// value rules read it as T (a `null` value is allowed as it is). `None`
+/// for any other schema.
+pub(crate) fn or_null(schema: &Value) -> Option<std::borrow::Cow<'_, Value>> {
+    use std::borrow::Cow;
+    if let Some(Value::Array(types)) = schema.get("type") {
+        let other: Vec<&Value> = types.iter().filter(|t| *t != "null").collect();
+        if let ([one], 2) = (other.as_slice(), types.len()) {
+            let mut single = schema.clone();
+            single["type"] = (*one).clone();
+            if let Some(allowed) = single.get_mut("enum").and_then(Value::as_array_mut) {
+                allowed.retain(|v| !v.is_null());
+            }
+            return Some(Cow::Owned(single));
+        }
+        return None;
+    }
+    for key in ["anyOf", "oneOf"] {
+        let Some([a, b]) = schema.get(key).and_then(Value::as_array).map(Vec::as_slice) else { continue };
+        let is_null = |branch: &Value| branch.get("type").and_then(Value::as_str) == Some("null");
+        return match (is_null(a), is_null(b)) {
+            (true, false) => Some(Cow::Borrowed(b)),
+            (false, true) => Some(Cow::Borrowed(a)),
+            _ => None,
+        };
+    }
+    None
 }
 
 /// The schemas compiled during one load, by their compact text: tools whose
@@ -264,7 +333,17 @@ impl Schema {
                     .collect()
             })
             .unwrap_or_default();
-        Ok(Schema { text, parsed: OnceLock::new(), validator, patterns, required, optional, parameters, lists })
+        Ok(Schema {
+            text,
+            parsed: OnceLock::new(),
+            validator,
+            patterns,
+            required,
+            optional,
+            parameters,
+            lists,
+            strict: false,
+        })
     }
 }
 

@@ -118,7 +118,8 @@ pub(crate) struct Lifted {
     pub(crate) calls: Vec<Prepared>,
 }
 
-/// An OpenAI function's name and `parameters`, for [`DeclaredTool`].
-pub(crate) fn declared(name: &str, parameters: Option<&Value>) -> DeclaredTool {
-    DeclaredTool { name: name.to_owned(), parameters: parameters.cloned() }
+/// An OpenAI function's name, `parameters` and whether it is strict, for
+/// [`DeclaredTool`].
+pub(crate) fn declared(name: &str, parameters: Option<&Value>, strict: bool) -> DeclaredTool {
+    DeclaredTool { name: name.to_owned(), parameters: parameters.cloned(), strict }
 }

@@ -373,6 +373,54 @@ async fn langchain_and_the_agents_sdk_get_calls_they_refuse_from_the_model_alone
     .unwrap();
 }
 
+/// Each framework's line from `tests/model/strict.py` for `model`.
+fn strict_frameworks(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/model/strict.py"))
+        .args([base_url, model])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the frameworks failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .map(|line| (line["framework"].as_str().unwrap().to_owned(), line))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_tools_get_the_calls_non_strict_ones_get() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let direct = upstream.base_url();
+    tokio::task::spawn_blocking(move || {
+        let frameworks = ["agents-strict", "agents", "pydantic-ai-strict", "pydantic-ai"];
+        // A drifted name without the optional parameter, the call as text
+        // without it, and a number as text: each framework, strict or not,
+        // runs the one call the model meant (`days` null where left out).
+        for (model, days) in [("strict-drift", Value::Null), ("strict-text", Value::Null), ("strict-days", 3.into())] {
+            let through = strict_frameworks(&url, model);
+            for framework in frameworks {
+                let line = &through[framework];
+                assert_eq!(
+                    line["ran"],
+                    serde_json::json!([{"city": "Paris", "days": days}]),
+                    "{model} {framework}: {line}"
+                );
+                assert!(line.get("error").is_none(), "{model} {framework}: {line}");
+            }
+        }
+        // Without the door none of them runs the drifted call.
+        let alone = strict_frameworks(&direct, "strict-drift");
+        for framework in frameworks {
+            assert_eq!(alone[framework]["ran"], serde_json::json!([]), "{framework}: {}", alone[framework]);
+        }
+    })
+    .await
+    .unwrap();
+}
+
 /// The TypeScript SDK's answer for `model`, streamed or whole.
 fn typescript(base_url: &str, model: &str, mode: &str) -> Value {
     let out = crate::common::mcp::node_command("node")

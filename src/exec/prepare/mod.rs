@@ -170,6 +170,7 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
         None => name_repair.into_iter().collect(),
     };
 
+    // (A strict tool's parameters that allow `null` are optional.)
     let all_optional = tool.parameters.required().is_empty();
     let (parsed, text) = match syntax::parse(text, cx.strict, cx.limits.arguments, all_optional, Some((tool.name, cx)))
     {
@@ -205,6 +206,7 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
 
     if !cx.strict {
         argument_names(&mut draft);
+        strict_nulls(&mut draft);
         if !draft.is_valid() && !unwrap_envelope(&mut draft, cx.limits) {
             coerce_values(&mut draft, cx.limits);
         }
@@ -496,24 +498,48 @@ fn argument_names(draft: &mut Draft<'_>) {
     draft.record(repairs);
 }
 
+/// Stage "argument names", for a strict tool ([`crate::catalog::Schema::strict`]):
+/// a parameter left out whose schema allows `null` is `null`
+/// ([`values::fill_nulls`]). Not while a key is no parameter: the
+/// arguments may be in an envelope, which fills what is inside it.
+fn strict_nulls(draft: &mut Draft<'_>) {
+    let parameters = draft.tool.parameters;
+    if !parameters.is_strict() {
+        return;
+    }
+    let object = draft.arguments.as_object_mut().expect("arguments are an object");
+    if !object.keys().all(|key| parameters.parameters().contains(key)) {
+        return;
+    }
+    let repairs = values::fill_nulls(object, draft.tool.parameters.parsed());
+    draft.record(repairs);
+}
+
 /// Stage "envelope": the arguments inside an envelope or beside call
 /// metadata ([`envelope::unwrap`]), kept only if they then validate;
 /// whether they were.
 fn unwrap_envelope(draft: &mut Draft<'_>, limits: ExecLimits) -> bool {
     let object = draft.arguments.as_object().expect("arguments are an object");
     let tool = draft.tool;
-    let valid = |inner: Map<String, Value>| {
+    let mut filled = Vec::new();
+    let mut valid = |mut inner: Map<String, Value>| {
+        if tool.parameters.is_strict() {
+            filled = values::fill_nulls(&mut inner, tool.parameters.parsed());
+        }
         let inner = Value::Object(inner);
         tool.parameters.validator().is_valid(&inner).then_some(inner)
     };
-    let unwrapped = envelope::unwrap(object, tool.parameters.parameters(), tool.name, limits.arguments).and_then(valid);
-    let Some(inner) = unwrapped.or_else(|| envelope::lift(object, tool.parameters.parsed()).and_then(valid)) else {
+    let unwrapped =
+        envelope::unwrap(object, tool.parameters.parameters(), tool.name, limits.arguments).and_then(&mut valid);
+    let Some(inner) = unwrapped.or_else(|| envelope::lift(object, tool.parameters.parsed()).and_then(&mut valid))
+    else {
         return false;
     };
     let original = serde_json::to_string(&draft.arguments).expect("JSON values serialise");
     let repaired = serde_json::to_string(&inner).expect("JSON values serialise");
     draft.arguments = inner;
     draft.record([Repair { kind: RepairKind::ArgumentsEnvelope, original, repaired }]);
+    draft.record(filled);
     true
 }
 

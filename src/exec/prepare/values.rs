@@ -18,16 +18,25 @@
 //! - a string matching exactly one allowed `enum` value ignoring case.
 //!
 //! Only values whose schema allows one type (no `anyOf`, `oneOf`, type
-//! lists), and only values that do not already fit. Nested values are
+//! lists), or one type or `null` (`type: [T, "null"]`, `anyOf` of T and
+//! `{type: null}`: read as T, a `null` left as it is), and only values that
+//! do not already fit.
+//!
+//! A strict tool's call ([`crate::catalog::Schema::strict`]) that leaves out
+//! a parameter whose schema allows `null` has it filled with `null`
+//! ([`fill_nulls`]): that is how such a tool says "optional". Nested values are
 //! reached through `properties` and `items` (at most [`MAX_DEPTH`] deep) and
 //! named by their path (`items/0/qty`).
 
 use serde_json::{Map, Value};
 
 use super::json::literal;
-use crate::exec::{
-    limits::ArgumentLimits,
-    outcome::{Repair, RepairKind},
+use crate::{
+    catalog::{allows_null, or_null},
+    exec::{
+        limits::ArgumentLimits,
+        outcome::{Repair, RepairKind},
+    },
 };
 
 /// How deep into objects and arrays values are coerced.
@@ -92,6 +101,11 @@ fn in_value(
     limits: ArgumentLimits,
     repairs: &mut Vec<Repair>,
 ) {
+    if value.is_null() && allows_null(property) {
+        return;
+    }
+    let single = or_null(property);
+    let property = single.as_deref().unwrap_or(property);
     if property.get("anyOf").is_some() || property.get("oneOf").is_some() {
         return;
     }
@@ -115,6 +129,57 @@ fn in_value(
             }
         }
         _ => {}
+    }
+}
+
+/// A strict tool's arguments (`object`, against `schema`): every parameter
+/// the schema requires and allows to be `null` that the call left out is
+/// filled with `null`, in nested objects too (a strict schema is strict at
+/// every depth); one repair each.
+pub(crate) fn fill_nulls(object: &mut Map<String, Value>, schema: &Value) -> Vec<Repair> {
+    let mut repairs = Vec::new();
+    fill_in(object, schema, "", 0, &mut repairs);
+    repairs
+}
+
+fn fill_in(object: &mut Map<String, Value>, schema: &Value, path: &str, depth: usize, repairs: &mut Vec<Repair>) {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else { return };
+    let field = |name: &str| match path {
+        "" => name.to_owned(),
+        _ => format!("{path}/{name}"),
+    };
+    for name in schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str) {
+        if !object.contains_key(name) && properties.get(name).is_some_and(allows_null) {
+            object.insert(name.to_owned(), Value::Null);
+            let field = field(name);
+            repairs.push(Repair {
+                kind: RepairKind::ArgumentValue,
+                original: format!("{field} left out"),
+                repaired: format!("{field}: null"),
+            });
+        }
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for (name, value) in object.iter_mut() {
+        let Some(property) = properties.get(name) else { continue };
+        let single = or_null(property);
+        let property = single.as_deref().unwrap_or(property);
+        match value {
+            Value::Object(inner) => fill_in(inner, property, &field(name), depth + 1, repairs),
+            Value::Array(items) => {
+                let Some(schema) = property.get("items") else { continue };
+                let single = or_null(schema);
+                let schema = single.as_deref().unwrap_or(schema);
+                for (i, item) in items.iter_mut().enumerate() {
+                    if let Value::Object(inner) = item {
+                        fill_in(inner, schema, &format!("{}/{i}", field(name)), depth + 1, repairs);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -318,5 +383,44 @@ mod tests {
             let (value, repairs) = run(schema.clone(), args.clone());
             assert_eq!((value, repairs), (args, 0));
         }
+    }
+
+    #[test]
+    fn a_type_or_null_is_read_as_the_type_and_null_stays() {
+        // As the Agents SDK and Pydantic AI write optional parameters strict.
+        let schema = serde_json::json!({"type": "object", "properties": {
+            "days": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "hourly": {"type": ["boolean", "null"]},
+            "units": {"oneOf": [{"type": "null"}, {"type": "string", "enum": ["metric", "imperial"]}]},
+            "tags": {"anyOf": [{"type": "array", "items": {"type": "string"}}, {"type": "null"}]}
+        }});
+        let (out, n) =
+            run(schema.clone(), serde_json::json!({"days": "3", "hourly": "true", "units": "Metric", "tags": "rain"}));
+        assert_eq!(out, serde_json::json!({"days": 3, "hourly": true, "units": "metric", "tags": ["rain"]}));
+        assert_eq!(n, 4);
+        let nulls = serde_json::json!({"days": null, "hourly": null, "units": null, "tags": null});
+        assert_eq!(run(schema.clone(), nulls.clone()), (nulls, 0));
+        // Two types besides null: no one reading.
+        let either =
+            serde_json::json!({"type": "object", "properties": {"v": {"type": ["integer", "string", "null"]}}});
+        assert_eq!(run(either, serde_json::json!({"v": "3"})).1, 0);
+    }
+
+    #[test]
+    fn a_strict_call_has_what_it_left_out_that_may_be_null_filled_at_every_depth() {
+        let schema = serde_json::json!({"type": "object", "additionalProperties": false,
+        "required": ["city", "days", "where"],
+        "properties": {
+            "city": {"type": "string"},
+            "days": {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            "where": {"anyOf": [{"type": "object", "additionalProperties": false, "required": ["lat", "note"],
+                "properties": {"lat": {"type": "number"}, "note": {"type": ["string", "null"]}}}, {"type": "null"}]}
+        }});
+        let mut object = serde_json::json!({"where": {"lat": 1.5}}).as_object().unwrap().clone();
+        let repairs = fill_nulls(&mut object, &schema);
+        // A required parameter that does not allow null is never filled.
+        assert_eq!(Value::Object(object), serde_json::json!({"days": null, "where": {"lat": 1.5, "note": null}}));
+        let said: Vec<(&str, &str)> = repairs.iter().map(|r| (r.original.as_str(), r.repaired.as_str())).collect();
+        assert_eq!(said, [("days left out", "days: null"), ("where/note left out", "where/note: null")]);
     }
 }

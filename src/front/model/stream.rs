@@ -834,7 +834,7 @@ mod tests {
     fn weather() -> Arc<Declared> {
         let parameters =
             serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
-        let tools = vec![crate::exec::declared::declared("get_weather", Some(&parameters))];
+        let tools = vec![crate::exec::declared::declared("get_weather", Some(&parameters), false)];
         Arc::new(Declared::new(tools, crate::exec::ExecLimits::default()).unwrap())
     }
 

@@ -182,7 +182,7 @@ impl ToolCache {
             if kind.is_some_and(|kind| kind != "function") {
                 return Ok(None);
             }
-            declared_tools.push(declared(&function.name, function.parameters.as_ref()));
+            declared_tools.push(declared(&function.name, function.parameters.as_ref(), function.strict == Some(true)));
         }
         let mut patterns = HashSet::new();
         for tool in &declared_tools {
@@ -289,6 +289,9 @@ struct Tool {
 struct Function {
     name: String,
     parameters: Option<Value>,
+    /// `strict: true`: the parameters are written strict
+    /// ([`crate::catalog::Schema::strict`]).
+    strict: Option<bool>,
 }
 
 /// Counts the JSON values of a text as the parser passes over them,

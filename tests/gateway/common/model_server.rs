@@ -47,6 +47,23 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
                 {"id": "call_b", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
             ])),
         ),
+        // Calls as strict tools get them: an optional parameter left out,
+        // a number written as text.
+        "strict-drift" => (
+            None,
+            Some(
+                json!([{"id": "call_1", "type": "function", "function": {"name": "GetWeather", "arguments": "{'city': 'Paris'}"}}]),
+            ),
+        ),
+        "strict-text" => {
+            (Some("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"), None)
+        }
+        "strict-days" => (
+            None,
+            Some(
+                json!([{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": \"3\"}"}}]),
+            ),
+        ),
         // A call inside prose: text it stays.
         "prose" => (Some("Sure, I could call get_weather(city='Paris') for you, if you like."), None),
         // A call that names no declared tool: never invented.
