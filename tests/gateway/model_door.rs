@@ -525,7 +525,7 @@ async fn two_streamed_calls_at_one_index_or_none_stay_two() {
 }
 
 /// `body` posted to the door's chat completions as JSON.
-async fn chat(url: &str, body: String) -> reqwest::Response {
+pub(crate) async fn chat(url: &str, body: String) -> reqwest::Response {
     http()
         .post(format!("{url}/chat/completions"))
         .header("content-type", "application/json")

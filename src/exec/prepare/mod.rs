@@ -256,6 +256,14 @@ impl calls::Anchor for Context<'_> {
         let schema = tool.parameters;
         Some(calls::Tool { parameters: schema.parameters(), required: schema.required(), lists: schema.lists() })
     }
+
+    fn could_name(&self, key: &str) -> bool {
+        let tools = self.tools;
+        (0..tools.count() as u32)
+            .map(crate::catalog::ToolId)
+            .filter(|id| self.set.contains(*id))
+            .any(|id| crate::similar::normalised_key(tools.tool(id).name).starts_with(key))
+    }
 }
 
 /// A call read whole from the name or the arguments: the name to resolve,

@@ -1,10 +1,13 @@
 //! A streamed completion (server-sent events), held only where a call may
 //! begin. The rules (docs/model-door.md, "Streaming"):
 //!
-//! - `content` passes as it comes until the choice's text could begin a
-//!   form the reader accepts (markup, JSON, a fence, a name followed by its
-//!   arguments, a declared tool's name); from there the choice is held
-//!   until it ends, then sent with its calls lifted, or unchanged.
+//! - `content` is held only while the choice's text can still begin a
+//!   form the reader accepts, as the core judges it
+//!   ([`crate::exec::declared::Declared::could_begin`], asked again as text
+//!   arrives): released the moment it cannot (a word no tool's name can
+//!   begin with, a fence whose first line is not a call, a tool's name
+//!   followed by words); once a call's form has begun, held until the
+//!   choice ends, then sent with its calls lifted, or unchanged.
 //! - Text that began as words streams through (a bare call after it is a
 //!   call inside prose, never lifted), watched for explicit call markup
 //!   where a preamble may come before it (the words rule,

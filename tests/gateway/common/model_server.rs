@@ -257,6 +257,27 @@ pub async fn start() -> ModelServer {
                 .body(Body::from_stream(events))
                 .unwrap();
         }
+        // `say-hold`: the user's last message in the pieces its `|` marks,
+        // each a delta; the last waits until released.
+        if model == "say-hold" {
+            let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
+            let pieces: Vec<String> = said.unwrap_or_default().split('|').map(str::to_owned).collect();
+            let (last, first) = pieces.split_last().expect("split gives one piece at least");
+            let mut sent = vec![chunk(&model, json!({"role": "assistant", "content": ""}), None)];
+            sent.extend(first.iter().map(|piece| chunk(&model, json!({"content": piece}), None)));
+            let rest = chunk(&model, json!({"content": last}), None) + &chunk(&model, json!({}), Some("stop"));
+            let rest = rest + "data: [DONE]\n\n";
+            let mut release = seen.release.subscribe();
+            let events = futures::stream::iter(sent.into_iter().map(|e| Ok::<_, std::io::Error>(Bytes::from(e))))
+                .chain(futures::stream::once(async move {
+                    let _ = release.wait_for(|released| *released).await;
+                    Ok(Bytes::from(rest))
+                }));
+            return Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(Body::from_stream(events))
+                .unwrap();
+        }
         // A conversation that already holds a tool's result: the final answer.
         let answered = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
         // `say-call`: the user's last message is a call's name, a newline

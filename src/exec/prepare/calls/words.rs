@@ -21,7 +21,7 @@
 //! arrived whole: the whole text and its stream find the same place.
 
 use super::{half_token_len, Anchor};
-use crate::similar::residue;
+use crate::similar::{normalised_key, residue};
 
 /// Where a marker may stand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -436,34 +436,204 @@ pub(crate) fn first_marker(text: &str) -> Option<usize> {
     }
 }
 
-/// A label naming the tool (`Action:`, `Tool:`, `tool_name:`): a name key
-/// ([`super::NAME_KEYS`]) and its colon.
-fn is_name_label(word: &str) -> bool {
-    word.strip_suffix(':').is_some_and(|label| super::NAME_KEYS.iter().any(|key| key.eq_ignore_ascii_case(label)))
-}
+/// How much of a text's start is judged: past it, what may still begin a
+/// call is taken as one (a stream then holds it to the end).
+const JUDGED: usize = 512;
+
+/// How many wrappers, namespaces and labels deep a start is judged
+/// (`print(default_api.get_weather(…))` is two).
+const JUDGED_DEPTH: usize = 4;
 
 /// Whether text at the start of an answer (after a thought) could begin a
-/// call the reader accepts: `Some(true)` yes, `Some(false)` no (words, as
-/// a stream must judge before the rest arrives), `None` not known yet (a
-/// word still arriving, or nothing but whitespace).
+/// call the reader accepts: `Some(true)` yes (a call's form has begun: a
+/// stream holds to the end), `Some(false)` no (words: a stream releases
+/// them and watches for explicit markup), `None` not known yet (ask again
+/// with more). A stream holds only while the answer is `None` or
+/// `Some(true)`, and the whole text is read by the same answer
+/// ([`start`]), so both read alike.
+///
+/// - JSON (`{`, `[`) and markup (`<`, any of its forms) may begin a call.
+/// - A fence: not known until its first line has arrived; then its
+///   content is judged as a start.
+/// - A word: a call when it names one of the caller's tools and what
+///   follows can be that call's body (`(`, `{`, `[`, `<`, a fence, a
+///   `key=` or `key:` pair, an argument label, after any separator that is
+///   no word); a namespace (`functions.`, `brave:`) or a wrapper (`print(`)
+///   before what is judged again; a label that names the tool (`Action:`).
+///   Words (`grep -rn x`, `task is done`) are released as soon as they are
+///   seen to be words; a word still arriving, as soon as no tool's name,
+///   label or namespace can begin with it. A namespace never begins with a
+///   capital letter (`Hello.` is a word and a full stop).
 pub(crate) fn could_begin(text: &str, anchor: &dyn Anchor) -> Option<bool> {
     let text = text.trim_start();
+    if text.len() <= JUDGED {
+        return begins(text, anchor, 0);
+    }
+    let mut cut = JUDGED;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    Some(begins(&text[..cut], anchor, 0).unwrap_or(true))
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '-'
+}
+
+/// [`could_begin`] at `depth` wrappers, namespaces and labels in.
+fn begins(text: &str, anchor: &dyn Anchor, depth: usize) -> Option<bool> {
+    let text = text.trim_start();
     let first = text.chars().next()?;
-    if matches!(first, '{' | '[' | '`') || residue::is_open_angle(first) {
+    if depth > JUDGED_DEPTH {
         return Some(true);
+    }
+    if matches!(first, '{' | '[') || residue::is_open_angle(first) {
+        return Some(true);
+    }
+    if first == '`' {
+        return fenced(text, anchor, depth);
     }
     if !(first.is_alphanumeric() || first == '_') {
         return Some(false);
     }
-    let end = text.find(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')));
-    let Some(end) = end else {
-        // A word still arriving, unless it is already longer than a name.
-        return (text.len() > 128).then_some(false);
-    };
-    let word = &text[..end];
-    let next = text[end..].chars().next().expect("a character ends the word");
-    let name = word.rsplit([':', '.']).find(|w| !w.is_empty()).unwrap_or(word);
-    Some(matches!(next, '(' | '{' | '<' | '[') || anchor.tool(name).is_some() || is_name_label(word))
+    let Some(end) = text.find(|c: char| !is_word_char(c)) else { return arriving(text, anchor) };
+    let (word, rest) = text.split_at(end);
+    if let Some(tool) = anchor.tool(word) {
+        return body(rest, tool.parameters);
+    }
+    let next = rest.chars().next().expect("a character ends the word");
+    let after = &rest[next.len_utf8()..];
+    match next {
+        '(' | '[' => begins(after, anchor, depth + 1),
+        // A template's word glued to markup (`function<｜tool▁sep｜>`); a
+        // capitalised word is words (`CONTENT<｜tool▁calls▁begin｜>`: a
+        // preamble).
+        '{' | '<' => Some(may_be_namespace(word)),
+        ':' if is_name_label(word) => begins(after, anchor, depth + 1),
+        '.' | ':' if may_be_namespace(word) => {
+            let after = after.strip_prefix(':').unwrap_or(after);
+            match after.chars().next() {
+                None => None,
+                Some(c) if is_word_char(c) => begins(after, anchor, depth + 1),
+                Some(_) => Some(false),
+            }
+        }
+        _ => Some(false),
+    }
+}
+
+/// A fence at the start: not known until its first line has arrived
+/// (a long first line is words), then its content judged as a start; one
+/// or two backticks before a word are a code span.
+fn fenced(text: &str, anchor: &dyn Anchor, depth: usize) -> Option<bool> {
+    let ticks = text.len() - text.trim_start_matches('`').len();
+    if ticks == text.len() {
+        return None;
+    }
+    if ticks < 3 {
+        return Some(false);
+    }
+    match text.find('\n') {
+        Some(line) => begins(&text[line + 1..], anchor, depth + 1),
+        None if text.len() - ticks <= 64 => None,
+        None => Some(false),
+    }
+}
+
+/// A word at the end of the text, still arriving: not known while a tool's
+/// name, a label or a namespace may begin with it.
+fn arriving(word: &str, anchor: &dyn Anchor) -> Option<bool> {
+    let key = crate::similar::normalised_key(word);
+    let label = super::NAME_KEYS.iter().any(|k| crate::similar::normalised_key(k).starts_with(&key));
+    let possible = word.len() <= 128 && (may_be_namespace(word) || label || anchor.could_name(&key));
+    match possible {
+        true => None,
+        false => Some(false),
+    }
+}
+
+/// Whether `word` may be a namespace before a tool's name: any word that
+/// does not begin with a capital letter.
+fn may_be_namespace(word: &str) -> bool {
+    !word.chars().next().is_some_and(char::is_uppercase)
+}
+
+/// What follows a tool's name at the start: its body after any separator
+/// that is no word (whitespace, punctuation, symbols, a call index), or a
+/// pair or label ([`label_or_pair`]); words are no body.
+fn body(rest: &str, parameters: &[String]) -> Option<bool> {
+    let mut rest = rest;
+    loop {
+        let at =
+            rest.find(|c: char| c.is_alphanumeric() || matches!(c, '{' | '(' | '[' | '<' | '`' | '"' | '\'' | '_'))?;
+        rest = &rest[at..];
+        let first = rest.chars().next().expect("found");
+        if matches!(first, '{' | '(' | '[' | '`') || residue::is_open_angle(first) {
+            return Some(true);
+        }
+        if matches!(first, '"' | '\'') {
+            return Some(false);
+        }
+        let Some(end) = rest.find(|c: char| !is_word_char(c)) else {
+            // A key (or a call index) still arriving?
+            let key = normalised_key(rest);
+            let index = rest.bytes().all(|b| b.is_ascii_digit());
+            return match index || keys(parameters).any(|k| k.starts_with(&key)) {
+                true => None,
+                false => Some(false),
+            };
+        };
+        let (word, after) = rest.split_at(end);
+        // A call index (`get_weather:0`) is a separator.
+        if word.bytes().all(|b| b.is_ascii_digit()) {
+            rest = after;
+            continue;
+        }
+        return label_or_pair(word, after, parameters);
+    }
+}
+
+/// The keys a pair or label after a tool's name may have, folded: its
+/// parameters' and the argument keys ([`super::ARGUMENT_KEYS`]).
+fn keys(parameters: &[String]) -> impl Iterator<Item = String> + '_ {
+    parameters.iter().map(|p| normalised_key(p)).chain(super::ARGUMENT_KEYS.iter().map(|k| normalised_key(k)))
+}
+
+/// A word after a tool's name: a `key=value` or `key: value` pair whose
+/// key is one of the tool's parameters or an argument key, or an argument
+/// label of several words (`Action Input:`), else words.
+fn label_or_pair(word: &str, after: &str, parameters: &[String]) -> Option<bool> {
+    let mut label = normalised_key(word);
+    let mut after = after;
+    loop {
+        let is_key = keys(parameters).any(|key| key == label);
+        let spaced = after.trim_start_matches([' ', '\t']);
+        match spaced.chars().next() {
+            None if is_key || spaced.len() == after.len() => return None,
+            Some('=' | ':') if is_key => return Some(true),
+            _ => {}
+        }
+        // Another word of a label (`Action Input`)?
+        let longer = keys(parameters).any(|key| key.len() > label.len() && key.starts_with(label.as_str()));
+        if !longer || spaced.len() == after.len() {
+            return Some(false);
+        }
+        let Some(end) = spaced.find(|c: char| !is_word_char(c)) else {
+            let key = format!("{label}{}", normalised_key(spaced));
+            return match keys(parameters).any(|k| k.starts_with(&key)) {
+                true => None,
+                false => Some(false),
+            };
+        };
+        label.push_str(&normalised_key(&spaced[..end]));
+        after = &spaced[end..];
+    }
+}
+
+/// A label naming the tool (`Action:`, `Tool:`, `tool_name:`): a name key
+/// ([`super::NAME_KEYS`]).
+fn is_name_label(word: &str) -> bool {
+    super::NAME_KEYS.iter().any(|key| key.eq_ignore_ascii_case(word))
 }
 
 /// Whether what follows the last call is residue only: whitespace,
@@ -512,9 +682,16 @@ mod tests {
 
     struct Tools;
 
+    static CITY: std::sync::LazyLock<[String; 1]> = std::sync::LazyLock::new(|| ["city".to_owned()]);
+
     impl Anchor for Tools {
         fn tool(&self, name: &str) -> Option<super::super::Tool<'_>> {
-            (name == "get_weather").then_some(super::super::Tool { parameters: &[], required: &[], lists: &[] })
+            let parameters = CITY.as_slice();
+            (name == "get_weather").then_some(super::super::Tool { parameters, required: &[], lists: &[] })
+        }
+
+        fn could_name(&self, key: &str) -> bool {
+            "getweather".starts_with(key)
         }
     }
 
@@ -599,12 +776,56 @@ mod tests {
 
     #[test]
     fn what_could_begin_a_call() {
-        for text in ["<tool_call>", "{\"a\"", "```json", "get_weather is", "foo(", "\u{FF1C}|x", "\u{2039}|x"] {
+        for text in [
+            "<tool_call>",
+            "{\"a\"",
+            "```json\n{",
+            "```\nget_weather(",
+            "get_weather(",
+            "get_weather {",
+            "get_weather - {",
+            "get_weather city=",
+            "get_weather: {",
+            "get_weather:0<|tool_call_argument_begin|>",
+            "get_weather\n```json",
+            "get_weather\nAction Input: {",
+            "Action: get_weather\nAction Input: {",
+            "functions.get_weather(",
+            "call:get_weather{",
+            "print(get_weather(",
+            "[get_weather(",
+            "\u{FF1C}|x",
+            "\u{2039}|x",
+        ] {
             assert_eq!(could_begin(text, &Tools), Some(true), "{text}");
         }
-        for text in ["I'll check.", "Sure, ", "- item"] {
+        for text in [
+            "I'll check.",
+            "Sure, ",
+            "- item",
+            "Hello",
+            "Hello.get_weather(",
+            "The",
+            "get_weather is done",
+            "get_weather -rn foo",
+            "get_weather \"Oslo\"",
+            "get_weather Oslo is",
+            "get_weather country=",
+            "```python\nimport os",
+            "```bash\nget_weather -rn x",
+            "`get_weather(`",
+            "Note(s): ",
+            "Note: get_weather(",
+            "CONTENT<\u{FF5C}tool\u{2581}calls\u{2581}begin\u{FF5C}>",
+        ] {
             assert_eq!(could_begin(text, &Tools), Some(false), "{text}");
         }
-        assert_eq!(could_begin("get_wea", &Tools), None);
+        // Not known yet: a tool's name, a label, a namespace or a fence
+        // still arriving, a name then separators.
+        for text in
+            ["get_wea", "Get", "Act", "functions", "sure", "```", "``", "```pyth", "get_weather.", "get_weather ci"]
+        {
+            assert_eq!(could_begin(text, &Tools), None, "{text}");
+        }
     }
 }

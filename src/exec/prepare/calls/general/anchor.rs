@@ -23,6 +23,14 @@ pub(crate) trait Anchor {
     /// The one tool of the caller's set `name` means (exact, alias, a
     /// drifted or wrapped name), if any. Never suggests.
     fn tool(&self, name: &str) -> Option<Tool<'_>>;
+
+    /// Whether a name that begins with `key` (a normalised key,
+    /// [`crate::similar::normalised_key`]) could still mean one of the
+    /// caller's tools as more of it arrives. Unknown: yes.
+    fn could_name(&self, key: &str) -> bool {
+        let _ = key;
+        true
+    }
 }
 
 /// A call being read: of the tool `'a` (the anchor's), in the text `'t`.
