@@ -54,6 +54,24 @@ pub(crate) struct ModelDoorConfig {
     /// The door's requests one principal keeps open at once (the
     /// anonymous caller is one principal; default 64).
     pub(crate) requests_per_principal: Option<std::num::NonZeroUsize>,
+    /// What a stream does with structured tool calls (default `hold`).
+    #[serde(default)]
+    pub(crate) stream_calls: StreamCalls,
+}
+
+/// `model_door.stream_calls`: what a stream does with the model's
+/// structured tool calls.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum StreamCalls {
+    /// Each call is held until the choice ends, then sent complete,
+    /// repaired where one meaning is possible.
+    #[default]
+    Hold,
+    /// A call whose name is a declared tool's exactly and whose arguments
+    /// are well-formed JSON so far streams as it comes: what goes wrong
+    /// later in it is no longer repaired (latency for repair).
+    PassWellFormed,
 }
 
 /// `model_door.upstreams[]`: one OpenAI-compatible model server.
@@ -90,6 +108,8 @@ pub(crate) struct ModelSettings {
     pub(crate) allowed_origins: Vec<String>,
     /// `model_door.requests_per_principal`.
     pub(crate) requests_per_principal: usize,
+    /// `model_door.stream_calls`.
+    pub(crate) stream_calls: StreamCalls,
 }
 
 /// `model_door.requests_per_principal` when unset.
@@ -260,6 +280,7 @@ impl ModelDoorConfig {
                     tools,
                     allowed_origins,
                     requests_per_principal,
+                    stream_calls: self.stream_calls,
                 })
             }
             false => Err(problems),

@@ -59,6 +59,11 @@ impl Declared {
         }
     }
 
+    /// Whether `name` is a declared tool's name exactly.
+    pub(crate) fn declares(&self, name: &str) -> bool {
+        self.tools.named(name).is_some()
+    }
+
     /// What an answer's text holds, lifted (the words rule, [`words`]):
     /// calls from its start, or after a preamble (kept as the message's
     /// text); `None` when it is prose, or holds a call that cannot be made

@@ -100,3 +100,58 @@ async fn words_fences_and_tool_words_stream_from_their_first_delta() {
         assert_eq!(names, calls, "{said:?}: {got}");
     }
 }
+
+/// With `model_door.stream_calls: pass_well_formed`, a call of a declared
+/// tool whose arguments begin well-formed streams as it comes (its first
+/// pieces reach the client while the model waits); a drifted name or
+/// arguments that begin malformed are held and repaired at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn well_formed_calls_stream_as_they_come_when_configured() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let keys = "  stream_calls: pass_well_formed\n";
+    let (_gateway, url, _log) = crate::model_door::serve_with(&dir, &upstream.base_url(), keys, "", &[]);
+    for (said, before, arguments) in [
+        ("grep\n{\"pattern\": |\"TO|DO\"}", "{\"pattern\": \"TO", "{\"pattern\": \"TODO\"}"),
+        // Held: a name that is no declared tool's exactly, arguments that
+        // begin malformed; both repaired when the call ends.
+        ("Grep\n{\"pattern\": |\"TO|DO\"}", "", "{\"pattern\": \"TODO\"}"),
+        ("grep\n{'pattern': |'TO|DO'}", "", "{\"pattern\":\"TODO\"}"),
+    ] {
+        upstream.seen.release.send_replace(false);
+        let mut body = request(said);
+        body = body.replace("say-hold", "say-call-hold");
+        let answer = chat(&url, body).await;
+        let mut body = answer.bytes_stream();
+        let mut got = String::new();
+        let first = async {
+            while arguments_of(&got) != before {
+                let piece =
+                    body.next().await.unwrap_or_else(|| panic!("{said:?}: the stream ended at {got:?}")).unwrap();
+                got.push_str(&String::from_utf8_lossy(&piece));
+            }
+        };
+        if tokio::time::timeout(std::time::Duration::from_secs(20), first).await.is_err() {
+            panic!("{said:?}: held while the model waits; sent only {got:?}");
+        }
+        upstream.seen.release.send_replace(true);
+        while let Some(piece) = body.next().await {
+            got.push_str(&String::from_utf8_lossy(&piece.unwrap()));
+        }
+        assert_eq!(read(&got).1, ["grep"], "{said:?}: {got}");
+        assert_eq!(arguments_of(&got), arguments, "{said:?}: {got}");
+        assert!(got.contains("\"finish_reason\":\"tool_calls\""), "{said:?}: {got}");
+    }
+}
+
+/// The arguments of the first call in the events of `body`, as streamed.
+fn arguments_of(body: &str) -> String {
+    let mut arguments = String::new();
+    for line in body.lines().filter_map(|line| line.strip_prefix("data: ")) {
+        let Ok(chunk) = serde_json::from_str::<Value>(line) else { continue };
+        for call in chunk["choices"][0]["delta"]["tool_calls"].as_array().into_iter().flatten() {
+            arguments.push_str(call["function"]["arguments"].as_str().unwrap_or_default());
+        }
+    }
+    arguments
+}

@@ -25,7 +25,7 @@ use super::{
     NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
 };
 use crate::{
-    config::{ModelSettings, Upstream, UpstreamProxy},
+    config::{ModelSettings, StreamCalls, Upstream, UpstreamProxy},
     exec::declared::Declared,
     live::{Refused, SnapshotSlot},
     server::{
@@ -333,7 +333,8 @@ impl Edge {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if status.is_success() && event_stream && streaming {
-            let holder = Choices::new(declared, lifting, spans.recording());
+            let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
+            let holder = Choices::new(declared, lifting, spans.recording()).passing_calls(pass_calls);
             return streamed(status, &headers, response, holder, spans, observer.clone());
         }
         let body = match whole(response).await {

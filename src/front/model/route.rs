@@ -31,6 +31,7 @@ mod tests {
             tools: Default::default(),
             allowed_origins: Vec::new(),
             requests_per_principal: 64,
+            stream_calls: Default::default(),
         };
         let served = |model| super::upstream(&settings, model).map(|u| u.name.as_str());
         assert_eq!(served("gpt-oss-20b"), Some("oss"));

@@ -20,7 +20,10 @@
 //! - Calls are lifted only from a choice that ended naturally
 //!   (`finish_reason` `stop`).
 //! - Tool-call deltas are held per index and sent complete (repaired where
-//!   one meaning is possible) when the choice ends.
+//!   one meaning is possible) when the choice ends; with
+//!   `model_door.stream_calls: pass_well_formed`, a call whose name is a
+//!   declared tool's exactly and whose first arguments are well-formed JSON
+//!   so far streams as it comes, at the index it will have.
 //! - At most [`MAX_HELD`] bytes are held; past it, what is held is sent
 //!   unchanged and the rest passes.
 //! - Usage chunks, comments and `[DONE]` pass, in order.
@@ -81,6 +84,9 @@ struct Partial {
     id: Option<String>,
     name: String,
     arguments: String,
+    /// Whether it streams as it comes (`stream_calls: pass_well_formed`),
+    /// once decided (`None`: not yet).
+    passing: Option<bool>,
 }
 
 /// The rules over one stream's events.
@@ -96,6 +102,8 @@ pub(super) struct Holder {
     scan: Scan,
     /// Note what the stream says of its generation.
     watching: bool,
+    /// Let well-formed calls of declared tools stream as they come.
+    pass_calls: bool,
     state: State,
     /// Events held, as they came.
     held: Vec<Bytes>,
@@ -142,6 +150,7 @@ impl Holder {
             marked: false,
             scan: Scan::at_start(),
             watching,
+            pass_calls: false,
             state,
             held: Vec::new(),
             held_bytes: 0,
@@ -223,9 +232,7 @@ impl Holder {
         let content = delta.and_then(|d| d.get("content")).and_then(Value::as_str).filter(|c| !c.is_empty());
         let deltas = delta.and_then(|d| d.get("tool_calls")).and_then(Value::as_array).filter(|c| !c.is_empty());
         let finish = choice.get("finish_reason").filter(|f| !f.is_null()).cloned();
-        if let Some(deltas) = deltas {
-            self.gather(deltas);
-        }
+        let passed = deltas.map(|deltas| self.gather(deltas)).unwrap_or_default();
         let (has_deltas, content) = (deltas.is_some(), content.map(str::to_owned));
         let mut template = chunk;
         template.remove("choices");
@@ -233,7 +240,8 @@ impl Holder {
             self.usage = Some(usage);
         }
         self.template = Some(template);
-        let mut out = match (finish, has_deltas) {
+        let mut out = passed;
+        out.extend(match (finish, has_deltas) {
             (None, true) => {
                 // Text beside call deltas is said again with the calls.
                 if let Some(content) = content {
@@ -245,8 +253,11 @@ impl Holder {
                 Some(content) => self.content(Some(raw), &content),
                 None => self.pass_or_hold(raw),
             },
-            (Some(reason), _) => return self.finished(raw, reason, content, has_deltas),
-        };
+            (Some(reason), _) => {
+                out.extend(self.finished(raw, reason, content, has_deltas));
+                return out;
+            }
+        });
         if self.held_bytes > MAX_HELD {
             out.extend(self.release());
             self.state = State::Passing;
@@ -258,8 +269,10 @@ impl Holder {
     /// same `index` (without one, the last call), unless the delta brings
     /// an `id` other than that call's, or a name after that call's
     /// arguments began: that starts a call of its own (two calls sent at
-    /// one index are never merged into one).
-    fn gather(&mut self, deltas: &[Value]) {
+    /// one index are never merged into one). What to send now: the deltas
+    /// of calls that stream as they come ([`Holder::passed`]).
+    fn gather(&mut self, deltas: &[Value]) -> Vec<Bytes> {
+        let mut out = Vec::new();
         for call in deltas {
             let index = call.get("index").and_then(Value::as_u64);
             let id = call.get("id").and_then(Value::as_str).filter(|id| !id.is_empty());
@@ -289,10 +302,41 @@ impl Holder {
             if let Some(name) = function.and_then(|f| f.get("name")).and_then(Value::as_str) {
                 partial.name.push_str(name);
             }
-            if let Some(arguments) = function.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
-                partial.arguments.push_str(arguments);
+            let arguments = function.and_then(|f| f.get("arguments")).and_then(Value::as_str).unwrap_or_default();
+            partial.arguments.push_str(arguments);
+            if self.pass_calls && self.state != State::Off {
+                out.extend(self.passed(at, arguments));
             }
         }
+        out
+    }
+
+    /// The call at `at`, which just received `arguments`, if it streams as
+    /// it comes: decided at its first arguments (its name declared exactly,
+    /// its arguments so far a JSON object's beginning); then sent whole so
+    /// far at the index it will have, and each delta after as it comes.
+    fn passed(&mut self, at: usize, arguments: &str) -> Option<Bytes> {
+        let partial = &mut self.calls[at];
+        let delta = match partial.passing {
+            Some(false) => return None,
+            Some(true) if arguments.is_empty() => return None,
+            Some(true) => json!({"index": at, "function": {"arguments": arguments}}),
+            None => {
+                let so_far = partial.arguments.trim_start();
+                if so_far.is_empty() {
+                    return None;
+                }
+                let passing = self.declared.declares(&partial.name) && so_far.starts_with('{') && well_formed(so_far);
+                partial.passing = Some(passing);
+                if !passing {
+                    return None;
+                }
+                let id = partial.id.get_or_insert_with(super::response::call_id).clone();
+                let function = json!({"name": partial.name, "arguments": partial.arguments});
+                json!({"index": at, "id": id, "type": "function", "function": function})
+            }
+        };
+        Some(self.chunk(json!({"tool_calls": [delta]}), None))
     }
 
     /// The event that gives the finish reason (`raw`, with its `content`
@@ -625,8 +669,9 @@ impl Holder {
         }
         let calls = std::mem::take(&mut self.calls);
         let mut written = Vec::with_capacity(calls.len());
-        // Each call at an index of its own, in the order they began.
-        for (index, partial) in calls.into_iter().enumerate() {
+        // Each call at an index of its own, in the order they began; those
+        // that streamed as they came are complete.
+        for (index, partial) in calls.into_iter().enumerate().filter(|(_, p)| p.passing != Some(true)) {
             let (name, arguments) = match repair_call(&partial.name, &partial.arguments, &self.declared) {
                 Some(prepared) => {
                     self.made.extend(made(self.choice, index, &prepared, None));
@@ -642,7 +687,10 @@ impl Holder {
                 "function": {"name": name, "arguments": arguments},
             }));
         }
-        let mut out = vec![self.chunk(json!({"tool_calls": written}), None)];
+        let mut out = Vec::new();
+        if !written.is_empty() {
+            out.push(self.chunk(json!({"tool_calls": written}), None));
+        }
         if let Some(reason) = reason {
             out.push(self.chunk(json!({}), Some(reason)));
         }
@@ -660,6 +708,15 @@ impl Holder {
             json!([{"index": self.choice, "delta": delta, "finish_reason": finish.unwrap_or(Value::Null)}]),
         );
         Bytes::from(format!("data: {}\n\n", Value::Object(chunk)))
+    }
+}
+
+/// Whether `text` is well-formed JSON so far: a whole value, or the
+/// beginning of one.
+fn well_formed(text: &str) -> bool {
+    match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        Ok(_) => true,
+        Err(err) => err.is_eof(),
     }
 }
 
@@ -686,6 +743,8 @@ const MAX_CHOICES: usize = 128;
 /// (comments, usage) follow choice 0's; `[DONE]` ends them all.
 pub(super) struct Choices {
     holders: Vec<Holder>,
+    /// Calls well-formed so far stream as they come.
+    pass_calls: bool,
     /// A new choice's holder: its declared tools, lifting and watching.
     first: (Option<Arc<Declared>>, Lifting, bool),
     /// Nothing to read or note: every event passes as it came.
@@ -696,11 +755,21 @@ impl Choices {
     pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting, watching: bool) -> Self {
         let active = declared.is_some() || watching;
         let holders = vec![Holder::new(declared.clone(), lifting, watching)];
-        Self { holders, first: (declared, lifting, watching), active }
+        Self { holders, pass_calls: false, first: (declared, lifting, watching), active }
     }
 
     pub(super) fn holding(&self) -> bool {
         self.holders.iter().any(Holder::holding)
+    }
+
+    /// Calls well-formed so far stream as they come
+    /// (`model_door.stream_calls: pass_well_formed`).
+    pub(super) fn passing_calls(mut self, pass: bool) -> Self {
+        self.pass_calls = pass;
+        for holder in &mut self.holders {
+            holder.pass_calls = pass;
+        }
+        self
     }
 
     /// What to send for one event, in order.
@@ -732,7 +801,8 @@ impl Choices {
             Some(at) => Some(&mut self.holders[at]),
             None if self.holders.len() < MAX_CHOICES => {
                 let (declared, lifting, watching) = &self.first;
-                self.holders.push(Holder::new(declared.clone(), *lifting, *watching).for_choice(index));
+                let holder = Holder::new(declared.clone(), *lifting, *watching).for_choice(index);
+                self.holders.push(Holder { pass_calls: self.pass_calls, ..holder });
                 self.holders.last_mut()
             }
             None => None,

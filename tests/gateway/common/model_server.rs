@@ -259,13 +259,29 @@ pub async fn start() -> ModelServer {
         }
         // `say-hold`: the user's last message in the pieces its `|` marks,
         // each a delta; the last waits until released.
-        if model == "say-hold" {
+        // `say-call-hold`: a call's name, a newline, its arguments' text in
+        // the pieces `|` marks, as one structured call's deltas.
+        if model == "say-hold" || model == "say-call-hold" {
             let said = asked["messages"].as_array().and_then(|m| m.last()).and_then(|m| m["content"].as_str());
-            let pieces: Vec<String> = said.unwrap_or_default().split('|').map(str::to_owned).collect();
-            let (last, first) = pieces.split_last().expect("split gives one piece at least");
+            let said = said.unwrap_or_default();
+            let (name, said) = match model.as_str() {
+                "say-call-hold" => said.split_once('\n').unwrap_or_default(),
+                _ => ("", said),
+            };
+            let delta = |i: usize, piece: &str| match name {
+                "" => json!({"content": piece}),
+                _ if i == 0 => json!({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                    "function": {"name": name, "arguments": piece}}]}),
+                _ => json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
+            };
+            let pieces: Vec<&str> = said.split('|').collect();
+            let finish = if name.is_empty() { "stop" } else { "tool_calls" };
             let mut sent = vec![chunk(&model, json!({"role": "assistant", "content": ""}), None)];
-            sent.extend(first.iter().map(|piece| chunk(&model, json!({"content": piece}), None)));
-            let rest = chunk(&model, json!({"content": last}), None) + &chunk(&model, json!({}), Some("stop"));
+            sent.extend(
+                pieces[..pieces.len() - 1].iter().enumerate().map(|(i, piece)| chunk(&model, delta(i, piece), None)),
+            );
+            let last = delta(pieces.len() - 1, pieces[pieces.len() - 1]);
+            let rest = chunk(&model, last, None) + &chunk(&model, json!({}), Some(finish));
             let rest = rest + "data: [DONE]\n\n";
             let mut release = seen.release.subscribe();
             let events = futures::stream::iter(sent.into_iter().map(|e| Ok::<_, std::io::Error>(Bytes::from(e))))
