@@ -7,13 +7,21 @@
 //! 2. streamed completions: 64 words of text (passed as they come) and a
 //!    call written as text (held, then lifted): time to the first chunk
 //!    and to the end, p50 and p99;
-//! 3. the door's resident memory with 500 streams open.
+//! 3. streams the model writes one delta every 30 ms (prose, a fence, a
+//!    tool's name then words): the time to the first delta of text, which
+//!    the door must not hold back;
+//! 4. the door's resident memory with 500 streams open.
 //!
 //! The model server is this binary in `--serve` mode (axum on 127.0.0.1,
 //! answers written at once, so the numbers are the door's and the
 //! client's); the door is the real `toolgate serve --model-listen`; the
 //! client is reqwest over HTTP/1.1 keep-alive connections, as the OpenAI
-//! SDKs connect. `cargo bench --bench model_door [-- --seconds 5 --rounds 3]`.
+//! SDKs connect. Beside them, in the same run and on the same model server:
+//! nginx as a plain proxy (when `nginx` is on the `PATH`: what any proxy
+//! costs here) and LiteLLM's proxy (when `.venv-bench/bin/litellm` exists:
+//! `python3 -m venv .venv-bench && .venv-bench/bin/pip install
+//! 'litellm[proxy]==1.108.7'`).
+//! `cargo bench --bench model_door [-- --seconds 5 --rounds 3]`.
 
 // Benchmarks report what they measured and start the processes they measure.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
@@ -39,43 +47,77 @@ fn main() {
     let option = |name: &str| args.iter().position(|a| a == name).and_then(|at| args.get(at + 1)).cloned();
     let seconds: f64 = option("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let rounds: usize = option("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
+    // `--only whole,streams,paced,memory`: some sections (default: all).
+    let only = option("--only");
+    let runs = |section: &str| only.as_deref().is_none_or(|only| only.split(',').any(|s| s == section));
     let _ = rustls::crypto::ring::default_provider().install_default();
     let upstream = Process::upstream();
     let work = tempfile::tempdir().unwrap();
     let door = Process::door(work.path(), &upstream.url);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let targets = [("direct", upstream.url.clone()), ("door", door.url.clone())];
+    let nginx = Process::nginx(work.path(), &upstream.url);
+    let litellm = Process::litellm(work.path(), &upstream.url);
+    let mut targets = vec![("direct", upstream.url.clone()), ("door", door.url.clone())];
+    targets.extend(nginx.as_ref().map(|p| ("nginx", p.url.clone())));
+    targets.extend(litellm.as_ref().map(|p| ("LiteLLM", p.url.clone())));
 
-    println!("## Whole completions with a tool call the door repairs\n");
-    println!("| in flight | target | requests/s (range) | p50 | p99 |\n|---:|---|---:|---:|---:|");
-    let mut added = Vec::new();
-    for concurrency in [1, 16] {
-        let measured =
-            interleaved(rounds, &targets, |url| runtime.block_on(load(url, "drift", false, concurrency, seconds)));
-        for ((name, _), m) in targets.iter().zip(&measured) {
-            println!(
-                "| {concurrency} | {name} | {:.0} ({:.0}–{:.0}) | {:.0} µs | {:.0} µs |",
-                m.rps, m.low, m.high, m.total.0, m.total.1
-            );
+    if runs("whole") {
+        println!("## Whole completions with a tool call the door repairs\n");
+        println!("| in flight | target | requests/s (range) | p50 | p99 |\n|---:|---|---:|---:|---:|");
+        let mut added = Vec::new();
+        for concurrency in [1, 16] {
+            let measured =
+                interleaved(rounds, &targets, |url| runtime.block_on(load(url, "drift", false, concurrency, seconds)));
+            for ((name, _), m) in targets.iter().zip(&measured) {
+                println!(
+                    "| {concurrency} | {name} | {:.0} ({:.0}–{:.0}) | {:.0} µs | {:.0} µs |",
+                    m.rps, m.low, m.high, m.total.0, m.total.1
+                );
+            }
+            for (i, (name, _)) in targets.iter().enumerate().skip(1) {
+                let (p50, ratio) = (measured[i].total.0 - measured[0].total.0, measured[i].rps / measured[0].rps);
+                added.push((concurrency, *name, p50, ratio));
+            }
         }
-        added.push((concurrency, measured[1].total.0 - measured[0].total.0, measured[1].rps / measured[0].rps));
-    }
-    for (concurrency, p50, ratio) in added {
-        println!("\n{concurrency} in flight: the door adds {p50:.0} µs at p50; requests/s {ratio:.2} of direct");
-    }
-
-    println!("\n## Streamed completions\n");
-    println!("| answer | target | streams/s | first chunk p50 | first chunk p99 | end p50 | end p99 |\n|---|---|---:|---:|---:|---:|---:|");
-    for (model, what) in [("words", "64 words of text"), ("text-call", "a call written as text")] {
-        let measured = interleaved(rounds, &targets, |url| runtime.block_on(load(url, model, true, 1, seconds)));
-        for ((name, _), m) in targets.iter().zip(&measured) {
-            println!(
-                "| {what} | {name} | {:.0} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
-                m.rps, m.first.0, m.first.1, m.total.0, m.total.1
-            );
+        println!();
+        for (concurrency, name, p50, ratio) in added {
+            println!("{concurrency} in flight: {name} adds {p50:.0} µs at p50; requests/s {ratio:.2} of direct  ");
         }
     }
 
+    if runs("streams") {
+        println!("\n## Streamed completions\n");
+        println!("| answer | target | streams/s | first chunk p50 | first chunk p99 | end p50 | end p99 |\n|---|---|---:|---:|---:|---:|---:|");
+        for (model, what) in [("words", "64 words of text"), ("text-call", "a call written as text")] {
+            let measured = interleaved(rounds, &targets, |url| runtime.block_on(load(url, model, true, 1, seconds)));
+            for ((name, _), m) in targets.iter().zip(&measured) {
+                println!(
+                    "| {what} | {name} | {:.0} | {:.0} µs | {:.0} µs | {:.0} µs | {:.0} µs |",
+                    m.rps, m.first.0, m.first.1, m.total.0, m.total.1
+                );
+            }
+        }
+    }
+    if runs("paced") {
+        println!("\n## Streams written one delta every 30 ms: time to the first delta of text\n");
+        println!("| answer | target | first text p50 | first text p99 | end p50 |\n|---|---|---:|---:|---:|");
+        for (model, what) in
+            [("paced-prose", "prose"), ("paced-fence", "a fence"), ("paced-tool-word", "a tool's name, then words")]
+        {
+            let measured = interleaved(rounds, &targets, |url| runtime.block_on(load(url, model, true, 8, seconds)));
+            for ((name, _), m) in targets.iter().zip(&measured) {
+                println!(
+                    "| {what} | {name} | {:.1} ms | {:.1} ms | {:.1} ms |",
+                    m.text.0 / 1e3,
+                    m.text.1 / 1e3,
+                    m.total.0 / 1e3
+                );
+            }
+        }
+    }
+    if !runs("memory") {
+        return;
+    }
     println!("\n## Memory with streams open\n");
     let before = door.rss_kib();
     let open = 500;
@@ -90,12 +132,13 @@ fn main() {
     drop(held);
 }
 
-/// One measurement: requests a second, (p50, p99) to the first chunk and
-/// to the end, in µs.
+/// One measurement: requests a second, (p50, p99) to the first chunk, to
+/// the first chunk carrying text and to the end, in µs.
 #[derive(Clone, Copy, Default)]
 struct Measured {
     rps: f64,
     first: (f64, f64),
+    text: (f64, f64),
     total: (f64, f64),
 }
 
@@ -150,33 +193,49 @@ async fn load(base: &str, model: &str, stream: bool, concurrency: usize, seconds
             let (body, url) = (Arc::clone(&body), format!("{base}/chat/completions"));
             tokio::spawn(async move {
                 let client = reqwest::Client::builder().http1_only().build().unwrap();
-                let (mut first, mut total) = (Vec::new(), Vec::new());
+                let (mut first, mut text, mut total) = (Vec::new(), Vec::new(), Vec::new());
                 while Instant::now() < until {
                     let start = Instant::now();
                     let request = client.post(&url).header("content-type", "application/json").body((*body).clone());
                     let mut response = request.send().await.unwrap();
                     assert!(response.status().is_success(), "{}", response.status());
-                    let mut seen_first = false;
+                    let (mut seen_first, mut seen_text) = (false, false);
                     while let Some(chunk) = response.chunk().await.unwrap() {
                         if !seen_first && !chunk.is_empty() {
                             first.push(start.elapsed().as_secs_f64() * 1e6);
                             seen_first = true;
                         }
+                        if !seen_text && carries_text(&chunk) {
+                            text.push(start.elapsed().as_secs_f64() * 1e6);
+                            seen_text = true;
+                        }
                     }
                     total.push(start.elapsed().as_secs_f64() * 1e6);
                 }
-                (first, total)
+                (first, text, total)
             })
         })
         .collect();
-    let (mut first, mut total) = (Vec::new(), Vec::new());
+    let (mut first, mut text, mut total) = (Vec::new(), Vec::new(), Vec::new());
     for task in tasks {
-        let (f, t) = task.await.unwrap();
+        let (f, x, t) = task.await.unwrap();
         first.extend(f);
+        text.extend(x);
         total.extend(t);
     }
     let rps = total.len() as f64 / started.elapsed().as_secs_f64();
-    Measured { rps, first: percentiles(first), total: percentiles(total) }
+    Measured { rps, first: percentiles(first), text: percentiles(text), total: percentiles(total) }
+}
+
+/// Whether a piece of a stream carries a delta of text: a `"content"`
+/// whose string is not empty (with or without a space after the colon).
+fn carries_text(chunk: &[u8]) -> bool {
+    let key = b"\"content\":";
+    chunk.windows(key.len()).enumerate().filter(|(_, w)| *w == key).any(|(at, _)| {
+        let rest = chunk[at + key.len()..].iter().skip_while(|b| **b == b' ');
+        let mut rest = rest.copied();
+        rest.next() == Some(b'"') && rest.next().is_some_and(|b| b != b'"')
+    })
 }
 
 /// `open` streams through `base` of a model that writes its first words
@@ -201,7 +260,9 @@ fn request(model: &str, stream: bool) -> Value {
         "stream": stream,
         "messages": [{"role": "user", "content": "Weather in Paris?"}],
         "tools": [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}],
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+            {"type": "function", "function": {"name": "grep", "description": "Search files.",
+            "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]}}}],
     })
 }
 
@@ -256,6 +317,85 @@ impl Process {
         Self { child, url: url.expect("the model door's address") }
     }
 
+    /// nginx as a plain proxy in front of `upstream` (keep-alive both
+    /// ways, nothing buffered), if `nginx` is on the `PATH`.
+    fn nginx(work: &std::path::Path, upstream: &str) -> Option<Self> {
+        let dir = work.join("nginx");
+        std::fs::create_dir_all(dir.join("logs")).unwrap();
+        let port = free_port();
+        let authority = upstream.trim_start_matches("http://").trim_end_matches("/v1");
+        let config = format!(
+            "worker_processes 1;\ndaemon off;\npid {pid};\nerror_log {dir}/logs/error.log warn;\n\
+             events {{ worker_connections 4096; }}\nhttp {{\n  access_log off;\n  \
+             upstream model {{ server {authority}; keepalive 64; }}\n  server {{\n    listen 127.0.0.1:{port};\n    \
+             location / {{ proxy_pass http://model; proxy_http_version 1.1; proxy_set_header Connection \"\"; \
+             proxy_buffering off; }}\n  }}\n}}\n",
+            pid = dir.join("nginx.pid").display(),
+            dir = dir.display(),
+        );
+        std::fs::write(dir.join("nginx.conf"), config).unwrap();
+        let child = Command::new("nginx")
+            .arg("-c")
+            .arg(dir.join("nginx.conf"))
+            .arg("-p")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let process = Self { child, url: format!("http://127.0.0.1:{port}/v1") };
+        process.ready().then_some(process)
+    }
+
+    /// LiteLLM's proxy in front of `upstream` (every model routed to it),
+    /// if `.venv-bench/bin/litellm` exists.
+    fn litellm(work: &std::path::Path, upstream: &str) -> Option<Self> {
+        let binary = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-bench/bin/litellm");
+        if !binary.exists() {
+            return None;
+        }
+        let port = free_port();
+        let config = format!(
+            "model_list:\n  - model_name: \"*\"\n    litellm_params:\n      model: \"openai/*\"\n      \
+             api_base: \"{upstream}\"\n      api_key: \"sk-bench\"\n"
+        );
+        std::fs::write(work.join("litellm.yaml"), config).unwrap();
+        let child = Command::new(binary)
+            .arg("--config")
+            .arg(work.join("litellm.yaml"))
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY", "true")
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("LITELLM_LOG", "ERROR")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let process = Self { child, url: format!("http://127.0.0.1:{port}/v1") };
+        process.ready().then_some(process)
+    }
+
+    /// Whether it answers a chat completion within a minute.
+    fn ready(&self) -> bool {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let client = reqwest::Client::new();
+            let url = format!("{}/chat/completions", self.url);
+            let until = Instant::now() + Duration::from_secs(60);
+            while Instant::now() < until {
+                let body = request("drift", false).to_string();
+                let sent = client.post(&url).header("content-type", "application/json").body(body).send().await;
+                if sent.is_ok_and(|r| r.status().is_success()) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            false
+        })
+    }
+
     fn rss_kib(&self) -> u64 {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap_or_default();
         let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap_or("VmRSS: 0 kB");
@@ -270,11 +410,18 @@ impl Drop for Process {
     }
 }
 
-/// The model server: each model one answer, written at once.
+/// A port free on 127.0.0.1 now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// The model server: each model one answer, written at once, or (models
+/// `paced-…`) one delta every 30 ms.
 mod upstream {
     use std::time::Duration;
 
     use axum::{body::Body, response::IntoResponse, routing::post, Router};
+    use futures::StreamExt;
     use serde_json::{json, Value};
 
     fn chunk(delta: Value, finish: Option<&str>) -> String {
@@ -302,7 +449,19 @@ mod upstream {
                 events.extend(chars.chunks(4).map(|c| chunk(json!({"content": c.iter().collect::<String>()}), None)));
             }
             "hang" => events.push(chunk(json!({"content": "Thinking"}), None)),
+            m if m.starts_with("paced-") => {}
             _ => events.extend((0..64).map(|i| chunk(json!({"content": format!("word{i} ")}), None))),
+        }
+        if let Some(answer) = paced(&model) {
+            let pieces: Vec<String> = answer.split('|').map(str::to_owned).collect();
+            let deltas = futures::stream::iter(pieces).then(|piece| async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                Ok::<_, std::io::Error>(chunk(json!({"content": piece}), None))
+            });
+            let end = chunk(json!({}), Some("stop")) + "data: [DONE]\n\n";
+            let first = futures::stream::iter([Ok::<_, std::io::Error>(events.concat())]);
+            let body = Body::from_stream(first.chain(deltas).chain(futures::stream::iter([Ok(end)])));
+            return ([("content-type", "text/event-stream")], body).into_response();
         }
         if model == "hang" {
             let first = futures::stream::iter(events.into_iter().map(Ok::<_, std::io::Error>));
@@ -316,6 +475,16 @@ mod upstream {
         events.push(chunk(json!({}), Some("stop")));
         events.push("data: [DONE]\n\n".to_owned());
         ([("content-type", "text/event-stream")], events.concat()).into_response()
+    }
+
+    /// What a `paced-…` model writes, its deltas split at `|`.
+    fn paced(model: &str) -> Option<&'static str> {
+        Some(match model {
+            "paced-prose" => "Hello|, the| weather| in Paris| is| sunny|.",
+            "paced-fence" => "```python\n|import| os\n|print(|os.getcwd())|\n```",
+            "paced-tool-word" => "grep| -rn| TODO| src/| finds| them|.",
+            _ => return None,
+        })
     }
 
     pub fn serve() {

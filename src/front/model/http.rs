@@ -78,8 +78,9 @@ struct Edge {
     /// The listener is on a loopback address: requests must name a
     /// loopback `Host` ([`crate::server::foreign`]).
     loopback: bool,
-    /// One client an upstream, in the order of `settings.upstreams`.
-    clients: Vec<reqwest::Client>,
+    /// One client an upstream, in the order of `settings.upstreams`, and
+    /// its chat completions URL, parsed once.
+    clients: Vec<(reqwest::Client, reqwest::Url)>,
     /// The connection budget every door shares: a request to an upstream
     /// holds one of its permits while it lasts, as an accepted connection
     /// does, so upstream sockets never take the descriptors others need.
@@ -109,6 +110,12 @@ fn client(upstream: &Upstream) -> reqwest::Client {
     builder.build().expect("an HTTP client")
 }
 
+/// `upstream`'s chat completions URL (its `base_url` was checked at load).
+fn chat_url(upstream: &Upstream) -> reqwest::Url {
+    let url = format!("{}/chat/completions", upstream.base_url);
+    reqwest::Url::parse(&url).expect("a base_url checked at load")
+}
+
 impl Door for ModelDoor {
     fn name(&self) -> &'static str {
         NAME
@@ -124,7 +131,7 @@ impl Door for ModelDoor {
         connections: Connections,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
-        let clients = self.settings.upstreams.iter().map(client).collect();
+        let clients = self.settings.upstreams.iter().map(|upstream| (client(upstream), chat_url(upstream))).collect();
         let edge = Arc::new(Edge {
             tools: ToolCache::new(self.settings.tools),
             open: crate::server::PerPrincipal::new(self.settings.requests_per_principal),
@@ -210,6 +217,11 @@ fn busy(status: StatusCode, message: &str, kind: &str) -> Reply {
 impl Edge {
     /// The client that reaches `upstream`, one of the settings' own.
     fn client(&self, upstream: &Upstream) -> &reqwest::Client {
+        &self.upstream(upstream).0
+    }
+
+    /// The client and the chat completions URL of `upstream`.
+    fn upstream(&self, upstream: &Upstream) -> &(reqwest::Client, reqwest::Url) {
         let at = self.settings.upstreams.iter().position(|u| std::ptr::eq(u, upstream));
         &self.clients[at.expect("an upstream of these settings")]
     }
@@ -312,10 +324,9 @@ impl Edge {
     ) -> Reply {
         let Forward { upstream, passing, declared, lifting, streaming } = forward;
         let spans = Spans::start(observer, headers, model).await;
-        let url = format!("{}/chat/completions", upstream.base_url);
-        let sent = self
-            .client(upstream)
-            .post(&url)
+        let (client, url) = self.upstream(upstream);
+        let sent = client
+            .post(url.clone())
             .headers(forwarded(headers, upstream, passing))
             .header(header::CONTENT_TYPE, "application/json")
             .body(bytes)
