@@ -29,7 +29,7 @@ pub(crate) use self::{
         McpFrontDoorConfig, McpSettings, DEFAULT_SESSIONS_PER_PRINCIPAL, DEFAULT_SESSIONS_PER_USER,
         DEFAULT_STREAMS_PER_PRINCIPAL, DEFAULT_STREAMS_PER_USER,
     },
-    model::{ModelDoorConfig, ModelSettings, StreamCalls, ToolLimits, Upstream, UpstreamProxy},
+    model::{Api, ModelDoorConfig, ModelSettings, StreamCalls, ToolLimits, Upstream, UpstreamProxy},
 };
 pub use crate::tls::TlsConfig;
 

@@ -93,6 +93,35 @@ pub(crate) struct UpstreamConfig {
     /// or `env` to honour `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY`;
     /// unset: directly, whatever the environment says.
     pub(crate) proxy: Option<String>,
+    /// The APIs it speaks (default all three); a request goes only to an
+    /// upstream that speaks its API.
+    pub(crate) apis: Option<Vec<Api>>,
+}
+
+/// An API the door speaks (`model_door.upstreams[].apis`).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Api {
+    /// Chat Completions: `POST /v1/chat/completions`.
+    Chat,
+    /// Responses: `POST /v1/responses`.
+    Responses,
+    /// Messages: `POST /v1/messages`.
+    Messages,
+}
+
+impl Api {
+    /// Every API, the default of an upstream.
+    pub(crate) const ALL: [Api; 3] = [Api::Chat, Api::Responses, Api::Messages];
+
+    /// As `apis` names it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Api::Chat => "chat",
+            Api::Responses => "responses",
+            Api::Messages => "messages",
+        }
+    }
 }
 
 /// The model door's settings, when it is on.
@@ -151,6 +180,15 @@ pub(crate) struct Upstream {
     pub(crate) models: Vec<glob::Pattern>,
     pub(crate) timeout: Duration,
     pub(crate) proxy: UpstreamProxy,
+    /// `apis` (default all three).
+    pub(crate) apis: Vec<Api>,
+}
+
+impl Upstream {
+    /// Whether it speaks `api`.
+    pub(crate) fn speaks(&self, api: Api) -> bool {
+        self.apis.contains(&api)
+    }
 }
 
 /// `model_door.upstreams[].proxy`, checked.
@@ -231,7 +269,12 @@ impl ModelDoorConfig {
                 }
             });
             let models = models.collect();
+            let apis = raw.apis.unwrap_or_else(|| Api::ALL.to_vec());
+            if apis.is_empty() {
+                problems.push(format!("{at}.apis: name at least one of chat, responses, messages"));
+            }
             upstreams.push(Upstream {
+                apis,
                 name: raw.name,
                 base_url: raw.base_url.trim_end_matches('/').to_owned(),
                 api_key,

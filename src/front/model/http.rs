@@ -18,14 +18,14 @@ use serde_json::{json, Value};
 use super::{
     observe::Spans,
     request::Asked,
-    response::{header as repairs_header, repair_completion, Lifting, Made},
+    response::{header as repairs_header, repair_completion, repair_response, Lifting, Made},
     route,
     stream::{relay, Choices},
     tools::ToolCache,
     NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
 };
 use crate::{
-    config::{ModelSettings, StreamCalls, Upstream, UpstreamProxy},
+    config::{Api, ModelSettings, StreamCalls, Upstream, UpstreamProxy},
     exec::declared::Declared,
     live::{Refused, SnapshotSlot},
     server::{
@@ -45,7 +45,8 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 const MAX_REPAIRS_HEADER: usize = 4 * 1024;
 
 /// The paths the door serves, for a 404.
-const SERVED: &str = "the model door serves POST /v1/chat/completions and GET /v1/models";
+const SERVED: &str =
+    "the model door serves POST /v1/chat/completions, POST /v1/responses (and /v1/responses/…) and GET /v1/models";
 
 /// The model door.
 pub(crate) struct ModelDoor {
@@ -78,9 +79,8 @@ struct Edge {
     /// The listener is on a loopback address: requests must name a
     /// loopback `Host` ([`crate::server::foreign`]).
     loopback: bool,
-    /// One client an upstream, in the order of `settings.upstreams`, and
-    /// its chat completions URL, parsed once.
-    clients: Vec<(reqwest::Client, reqwest::Url)>,
+    /// One client an upstream, in the order of `settings.upstreams`.
+    clients: Vec<reqwest::Client>,
     /// The connection budget every door shares: a request to an upstream
     /// holds one of its permits while it lasts, as an accepted connection
     /// does, so upstream sockets never take the descriptors others need.
@@ -110,12 +110,6 @@ fn client(upstream: &Upstream) -> reqwest::Client {
     builder.build().expect("an HTTP client")
 }
 
-/// `upstream`'s chat completions URL (its `base_url` was checked at load).
-fn chat_url(upstream: &Upstream) -> reqwest::Url {
-    let url = format!("{}/chat/completions", upstream.base_url);
-    reqwest::Url::parse(&url).expect("a base_url checked at load")
-}
-
 impl Door for ModelDoor {
     fn name(&self) -> &'static str {
         NAME
@@ -131,7 +125,7 @@ impl Door for ModelDoor {
         connections: Connections,
         stopping: Stopping,
     ) -> Result<(), ServeError> {
-        let clients = self.settings.upstreams.iter().map(|upstream| (client(upstream), chat_url(upstream))).collect();
+        let clients = self.settings.upstreams.iter().map(client).collect();
         let edge = Arc::new(Edge {
             tools: ToolCache::new(self.settings.tools),
             open: crate::server::PerPrincipal::new(self.settings.requests_per_principal),
@@ -150,21 +144,10 @@ impl Door for ModelDoor {
 
 impl HttpEdge for Edge {
     async fn handle(&self, request: Request<Body>, connected: &Peer) -> Reply {
-        let path = request.uri().path().trim_end_matches('/').to_owned();
-        let method = request.method().clone();
-        match (method, path.as_str()) {
-            (Method::POST, "/v1/chat/completions") | (Method::GET, "/v1/models") => {}
-            (_, "/v1/chat/completions") => {
-                return error(StatusCode::METHOD_NOT_ALLOWED, "use POST", "invalid_request_error")
-            }
-            (_, "/v1/models") => return error(StatusCode::METHOD_NOT_ALLOWED, "use GET", "invalid_request_error"),
-            (_, "/v1/responses" | "/v1/messages") => {
-                let message =
-                    format!("{path} is not served: {SERVED} (the Responses and Messages APIs are not served yet)");
-                return error(StatusCode::NOT_FOUND, &message, "invalid_request_error");
-            }
-            _ => return error(StatusCode::NOT_FOUND, &format!("not found: {SERVED}"), "invalid_request_error"),
-        }
+        let route = match route_of(request.method(), request.uri().path()) {
+            Ok(route) => route,
+            Err(reply) => return reply,
+        };
         let snapshot = self.current.load_full();
         if let Some(foreign) = crate::server::foreign(&request, self.loopback, snapshot.identity.allowed_origins(NAME))
         {
@@ -198,11 +181,60 @@ impl HttpEdge for Edge {
         };
         let limits = snapshot.executor.limits();
         let guard = connected.call();
-        let reply = match request.method() == Method::GET {
-            true => self.models(request.headers(), &passing).await,
-            false => self.chat(request, &passing, limits, snapshot.executor.observer()).await,
+        let reply = match route {
+            Route::Models => self.models(request.headers(), &passing).await,
+            Route::Complete(api) => self.complete(request, api, &passing, limits, snapshot.executor.observer()).await,
+            Route::Forward(api) => self.pass(request, api, &passing).await,
         };
         reply.map(|body| Guarded::new(body, (guard, admitted, open, permit)).boxed())
+    }
+}
+
+/// What a request asks of the door.
+#[derive(Clone, Copy)]
+enum Route {
+    /// `GET /v1/models`.
+    Models,
+    /// A generation of `api` (`POST /v1/chat/completions`, `POST
+    /// /v1/responses`): forwarded and its answer repaired.
+    Complete(Api),
+    /// Another request of `api` (a stored response, its input items, its
+    /// cancellation): forwarded unchanged.
+    Forward(Api),
+}
+
+/// The route of `method` on `path` (its query string apart), or the
+/// answer: 405 for another method on a path served, 404 for a path that
+/// is not.
+#[allow(clippy::result_large_err)] // the error is the request's answer, built once
+fn route_of(method: &Method, path: &str) -> Result<Route, Reply> {
+    let path = match path.trim_end_matches('/') {
+        "" => "/",
+        trimmed => trimmed,
+    };
+    match (method, path) {
+        (&Method::POST, "/v1/chat/completions") => Ok(Route::Complete(Api::Chat)),
+        (&Method::POST, "/v1/responses") => Ok(Route::Complete(Api::Responses)),
+        (&Method::GET, "/v1/models") => Ok(Route::Models),
+        (_, "/v1/chat/completions" | "/v1/responses") => {
+            Err(error(StatusCode::METHOD_NOT_ALLOWED, "use POST", "invalid_request_error"))
+        }
+        (_, "/v1/models") => Err(error(StatusCode::METHOD_NOT_ALLOWED, "use GET", "invalid_request_error")),
+        (_, path) if path.starts_with("/v1/responses/") => Ok(Route::Forward(Api::Responses)),
+        (_, path) if path == "/v1/messages" || path.starts_with("/v1/messages/") => {
+            let message = format!("{path} is not served: {SERVED} (the Messages API is not served yet)");
+            Err(error(StatusCode::NOT_FOUND, &message, "invalid_request_error"))
+        }
+        _ => Err(error(StatusCode::NOT_FOUND, &format!("not found: {SERVED}"), "invalid_request_error")),
+    }
+}
+
+/// The path of `api`'s generations under an upstream's `base_url`.
+fn api_path(api: Api) -> &'static str {
+    match api {
+        Api::Chat => "/chat/completions",
+        Api::Responses => "/responses",
+        Api::Messages => "/messages",
     }
 }
 
@@ -217,11 +249,6 @@ fn busy(status: StatusCode, message: &str, kind: &str) -> Reply {
 impl Edge {
     /// The client that reaches `upstream`, one of the settings' own.
     fn client(&self, upstream: &Upstream) -> &reqwest::Client {
-        &self.upstream(upstream).0
-    }
-
-    /// The client and the chat completions URL of `upstream`.
-    fn upstream(&self, upstream: &Upstream) -> &(reqwest::Client, reqwest::Url) {
         let at = self.settings.upstreams.iter().position(|u| std::ptr::eq(u, upstream));
         &self.clients[at.expect("an upstream of these settings")]
     }
@@ -267,15 +294,18 @@ impl Edge {
         json_reply(StatusCode::OK, &json!({"object": "list", "data": data}))
     }
 
-    /// `POST /v1/chat/completions`: forwarded, and its answer repaired.
-    async fn chat(
+    /// A generation of `api` (`POST /v1/chat/completions`, `POST
+    /// /v1/responses`): forwarded, and its answer repaired.
+    async fn complete(
         &self,
         request: Request<Body>,
+        api: Api,
         passing: &Passing,
         limits: crate::exec::ExecLimits,
         observer: &Observer,
     ) -> Reply {
         let (parts, body) = request.into_parts();
+        let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
         let bytes = match read_body(body, MAX_BODY_BYTES, self.body).await {
             Ok(bytes) => bytes,
             Err(unread) => {
@@ -289,14 +319,14 @@ impl Edge {
         let Some(model) = asked.model() else {
             return error(StatusCode::BAD_REQUEST, "the request names no model", "invalid_request_error");
         };
-        let Some(upstream) = route::upstream(&self.settings, &model) else {
-            return unserved(&self.settings, &model);
+        let Some(upstream) = route::upstream(&self.settings, &model, api) else {
+            return unserved(&self.settings, &model, api);
         };
         let strict = self.settings.strict
             || parts.headers.get(STRICT_HEADER).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "true");
         let (declared, unrepaired) = match asked.tools().filter(|_| !strict) {
             None => (None, None),
-            Some(tools) => match self.tools.of(tools, limits).await {
+            Some(tools) => match self.tools.of(tools, limits, api).await {
                 Ok(declared) => (declared, None),
                 Err(unrepaired) => {
                     tracing::warn!(door = NAME, "the request's tools are not read against: {}", unrepaired.why());
@@ -304,13 +334,67 @@ impl Edge {
                 }
             },
         };
-        let lifting = Lifting { on: !asked.no_tools() && !asked.structured(), several: !asked.one_call_only() };
-        let forward = Forward { upstream, passing, declared, lifting, streaming: asked.stream() };
+        // With a conversation stored upstream, the lifted call would not be
+        // in it: calls are repaired, text never lifted.
+        let stored = asked.stored();
+        let on = !asked.no_tools() && !asked.structured() && !stored;
+        let lifting = Lifting { on, several: !asked.one_call_only() };
+        let forward = Forward { upstream, passing, declared, lifting, streaming: asked.stream(), api, query };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
             reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
         }
         reply
+    }
+
+    /// Another request of `api` (`/v1/responses/{id}`, its `input_items`,
+    /// `cancel`): forwarded unchanged, its method, body and query string
+    /// as sent, to the upstream its body's `model` routes to, else
+    /// `default_upstream` (or the first upstream) speaking `api`; the
+    /// answer as it comes.
+    async fn pass(&self, request: Request<Body>, api: Api, passing: &Passing) -> Reply {
+        let (parts, body) = request.into_parts();
+        let bytes = match read_body(body, MAX_BODY_BYTES, self.body).await {
+            Ok(bytes) => bytes,
+            Err(unread) => {
+                return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
+            }
+        };
+        let model = Asked::read(&bytes).ok().and_then(|asked| asked.model());
+        let upstream = match &model {
+            Some(model) => route::upstream(&self.settings, model, api),
+            None => route::any(&self.settings, api),
+        };
+        let Some(upstream) = upstream else {
+            return unserved(&self.settings, model.as_deref().unwrap_or_default(), api);
+        };
+        let path = parts.uri.path().strip_prefix("/v1").unwrap_or(parts.uri.path());
+        let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+        let url = format!("{}{path}{query}", upstream.base_url);
+        let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).expect("a method hyper read");
+        let mut sending = self
+            .client(upstream)
+            .request(method, &url)
+            .headers(forwarded(&parts.headers, upstream, passing))
+            .timeout(upstream.timeout);
+        if !bytes.is_empty() {
+            sending = sending.body(bytes);
+        }
+        let response = match sending.send().await {
+            Ok(response) => response,
+            Err(err) => return unreachable_upstream(upstream, &err),
+        };
+        let (status, headers) = (response.status(), response.headers().clone());
+        let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
+        tokio::spawn(async move {
+            let mut body = response.bytes_stream();
+            while let Some(Ok(piece)) = body.next().await {
+                if to.send(piece).await.is_err() {
+                    return;
+                }
+            }
+        });
+        sent(status, &headers, from)
     }
 
     /// The request sent to its upstream, and the answer repaired.
@@ -322,11 +406,12 @@ impl Edge {
         forward: Forward<'_>,
         observer: &Observer,
     ) -> Reply {
-        let Forward { upstream, passing, declared, lifting, streaming } = forward;
+        let Forward { upstream, passing, declared, lifting, streaming, api, query } = forward;
         let spans = Spans::start(observer, headers, model).await;
-        let (client, url) = self.upstream(upstream);
-        let sent = client
-            .post(url.clone())
+        let url = format!("{}{}{}", upstream.base_url, api_path(api), query);
+        let sent = self
+            .client(upstream)
+            .post(&url)
             .headers(forwarded(headers, upstream, passing))
             .header(header::CONTENT_TYPE, "application/json")
             .body(bytes)
@@ -343,6 +428,10 @@ impl Edge {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        if status.is_success() && event_stream && streaming && api != Api::Chat {
+            // Streams of the other APIs pass unchanged, for now.
+            return streamed(status, &headers, response, Choices::new(None, lifting, false), spans, observer.clone());
+        }
         if status.is_success() && event_stream && streaming {
             let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
             let holder = Choices::new(declared, lifting, spans.recording()).passing_calls(pass_calls);
@@ -354,7 +443,7 @@ impl Edge {
             Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
         let declared = declared.filter(|_| status.is_success());
-        let (reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans);
+        let (reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans, api);
         spans.ended(observer, reply, &made)
     }
 }
@@ -366,6 +455,9 @@ struct Forward<'u> {
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
     streaming: bool,
+    api: Api,
+    /// The request's query string (`?…`), forwarded as sent.
+    query: String,
 }
 
 /// A whole answer, repaired against `declared` when it can be read; what
@@ -377,6 +469,7 @@ fn repaired(
     declared: Option<&Declared>,
     lifting: Lifting,
     spans: &Spans,
+    api: Api,
 ) -> (Reply, Vec<Made>) {
     let parsed = match declared.is_some() || spans.recording() {
         true => serde_json::from_slice::<Value>(&body).ok(),
@@ -388,7 +481,10 @@ fn repaired(
     let (Some(declared), Some(mut completion)) = (declared, parsed) else {
         return (passed(status, headers, body, None), Vec::new());
     };
-    let made = repair_completion(&mut completion, declared, lifting);
+    let made = match api {
+        Api::Responses => repair_response(&mut completion, declared, lifting),
+        _ => repair_completion(&mut completion, declared, lifting),
+    };
     if made.is_empty() {
         return (passed(status, headers, body, None), made);
     }
@@ -397,10 +493,14 @@ fn repaired(
     (passed(status, headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER))), made)
 }
 
-/// 404 for a model no upstream serves.
-fn unserved(settings: &ModelSettings, model: &str) -> Reply {
-    let configured: Vec<&str> =
-        settings.upstreams.iter().flat_map(|u| u.models.iter().map(glob::Pattern::as_str)).collect();
+/// 404 for a model no upstream serves in `api`.
+fn unserved(settings: &ModelSettings, model: &str, api: Api) -> Reply {
+    let speaking = || settings.upstreams.iter().filter(|u| u.speaks(api));
+    if speaking().next().is_none() {
+        let message = format!("no model server is configured for the {} API (model_door.upstreams[].apis)", api.name());
+        return error(StatusCode::NOT_FOUND, &message, "invalid_request_error");
+    }
+    let configured: Vec<&str> = speaking().flat_map(|u| u.models.iter().map(glob::Pattern::as_str)).collect();
     let message =
         format!("no model server serves the model '{model}': the configured models are {}", configured.join(", "));
     error(StatusCode::NOT_FOUND, &message, "invalid_request_error")

@@ -31,6 +31,20 @@ pub(super) struct Asked<'a> {
     parallel_tool_calls: Option<&'a RawValue>,
     #[serde(borrow)]
     response_format: Option<&'a RawValue>,
+    /// Responses: `text.format` asks for structured output.
+    #[serde(borrow)]
+    text: Option<&'a RawValue>,
+    /// Responses: a conversation stored upstream.
+    #[serde(borrow)]
+    previous_response_id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    conversation: Option<&'a RawValue>,
+}
+
+/// Responses' `text`: its `format`.
+#[derive(Deserialize)]
+struct Text {
+    format: Option<Typed>,
 }
 
 /// A member's `type`, when it is an object with one.
@@ -74,11 +88,23 @@ impl<'a> Asked<'a> {
         self.parallel_tool_calls.is_some_and(|raw| raw.get() == "false")
     }
 
-    /// Whether the request asks for structured output (`response_format`
-    /// of type `json_schema` or `json_object`): a JSON answer is the answer.
+    /// Whether the request asks for structured output (`response_format`,
+    /// or Responses' `text.format`, of type `json_schema` or
+    /// `json_object`): a JSON answer is the answer.
     pub(super) fn structured(&self) -> bool {
         let typed = self.response_format.and_then(|raw| serde_json::from_str::<Typed>(raw.get()).ok());
-        typed.and_then(|typed| typed.kind).is_some_and(|kind| kind == "json_schema" || kind == "json_object")
+        let format = self.text.and_then(|raw| serde_json::from_str::<Text>(raw.get()).ok()).and_then(|t| t.format);
+        typed
+            .into_iter()
+            .chain(format)
+            .filter_map(|typed| typed.kind)
+            .any(|kind| kind == "json_schema" || kind == "json_object")
+    }
+
+    /// Whether the conversation is stored upstream (Responses'
+    /// `previous_response_id` or `conversation`, not null).
+    pub(super) fn stored(&self) -> bool {
+        [self.previous_response_id, self.conversation].into_iter().flatten().any(|raw| raw.get() != "null")
     }
 
     /// Whether `tool_choice` is `"none"`: the model may call no tool.

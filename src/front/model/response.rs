@@ -225,3 +225,79 @@ pub(super) fn header(made: &[Made], cap: usize) -> String {
     text.push(']');
     text
 }
+
+/// A new output item id: `prefix` and 24 random letters and digits.
+fn item_id(prefix: &str) -> String {
+    format!("{prefix}{}", &call_id()["call_".len()..])
+}
+
+/// Whether a Responses output item is a call of any type (a function's, a
+/// custom tool's, a hosted tool's): an answer holding one has no text to
+/// lift.
+fn is_call_item(item: &Value) -> bool {
+    let kind = item.get("type").and_then(Value::as_str).unwrap_or_default();
+    kind.ends_with("_call") || kind == "tool_use" || kind == "server_tool_use"
+}
+
+/// Repairs a whole Responses answer (`output[]`) in place; what was made.
+/// Each `function_call` item goes through the stages (its `id` and
+/// `call_id` kept). When the answer holds no call of any type and it
+/// completed (`status` `completed`), the text of its `message` items
+/// (their `output_text` parts, joined in order) is lifted by the words
+/// rule: each call becomes a `function_call` item (`fc_` and `call_` ids),
+/// after the other items; the preamble, if any, stays as one message.
+pub(super) fn repair_response(body: &mut Value, declared: &Declared, lifting: Lifting) -> Vec<Made> {
+    let mut made = Vec::new();
+    let completed = body.get("status").and_then(Value::as_str) == Some("completed");
+    let Some(output) = body.get_mut("output").and_then(Value::as_array_mut) else { return made };
+    let mut calls = 0;
+    for item in output.iter_mut() {
+        let Some(item) = item.as_object_mut() else { continue };
+        if item.get("type").and_then(Value::as_str) != Some("function_call") {
+            continue;
+        }
+        if let Some(prepared) = repaired_function(item, declared) {
+            made.extend(self::made(0, calls, &prepared, None));
+            item.insert("name".to_owned(), prepared.name.into());
+            item.insert("arguments".to_owned(), prepared.arguments_json.into());
+        }
+        calls += 1;
+    }
+    if output.iter().any(is_call_item) || !completed {
+        return made;
+    }
+    let text: String = output
+        .iter()
+        .filter(|item| item.get("type").and_then(Value::as_str) == Some("message"))
+        .flat_map(|item| item.get("content").and_then(Value::as_array).into_iter().flatten())
+        .filter(|part| part.get("type").and_then(Value::as_str) == Some("output_text"))
+        .filter_map(|part| part.get("text").and_then(Value::as_str))
+        .collect();
+    if text.trim().is_empty() {
+        return made;
+    }
+    let Some((preamble, lifted)) = lift(&text, declared, lifting, 0, false, false) else { return made };
+    // The messages give way to the preamble (one message, the first's
+    // id), or to nothing.
+    let first = output.iter().position(|item| item.get("type").and_then(Value::as_str) == Some("message"));
+    let mut kept = first.map(|at| output[at].clone());
+    output.retain(|item| item.get("type").and_then(Value::as_str) != Some("message"));
+    if let (Some(end), Some(message)) = (preamble, kept.as_mut().and_then(Value::as_object_mut)) {
+        let part = json!({"type": "output_text", "text": &text[..end], "annotations": []});
+        message.insert("content".to_owned(), Value::Array(vec![part]));
+        output.insert(first.unwrap_or(0).min(output.len()), Value::Object(message.clone()));
+    }
+    for (call, repairs) in lifted {
+        made.extend(repairs);
+        let function = &call["function"];
+        output.push(json!({
+            "type": "function_call",
+            "id": item_id("fc_"),
+            "call_id": call["id"],
+            "name": function["name"],
+            "arguments": function["arguments"],
+            "status": "completed",
+        }));
+    }
+    made
+}

@@ -1,14 +1,23 @@
-//! Which upstream serves a request: the first whose `models` globs match
-//! the request's `model` (an upstream without `models` serves every
-//! model), else `default_upstream`.
+//! Which upstream serves a request: among the upstreams that speak its API
+//! (`apis`), the first whose `models` globs match the request's `model`
+//! (an upstream without `models` serves every model), else
+//! `default_upstream` if it speaks that API.
 
-use crate::config::{ModelSettings, Upstream};
+use crate::config::{Api, ModelSettings, Upstream};
 
-/// The upstream for `model`, if any.
-pub(super) fn upstream<'s>(settings: &'s ModelSettings, model: &str) -> Option<&'s Upstream> {
-    let matching =
-        settings.upstreams.iter().find(|u| u.models.is_empty() || u.models.iter().any(|glob| glob.matches(model)));
-    matching.or_else(|| settings.default_upstream.map(|at| &settings.upstreams[at]))
+/// The upstream for `model` in `api`, if any.
+pub(super) fn upstream<'s>(settings: &'s ModelSettings, model: &str, api: Api) -> Option<&'s Upstream> {
+    let speaking = settings.upstreams.iter().filter(|u| u.speaks(api));
+    let matching = speaking.clone().find(|u| u.models.is_empty() || u.models.iter().any(|glob| glob.matches(model)));
+    matching.or_else(|| settings.default_upstream.map(|at| &settings.upstreams[at]).filter(|u| u.speaks(api)))
+}
+
+/// The upstream for a request of `api` that names no model (a stored
+/// response's retrieval): `default_upstream` if it speaks `api`, else the
+/// first upstream that does.
+pub(super) fn any(settings: &ModelSettings, api: Api) -> Option<&Upstream> {
+    let default = settings.default_upstream.map(|at| &settings.upstreams[at]).filter(|u| u.speaks(api));
+    default.or_else(|| settings.upstreams.iter().find(|u| u.speaks(api)))
 }
 
 #[cfg(test)]
@@ -18,7 +27,8 @@ mod tests {
     fn upstream(name: &str, models: &[&str]) -> Upstream {
         let models = models.iter().map(|m| glob::Pattern::new(m).unwrap()).collect();
         let (name, base_url) = (name.to_owned(), String::new());
-        Upstream { name, base_url, api_key: None, models, timeout: Default::default(), proxy: Default::default() }
+        let apis = Api::ALL.to_vec();
+        Upstream { name, base_url, api_key: None, models, timeout: Default::default(), proxy: Default::default(), apis }
     }
 
     #[test]
@@ -33,12 +43,12 @@ mod tests {
             requests_per_principal: 64,
             stream_calls: Default::default(),
         };
-        let served = |model| super::upstream(&settings, model).map(|u| u.name.as_str());
+        let served = |model| super::upstream(&settings, model, Api::Chat).map(|u| u.name.as_str());
         assert_eq!(served("gpt-oss-20b"), Some("oss"));
         assert_eq!(served("qwen3"), Some("oss"));
         assert_eq!(served("Qwen/Qwen3-8B"), Some("hub"), "a `*` crosses a `/`");
         assert_eq!(served("gpt-4o"), Some("rest"), "no models: every model");
         let settings = ModelSettings { upstreams: vec![upstream("oss", &["a?c"])], ..settings };
-        assert_eq!(super::upstream(&settings, "ac").map(|u| u.name.as_str()), Some("oss"), "the default");
+        assert_eq!(super::upstream(&settings, "ac", Api::Chat).map(|u| u.name.as_str()), Some("oss"), "the default");
     }
 }

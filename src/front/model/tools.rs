@@ -34,7 +34,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use crate::{
-    config::ToolLimits,
+    config::{Api, ToolLimits},
     exec::{
         declared::{declared, Declared},
         ExecLimits,
@@ -118,13 +118,19 @@ impl ToolCache {
     /// or declares them in a way no call can be read against (a tool that
     /// is not a function, a bad name, a schema that does not compile): its
     /// answers then pass unchanged; `Err` past the limits.
-    pub(super) async fn of(&self, tools: &RawValue, limits: ExecLimits) -> Result<Option<Arc<Declared>>, Unrepaired> {
-        let digest: Digest32 = Sha256::digest(tools.get().as_bytes()).into();
+    pub(super) async fn of(
+        &self,
+        tools: &RawValue,
+        limits: ExecLimits,
+        api: Api,
+    ) -> Result<Option<Arc<Declared>>, Unrepaired> {
+        let digest: Digest32 =
+            Sha256::new().chain_update(api.name()).chain_update(tools.get().as_bytes()).finalize().into();
         let guard = match self.kept.get_value_or_guard_async(&digest).await {
             Ok(kept) => return Ok(Some(kept.declared)),
             Err(guard) => guard,
         };
-        let Some(read) = self.read(tools)? else { return Ok(None) };
+        let Some(read) = self.read(tools, api)? else { return Ok(None) };
         let compiled = match read.patterns.is_empty() && tools.get().len() <= INLINE_BYTES {
             true => read.compile(limits, self.limits.cache_bytes),
             false => {
@@ -148,8 +154,9 @@ impl ToolCache {
     }
 
     /// The list's tools and patterns, read within the limits; `None` when
-    /// it is no list of functions.
-    fn read(&self, tools: &RawValue) -> Result<Option<Read>, Unrepaired> {
+    /// it is no list of functions (Chat Completions: every tool a function;
+    /// Responses: its function tools, the others set aside).
+    fn read(&self, tools: &RawValue, api: Api) -> Result<Option<Read>, Unrepaired> {
         let Ok(list) = serde_json::from_str::<Vec<&RawValue>>(tools.get()) else { return Ok(None) };
         if list.is_empty() {
             return Ok(None);
@@ -176,13 +183,32 @@ impl ToolCache {
         }
         let mut declared_tools = Vec::with_capacity(list.len());
         for tool in list {
-            let Ok(Tool { kind, function: Some(function) }) = serde_json::from_str::<Tool>(tool.get()) else {
-                return Ok(None);
-            };
-            if kind.is_some_and(|kind| kind != "function") {
-                return Ok(None);
+            match api {
+                Api::Responses => {
+                    // A function tool without `strict` is strict; tools of
+                    // other types (custom, namespace, hosted) and their
+                    // calls pass untouched.
+                    let Ok(tool) = serde_json::from_str::<FlatTool>(tool.get()) else { return Ok(None) };
+                    if tool.kind.as_deref() != Some("function") {
+                        continue;
+                    }
+                    let Some(name) = tool.name else { return Ok(None) };
+                    declared_tools.push(declared(&name, tool.parameters.as_ref(), tool.strict != Some(false)));
+                }
+                _ => {
+                    let Ok(Tool { kind, function: Some(function) }) = serde_json::from_str::<Tool>(tool.get()) else {
+                        return Ok(None);
+                    };
+                    if kind.is_some_and(|kind| kind != "function") {
+                        return Ok(None);
+                    }
+                    let strict = function.strict == Some(true);
+                    declared_tools.push(declared(&function.name, function.parameters.as_ref(), strict));
+                }
             }
-            declared_tools.push(declared(&function.name, function.parameters.as_ref(), function.strict == Some(true)));
+        }
+        if declared_tools.is_empty() {
+            return Ok(None);
         }
         let mut patterns = HashSet::new();
         for tool in &declared_tools {
@@ -294,6 +320,17 @@ struct Function {
     strict: Option<bool>,
 }
 
+/// A Responses tool: its type, and a function tool's name, parameters and
+/// `strict`, at the top.
+#[derive(Deserialize)]
+struct FlatTool {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    name: Option<String>,
+    parameters: Option<Value>,
+    strict: Option<bool>,
+}
+
 /// Counts the JSON values of a text as the parser passes over them,
 /// building nothing.
 struct Count<'c>(&'c mut usize);
@@ -392,17 +429,17 @@ mod tests {
     async fn a_list_is_compiled_once_and_kept() {
         let cache = ToolCache::new(limits(64 << 20, 512, 64 << 10));
         let tools = list(3, None);
-        let first = cache.of(&tools, ExecLimits::default()).await.unwrap().unwrap();
-        let again = cache.of(&tools, ExecLimits::default()).await.unwrap().unwrap();
+        let first = cache.of(&tools, ExecLimits::default(), Api::Chat).await.unwrap().unwrap();
+        let again = cache.of(&tools, ExecLimits::default(), Api::Chat).await.unwrap().unwrap();
         assert!(Arc::ptr_eq(&first, &again));
     }
 
     #[tokio::test]
     async fn past_the_counts_the_list_is_not_read_against() {
         let cache = ToolCache::new(limits(64 << 20, 4, 16));
-        let said = cache.of(&list(5, None), ExecLimits::default()).await.err().unwrap();
+        let said = cache.of(&list(5, None), ExecLimits::default(), Api::Chat).await.err().unwrap();
         assert_eq!((said.said(), said.why()), ("too many tools", "5 tools; model_door.max_tools is 4"));
-        let said = cache.of(&list(3, Some("^abcdef")), ExecLimits::default()).await.err().unwrap();
+        let said = cache.of(&list(3, Some("^abcdef")), ExecLimits::default(), Api::Chat).await.err().unwrap();
         assert_eq!(
             said,
             Unrepaired::TooManyPatterns("3 patterns of 24 bytes; model_door.max_pattern_bytes is 16".into())
@@ -412,12 +449,15 @@ mod tests {
     #[tokio::test]
     async fn a_list_heavier_than_the_cache_is_not_compiled() {
         let cache = ToolCache::new(limits(100_000, 512, 64 << 10));
-        assert_eq!(cache.of(&list(100, None), ExecLimits::default()).await.err().unwrap().said(), "too many tools");
+        assert_eq!(
+            cache.of(&list(100, None), ExecLimits::default(), Api::Chat).await.err().unwrap().said(),
+            "too many tools"
+        );
         // Each of these expressions holds megabytes.
         let cache = ToolCache::new(limits(4 << 20, 512, 64 << 10));
-        let heavy = cache.of(&list(3, Some("^(a|y{1,200}){1,200}$|")), ExecLimits::default()).await;
+        let heavy = cache.of(&list(3, Some("^(a|y{1,200}){1,200}$|")), ExecLimits::default(), Api::Chat).await;
         assert_eq!(heavy.err().unwrap().said(), "too many patterns");
-        assert!(cache.of(&list(3, Some("^[a-z]+$|")), ExecLimits::default()).await.unwrap().is_some());
+        assert!(cache.of(&list(3, Some("^[a-z]+$|")), ExecLimits::default(), Api::Chat).await.unwrap().is_some());
     }
 
     #[test]

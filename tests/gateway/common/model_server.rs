@@ -77,6 +77,8 @@ pub struct Seen {
     pub authorization: Arc<Mutex<Vec<Option<String>>>>,
     /// The names of every header of every request, in order.
     pub headers: Arc<Mutex<Vec<Vec<String>>>>,
+    /// The query string of every Responses request, in order.
+    pub queries: Arc<Mutex<Vec<String>>>,
     /// What the `hold` model's streams wait for after their first chunk.
     pub release: Arc<tokio::sync::watch::Sender<bool>>,
 }
@@ -338,9 +340,124 @@ pub async fn start() -> ModelServer {
         let list = json!({"object": "list", "data": [{"id": "qwen3-coder", "object": "model", "owned_by": "test"}]});
         ([("content-type", "application/json")], list.to_string()).into_response()
     });
-    let app = Router::new().route("/v1/chat/completions", chat).route("/v1/models", models).with_state(seen.clone());
+    let app = Router::new()
+        .route("/v1/chat/completions", chat)
+        .route("/v1/responses", post(responses))
+        .route("/v1/responses/{id}", get(stored_response))
+        .route("/v1/models", models)
+        .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     ModelServer { addr, seen }
+}
+
+/// `POST /v1/responses`: the same scripts as Responses output items (a
+/// call as a `function_call` item, text as a `message`), whole; streamed
+/// as the Responses API's events. A conversation that holds a call's
+/// output gets the final answer.
+async fn responses(State(seen): State<Seen>, headers: HeaderMap, uri: axum::http::Uri, body: Bytes) -> Response {
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    seen.authorization.lock().unwrap().push(authorization);
+    seen.headers.lock().unwrap().push(headers.keys().map(|name| name.as_str().to_owned()).collect());
+    seen.queries.lock().unwrap().push(uri.query().unwrap_or_default().to_owned());
+    let asked: Value = serde_json::from_slice(&body).unwrap();
+    let model = asked["model"].as_str().unwrap_or_default().to_owned();
+    let answered = asked["input"].as_array().is_some_and(|items| {
+        items.iter().any(|item| item["type"] == "function_call_output" || item["type"] == "custom_tool_call_output")
+    });
+    let (content, calls) = match answered {
+        true => (Some("It is sunny."), None),
+        false => script(&model),
+    };
+    let mut output = Vec::new();
+    if let Some(text) = content {
+        output.push(json!({"type": "message", "id": "msg_1", "status": "completed", "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}]}));
+    }
+    for (i, call) in calls.iter().flat_map(|c| c.as_array().cloned().unwrap_or_default()).enumerate() {
+        output.push(json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": call["id"],
+            "name": call["function"]["name"], "arguments": call["function"]["arguments"], "status": "completed"}));
+    }
+    let response = json!({
+        "id": "resp_1", "object": "response", "created_at": 1, "status": "completed", "model": model,
+        "output": output, "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "error": null,
+        "incomplete_details": null, "instructions": null, "metadata": {}, "temperature": 1.0, "top_p": 1.0,
+        "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+            "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+    });
+    if !asked["stream"].as_bool().unwrap_or(false) {
+        return ([("content-type", "application/json")], response.to_string()).into_response();
+    }
+    let events = response_events(&response);
+    Response::builder().header("content-type", "text/event-stream").body(Body::from(events.concat())).unwrap()
+}
+
+/// A Responses answer as its stream's events: created, each item added,
+/// its text or arguments in pieces of 7 characters, done, completed.
+fn response_events(response: &Value) -> Vec<String> {
+    let mut events = Vec::new();
+    let mut push = |mut event: Value| {
+        event["sequence_number"] = events.len().into();
+        events.push(format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap()));
+    };
+    let mut created = response.clone();
+    created["status"] = "in_progress".into();
+    created["output"] = json!([]);
+    push(json!({"type": "response.created", "response": created}));
+    for (at, item) in response["output"].as_array().unwrap().iter().enumerate() {
+        let id = item["id"].clone();
+        let mut added = item.clone();
+        match item["type"].as_str() {
+            Some("message") => {
+                added["content"] = json!([]);
+                added["status"] = "in_progress".into();
+                push(json!({"type": "response.output_item.added", "output_index": at, "item": added}));
+                let text = item["content"][0]["text"].as_str().unwrap();
+                let part = json!({"type": "output_text", "text": "", "annotations": []});
+                push(
+                    json!({"type": "response.content_part.added", "item_id": id, "output_index": at, "content_index": 0, "part": part}),
+                );
+                let chars: Vec<char> = text.chars().collect();
+                for piece in chars.chunks(7) {
+                    let delta: String = piece.iter().collect();
+                    push(
+                        json!({"type": "response.output_text.delta", "item_id": id, "output_index": at, "content_index": 0, "delta": delta}),
+                    );
+                }
+                push(
+                    json!({"type": "response.output_text.done", "item_id": id, "output_index": at, "content_index": 0, "text": text}),
+                );
+                push(
+                    json!({"type": "response.content_part.done", "item_id": id, "output_index": at, "content_index": 0, "part": item["content"][0]}),
+                );
+            }
+            _ => {
+                added["arguments"] = "".into();
+                added["status"] = "in_progress".into();
+                push(json!({"type": "response.output_item.added", "output_index": at, "item": added}));
+                let arguments = item["arguments"].as_str().unwrap();
+                let chars: Vec<char> = arguments.chars().collect();
+                for piece in chars.chunks(7) {
+                    let delta: String = piece.iter().collect();
+                    push(
+                        json!({"type": "response.function_call_arguments.delta", "item_id": id, "output_index": at, "delta": delta}),
+                    );
+                }
+                push(
+                    json!({"type": "response.function_call_arguments.done", "item_id": id, "output_index": at, "arguments": arguments}),
+                );
+            }
+        }
+        push(json!({"type": "response.output_item.done", "output_index": at, "item": item}));
+    }
+    push(json!({"type": "response.completed", "response": response}));
+    events
+}
+
+/// `GET /v1/responses/{id}`: a stored response, saying the id and query
+/// it was asked with.
+async fn stored_response(axum::extract::Path(id): axum::extract::Path<String>, uri: axum::http::Uri) -> Response {
+    let body = json!({"id": id, "object": "response", "status": "completed", "asked": uri.query().unwrap_or_default()});
+    ([("content-type", "application/json")], body.to_string()).into_response()
 }

@@ -1,0 +1,58 @@
+"""Responses API clients against the model door: the `openai` SDK's
+`responses.create` (whole) and the OpenAI Agents SDK's default model
+(`OpenAIResponsesModel`, strict function tools) in a whole run
+(`Runner.run`). Prints one JSON line each: the calls it got, or what it
+ran."""
+
+import asyncio
+import json
+import sys
+
+base_url, model = sys.argv[1], sys.argv[2]
+
+TOOL = {"type": "function", "name": "get_weather", "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
+                       "additionalProperties": False}}
+
+
+def sdk():
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    response = client.responses.create(model=model, input="Weather in Paris?", tools=[TOOL])
+    def arguments(text):
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
+
+    calls = [{"name": item.name, "arguments": arguments(item.arguments), "call_id": item.call_id, "id": item.id}
+             for item in response.output if item.type == "function_call"]
+    return {"client": "sdk", "calls": calls, "text": response.output_text}
+
+
+async def agents_sdk():
+    from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    set_tracing_disabled(True)
+    ran = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        ran.append({"city": city})
+        return "sunny"
+
+    client = AsyncOpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    agent = Agent(name="weather", instructions="Answer about the weather.", tools=[get_weather],
+                  model=OpenAIResponsesModel(model=model, openai_client=client))
+    try:
+        result = await Runner.run(agent, "Weather in Paris?", max_turns=3)
+        return {"client": "agents", "ran": ran, "final_output": result.final_output}
+    except Exception as err:
+        return {"client": "agents", "ran": ran, "error": f"{type(err).__name__}: {err}"}
+
+
+print(json.dumps(sdk()))
+print(json.dumps(asyncio.run(agents_sdk())))
