@@ -41,18 +41,40 @@ async fn responses_clients_get_repaired_and_lifted_calls_the_model_alone_does_no
             assert!(calls[0]["id"].as_str().unwrap().starts_with("fc_"), "{sdk}");
             assert!(calls[0]["call_id"].as_str().unwrap().starts_with("call_"), "{sdk}");
             assert_eq!(sdk["text"], "", "{model}: no text left beside the call: {sdk}");
-            let agents = &through["agents"];
-            assert_eq!(agents["ran"], json!([{"city": "Paris"}]), "{model}: {agents}");
-            assert_eq!(agents["final_output"], "It is sunny.", "{model}: {agents}");
+            // Streamed: the same call, the events numbered consecutively,
+            // each item added at the next place.
+            let streamed = &through["sdk-stream"];
+            let calls = streamed["calls"].as_array().unwrap();
+            assert_eq!(calls.len(), 1, "{model}: {streamed}");
+            assert_eq!(calls[0]["name"], "get_weather", "{streamed}");
+            assert_eq!(
+                serde_json::from_str::<Value>(calls[0]["arguments"].as_str().unwrap()).unwrap(),
+                json!({"city": "Paris"})
+            );
+            let sequence: Vec<u64> =
+                streamed["sequence"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+            assert_eq!(sequence, (0..sequence.len() as u64).collect::<Vec<_>>(), "{streamed}");
+            let added: Vec<u64> = streamed["added"].as_array().unwrap().iter().map(|s| s.as_u64().unwrap()).collect();
+            assert_eq!(added, (0..added.len() as u64).collect::<Vec<_>>(), "{streamed}");
+            for name in ["agents", "agents-stream"] {
+                let agents = &through[name];
+                assert_eq!(agents["ran"], json!([{"city": "Paris"}]), "{model} {name}: {agents}");
+                assert_eq!(agents["final_output"], "It is sunny.", "{model} {name}: {agents}");
+            }
         }
         // Straight to the model server: nothing the Agents SDK can run.
         for model in ["drift", "text-call"] {
             let alone = clients(&direct, model);
-            assert_eq!(alone["agents"]["ran"], json!([]), "{model}: {}", alone["agents"]);
+            for name in ["agents", "agents-stream"] {
+                assert_eq!(alone[name]["ran"], json!([]), "{model}: {}", alone[name]);
+            }
         }
         // Prose stays text.
         let prose = clients(&url, "prose");
-        assert_eq!(prose["sdk"]["calls"], json!([]), "{}", prose["sdk"]);
+        for name in ["sdk", "sdk-stream"] {
+            assert_eq!(prose[name]["calls"], json!([]), "{}", prose[name]);
+            assert!(prose[name]["text"].as_str().unwrap().starts_with("Sure, I could call"), "{}", prose[name]);
+        }
     })
     .await
     .unwrap();

@@ -1,8 +1,9 @@
 """Responses API clients against the model door: the `openai` SDK's
-`responses.create` (whole) and the OpenAI Agents SDK's default model
-(`OpenAIResponsesModel`, strict function tools) in a whole run
-(`Runner.run`). Prints one JSON line each: the calls it got, or what it
-ran."""
+`responses.create` (whole and streamed) and the OpenAI Agents SDK's
+default model (`OpenAIResponsesModel`, strict function tools) in a whole
+run (`Runner.run` and `Runner.run_streamed`). Prints one JSON line each:
+the calls it got (streamed: the events' sequence numbers and where items
+were added), or what it ran."""
 
 import asyncio
 import json
@@ -31,7 +32,25 @@ def sdk():
     return {"client": "sdk", "calls": calls, "text": response.output_text}
 
 
-async def agents_sdk():
+def sdk_stream():
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key="sk-test", max_retries=0)
+    sequence, indexes, added, completed = [], [], [], None
+    for event in client.responses.create(model=model, input="Weather in Paris?", tools=[TOOL], stream=True):
+        sequence.append(event.sequence_number)
+        if event.type == "response.output_item.added":
+            added.append(event.output_index)
+        if event.type == "response.completed":
+            completed = event.response
+    calls = [{"name": item.name, "arguments": item.arguments, "call_id": item.call_id, "id": item.id}
+             for item in completed.output if item.type == "function_call"]
+    return {"client": "sdk-stream", "calls": calls, "text": completed.output_text, "sequence": sequence,
+            "added": added}
+
+
+async def agents_sdk(streamed):
+    name = "agents-stream" if streamed else "agents"
     from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
     from openai import AsyncOpenAI
 
@@ -48,11 +67,18 @@ async def agents_sdk():
     agent = Agent(name="weather", instructions="Answer about the weather.", tools=[get_weather],
                   model=OpenAIResponsesModel(model=model, openai_client=client))
     try:
-        result = await Runner.run(agent, "Weather in Paris?", max_turns=3)
-        return {"client": "agents", "ran": ran, "final_output": result.final_output}
+        if streamed:
+            result = Runner.run_streamed(agent, "Weather in Paris?", max_turns=3)
+            async for _ in result.stream_events():
+                pass
+        else:
+            result = await Runner.run(agent, "Weather in Paris?", max_turns=3)
+        return {"client": name, "ran": ran, "final_output": result.final_output}
     except Exception as err:
-        return {"client": "agents", "ran": ran, "error": f"{type(err).__name__}: {err}"}
+        return {"client": name, "ran": ran, "error": f"{type(err).__name__}: {err}"}
 
 
 print(json.dumps(sdk()))
-print(json.dumps(asyncio.run(agents_sdk())))
+print(json.dumps(sdk_stream()))
+print(json.dumps(asyncio.run(agents_sdk(False))))
+print(json.dumps(asyncio.run(agents_sdk(True))))

@@ -20,7 +20,8 @@ use super::{
     request::Asked,
     response::{header as repairs_header, repair_completion, repair_response, Lifting, Made},
     route,
-    stream::{relay, Choices},
+    stream::{relay, Choices, Rules},
+    stream_responses::ResponseEvents,
     tools::ToolCache,
     NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
 };
@@ -428,9 +429,9 @@ impl Edge {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
-        if status.is_success() && event_stream && streaming && api != Api::Chat {
-            // Streams of the other APIs pass unchanged, for now.
-            return streamed(status, &headers, response, Choices::new(None, lifting, false), spans, observer.clone());
+        if status.is_success() && event_stream && streaming && api == Api::Responses {
+            let rules = ResponseEvents::new(declared, lifting);
+            return streamed(status, &headers, response, rules, spans, observer.clone());
         }
         if status.is_success() && event_stream && streaming {
             let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
@@ -659,7 +660,7 @@ fn streamed(
     status: StatusCode,
     headers: &HeaderMap,
     response: reqwest::Response,
-    holder: Choices,
+    holder: impl Rules,
     spans: Spans,
     observer: Observer,
 ) -> Reply {

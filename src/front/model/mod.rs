@@ -11,6 +11,7 @@
 //! - [`tools`]: the request's tools, compiled once per distinct list.
 //! - [`response`]: a whole completion repaired.
 //! - [`stream`]: a streamed completion, held where a call may begin.
+//! - [`stream_responses`]: a streamed Responses answer, under the same rules.
 //! - [`sse`]: server-sent events framed as they pass (CR, LF, CRLF).
 
 pub(crate) mod http;
@@ -20,6 +21,7 @@ mod response;
 mod route;
 mod sse;
 mod stream;
+mod stream_responses;
 mod tools;
 
 /// What the door calls itself (logs, listeners).

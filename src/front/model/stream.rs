@@ -840,16 +840,63 @@ impl Choices {
     }
 }
 
-/// Sends the upstream's events to `to` under `choices`' rules, with a
+/// The rules a stream is relayed under: one API's events, held, repaired
+/// and lifted.
+pub(super) trait Rules: Send + 'static {
+    /// What to send for one event, in order.
+    fn event(&mut self, raw: Bytes) -> Vec<Bytes>;
+    /// Whether events are being held (keep-alives are then sent).
+    fn holding(&self) -> bool;
+    /// Something the rules cannot follow (`raw` after what is held).
+    fn give_up(&mut self, raw: Bytes) -> Vec<Bytes>;
+    /// The stream ended: what is held.
+    fn end(&mut self) -> Vec<Bytes>;
+    /// What was repaired.
+    fn made(&self) -> Vec<Made>;
+    /// What the stream said of its generation.
+    fn generation(&self) -> Generation;
+    /// The event that ends a stream cut mid-way, in the API's shape.
+    fn cut(&self, message: &str) -> Bytes {
+        error_event(message)
+    }
+}
+
+impl Rules for Choices {
+    fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        Choices::event(self, raw)
+    }
+
+    fn holding(&self) -> bool {
+        Choices::holding(self)
+    }
+
+    fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
+        Choices::give_up(self, raw)
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        Choices::end(self)
+    }
+
+    fn made(&self) -> Vec<Made> {
+        Choices::made(self)
+    }
+
+    fn generation(&self) -> Generation {
+        Choices::generation(self)
+    }
+}
+
+/// Sends the upstream's events to `to` under `holder`'s rules, with a
 /// keep-alive comment every 15 s while holding; a stream cut mid-way ends
 /// with an error event. Once an event passes the most a choice holds,
 /// every byte goes as it came. The rules are given back: what was
 /// repaired, and what the stream said of its generation.
-pub(super) async fn relay(
+pub(super) async fn relay<R: Rules>(
     mut upstream: impl Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
     to: mpsc::Sender<Bytes>,
-    mut holder: Choices,
-) -> Choices {
+    mut holder: R,
+) -> R {
     let (mut frames, mut waiting) = (Frames::default(), bytes::BytesMut::new());
     let mut raw = false;
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
@@ -880,7 +927,7 @@ pub(super) async fn relay(
             }
             Some(Err(err)) => {
                 let mut out = holder.give_up(Bytes::new());
-                out.push(error_event(&format!("the model server's stream broke off: {err}")));
+                out.push(holder.cut(&format!("the model server's stream broke off: {err}")));
                 (out, true)
             }
             None => {
