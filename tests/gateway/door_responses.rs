@@ -128,3 +128,68 @@ async fn other_responses_requests_are_forwarded_and_routing_follows_the_apis() {
     let said: Value = refused.json().await.unwrap();
     assert!(said["error"]["message"].as_str().unwrap().contains("responses API"), "{said}");
 }
+
+/// `codex exec` (Codex CLI, pinned in `tests/mcp/js`) on the model at
+/// `base_url`, in `work`, with a fresh home: whether its shell tool wrote
+/// `ran.txt` there. Codex retries an unreachable server forever: it runs in
+/// a process group of its own, killed after 120 s.
+fn codex_ran(base_url: &str, model: &str) -> (bool, String) {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let config = format!(
+        "model = \"{model}\"\nmodel_provider = \"door\"\n\n[model_providers.door]\nname = \"door\"\n\
+         base_url = \"{base_url}\"\nwire_api = \"responses\"\nenv_key = \"DOOR_KEY\"\n"
+    );
+    std::fs::write(home.path().join("config.toml"), config).unwrap();
+    let mut command = crate::common::mcp::node_command("codex");
+    command
+        .args([
+            "exec",
+            "--skip-git-repo-check",
+            "--json",
+            "--sandbox",
+            "workspace-write",
+            "Write ran.txt with the shell.",
+        ])
+        .current_dir(work.path())
+        .env("CODEX_HOME", home.path())
+        .env("HOME", home.path())
+        .env("DOOR_KEY", "sk-test")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let child = command.spawn().expect("codex (tests/mcp/js/node_modules: run scripts/test)");
+    let pid = child.id() as i32;
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if waited.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
+            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (work.path().join("ran.txt").exists(), said)
+}
+
+/// Codex, pointed at the door, runs the shell command the model meant
+/// through a drifted name or a call written as text; pointed straight at
+/// the model server it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_runs_the_call_the_model_meant_through_the_door() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let direct = upstream.base_url();
+    tokio::task::spawn_blocking(move || {
+        for model in ["codex-drift", "codex-text"] {
+            let (ran, said) = codex_ran(&url, model);
+            assert!(ran, "{model} through the door: {said}");
+            let (ran, said) = codex_ran(&direct, model);
+            assert!(!ran, "{model} straight to the model server: {said}");
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -64,6 +64,16 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
                 json!([{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": \"3\"}"}}]),
             ),
         ),
+        // Codex's shell tool as models get it wrong: a drifted name with
+        // Python-ish arguments, and the call written as text.
+        "codex-drift" => (
+            None,
+            Some(json!([{"id": "call_1", "type": "function", "function": {"name": "ExecCommand", "arguments": "{'cmd': 'echo ran > ran.txt',}"}}])),
+        ),
+        "codex-text" => (
+            Some("<tool_call>\n{\"name\": \"exec_command\", \"arguments\": {\"cmd\": \"echo ran > ran.txt\"}}\n</tool_call>"),
+            None,
+        ),
         // A call inside prose: text it stays.
         "prose" => (Some("Sure, I could call get_weather(city='Paris') for you, if you like."), None),
         // A call that names no declared tool: never invented.
