@@ -16,6 +16,7 @@ mod dashboard;
 mod deploy;
 mod docs;
 mod door_hardening;
+mod door_messages;
 mod door_responses;
 mod door_streaming;
 mod exact_reading;

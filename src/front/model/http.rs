@@ -18,9 +18,10 @@ use serde_json::{json, Value};
 use super::{
     observe::Spans,
     request::Asked,
-    response::{header as repairs_header, repair_completion, repair_response, Lifting, Made},
+    response::{header as repairs_header, repair_completion, repair_message, repair_response, Lifting, Made},
     route,
     stream::{relay, Choices, Rules},
+    stream_messages::MessageEvents,
     stream_responses::ResponseEvents,
     tools::ToolCache,
     NAME, REPAIRS_HEADER, STRICT_HEADER, UNREPAIRED_HEADER,
@@ -46,8 +47,8 @@ const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 const MAX_REPAIRS_HEADER: usize = 4 * 1024;
 
 /// The paths the door serves, for a 404.
-const SERVED: &str =
-    "the model door serves POST /v1/chat/completions, POST /v1/responses (and /v1/responses/…) and GET /v1/models";
+const SERVED: &str = "the model door serves POST /v1/chat/completions, POST /v1/responses (and /v1/responses/…), \
+     POST /v1/messages (and /v1/messages/count_tokens) and GET /v1/models";
 
 /// The model door.
 pub(crate) struct ModelDoor {
@@ -144,7 +145,20 @@ impl Door for ModelDoor {
 }
 
 impl HttpEdge for Edge {
+    /// The answer; on the Messages API's paths, the door's own errors in
+    /// that API's shape.
     async fn handle(&self, request: Request<Body>, connected: &Peer) -> Reply {
+        let messages = request.uri().path().starts_with("/v1/messages");
+        let reply = self.answer(request, connected).await;
+        match messages {
+            true => in_messages_shape(reply),
+            false => reply,
+        }
+    }
+}
+
+impl Edge {
+    async fn answer(&self, request: Request<Body>, connected: &Peer) -> Reply {
         let route = match route_of(request.method(), request.uri().path()) {
             Ok(route) => route,
             Err(reply) => return reply,
@@ -217,15 +231,13 @@ fn route_of(method: &Method, path: &str) -> Result<Route, Reply> {
         (&Method::POST, "/v1/chat/completions") => Ok(Route::Complete(Api::Chat)),
         (&Method::POST, "/v1/responses") => Ok(Route::Complete(Api::Responses)),
         (&Method::GET, "/v1/models") => Ok(Route::Models),
-        (_, "/v1/chat/completions" | "/v1/responses") => {
+        (&Method::POST, "/v1/messages") => Ok(Route::Complete(Api::Messages)),
+        (_, "/v1/chat/completions" | "/v1/responses" | "/v1/messages") => {
             Err(error(StatusCode::METHOD_NOT_ALLOWED, "use POST", "invalid_request_error"))
         }
         (_, "/v1/models") => Err(error(StatusCode::METHOD_NOT_ALLOWED, "use GET", "invalid_request_error")),
         (_, path) if path.starts_with("/v1/responses/") => Ok(Route::Forward(Api::Responses)),
-        (_, path) if path == "/v1/messages" || path.starts_with("/v1/messages/") => {
-            let message = format!("{path} is not served: {SERVED} (the Messages API is not served yet)");
-            Err(error(StatusCode::NOT_FOUND, &message, "invalid_request_error"))
-        }
+        (_, path) if path.starts_with("/v1/messages/") => Ok(Route::Forward(Api::Messages)),
         _ => Err(error(StatusCode::NOT_FOUND, &format!("not found: {SERVED}"), "invalid_request_error")),
     }
 }
@@ -264,7 +276,7 @@ impl Edge {
             let request = self
                 .client(upstream)
                 .get(&url)
-                .headers(forwarded(headers, upstream, passing))
+                .headers(forwarded(headers, upstream, passing, Api::Chat))
                 .timeout(upstream.timeout);
             let listed = async {
                 let response = request.send().await.map_err(|err| err.to_string())?;
@@ -376,7 +388,7 @@ impl Edge {
         let mut sending = self
             .client(upstream)
             .request(method, &url)
-            .headers(forwarded(&parts.headers, upstream, passing))
+            .headers(forwarded(&parts.headers, upstream, passing, api))
             .timeout(upstream.timeout);
         if !bytes.is_empty() {
             sending = sending.body(bytes);
@@ -413,7 +425,7 @@ impl Edge {
         let sent = self
             .client(upstream)
             .post(&url)
-            .headers(forwarded(headers, upstream, passing))
+            .headers(forwarded(headers, upstream, passing, api))
             .header(header::CONTENT_TYPE, "application/json")
             .body(bytes)
             .timeout(upstream.timeout)
@@ -431,6 +443,10 @@ impl Edge {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if status.is_success() && event_stream && streaming && api == Api::Responses {
             let rules = ResponseEvents::new(declared, lifting);
+            return streamed(status, &headers, response, rules, spans, observer.clone());
+        }
+        if status.is_success() && event_stream && streaming && api == Api::Messages {
+            let rules = MessageEvents::new(declared, lifting);
             return streamed(status, &headers, response, rules, spans, observer.clone());
         }
         if status.is_success() && event_stream && streaming {
@@ -484,7 +500,8 @@ fn repaired(
     };
     let made = match api {
         Api::Responses => repair_response(&mut completion, declared, lifting),
-        _ => repair_completion(&mut completion, declared, lifting),
+        Api::Messages => repair_message(&mut completion, declared, lifting),
+        Api::Chat => repair_completion(&mut completion, declared, lifting),
     };
     if made.is_empty() {
         return (passed(status, headers, body, None), made);
@@ -533,11 +550,11 @@ struct Passing {
 /// when `api_key_env` names one; else, on a gateway without principals,
 /// the caller's own (a gateway with principals never passes its callers'
 /// keys on).
-fn forwarded(headers: &HeaderMap, upstream: &Upstream, passing: &Passing) -> HeaderMap {
+fn forwarded(headers: &HeaderMap, upstream: &Upstream, passing: &Passing, api: Api) -> HeaderMap {
     let mut out = HeaderMap::new();
     for (name, value) in headers {
         let dropped = HOP_BY_HOP.contains(&name.as_str())
-            || matches!(name.as_str(), "host" | "content-length" | "accept-encoding" | "authorization")
+            || matches!(name.as_str(), "host" | "content-length" | "accept-encoding" | "authorization" | "x-api-key")
             || name.as_str().starts_with("x-toolgate-")
             || passing.user_header.as_deref().is_some_and(|user| name.as_str().eq_ignore_ascii_case(user));
         if !dropped {
@@ -545,21 +562,32 @@ fn forwarded(headers: &HeaderMap, upstream: &Upstream, passing: &Passing) -> Hea
         }
     }
     match &upstream.api_key {
+        // The Messages API takes its key in `x-api-key`, the others as a
+        // bearer token.
         Some(key) => {
-            if let Ok(mut value) = header::HeaderValue::from_str(&format!("Bearer {}", key.expose())) {
+            let (name, text) = match api {
+                Api::Messages => (X_API_KEY, key.expose().to_owned()),
+                _ => (header::AUTHORIZATION, format!("Bearer {}", key.expose())),
+            };
+            if let Ok(mut value) = header::HeaderValue::from_str(&text) {
                 value.set_sensitive(true);
-                out.insert(header::AUTHORIZATION, value);
+                out.insert(name, value);
             }
         }
         None if passing.open => {
-            for value in headers.get_all(header::AUTHORIZATION) {
-                out.append(header::AUTHORIZATION, value.clone());
+            for name in [header::AUTHORIZATION, X_API_KEY] {
+                for value in headers.get_all(&name) {
+                    out.append(name.clone(), value.clone());
+                }
             }
         }
         None => {}
     }
     out
 }
+
+/// The header the Messages API takes its key in.
+const X_API_KEY: header::HeaderName = header::HeaderName::from_static("x-api-key");
 
 /// Headers that belong to one connection, never forwarded.
 const HOP_BY_HOP: &[&str] = &[
@@ -720,9 +748,36 @@ fn refusal(refused: Refused) -> Reply {
     }
 }
 
-/// An error in OpenAI's shape.
+/// An error in OpenAI's shape, marked as the door's own (its message kept
+/// for [`in_messages_shape`]).
 fn error(status: StatusCode, message: &str, kind: &str) -> Reply {
-    json_reply(status, &json!({"error": {"message": message, "type": kind, "param": null, "code": null}}))
+    let mut reply =
+        json_reply(status, &json!({"error": {"message": message, "type": kind, "param": null, "code": null}}));
+    reply.extensions_mut().insert(DoorError(message.to_owned()));
+    reply
+}
+
+/// The message of an error the door made itself.
+#[derive(Clone)]
+struct DoorError(String);
+
+/// `reply` with the door's own error, if it is one, in the Messages API's
+/// shape (`{"type": "error", "error": {"type", "message"}}`), its status
+/// and headers kept.
+fn in_messages_shape(reply: Reply) -> Reply {
+    let Some(DoorError(message)) = reply.extensions().get::<DoorError>().cloned() else { return reply };
+    let kind = match reply.status().as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        400..=499 => "invalid_request_error",
+        _ => "api_error",
+    };
+    let (parts, _) = reply.into_parts();
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}}).to_string();
+    Response::from_parts(parts, Full::new(Bytes::from(body)).boxed())
 }
 
 fn json_reply(status: StatusCode, value: &Value) -> Reply {

@@ -12,6 +12,7 @@
 //! - [`response`]: a whole completion repaired.
 //! - [`stream`]: a streamed completion, held where a call may begin.
 //! - [`stream_responses`]: a streamed Responses answer, under the same rules.
+//! - [`stream_messages`]: a streamed Messages answer, under the same rules.
 //! - [`sse`]: server-sent events framed as they pass (CR, LF, CRLF).
 
 pub(crate) mod http;
@@ -21,6 +22,7 @@ mod response;
 mod route;
 mod sse;
 mod stream;
+mod stream_messages;
 mod stream_responses;
 mod tools;
 

@@ -39,6 +39,17 @@ pub(super) struct Asked<'a> {
     previous_response_id: Option<&'a RawValue>,
     #[serde(borrow)]
     conversation: Option<&'a RawValue>,
+    /// Messages: structured output (`output_format`).
+    #[serde(borrow)]
+    output_format: Option<&'a RawValue>,
+}
+
+/// Messages' `tool_choice`: its type, and whether parallel calls are off.
+#[derive(Deserialize)]
+struct Choice {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    disable_parallel_tool_use: Option<bool>,
 }
 
 /// Responses' `text`: its `format`.
@@ -83,20 +94,25 @@ impl<'a> Asked<'a> {
     }
 
     /// Whether the request forbids parallel calls
-    /// (`parallel_tool_calls: false`).
+    /// (`parallel_tool_calls: false`, Messages'
+    /// `tool_choice.disable_parallel_tool_use: true`).
     pub(super) fn one_call_only(&self) -> bool {
+        let choice = self.tool_choice.and_then(|raw| serde_json::from_str::<Choice>(raw.get()).ok());
         self.parallel_tool_calls.is_some_and(|raw| raw.get() == "false")
+            || choice.and_then(|c| c.disable_parallel_tool_use) == Some(true)
     }
 
     /// Whether the request asks for structured output (`response_format`,
-    /// or Responses' `text.format`, of type `json_schema` or
+    /// Responses' `text.format` or Messages' `output_format`, of type `json_schema` or
     /// `json_object`): a JSON answer is the answer.
     pub(super) fn structured(&self) -> bool {
         let typed = self.response_format.and_then(|raw| serde_json::from_str::<Typed>(raw.get()).ok());
         let format = self.text.and_then(|raw| serde_json::from_str::<Text>(raw.get()).ok()).and_then(|t| t.format);
+        let output = self.output_format.and_then(|raw| serde_json::from_str::<Typed>(raw.get()).ok());
         typed
             .into_iter()
             .chain(format)
+            .chain(output)
             .filter_map(|typed| typed.kind)
             .any(|kind| kind == "json_schema" || kind == "json_object")
     }
@@ -107,9 +123,13 @@ impl<'a> Asked<'a> {
         [self.previous_response_id, self.conversation].into_iter().flatten().any(|raw| raw.get() != "null")
     }
 
-    /// Whether `tool_choice` is `"none"`: the model may call no tool.
+    /// Whether `tool_choice` is `"none"` (Messages: `{type: none}`): the
+    /// model may call no tool.
     pub(super) fn no_tools(&self) -> bool {
-        self.tool_choice.is_some_and(|raw| serde_json::from_str::<Cow<'_, str>>(raw.get()).is_ok_and(|c| c == "none"))
+        let Some(raw) = self.tool_choice else { return false };
+        let named = serde_json::from_str::<Cow<'_, str>>(raw.get()).is_ok_and(|c| c == "none");
+        let typed = serde_json::from_str::<Choice>(raw.get()).ok().and_then(|c| c.kind).is_some_and(|k| k == "none");
+        named || typed
     }
 }
 

@@ -301,3 +301,73 @@ pub(super) fn repair_response(body: &mut Value, declared: &Declared, lifting: Li
     }
     made
 }
+
+/// A Messages `tool_use` block's call repaired, if it was: its `input`
+/// object as the arguments' text.
+fn repaired_tool_use(block: &Map<String, Value>, declared: &Declared) -> Option<Prepared> {
+    let name = block.get("name")?.as_str()?;
+    let arguments = match block.get("input") {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    repair_call(name, &arguments, declared)
+}
+
+/// Repairs a whole Messages answer (`content[]`) in place; what was made.
+/// Each `tool_use` block goes through the stages (its `id` kept, its
+/// `input` the repaired object). When the answer holds no call (`tool_use`,
+/// `server_tool_use`) and ended naturally (`stop_reason` `end_turn` or
+/// `stop_sequence`), its `text` blocks (joined in order) are lifted by the
+/// words rule: each call becomes a `tool_use` block (`toolu_` id) after the
+/// other blocks, the preamble, if any, stays as one text block, and
+/// `stop_reason` becomes `tool_use`. `thinking` blocks stay as they are.
+pub(super) fn repair_message(body: &mut Value, declared: &Declared, lifting: Lifting) -> Vec<Made> {
+    let mut made = Vec::new();
+    let natural = matches!(body.get("stop_reason").and_then(Value::as_str), Some("end_turn" | "stop_sequence"));
+    let Some(content) = body.get_mut("content").and_then(Value::as_array_mut) else { return made };
+    let mut calls = 0;
+    for block in content.iter_mut() {
+        let Some(block) = block.as_object_mut() else { continue };
+        if block.get("type").and_then(Value::as_str) != Some("tool_use") {
+            continue;
+        }
+        if let Some(prepared) = repaired_tool_use(block, declared) {
+            let Ok(input) = serde_json::from_str::<Value>(&prepared.arguments_json) else { continue };
+            made.extend(self::made(0, calls, &prepared, None));
+            block.insert("name".to_owned(), prepared.name.into());
+            block.insert("input".to_owned(), input);
+        }
+        calls += 1;
+    }
+    let is_call =
+        |block: &Value| matches!(block.get("type").and_then(Value::as_str), Some("tool_use" | "server_tool_use"));
+    if content.iter().any(is_call) || !natural {
+        return made;
+    }
+    let is_text = |block: &Value| block.get("type").and_then(Value::as_str) == Some("text");
+    let text: String =
+        content.iter().filter(|b| is_text(b)).filter_map(|b| b.get("text").and_then(Value::as_str)).collect();
+    if text.trim().is_empty() {
+        return made;
+    }
+    let Some((preamble, lifted)) = lift(&text, declared, lifting, 0, false, false) else { return made };
+    let mut blocks = Vec::with_capacity(lifted.len());
+    let mut lifted_made = Vec::new();
+    for (call, repairs) in lifted {
+        let function = &call["function"];
+        let input = function["arguments"].as_str().and_then(|a| serde_json::from_str::<Value>(a).ok());
+        let Some(input) = input else { return made };
+        lifted_made.extend(repairs);
+        blocks.push(json!({"type": "tool_use", "id": item_id("toolu_"), "name": function["name"], "input": input}));
+    }
+    made.extend(lifted_made);
+    let first = content.iter().position(is_text).unwrap_or(0);
+    content.retain(|block| !is_text(block));
+    if let Some(end) = preamble {
+        content.insert(first.min(content.len()), json!({"type": "text", "text": &text[..end]}));
+    }
+    content.extend(blocks);
+    body["stop_reason"] = "tool_use".into();
+    made
+}

@@ -155,7 +155,8 @@ impl ToolCache {
 
     /// The list's tools and patterns, read within the limits; `None` when
     /// it is no list of functions (Chat Completions: every tool a function;
-    /// Responses: its function tools, the others set aside).
+    /// Responses: its function tools, Messages: its tools with an
+    /// `input_schema`, the others set aside).
     fn read(&self, tools: &RawValue, api: Api) -> Result<Option<Read>, Unrepaired> {
         let Ok(list) = serde_json::from_str::<Vec<&RawValue>>(tools.get()) else { return Ok(None) };
         if list.is_empty() {
@@ -195,7 +196,18 @@ impl ToolCache {
                     let Some(name) = tool.name else { return Ok(None) };
                     declared_tools.push(declared(&name, tool.parameters.as_ref(), tool.strict != Some(false)));
                 }
-                _ => {
+                Api::Messages => {
+                    // A tool of the caller's own has `input_schema` (and no
+                    // type, or `custom`); Anthropic-defined and server tools
+                    // and their calls pass untouched.
+                    let Ok(tool) = serde_json::from_str::<MessagesTool>(tool.get()) else { return Ok(None) };
+                    if tool.kind.as_deref().is_some_and(|kind| kind != "custom") || tool.input_schema.is_none() {
+                        continue;
+                    }
+                    let Some(name) = tool.name else { return Ok(None) };
+                    declared_tools.push(declared(&name, tool.input_schema.as_ref(), tool.strict == Some(true)));
+                }
+                Api::Chat => {
                     let Ok(Tool { kind, function: Some(function) }) = serde_json::from_str::<Tool>(tool.get()) else {
                         return Ok(None);
                     };
@@ -328,6 +340,17 @@ struct FlatTool {
     kind: Option<String>,
     name: Option<String>,
     parameters: Option<Value>,
+    strict: Option<bool>,
+}
+
+/// A Messages tool: its type (none for a tool of the caller's own), name,
+/// `input_schema` and `strict`.
+#[derive(Deserialize)]
+struct MessagesTool {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    name: Option<String>,
+    input_schema: Option<Value>,
     strict: Option<bool>,
 }
 

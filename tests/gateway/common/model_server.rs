@@ -87,6 +87,8 @@ pub struct Seen {
     pub authorization: Arc<Mutex<Vec<Option<String>>>>,
     /// The names of every header of every request, in order.
     pub headers: Arc<Mutex<Vec<Vec<String>>>>,
+    /// The `x-api-key` of every Messages request, in order.
+    pub api_keys: Arc<Mutex<Vec<Option<String>>>>,
     /// The query string of every Responses request, in order.
     pub queries: Arc<Mutex<Vec<String>>>,
     /// What the `hold` model's streams wait for after their first chunk.
@@ -354,6 +356,8 @@ pub async fn start() -> ModelServer {
         .route("/v1/chat/completions", chat)
         .route("/v1/responses", post(responses))
         .route("/v1/responses/{id}", get(stored_response))
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/models", models)
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -469,5 +473,81 @@ fn response_events(response: &Value) -> Vec<String> {
 /// it was asked with.
 async fn stored_response(axum::extract::Path(id): axum::extract::Path<String>, uri: axum::http::Uri) -> Response {
     let body = json!({"id": id, "object": "response", "status": "completed", "asked": uri.query().unwrap_or_default()});
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+/// `POST /v1/messages`: the same scripts in the Messages API's shapes (a
+/// call as a `tool_use` block, whose `input` is always an object: the
+/// drift is in its name; text as a `text` block), whole or streamed as its
+/// events. A conversation that holds a tool's result gets the final
+/// answer. The key it was sent in `x-api-key` is remembered.
+async fn messages(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> Response {
+    let key = headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    seen.api_keys.lock().unwrap().push(key);
+    let asked: Value = serde_json::from_slice(&body).unwrap();
+    let model = asked["model"].as_str().unwrap_or_default().to_owned();
+    let answered = asked["messages"].as_array().is_some_and(|messages| {
+        messages.iter().any(|m| m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result")))
+    });
+    let (content, calls) = match answered {
+        true => (Some("It is sunny."), None),
+        false => script(&model),
+    };
+    let mut blocks = Vec::new();
+    if let Some(text) = content {
+        blocks.push(json!({"type": "text", "text": text}));
+    }
+    for call in calls.iter().flat_map(|c| c.as_array().cloned().unwrap_or_default()) {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
+        let input = serde_json::from_str::<Value>(arguments).unwrap_or_else(|_| json!({"city": "Paris"}));
+        blocks.push(json!({"type": "tool_use", "id": "toolu_1", "name": call["function"]["name"], "input": input}));
+    }
+    let stop = if calls.is_some() { "tool_use" } else { "end_turn" };
+    let message = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": blocks,
+        "stop_reason": stop, "stop_sequence": null, "usage": {"input_tokens": 10, "output_tokens": 5}});
+    if !asked["stream"].as_bool().unwrap_or(false) {
+        return ([("content-type", "application/json")], message.to_string()).into_response();
+    }
+    let mut events = Vec::new();
+    let mut push = |event: Value| events.push(format!("event: {}\ndata: {event}\n\n", event["type"].as_str().unwrap()));
+    let mut start = message.clone();
+    start["content"] = json!([]);
+    start["stop_reason"] = Value::Null;
+    push(json!({"type": "message_start", "message": start}));
+    for (index, block) in message["content"].as_array().unwrap().iter().enumerate() {
+        let (opened, text, delta) = match block["type"].as_str() {
+            Some("text") => {
+                (json!({"type": "text", "text": ""}), block["text"].as_str().unwrap().to_owned(), "text_delta")
+            }
+            _ => {
+                let mut opened = block.clone();
+                opened["input"] = json!({});
+                (opened, block["input"].to_string(), "input_json_delta")
+            }
+        };
+        push(json!({"type": "content_block_start", "index": index, "content_block": opened}));
+        push(json!({"type": "ping"}));
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(7) {
+            let piece: String = piece.iter().collect();
+            let delta = match delta {
+                "text_delta" => json!({"type": "text_delta", "text": piece}),
+                _ => json!({"type": "input_json_delta", "partial_json": piece}),
+            };
+            push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+        }
+        push(json!({"type": "content_block_stop", "index": index}));
+    }
+    push(
+        json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 5}}),
+    );
+    push(json!({"type": "message_stop"}));
+    Response::builder().header("content-type", "text/event-stream").body(Body::from(events.concat())).unwrap()
+}
+
+/// `POST /v1/messages/count_tokens`: a count, saying the query it was
+/// asked with.
+async fn count_tokens(uri: axum::http::Uri) -> Response {
+    let body = json!({"input_tokens": 7, "asked": uri.query().unwrap_or_default()});
     ([("content-type", "application/json")], body.to_string()).into_response()
 }

@@ -1,0 +1,393 @@
+//! A streamed Messages answer (`message_start`, `content_block_*`,
+//! `message_delta`, `message_stop`), under the rules of a Chat Completions
+//! stream (docs/model-door.md, "Messages"):
+//!
+//! - The text of the answer's first text block streams as it comes while
+//!   it cannot begin a call (the core's judgment, asked again as text
+//!   arrives); after words, it is watched for explicit call markup.
+//! - From what can still be a call (text that may begin one, markup after
+//!   words, a `tool_use` block) every event is held until `message_delta`.
+//!   `ping` always passes.
+//! - At `message_delta` the message the events built is repaired as a whole
+//!   one is ([`repair_message`]). When nothing was repaired, the held events
+//!   go unchanged. Otherwise the events from the held point on are written
+//!   again from the repaired message: the text block that was streaming
+//!   ends with its preamble, each block after it starts, sends its text or
+//!   input (`input_json_delta`) in one delta, and stops, block indexes
+//!   consecutive; `message_delta` then carries `stop_reason` `tool_use`.
+//! - A stream cut mid-way ends with an `error` event.
+
+use std::{collections::HashMap, sync::Arc};
+
+use bytes::Bytes;
+use serde_json::{json, Value};
+
+use super::{
+    response::{repair_message, Lifting, Made},
+    sse::data,
+    stream::{Generation, Rules, MAX_HELD},
+};
+use crate::exec::declared::{
+    words::{Scan, Scanned},
+    Declared,
+};
+
+/// Where the answer's text is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// No text yet that says whether a call begins: held.
+    Undecided,
+    /// Words: passing, watched for explicit markup.
+    Passing,
+    /// After words, text that may still become markup.
+    Pending,
+    /// A call may have begun: everything held to the end.
+    Holding,
+    /// Nothing is changed.
+    Off,
+}
+
+/// The rules over one Messages stream.
+pub(super) struct MessageEvents {
+    declared: Option<Arc<Declared>>,
+    lifting: Lifting,
+    state: State,
+    scan: Scan,
+    text: String,
+    held: Vec<Bytes>,
+    held_bytes: usize,
+    /// The blocks the events built, by index; a `tool_use` block's input
+    /// as the text of its deltas.
+    blocks: Vec<Value>,
+    inputs: HashMap<usize, String>,
+    /// Blocks the client has seen started.
+    started: usize,
+    /// The text block the client has seen started and not stopped: its
+    /// index and the text sent of it.
+    open: Option<(usize, String)>,
+    made: Vec<Made>,
+    generation: Generation,
+}
+
+impl MessageEvents {
+    pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting) -> Self {
+        let state = if declared.is_some() { State::Undecided } else { State::Off };
+        Self {
+            declared,
+            lifting,
+            state,
+            scan: Scan::at_start(),
+            text: String::new(),
+            held: Vec::new(),
+            held_bytes: 0,
+            blocks: Vec::new(),
+            inputs: HashMap::new(),
+            started: 0,
+            open: None,
+            made: Vec::new(),
+            generation: Generation::default(),
+        }
+    }
+
+    fn hold(&mut self, raw: Bytes) -> Vec<Bytes> {
+        self.held_bytes += raw.len();
+        self.held.push(raw);
+        if self.held_bytes > MAX_HELD {
+            self.state = State::Off;
+            return self.release();
+        }
+        Vec::new()
+    }
+
+    fn release(&mut self) -> Vec<Bytes> {
+        self.held_bytes = 0;
+        let held = std::mem::take(&mut self.held);
+        for raw in &held {
+            if let Some(event) = data(raw).and_then(|d| serde_json::from_str::<Value>(&d).ok()) {
+                self.sent(&event);
+            }
+        }
+        held
+    }
+
+    /// `event` reached the client: the blocks it has seen.
+    fn sent(&mut self, event: &Value) {
+        let index = event.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        match event.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "content_block_start" => {
+                self.started = self.started.max(index + 1);
+                if event.pointer("/content_block/type").and_then(Value::as_str) == Some("text") {
+                    self.open = Some((index, String::new()));
+                }
+            }
+            "content_block_delta" => {
+                if let Some((_, text)) = self.open.as_mut().filter(|(open, _)| *open == index) {
+                    text.push_str(event.pointer("/delta/text").and_then(Value::as_str).unwrap_or_default());
+                }
+            }
+            "content_block_stop" if self.open.as_ref().is_some_and(|(open, _)| *open == index) => self.open = None,
+            _ => {}
+        }
+    }
+
+    /// What `event` adds to the blocks the events build.
+    fn build(&mut self, event: &Value) {
+        let index = event.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        match event.get("type").and_then(Value::as_str).unwrap_or_default() {
+            "message_start" => {
+                let message = event.get("message");
+                self.generation.model = message.and_then(|m| m.get("model")).and_then(Value::as_str).map(str::to_owned);
+            }
+            "content_block_start" => {
+                if self.blocks.len() <= index {
+                    self.blocks.resize(index + 1, Value::Null);
+                }
+                self.blocks[index] = event.get("content_block").cloned().unwrap_or(Value::Null);
+            }
+            "content_block_delta" => {
+                let Some(block) = self.blocks.get_mut(index).and_then(Value::as_object_mut) else { return };
+                let delta = event.get("delta");
+                let field = |name: &str| delta.and_then(|d| d.get(name)).and_then(Value::as_str).unwrap_or_default();
+                match delta.and_then(|d| d.get("type")).and_then(Value::as_str).unwrap_or_default() {
+                    "text_delta" => append(block, "text", field("text")),
+                    "thinking_delta" => append(block, "thinking", field("thinking")),
+                    "signature_delta" => append(block, "signature", field("signature")),
+                    "input_json_delta" => self.inputs.entry(index).or_default().push_str(field("partial_json")),
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The message the events built, ending with `stop_reason`.
+    fn message(&self, stop_reason: &Value) -> Value {
+        let content: Vec<Value> = self
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(index, block)| {
+                let mut block = block.clone();
+                if let Some(input) = self.inputs.get(&index) {
+                    block["input"] = serde_json::from_str(input).unwrap_or_else(|_| Value::String(input.clone()));
+                }
+                block
+            })
+            .collect();
+        json!({"content": content, "stop_reason": stop_reason})
+    }
+
+    fn judge(&mut self, raw: Bytes, event: Value) -> Vec<Bytes> {
+        self.build(&event);
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default().to_owned();
+        if kind == "ping" {
+            return vec![raw];
+        }
+        if kind == "message_delta" {
+            return self.ended(raw, event);
+        }
+        if matches!(self.state, State::Off) {
+            self.sent(&event);
+            return vec![raw];
+        }
+        if self.state == State::Holding {
+            return self.hold(raw);
+        }
+        let block_type = event.pointer("/content_block/type").and_then(Value::as_str);
+        if kind == "content_block_start" && matches!(block_type, Some("tool_use" | "server_tool_use")) {
+            self.state = State::Holding;
+            return self.hold(raw);
+        }
+        let first_text = block_type == Some("text") && self.state == State::Undecided;
+        if kind == "content_block_start" && first_text && self.lifting.on {
+            return self.hold(raw);
+        }
+        let text_delta = event.pointer("/delta/type").and_then(Value::as_str) == Some("text_delta");
+        if kind != "content_block_delta" || !text_delta || !self.lifting.on {
+            return match self.held.is_empty() {
+                true => {
+                    self.sent(&event);
+                    vec![raw]
+                }
+                false => self.hold(raw),
+            };
+        }
+        let delta = event.pointer("/delta/text").and_then(Value::as_str).unwrap_or_default();
+        let mut out = self.hold(raw);
+        if self.state == State::Off {
+            return out;
+        }
+        match self.state {
+            State::Undecided => {
+                self.text.push_str(delta);
+                let declared = self.declared.as_ref().expect("undecided only with tools");
+                match declared.could_begin(&self.text) {
+                    Some(true) => self.state = State::Holding,
+                    None => {}
+                    Some(false) => {
+                        let text = std::mem::take(&mut self.text);
+                        out.extend(self.watched(&text));
+                    }
+                }
+            }
+            State::Passing => out.extend(self.watched(delta)),
+            State::Pending => {
+                let mut text = std::mem::take(&mut self.text);
+                text.push_str(delta);
+                out.extend(self.watched(&text));
+            }
+            State::Holding | State::Off => {}
+        }
+        out
+    }
+
+    /// Words scanned for explicit markup (the event carrying them held
+    /// last): they go, or the answer is held from them on.
+    fn watched(&mut self, text: &str) -> Vec<Bytes> {
+        match self.scan.next(text, false) {
+            Scanned::Nothing | Scanned::ThoughtEnd(_) => {
+                self.state = State::Passing;
+                self.release()
+            }
+            Scanned::Marker(_) => {
+                self.state = State::Holding;
+                Vec::new()
+            }
+            Scanned::Incomplete(at) => {
+                self.state = State::Pending;
+                self.text = text[at..].to_owned();
+                Vec::new()
+            }
+        }
+    }
+
+    /// `message_delta`: the message repaired whole; what is held goes
+    /// unchanged or written again, then this event (its `stop_reason`
+    /// `tool_use` after a lift).
+    fn ended(&mut self, raw: Bytes, mut event: Value) -> Vec<Bytes> {
+        let stop_reason = event.pointer("/delta/stop_reason").cloned().unwrap_or(Value::Null);
+        if let Some(reason) = stop_reason.as_str() {
+            self.generation.reasons.push(reason.to_owned());
+        }
+        self.generation.usage = event.get("usage").filter(|u| u.is_object()).cloned();
+        let declared = self.declared.clone();
+        let (Some(declared), false) = (declared, self.held.is_empty() || self.state == State::Off) else {
+            self.state = State::Off;
+            let mut out = self.release();
+            out.push(raw);
+            return out;
+        };
+        self.state = State::Off;
+        let mut repaired = self.message(&stop_reason);
+        let made = repair_message(&mut repaired, &declared, self.lifting);
+        let written = (!made.is_empty()).then(|| self.written(&repaired)).flatten();
+        let Some(mut out) = written else {
+            let mut out = self.release();
+            out.push(raw);
+            return out;
+        };
+        self.made = made;
+        self.held.clear();
+        event["delta"]["stop_reason"] = repaired["stop_reason"].clone();
+        out.push(frame(&event));
+        out
+    }
+
+    /// The events from the held point on, written from the repaired
+    /// message; `None` when it does not continue what was sent.
+    fn written(&self, repaired: &Value) -> Option<Vec<Bytes>> {
+        let content = repaired.get("content").and_then(Value::as_array)?;
+        if content.len() < self.started {
+            return None;
+        }
+        let mut events = Vec::new();
+        if let Some((index, sent)) = &self.open {
+            let block = content.get(*index).filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))?;
+            let rest = block.get("text").and_then(Value::as_str)?.strip_prefix(sent.as_str())?;
+            if !rest.is_empty() {
+                events.push(json!({"type": "content_block_delta", "index": index,
+                    "delta": {"type": "text_delta", "text": rest}}));
+            }
+            events.push(json!({"type": "content_block_stop", "index": index}));
+        }
+        for (index, block) in content.iter().enumerate().skip(self.started) {
+            match block.get("type").and_then(Value::as_str) {
+                Some("tool_use") => {
+                    let mut start = block.clone();
+                    start["input"] = json!({});
+                    events.push(json!({"type": "content_block_start", "index": index, "content_block": start}));
+                    let input = block.get("input").map(Value::to_string).unwrap_or_else(|| "{}".to_owned());
+                    events.push(json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": input}}));
+                }
+                Some("text") => {
+                    events.push(json!({"type": "content_block_start", "index": index,
+                        "content_block": {"type": "text", "text": ""}}));
+                    events.push(json!({"type": "content_block_delta", "index": index,
+                        "delta": {"type": "text_delta", "text": block.get("text")}}));
+                }
+                _ => events.push(json!({"type": "content_block_start", "index": index, "content_block": block})),
+            }
+            events.push(json!({"type": "content_block_stop", "index": index}));
+        }
+        Some(events.iter().map(frame).collect())
+    }
+}
+
+fn append(block: &mut serde_json::Map<String, Value>, field: &str, text: &str) {
+    let mut value = block.get(field).and_then(Value::as_str).unwrap_or_default().to_owned();
+    value.push_str(text);
+    block.insert(field.to_owned(), value.into());
+}
+
+/// An event of the door's, framed as the Messages API frames them.
+fn frame(event: &Value) -> Bytes {
+    let kind = event.get("type").and_then(Value::as_str).unwrap_or("message");
+    Bytes::from(format!("event: {kind}\ndata: {event}\n\n"))
+}
+
+impl Rules for MessageEvents {
+    fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        let Some(text) = data(&raw) else {
+            return match self.held.is_empty() {
+                true => vec![raw],
+                false => self.hold(raw),
+            };
+        };
+        let Ok(event) = serde_json::from_str::<Value>(&text) else { return self.give_up(raw) };
+        self.judge(raw, event)
+    }
+
+    fn holding(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
+        self.state = State::Off;
+        let mut out = self.release();
+        out.push(raw);
+        out
+    }
+
+    fn end(&mut self) -> Vec<Bytes> {
+        self.state = State::Off;
+        self.release()
+    }
+
+    fn made(&self) -> Vec<Made> {
+        self.made.clone()
+    }
+
+    fn generation(&self) -> Generation {
+        Generation {
+            model: self.generation.model.clone(),
+            reasons: self.generation.reasons.clone(),
+            usage: self.generation.usage.clone(),
+        }
+    }
+
+    /// An `error` event in the Messages API's shape: the SDKs raise on it.
+    fn cut(&self, message: &str) -> Bytes {
+        frame(&json!({"type": "error", "error": {"type": "api_error", "message": message}}))
+    }
+}

@@ -1,0 +1,112 @@
+//! The model door's Messages API (docs/model-door.md, "Messages"): through
+//! the real binary, a scripted model server speaking `/v1/messages`
+//! upstream, the `anthropic` SDK as the client, raw HTTP for paths,
+//! credentials and errors.
+
+use serde_json::{json, Value};
+
+use crate::{
+    common::{mcp::python, model_server, repo, CatalogDir},
+    model_door::{http, serve, serve_with},
+};
+
+/// The SDK's lines from `tests/model/messages.py` for `model`.
+fn anthropic(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
+    let out = std::process::Command::new(python())
+        .arg(repo().join("tests/model/messages.py"))
+        .args([base_url, model])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the anthropic SDK failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .map(|line| (line["client"].as_str().unwrap().to_owned(), line))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_anthropic_sdk_gets_repaired_and_lifted_tool_use_blocks_whole_and_streamed() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    // The SDK adds `/v1` itself.
+    let base = url.trim_end_matches("/v1").to_owned();
+    let direct = upstream.base_url().trim_end_matches("/v1").to_owned();
+    tokio::task::spawn_blocking(move || {
+        for model in ["drift", "text-call"] {
+            let through = anthropic(&base, model);
+            for mode in ["whole", "stream"] {
+                let said = &through[mode];
+                let calls = said["calls"].as_array().unwrap();
+                assert_eq!(calls.len(), 1, "{model} {mode}: {said}");
+                assert_eq!((&calls[0]["name"], &calls[0]["input"]), (&json!("get_weather"), &json!({"city": "Paris"})));
+                assert!(calls[0]["id"].as_str().unwrap().starts_with("toolu_"), "{said}");
+                assert_eq!(said["stop_reason"], "tool_use", "{model} {mode}: {said}");
+                assert_eq!(said["text"], "", "{model} {mode}: {said}");
+            }
+            let started: Vec<u64> =
+                through["stream"]["started"].as_array().unwrap().iter().map(|i| i.as_u64().unwrap()).collect();
+            assert_eq!(started, (0..started.len() as u64).collect::<Vec<_>>(), "consecutive blocks");
+            let alone = anthropic(&direct, model);
+            let names: Vec<&Value> = alone["whole"]["calls"].as_array().unwrap().iter().map(|c| &c["name"]).collect();
+            assert!(
+                !names.contains(&&json!("get_weather")),
+                "{model} straight to the model server: {}",
+                alone["whole"]
+            );
+        }
+        let prose = anthropic(&base, "prose");
+        for mode in ["whole", "stream"] {
+            assert_eq!(prose[mode]["calls"], json!([]), "{}", prose[mode]);
+            assert_eq!(prose[mode]["stop_reason"], "end_turn", "{}", prose[mode]);
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// `x-api-key` passes unchanged without principals; with `api_key_env` the
+/// upstream gets that key in `x-api-key`; `count_tokens` is forwarded with
+/// its query string; the door's own errors are in the Messages shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_count_tokens_and_errors_in_the_messages_shape() {
+    let upstream = model_server::start().await;
+    let client = http();
+    let body = json!({"model": "prose", "max_tokens": 16, "messages": [{"role": "user", "content": "Hi"}]});
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let sent = client.post(format!("{url}/messages?beta=true")).header("x-api-key", "sk-caller").json(&body).send();
+    assert_eq!(sent.await.unwrap().status(), 200);
+    assert_eq!(upstream.seen.api_keys.lock().unwrap().last().cloned().flatten().as_deref(), Some("sk-caller"));
+    let counted: Value = client
+        .post(format!("{url}/messages/count_tokens?beta=true"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!((&counted["input_tokens"], &counted["asked"]), (&json!(7), &json!("beta=true")), "{counted}");
+    let refused = client.get(format!("{url}/messages")).send().await.unwrap();
+    assert_eq!(refused.status(), 405);
+    let said: Value = refused.json().await.unwrap();
+    assert_eq!((&said["type"], &said["error"]["type"]), (&json!("error"), &json!("invalid_request_error")), "{said}");
+    let unserved = json!({"model": "x", "max_tokens": 1, "messages": []});
+
+    let dir = CatalogDir::new();
+    let keys = "      api_key_env: UPSTREAM_KEY\n      apis: [chat, messages]\n";
+    let env = [("UPSTREAM_KEY", "sk-upstream")];
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), keys, "", &env);
+    let sent = client.post(format!("{url}/messages")).header("x-api-key", "sk-caller").json(&body).send();
+    assert_eq!(sent.await.unwrap().status(), 200);
+    assert_eq!(upstream.seen.api_keys.lock().unwrap().last().cloned().flatten().as_deref(), Some("sk-upstream"));
+
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "      apis: [chat]\n", "", &[]);
+    let missing = client.post(format!("{url}/messages")).json(&unserved).send().await.unwrap();
+    assert_eq!(missing.status(), 404);
+    let said: Value = missing.json().await.unwrap();
+    assert_eq!(said["error"]["type"], "not_found_error", "{said}");
+}
