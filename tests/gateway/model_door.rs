@@ -167,7 +167,7 @@ async fn strict_changes_nothing_and_faults_are_said_in_openais_shape() {
         client.post(format!("{url}/chat/completions")).json(&huge).send().await.unwrap().json().await.unwrap();
     assert_eq!(answer["choices"][0]["message"]["content"].as_str().map(str::len), Some(17 * 1024 * 1024));
     // Paths the door does not serve.
-    let answer = client.post(format!("{url}/messages")).json(&body).send().await.unwrap();
+    let answer = client.post(format!("{url}/nothing")).json(&body).send().await.unwrap();
     assert_eq!(answer.status(), 404);
     let error: Value = answer.json().await.unwrap();
     assert!(error["error"]["message"].as_str().unwrap().contains("/v1/chat/completions"), "{error}");

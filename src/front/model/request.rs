@@ -151,10 +151,23 @@ mod tests {
     #[test]
     fn members_of_other_types_read_as_absent() {
         let asked =
-            Asked::read(br#"{"model": 7, "stream": "yes", "tools": null, "tool_choice": {"type": "none"}}"#).unwrap();
+            Asked::read(br#"{"model": 7, "stream": "yes", "tools": null, "tool_choice": {"type": "auto"}}"#).unwrap();
         assert_eq!(asked.model(), None);
         assert!(!asked.stream() && !asked.no_tools() && asked.tools().is_none());
         assert!(!asked.one_call_only() && !asked.structured());
+    }
+
+    #[test]
+    fn the_messages_and_responses_members_are_read() {
+        let messages = Asked::read(br#"{"tool_choice": {"type": "none"}, "output_format": {"type": "json_schema"}}"#);
+        let messages = messages.unwrap();
+        assert!(messages.no_tools() && messages.structured() && !messages.stored());
+        let one = Asked::read(br#"{"tool_choice": {"type": "auto", "disable_parallel_tool_use": true}}"#).unwrap();
+        assert!(one.one_call_only() && !one.no_tools());
+        let responses =
+            Asked::read(br#"{"text": {"format": {"type": "json_object"}}, "previous_response_id": "resp_1"}"#).unwrap();
+        assert!(responses.structured() && responses.stored());
+        assert!(!Asked::read(br#"{"conversation": null, "text": {"format": {"type": "text"}}}"#).unwrap().stored());
     }
 
     #[test]
