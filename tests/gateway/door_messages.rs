@@ -110,3 +110,61 @@ async fn keys_count_tokens_and_errors_in_the_messages_shape() {
     let said: Value = missing.json().await.unwrap();
     assert_eq!(said["error"]["type"], "not_found_error", "{said}");
 }
+
+/// `claude -p` (Claude Code, pinned in `tests/mcp/js`) on the model server
+/// at `base_url` (without `/v1`), in a fresh directory and home, its Bash
+/// tool allowed: whether it wrote `ran.txt` there, and what it said. It
+/// runs in a process group of its own, killed after 120 s.
+fn claude_ran(base_url: &str, model: &str) -> (bool, String) {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut command = crate::common::mcp::node_command("claude");
+    command
+        .args(["-p", "Write ran.txt with Bash.", "--output-format", "json", "--allowedTools", "Bash", "--model", model])
+        .current_dir(work.path())
+        .env("HOME", home.path())
+        .env("ANTHROPIC_BASE_URL", base_url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-test")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_MAX_RETRIES", "0")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    let child = command.spawn().expect("claude (tests/mcp/js/node_modules: run scripts/test)");
+    let pid = child.id();
+    let (done, waited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        if waited.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
+            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (work.path().join("ran.txt").exists(), said)
+}
+
+/// Claude Code, pointed at the door, runs the Bash command the model meant
+/// through a name in another case or a call written as text; pointed
+/// straight at the model server it does not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_runs_the_call_the_model_meant_through_the_door() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let base = url.trim_end_matches("/v1").to_owned();
+    let direct = upstream.base_url().trim_end_matches("/v1").to_owned();
+    tokio::task::spawn_blocking(move || {
+        for model in ["claude-drift", "claude-text"] {
+            let (ran, said) = claude_ran(&base, model);
+            assert!(ran, "{model} through the door: {said}");
+            let (ran, said) = claude_ran(&direct, model);
+            assert!(!ran, "{model} straight to the model server: {said}");
+        }
+    })
+    .await
+    .unwrap();
+}

@@ -74,6 +74,16 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
             Some("<tool_call>\n{\"name\": \"exec_command\", \"arguments\": {\"cmd\": \"echo ran > ran.txt\"}}\n</tool_call>"),
             None,
         ),
+        // Claude Code's Bash tool as models get it wrong: its name in
+        // another case, and the call written as text.
+        "claude-drift" => (
+            None,
+            Some(json!([{"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"echo ran > ran.txt\"}"}}])),
+        ),
+        "claude-text" => (
+            Some("<tool_call>\n{\"name\": \"Bash\", \"arguments\": {\"command\": \"echo ran > ran.txt\"}}\n</tool_call>"),
+            None,
+        ),
         // A call inside prose: text it stays.
         "prose" => (Some("Sure, I could call get_weather(city='Paris') for you, if you like."), None),
         // A call that names no declared tool: never invented.
