@@ -143,6 +143,9 @@ pub(crate) struct Credentials<'a> {
     /// Every `authorization` value (`None` for one that is not visible
     /// ASCII).
     pub(crate) authorization: &'a [Option<&'a str>],
+    /// Every `x-api-key` value, where a door reads it as an API key (the
+    /// model door: the Messages API's own header).
+    pub(crate) api_key: &'a [Option<&'a str>],
     /// The names of the client certificate (subject CN, DNS and URI SANs),
     /// when the connection presented one.
     pub(crate) certificate: Option<&'a [String]>,
@@ -161,6 +164,7 @@ pub(crate) struct Credentials<'a> {
 /// credentials; [`Presented::credentials`] lends them out.
 pub(crate) struct Presented<'a> {
     authorization: Vec<Option<&'a str>>,
+    api_key: Vec<Option<&'a str>>,
     user_token: Vec<Option<&'a str>>,
     certificate: Option<Vec<String>>,
     peer: Option<std::net::SocketAddr>,
@@ -184,6 +188,7 @@ impl<'a> Presented<'a> {
         }
         Self {
             authorization: values(headers, http::header::AUTHORIZATION),
+            api_key: Vec::new(),
             user_token: identity.user_header().map(|name| values(headers, name)).unwrap_or_default(),
             certificate: certificate.map(names_of),
             peer,
@@ -191,9 +196,18 @@ impl<'a> Presented<'a> {
         }
     }
 
+    /// The same, with the `x-api-key` values of `headers` as API keys
+    /// beside `authorization` (the model door: the Messages API's header).
+    /// A request presenting both must name one principal.
+    pub(crate) fn with_api_key(mut self, headers: &'a http::HeaderMap) -> Self {
+        self.api_key = headers.get_all("x-api-key").iter().map(|v| v.to_str().ok()).collect();
+        self
+    }
+
     pub(crate) fn credentials(&self) -> Credentials<'_> {
         Credentials {
             authorization: &self.authorization,
+            api_key: &self.api_key,
             certificate: self.certificate.as_deref(),
             user_token: &self.user_token,
             peer: self.peer,
@@ -204,7 +218,7 @@ impl<'a> Presented<'a> {
     /// Whether an `authorization` header was sent (a refusal then says the
     /// token is invalid, not missing).
     pub(crate) fn sent_authorization(&self) -> bool {
-        !self.authorization.is_empty()
+        !self.authorization.is_empty() || !self.api_key.is_empty()
     }
 }
 

@@ -157,11 +157,21 @@ impl Principals {
     /// and a certificate presented together must both name the same
     /// principal.
     pub(crate) fn authenticate(&self, credentials: &Credentials<'_>) -> Result<Caller, Refusal> {
-        let by_key = match credentials.authorization {
+        let by_bearer = match credentials.authorization {
             [] => None,
             [Some(value)] => Some(self.by_key(bearer(value).ok_or(Refusal::Malformed)?).ok_or(Refusal::UnknownKey)?),
             // Invisible characters, or more than one value.
             _ => return Err(Refusal::Malformed),
+        };
+        // `x-api-key` (where a door reads it): the key as it is.
+        let by_api_key = match credentials.api_key {
+            [] => None,
+            [Some(value)] => Some(self.by_key(value.trim()).ok_or(Refusal::UnknownKey)?),
+            _ => return Err(Refusal::Malformed),
+        };
+        let by_key = match (by_bearer, by_api_key) {
+            (Some(a), Some(b)) if !Arc::ptr_eq(&a.name, &b.name) => return Err(Refusal::Mixed),
+            (a, b) => a.or(b),
         };
         let by_cert = match credentials.certificate {
             Some(names) => self.by_certificate(names)?,
@@ -270,8 +280,14 @@ mod tests {
     }
 
     fn auth(p: &Principals, authorization: &[Option<&str>], cert: Option<&[String]>) -> Result<String, Refusal> {
-        let credentials =
-            Credentials { authorization, certificate: cert, user_token: &[], peer: None, access_tokens: false };
+        let credentials = Credentials {
+            authorization,
+            api_key: &[],
+            certificate: cert,
+            user_token: &[],
+            peer: None,
+            access_tokens: false,
+        };
         p.authenticate(&credentials).map(|c| c.principal.unwrap().to_string())
     }
 

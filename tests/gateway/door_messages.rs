@@ -168,3 +168,35 @@ async fn claude_code_runs_the_call_the_model_meant_through_the_door() {
     .await
     .unwrap();
 }
+
+/// With principals, `x-api-key` is a toolgate key as `Authorization` is:
+/// it admits its principal, never reaches the model server, an unknown one
+/// is 401 in the Messages shape, and two keys must name one principal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_principals_x_api_key_is_a_toolgate_key() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (a, b) = (toolgate::identity::hash_key("key-a"), toolgate::identity::hash_key("key-b"));
+    let top = format!(
+        "principals:\n  - {{name: a, api_key_sha256: {a}, tools: ['*']}}\n  - {{name: b, api_key_sha256: {b}, tools: ['*']}}\n"
+    );
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "", &top, &[]);
+    let client = http();
+    let body = json!({"model": "prose", "max_tokens": 16, "messages": [{"role": "user", "content": "Hi"}]});
+    let ask = |headers: &[(&str, &str)]| {
+        let mut request = client.post(format!("{url}/messages")).json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.send()
+    };
+    assert_eq!(ask(&[("x-api-key", "key-a")]).await.unwrap().status(), 200);
+    assert_eq!(upstream.seen.api_keys.lock().unwrap().last().cloned().flatten(), None, "the key stays at the door");
+    assert_eq!(ask(&[("x-api-key", "key-a"), ("authorization", "Bearer key-a")]).await.unwrap().status(), 200);
+    for headers in [&[("x-api-key", "key-c")][..], &[("x-api-key", "key-a"), ("authorization", "Bearer key-b")], &[]] {
+        let refused = ask(headers).await.unwrap();
+        assert_eq!(refused.status(), 401, "{headers:?}");
+        let said: Value = refused.json().await.unwrap();
+        assert_eq!(said["error"]["type"], "authentication_error", "{said}");
+    }
+}

@@ -173,6 +173,8 @@ impl Edge {
             return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message, "invalid_request_error");
         }
         let presented = connected.presented(&snapshot.identity, request.headers(), self.tls.as_deref(), false);
+        // The Messages API's clients send their key in `x-api-key`.
+        let presented = presented.with_api_key(request.headers());
         let (caller, admitted) =
             match snapshot.admit(&presented.credentials(), None, |p| connected.authenticated(p)).await {
                 Ok(admitted) => admitted,
