@@ -200,3 +200,87 @@ async fn with_principals_x_api_key_is_a_toolgate_key() {
         assert_eq!(said["error"]["type"], "authentication_error", "{said}");
     }
 }
+
+/// LiteLLM's proxy (pinned in `tests/mcp/requirements.txt`) started in
+/// front of `api_base` (a Chat Completions server), every model routed
+/// there; killed when dropped.
+struct Litellm {
+    child: std::process::Child,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Litellm {
+    fn start(api_base: &str) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!(
+            "model_list:\n  - model_name: \"*\"\n    litellm_params:\n      model: \"hosted_vllm/*\"\n      \
+             api_base: \"{api_base}\"\n      api_key: \"sk-door\"\n"
+        );
+        std::fs::write(dir.path().join("litellm.yaml"), config).unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new(repo().join(".venv/bin/litellm"))
+            .arg("--config")
+            .arg(dir.path().join("litellm.yaml"))
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .env("LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY", "true")
+            .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            .env("LITELLM_LOG", "ERROR")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("litellm (.venv: run scripts/test)");
+        Self { child, base: format!("http://127.0.0.1:{port}"), _dir: dir }
+    }
+
+    /// Waits until it answers its liveness probe (at most 90 s).
+    async fn ready(&self) {
+        let client = http();
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(90);
+        while std::time::Instant::now() < until {
+            let probe = client.get(format!("{}/health/liveliness", self.base)).send().await;
+            if probe.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        panic!("LiteLLM did not start");
+    }
+}
+
+impl Drop for Litellm {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The documented recipe: a Messages client (the `anthropic` SDK) to
+/// LiteLLM's proxy, which speaks Chat Completions to the door in front of
+/// the model server: LiteLLM translates, the door repairs. LiteLLM in front
+/// of the model server alone hands the drifted call on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn litellm_in_front_of_the_door_translates_and_the_door_repairs() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "      apis: [chat]\n");
+    let through = Litellm::start(&url);
+    let alone = Litellm::start(&upstream.base_url());
+    through.ready().await;
+    alone.ready().await;
+    let (through_base, alone_base) = (through.base.clone(), alone.base.clone());
+    tokio::task::spawn_blocking(move || {
+        for model in ["drift", "text-call"] {
+            let said = anthropic(&through_base, model);
+            let calls = said["whole"]["calls"].as_array().unwrap();
+            assert_eq!(calls.len(), 1, "{model}: {}", said["whole"]);
+            assert_eq!((&calls[0]["name"], &calls[0]["input"]), (&json!("get_weather"), &json!({"city": "Paris"})));
+        }
+        let said = anthropic(&alone_base, "drift");
+        let names: Vec<&Value> = said["whole"]["calls"].as_array().unwrap().iter().map(|c| &c["name"]).collect();
+        assert!(!names.contains(&&json!("get_weather")), "{}", said["whole"]);
+    })
+    .await
+    .unwrap();
+}

@@ -1,7 +1,8 @@
 """The `anthropic` SDK against the model door's Messages API: a whole
 `messages.create` and a streamed one (`messages.stream`, its final
 message). Prints one JSON line each: the `tool_use` blocks it got, its
-text, its `stop_reason` (streamed: the block indexes started)."""
+text, its `stop_reason` (streamed: the block indexes started), or the
+error the SDK raised."""
 
 import json
 import sys
@@ -22,12 +23,17 @@ def said(message, name, **more):
     return {"client": name, "calls": calls, "text": text, "stop_reason": message.stop_reason, **more}
 
 
-whole = client.messages.create(**ASK)
-print(json.dumps(said(whole, "whole")))
+try:
+    print(json.dumps(said(client.messages.create(**ASK), "whole")))
+except Exception as err:  # what the client raised, said as the test reads it
+    print(json.dumps({"client": "whole", "calls": [], "error": f"{type(err).__name__}: {err}"}))
 started = []
-with client.messages.stream(**ASK) as stream:
-    for event in stream:
-        if event.type == "content_block_start":
-            started.append(event.index)
-    final = stream.get_final_message()
-print(json.dumps(said(final, "stream", started=started)))
+try:
+    with client.messages.stream(**ASK) as stream:
+        for event in stream:
+            if event.type == "content_block_start":
+                started.append(event.index)
+        final = stream.get_final_message()
+    print(json.dumps(said(final, "stream", started=started)))
+except Exception as err:
+    print(json.dumps({"client": "stream", "calls": [], "error": f"{type(err).__name__}: {err}"}))

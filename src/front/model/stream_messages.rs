@@ -391,3 +391,88 @@ impl Rules for MessageEvents {
         frame(&json!({"type": "error", "error": {"type": "api_error", "message": message}}))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Arc<Declared> {
+        let parameters = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let tools = vec![crate::exec::declared::declared("get_weather", Some(&parameters), false)];
+        Arc::new(Declared::new(tools, crate::exec::ExecLimits::default()).unwrap())
+    }
+
+    /// A thought with its signature, then a text block in `pieces`.
+    fn answer(pieces: &[&str]) -> Vec<Bytes> {
+        let mut events = vec![
+            json!({"type": "message_start", "message": {"id": "msg_1", "content": [], "model": "m"}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "The user wants the weather."}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "c2lnbmVk"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "ping"}),
+        ];
+        for piece in pieces {
+            events.push(
+                json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": piece}}),
+            );
+        }
+        events.push(json!({"type": "content_block_stop", "index": 1}));
+        events.push(
+            json!({"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {"output_tokens": 9}}),
+        );
+        events.push(json!({"type": "message_stop"}));
+        events.iter().map(frame).collect()
+    }
+
+    #[test]
+    fn a_thought_passes_byte_for_byte_and_a_call_as_text_becomes_a_tool_use_block() {
+        let events =
+            answer(&["<tool_call>{\"name\": \"get_weather\", ", "\"arguments\": {\"city\": \"Oslo\"}}</tool_call>"]);
+        let mut rules = MessageEvents::new(Some(tools()), Lifting { on: true, several: true });
+        let mut out = Vec::new();
+        for (i, event) in events.iter().enumerate() {
+            let sent = rules.event(event.clone());
+            if i <= 4 {
+                assert_eq!(sent, std::slice::from_ref(event), "the thought's events pass as they came");
+            }
+            out.extend(sent);
+        }
+        let out: Vec<Value> = out.iter().map(|raw| serde_json::from_str(&data(raw).unwrap()).unwrap()).collect();
+        let kinds: Vec<&str> = out.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_delta",
+                "content_block_stop",
+                "ping",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert_eq!(out[6]["index"], 1, "the call takes the text's place");
+        assert_eq!(out[6]["content_block"]["name"], "get_weather");
+        assert!(out[6]["content_block"]["id"].as_str().unwrap().starts_with("toolu_"));
+        assert_eq!(out[7]["delta"]["partial_json"], "{\"city\":\"Oslo\"}");
+        assert_eq!(out[9]["delta"]["stop_reason"], "tool_use");
+        assert_eq!(rules.made()[0].kind.name(), "CONTENT_LIFTED");
+
+        // Prose: every event as it came (a ping never waits behind what is
+        // held).
+        let events = answer(&["Sure", ", it is sunny."]);
+        let mut rules = MessageEvents::new(Some(tools()), Lifting { on: true, several: true });
+        let out: Vec<Bytes> = events.iter().flat_map(|e| rules.event(e.clone())).collect();
+        let no_ping = |events: &[Bytes]| -> Vec<Bytes> {
+            events.iter().filter(|e| !e.starts_with(b"event: ping")).cloned().collect()
+        };
+        assert_eq!(no_ping(&out), no_ping(&events));
+        assert_eq!(out.len(), events.len());
+    }
+}
