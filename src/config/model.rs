@@ -57,6 +57,12 @@ pub(crate) struct ModelDoorConfig {
     /// What a stream does with structured tool calls (default `hold`).
     #[serde(default)]
     pub(crate) stream_calls: StreamCalls,
+    /// Extra requests the door makes when an answer holds a call it cannot
+    /// make ready (default 0: none).
+    pub(crate) retry: Option<u32>,
+    /// The most extra requests `x-toolgate-retry` may ask for (default 2;
+    /// 0: the header is not read).
+    pub(crate) retry_max: Option<u32>,
 }
 
 /// `model_door.stream_calls`: what a stream does with the model's
@@ -139,6 +145,10 @@ pub(crate) struct ModelSettings {
     pub(crate) requests_per_principal: usize,
     /// `model_door.stream_calls`.
     pub(crate) stream_calls: StreamCalls,
+    /// `model_door.retry`.
+    pub(crate) retry: u32,
+    /// `model_door.retry_max`.
+    pub(crate) retry_max: u32,
 }
 
 /// `model_door.requests_per_principal` when unset.
@@ -324,6 +334,8 @@ impl ModelDoorConfig {
                     allowed_origins,
                     requests_per_principal,
                     stream_calls: self.stream_calls,
+                    retry: self.retry.unwrap_or(0),
+                    retry_max: self.retry_max.unwrap_or(2),
                 })
             }
             false => Err(problems),

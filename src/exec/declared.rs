@@ -59,6 +59,37 @@ impl Declared {
         }
     }
 
+    /// One call as emitted, through every stage: the call made ready, or
+    /// the words `Execute` answers it with (the nearest tools, each bad
+    /// value with what is allowed): what a model can act on.
+    pub(crate) fn explain(&self, tool: &str, arguments_json: &str) -> Result<Prepared, String> {
+        let call = Call { tool: tool.to_owned(), arguments_json: arguments_json.to_owned(), ..Call::default() };
+        let cx = self.context(&call);
+        match prepare::prepare(&cx) {
+            Ok(Ok(ready)) => Ok(Prepared {
+                name: self.tools.tool(ready.tool).name.to_owned(),
+                arguments_json: ready.arguments_json,
+                repairs: ready.repairs,
+            }),
+            Ok(Err(outcome)) => Err(match outcome.result {
+                Err(error) => error.message,
+                Ok(_) => "the call could not be made ready".to_owned(),
+            }),
+            Err(error) => Err(error.to_string()),
+        }
+    }
+
+    /// Whether text read whole is prose by the words rule: words with no
+    /// call where one may begin, or a call with words before or after it
+    /// (never asked again, never lifted).
+    pub(crate) fn is_prose(&self, text: &str) -> bool {
+        let call = Call::default();
+        match words::start(text, &self.context(&call)) {
+            words::Start::Prose => true,
+            _ => prepare::reads_as_words(text, self.limits.arguments),
+        }
+    }
+
     /// Whether `name` is a declared tool's name exactly.
     pub(crate) fn declares(&self, name: &str) -> bool {
         self.tools.named(name).is_some()

@@ -18,6 +18,7 @@ mod docs;
 mod door_hardening;
 mod door_messages;
 mod door_responses;
+mod door_retry;
 mod door_streaming;
 mod exact_reading;
 mod execute_arguments;

@@ -227,6 +227,12 @@ fn stages(cx: &Context<'_>) -> Result<Result<Ready, Outcome>, RequestError> {
     Ok(Ok(draft.ready()))
 }
 
+/// Whether `text`, read as one call written whole, is a call with words
+/// before or after it: prose by the words rule, never run.
+pub(crate) fn reads_as_words(text: &str, limits: super::limits::ArgumentLimits) -> bool {
+    matches!(calls::read(text, limits), calls::Reading::Words(_) | calls::Reading::AfterProse(_))
+}
+
 /// Every call of `text`, each as its name as written and its arguments'
 /// text, when `text` is nothing but calls (each with one reading) and
 /// residue; each is then prepared as a call of its own. Linear, under the

@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 
 use super::{
     observe::Spans,
-    request::Asked,
+    request::Asked as Read,
     response::{header as repairs_header, repair_completion, repair_message, repair_response, Lifting, Made},
-    route,
+    retry, route,
     stream::{relay, Choices, Rules},
     stream_messages::MessageEvents,
     stream_responses::ResponseEvents,
@@ -327,7 +327,7 @@ impl Edge {
                 return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
             }
         };
-        let asked = match Asked::read(&bytes) {
+        let asked = match Read::read(&bytes) {
             Ok(asked) => asked,
             Err(why) => return error(StatusCode::BAD_REQUEST, &why, "invalid_request_error"),
         };
@@ -354,7 +354,15 @@ impl Edge {
         let stored = asked.stored();
         let on = !asked.no_tools() && !asked.structured() && !stored;
         let lifting = Lifting { on, several: !asked.one_call_only() };
-        let forward = Forward { upstream, passing, declared, lifting, streaming: asked.stream(), api, query };
+        let header = parts.headers.get(retry::RETRY_HEADER).map(|v| v.to_str().unwrap_or("?"));
+        let tries = match retry::tries(header, self.settings.retry, self.settings.retry_max) {
+            Ok(tries) => tries,
+            Err(why) => return error(StatusCode::BAD_REQUEST, &why, "invalid_request_error"),
+        };
+        // Asked again only in Chat Completions, whole, without a stored
+        // conversation.
+        let tries = if api == Api::Chat && !asked.stream() && !stored && declared.is_some() { tries } else { 0 };
+        let forward = Forward { upstream, passing, declared, lifting, streaming: asked.stream(), api, query, tries };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
             reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
@@ -375,7 +383,7 @@ impl Edge {
                 return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
             }
         };
-        let model = Asked::read(&bytes).ok().and_then(|asked| asked.model());
+        let model = Read::read(&bytes).ok().and_then(|asked| asked.model());
         let upstream = match &model {
             Some(model) => route::upstream(&self.settings, model, api),
             None => route::any(&self.settings, api),
@@ -421,9 +429,10 @@ impl Edge {
         forward: Forward<'_>,
         observer: &Observer,
     ) -> Reply {
-        let Forward { upstream, passing, declared, lifting, streaming, api, query } = forward;
+        let Forward { upstream, passing, declared, lifting, streaming, api, query, tries } = forward;
         let spans = Spans::start(observer, headers, model).await;
         let url = format!("{}{}{}", upstream.base_url, api_path(api), query);
+        let (bytes_sent, asked_with) = (bytes.clone(), headers);
         let sent = self
             .client(upstream)
             .post(&url)
@@ -462,9 +471,84 @@ impl Edge {
             Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
         let declared = declared.filter(|_| status.is_success());
-        let (reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans, api);
+        let (body, made_tries) = match (&declared, tries) {
+            (Some(declared), 1..) => {
+                let asked = Asked { headers: asked_with, upstream, passing, url: &url, lifting };
+                self.again(asked, bytes_sent, body, declared, tries).await
+            }
+            _ => (body, None),
+        };
+        let (mut reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans, api);
+        if let Some(made_tries) = made_tries {
+            reply.headers_mut().insert(retry::RETRIES_HEADER, made_tries.into());
+        }
         spans.ended(observer, reply, &made)
     }
+
+    /// The second chance: while the answer `body` holds a call that cannot
+    /// be made ready and tries are left, the model is asked again (the
+    /// request, the answer, a turn saying what was wrong), whole, within
+    /// the upstream's timeout for the whole exchange. The last answer,
+    /// with the usage of every try summed, and how many extra requests were
+    /// made.
+    async fn again(
+        &self,
+        asked: Asked<'_>,
+        request: Bytes,
+        body: Bytes,
+        declared: &Declared,
+        tries: u32,
+    ) -> (Bytes, Option<u32>) {
+        let Asked { headers, upstream, passing, url, lifting } = asked;
+        let deadline = tokio::time::Instant::now() + upstream.timeout;
+        let (mut request, mut body, mut made) = (request, body, 0);
+        let mut usage: Option<Value> = None;
+        let mut outcome = "corrected";
+        while let Ok(answer) = serde_json::from_slice::<Value>(&body) {
+            let Some(corrective) = retry::corrective(&answer, declared, lifting.on) else { break };
+            if made == tries {
+                outcome = "exhausted";
+                break;
+            }
+            let Some(next) = retry::asked_again(&request, &answer, corrective) else { break };
+            retry::add_usage(&mut usage, answer.get("usage"));
+            let sent = self
+                .client(upstream)
+                .post(url)
+                .headers(forwarded(headers, upstream, passing, Api::Chat))
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(next.clone())
+                .timeout(deadline.saturating_duration_since(tokio::time::Instant::now()))
+                .send()
+                .await;
+            let Ok(response) = sent.map(|r| r.error_for_status()) else { break };
+            let Ok(response) = response else { break };
+            let Whole::Read(again) = whole(response).await else { break };
+            made += 1;
+            tracing::debug!(door = NAME, try_ = made, "asked the model again");
+            (request, body) = (next, again);
+        }
+        if made > 0 {
+            tracing::info!(door = NAME, tries = made, outcome, "the second chance");
+        }
+        if usage.is_some() {
+            if let Ok(mut last) = serde_json::from_slice::<Value>(&body) {
+                retry::add_usage(&mut usage, last.get("usage"));
+                last["usage"] = usage.unwrap_or(Value::Null);
+                body = Bytes::from(last.to_string());
+            }
+        }
+        (body, Some(made))
+    }
+}
+
+/// What asking again needs of the first request.
+struct Asked<'a> {
+    headers: &'a HeaderMap,
+    upstream: &'a Upstream,
+    passing: &'a Passing,
+    url: &'a str,
+    lifting: Lifting,
 }
 
 /// What [`Edge::forward`] needs of the request.
@@ -477,6 +561,8 @@ struct Forward<'u> {
     api: Api,
     /// The request's query string (`?…`), forwarded as sent.
     query: String,
+    /// Extra requests the answer may take (the second chance).
+    tries: u32,
 }
 
 /// A whole answer, repaired against `declared` when it can be read; what

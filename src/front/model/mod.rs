@@ -10,6 +10,7 @@
 //! - [`route`]: which upstream serves a model (`models` globs).
 //! - [`tools`]: the request's tools, compiled once per distinct list.
 //! - [`response`]: a whole completion repaired.
+//! - [`retry`]: the second chance: the model asked again.
 //! - [`stream`]: a streamed completion, held where a call may begin.
 //! - [`stream_responses`]: a streamed Responses answer, under the same rules.
 //! - [`stream_messages`]: a streamed Messages answer, under the same rules.
@@ -19,6 +20,7 @@ pub(crate) mod http;
 mod observe;
 mod request;
 mod response;
+mod retry;
 mod route;
 mod sse;
 mod stream;

@@ -42,6 +42,8 @@ mod tests {
             allowed_origins: Vec::new(),
             requests_per_principal: 64,
             stream_calls: Default::default(),
+            retry: 0,
+            retry_max: 2,
         };
         let served = |model| super::upstream(&settings, model, Api::Chat).map(|u| u.name.as_str());
         assert_eq!(served("gpt-oss-20b"), Some("oss"));

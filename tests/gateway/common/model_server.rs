@@ -97,6 +97,8 @@ pub struct Seen {
     pub authorization: Arc<Mutex<Vec<Option<String>>>>,
     /// The names of every header of every request, in order.
     pub headers: Arc<Mutex<Vec<Vec<String>>>>,
+    /// The body of every chat request, in order.
+    pub bodies: Arc<Mutex<Vec<Value>>>,
     /// The `x-api-key` of every Messages request, in order.
     pub api_keys: Arc<Mutex<Vec<Option<String>>>>,
     /// The query string of every Responses request, in order.
@@ -253,7 +255,21 @@ pub async fn start() -> ModelServer {
         seen.authorization.lock().unwrap().push(authorization);
         seen.headers.lock().unwrap().push(headers.keys().map(|name| name.as_str().to_owned()).collect());
         let asked: Value = serde_json::from_slice(&body).unwrap();
+        seen.bodies.lock().unwrap().push(asked.clone());
         let model = asked["model"].as_str().unwrap_or_default().to_owned();
+        // `retry-call`: a call of a tool nobody declared until the
+        // conversation answers it; then the call meant. `retry-never`:
+        // that call, always.
+        if model == "retry-call" || model == "retry-never" {
+            let told = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+            let (name, arguments) = match told && model == "retry-call" {
+                true => ("get_weather", "{\"city\": \"Paris\"}"),
+                false => ("lookup_forecast", "{\"place\": \"Paris\"}"),
+            };
+            let call =
+                json!([{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]);
+            return answer(&model, None, Some(call), false);
+        }
         if model == "broken" {
             return (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\": {\"message\": \"the model crashed\"}}")
                 .into_response();
