@@ -38,6 +38,7 @@ pub struct Metrics {
     state_errors: Counter<u64>,
     rate_limited: Counter<u64>,
     reloads: Counter<u64>,
+    retries: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
     /// Tells this set of instruments (and its clones) apart in the threads'
     /// [`BOUND`] instruments.
@@ -91,6 +92,10 @@ impl Metrics {
             reloads: meter
                 .u64_counter(semconv::RELOADS)
                 .with_description("Catalogue and configuration reloads, by result (ok, rejected)")
+                .build(),
+            retries: meter
+                .u64_counter(semconv::MODEL_DOOR_RETRIES)
+                .with_description("Extra requests the model door made to have a call rewritten, by outcome")
                 .build(),
             labels: Arc::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -211,6 +216,11 @@ impl Metrics {
     }
 
     /// `result`: `ok` or `rejected`.
+    /// `tries` extra requests the model door made for one answer.
+    pub(crate) fn retries(&self, tries: u64, outcome: &'static str) {
+        self.retries.add(tries, &[KeyValue::new(semconv::RETRY_OUTCOME, outcome)]);
+    }
+
     pub(crate) fn reload(&self, result: &'static str) {
         self.reloads.add(1, &[KeyValue::new(semconv::RELOAD_RESULT, result)]);
     }

@@ -70,6 +70,15 @@ pub(crate) const RATE_SCOPE: &str = "scope";
 pub(crate) const RATE_REMAINING: &str = "toolgate.rate_limit.remaining";
 /// Catalogue reloads, by `result` (`ok` | `rejected`).
 pub(crate) const RELOADS: &str = "toolgate.catalog.reloads";
+/// The model door's second chance: extra requests made, by `outcome`
+/// (`corrected` | `exhausted`).
+pub(crate) const MODEL_DOOR_RETRIES: &str = "toolgate.model_door.retries";
+/// `corrected`: the last try's answer was ready; `exhausted`: it was not.
+pub(crate) const RETRY_OUTCOME: &str = "outcome";
+/// A span event per extra request the model door made.
+pub(crate) const RETRY_EVENT: &str = "toolgate.retry";
+/// The try's number (1 for the first extra request).
+pub(crate) const RETRY_TRY: &str = "toolgate.retry.try";
 pub(crate) const RELOAD_RESULT: &str = "result";
 /// What the state store was doing when it failed: `idempotency` or `budget`.
 pub(crate) const STATE_USE: &str = "toolgate.state.use";

@@ -17,9 +17,12 @@ fn request(model: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_that_cannot_be_made_is_asked_again_within_the_budget() {
+    let (collector, received) = crate::common::otlp::receiver(std::time::Duration::ZERO).await;
     let upstream = model_server::start().await;
     let dir = CatalogDir::new();
-    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "  retry: 1\n", "", &[]);
+    let endpoint = format!("http://{collector}");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")];
+    let (gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "  retry: 1\n", "", &env);
     let client = http();
     let ask = |model: &str, header: Option<&str>| {
         let mut sent = client.post(format!("{url}/chat/completions")).json(&request(model));
@@ -61,4 +64,13 @@ async fn a_call_that_cannot_be_made_is_asked_again_within_the_budget() {
     assert_eq!(answer.headers()["x-toolgate-retries"], "0");
     assert_eq!(upstream.seen.bodies.lock().unwrap().len() - before, 1);
     assert_eq!(ask("drift", Some("many")).await.unwrap().status(), 400);
+
+    // Each try is an event of the generation's span, and the tries count
+    // in toolgate.model_door.retries by outcome (flushed on the way out).
+    assert!(std::process::Command::new("kill").args(["-TERM", &gateway.id().to_string()]).status().unwrap().success());
+    tokio::task::spawn_blocking(move || gateway.wait().unwrap()).await.unwrap();
+    let events = received.span_events();
+    let tries = events.iter().filter(|(_, event, _)| event == "toolgate.retry").count();
+    assert_eq!(tries, 3, "one try corrected, two exhausted: {events:?}");
+    assert!(received.metric_names().contains(&"toolgate.model_door.retries".to_owned()));
 }

@@ -473,8 +473,12 @@ impl Edge {
         let declared = declared.filter(|_| status.is_success());
         let (body, made_tries) = match (&declared, tries) {
             (Some(declared), 1..) => {
-                let asked = Asked { headers: asked_with, upstream, passing, url: &url, lifting };
-                self.again(asked, bytes_sent, body, declared, tries).await
+                let asked = Asked { headers: asked_with, upstream, passing, url: &url, lifting, spans: &spans };
+                let (body, made, outcome) = self.again(asked, bytes_sent, body, declared, tries).await;
+                if made > 0 {
+                    observer.metrics.retries(u64::from(made), outcome);
+                }
+                (body, Some(made))
             }
             _ => (body, None),
         };
@@ -498,16 +502,19 @@ impl Edge {
         body: Bytes,
         declared: &Declared,
         tries: u32,
-    ) -> (Bytes, Option<u32>) {
-        let Asked { headers, upstream, passing, url, lifting } = asked;
+    ) -> (Bytes, u32, &'static str) {
+        let Asked { headers, upstream, passing, url, lifting, spans } = asked;
         let deadline = tokio::time::Instant::now() + upstream.timeout;
         let (mut request, mut body, mut made) = (request, body, 0);
         let mut usage: Option<Value> = None;
-        let mut outcome = "corrected";
+        // `corrected` once an answer needs no other try.
+        let mut outcome = "exhausted";
         while let Ok(answer) = serde_json::from_slice::<Value>(&body) {
-            let Some(corrective) = retry::corrective(&answer, declared, lifting.on) else { break };
+            let Some(corrective) = retry::corrective(&answer, declared, lifting.on) else {
+                outcome = "corrected";
+                break;
+            };
             if made == tries {
-                outcome = "exhausted";
                 break;
             }
             let Some(next) = retry::asked_again(&request, &answer, corrective) else { break };
@@ -525,7 +532,7 @@ impl Edge {
             let Ok(response) = response else { break };
             let Whole::Read(again) = whole(response).await else { break };
             made += 1;
-            tracing::debug!(door = NAME, try_ = made, "asked the model again");
+            spans.asked_again(made);
             (request, body) = (next, again);
         }
         if made > 0 {
@@ -538,7 +545,7 @@ impl Edge {
                 body = Bytes::from(last.to_string());
             }
         }
-        (body, Some(made))
+        (body, made, outcome)
     }
 }
 
@@ -549,6 +556,7 @@ struct Asked<'a> {
     passing: &'a Passing,
     url: &'a str,
     lifting: Lifting,
+    spans: &'a Spans,
 }
 
 /// What [`Edge::forward`] needs of the request.

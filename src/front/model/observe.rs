@@ -63,6 +63,12 @@ impl Spans {
         Self { server, chat }
     }
 
+    /// The model was asked again (try `number`): an event on the
+    /// generation's span.
+    pub(super) fn asked_again(&self, number: u32) {
+        self.chat.event(semconv::RETRY_EVENT, || vec![KeyValue::new(semconv::RETRY_TRY, i64::from(number))]);
+    }
+
     /// Whether the generation's span records (what it would note is then
     /// worth reading).
     pub(super) fn recording(&self) -> bool {
