@@ -47,16 +47,7 @@ impl Declared {
     /// One call as emitted, through every stage (non-strict); `None` when
     /// it stops at one (the door then leaves it as it was).
     pub(crate) fn prepare(&self, tool: &str, arguments_json: &str) -> Option<Prepared> {
-        let call = Call { tool: tool.to_owned(), arguments_json: arguments_json.to_owned(), ..Call::default() };
-        let cx = self.context(&call);
-        match prepare::prepare(&cx) {
-            Ok(Ok(ready)) => Some(Prepared {
-                name: self.tools.tool(ready.tool).name.to_owned(),
-                arguments_json: ready.arguments_json,
-                repairs: ready.repairs,
-            }),
-            _ => None,
-        }
+        self.explain(tool, arguments_json).ok()
     }
 
     /// One call as emitted, through every stage: the call made ready, or

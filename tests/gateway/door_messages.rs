@@ -6,23 +6,13 @@
 use serde_json::{json, Value};
 
 use crate::{
-    common::{mcp::python, model_server, repo, CatalogDir},
+    common::{model_server, repo, CatalogDir},
     model_door::{http, serve, serve_with},
 };
 
 /// The SDK's lines from `tests/model/messages.py` for `model`.
 fn anthropic(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/model/messages.py"))
-        .args([base_url, model])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the anthropic SDK failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text.lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
-        .map(|line| (line["client"].as_str().unwrap().to_owned(), line))
-        .collect()
+    crate::model_door::script_lines("messages.py", &[base_url, model], "client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,22 +118,8 @@ fn claude_ran(base_url: &str, model: &str) -> (bool, String) {
         .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_MAX_RETRIES", "0")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let child = command.spawn().expect("claude (tests/mcp/js/node_modules: run scripts/test)");
-    let pid = child.id();
-    let (done, waited) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if waited.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
-            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
-        }
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = done.send(());
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        .env("CLAUDE_CODE_MAX_RETRIES", "0");
+    let said = crate::common::said_within(&mut command, 120);
     (work.path().join("ran.txt").exists(), said)
 }
 

@@ -6,23 +6,13 @@
 use serde_json::{json, Value};
 
 use crate::{
-    common::{mcp::python, model_server, repo, CatalogDir},
+    common::{model_server, CatalogDir},
     model_door::{serve, serve_with},
 };
 
 /// Each client's line from `tests/model/responses.py` for `model`.
 fn clients(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/model/responses.py"))
-        .args([base_url, model])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the clients failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text.lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
-        .map(|line| (line["client"].as_str().unwrap().to_owned(), line))
-        .collect()
+    crate::model_door::script_lines("responses.py", &[base_url, model], "client")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -154,22 +144,8 @@ fn codex_ran(base_url: &str, model: &str) -> (bool, String) {
         .current_dir(work.path())
         .env("CODEX_HOME", home.path())
         .env("HOME", home.path())
-        .env("DOOR_KEY", "sk-test")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
-    let child = command.spawn().expect("codex (tests/mcp/js/node_modules: run scripts/test)");
-    let pid = child.id() as i32;
-    let (done, waited) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        if waited.recv_timeout(std::time::Duration::from_secs(120)).is_err() {
-            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
-        }
-    });
-    let out = child.wait_with_output().unwrap();
-    let _ = done.send(());
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        .env("DOOR_KEY", "sk-test");
+    let said = crate::common::said_within(&mut command, 120);
     (work.path().join("ran.txt").exists(), said)
 }
 

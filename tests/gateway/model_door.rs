@@ -323,20 +323,23 @@ async fn each_request_has_a_server_span_and_a_chat_span_with_the_repairs() {
     assert!(received.metric_names().contains(&"toolgate.tool.repairs".to_owned()));
 }
 
+/// The JSON lines a Python script of `tests/model/` prints for `args`, by
+/// the value of each line's `key`.
+pub(crate) fn script_lines(script: &str, args: &[&str], key: &str) -> std::collections::BTreeMap<String, Value> {
+    let out = std::process::Command::new(python()).arg(repo().join("tests/model").join(script)).args(args).output();
+    let out = out.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{script} failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    text.lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
+        .map(|line| (line[key].as_str().unwrap().to_owned(), line))
+        .collect()
+}
+
 /// Each framework's line from `tests/model/frameworks.py` for `model`, by
 /// framework name.
 fn frameworks(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/model/frameworks.py"))
-        .args([base_url, model])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the frameworks failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text.lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
-        .map(|line| (line["framework"].as_str().unwrap().to_owned(), line))
-        .collect()
+    script_lines("frameworks.py", &[base_url, model], "framework")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -375,17 +378,7 @@ async fn langchain_and_the_agents_sdk_get_calls_they_refuse_from_the_model_alone
 
 /// Each framework's line from `tests/model/strict.py` for `model`.
 fn strict_frameworks(base_url: &str, model: &str) -> std::collections::BTreeMap<String, Value> {
-    let out = std::process::Command::new(python())
-        .arg(repo().join("tests/model/strict.py"))
-        .args([base_url, model])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "the frameworks failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
-    text.lines()
-        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("not JSON: {line}")))
-        .map(|line| (line["framework"].as_str().unwrap().to_owned(), line))
-        .collect()
+    script_lines("strict.py", &[base_url, model], "framework")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

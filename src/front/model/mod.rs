@@ -14,8 +14,10 @@
 //! - [`stream`]: a streamed completion, held where a call may begin.
 //! - [`stream_responses`]: a streamed Responses answer, under the same rules.
 //! - [`stream_messages`]: a streamed Messages answer, under the same rules.
+//! - [`first_text`]: the first text of a Responses or Messages stream, judged as it arrives.
 //! - [`sse`]: server-sent events framed as they pass (CR, LF, CRLF).
 
+mod first_text;
 pub(crate) mod http;
 mod observe;
 mod request;

@@ -22,38 +22,19 @@ use std::{collections::HashMap, sync::Arc};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use super::first_text::{FirstText, State};
 use super::{
     response::{repair_message, Lifting, Made},
     sse::data,
     stream::{Generation, Rules, MAX_HELD},
 };
-use crate::exec::declared::{
-    words::{Scan, Scanned},
-    Declared,
-};
-
-/// Where the answer's text is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    /// No text yet that says whether a call begins: held.
-    Undecided,
-    /// Words: passing, watched for explicit markup.
-    Passing,
-    /// After words, text that may still become markup.
-    Pending,
-    /// A call may have begun: everything held to the end.
-    Holding,
-    /// Nothing is changed.
-    Off,
-}
+use crate::exec::declared::Declared;
 
 /// The rules over one Messages stream.
 pub(super) struct MessageEvents {
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
-    state: State,
-    scan: Scan,
-    text: String,
+    first: FirstText,
     held: Vec<Bytes>,
     held_bytes: usize,
     /// The blocks the events built, by index; a `tool_use` block's input
@@ -71,13 +52,11 @@ pub(super) struct MessageEvents {
 
 impl MessageEvents {
     pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting) -> Self {
-        let state = if declared.is_some() { State::Undecided } else { State::Off };
+        let first = FirstText::new(declared.is_some());
         Self {
             declared,
             lifting,
-            state,
-            scan: Scan::at_start(),
-            text: String::new(),
+            first,
             held: Vec::new(),
             held_bytes: 0,
             blocks: Vec::new(),
@@ -93,7 +72,7 @@ impl MessageEvents {
         self.held_bytes += raw.len();
         self.held.push(raw);
         if self.held_bytes > MAX_HELD {
-            self.state = State::Off;
+            self.first.state = State::Off;
             return self.release();
         }
         Vec::new()
@@ -186,19 +165,19 @@ impl MessageEvents {
         if kind == "message_delta" {
             return self.ended(raw, event);
         }
-        if matches!(self.state, State::Off) {
+        if matches!(self.first.state, State::Off) {
             self.sent(&event);
             return vec![raw];
         }
-        if self.state == State::Holding {
+        if self.first.state == State::Holding {
             return self.hold(raw);
         }
         let block_type = event.pointer("/content_block/type").and_then(Value::as_str);
         if kind == "content_block_start" && matches!(block_type, Some("tool_use" | "server_tool_use")) {
-            self.state = State::Holding;
+            self.first.state = State::Holding;
             return self.hold(raw);
         }
-        let first_text = block_type == Some("text") && self.state == State::Undecided;
+        let first_text = block_type == Some("text") && self.first.state == State::Undecided;
         if kind == "content_block_start" && first_text && self.lifting.on {
             return self.hold(raw);
         }
@@ -214,51 +193,14 @@ impl MessageEvents {
         }
         let delta = event.pointer("/delta/text").and_then(Value::as_str).unwrap_or_default();
         let mut out = self.hold(raw);
-        if self.state == State::Off {
+        if self.first.state == State::Off {
             return out;
         }
-        match self.state {
-            State::Undecided => {
-                self.text.push_str(delta);
-                let declared = self.declared.as_ref().expect("undecided only with tools");
-                match declared.could_begin(&self.text) {
-                    Some(true) => self.state = State::Holding,
-                    None => {}
-                    Some(false) => {
-                        let text = std::mem::take(&mut self.text);
-                        out.extend(self.watched(&text));
-                    }
-                }
-            }
-            State::Passing => out.extend(self.watched(delta)),
-            State::Pending => {
-                let mut text = std::mem::take(&mut self.text);
-                text.push_str(delta);
-                out.extend(self.watched(&text));
-            }
-            State::Holding | State::Off => {}
+        let declared = Arc::clone(self.declared.as_ref().expect("judged only with tools"));
+        if self.first.delta(&declared, delta) {
+            out.extend(self.release());
         }
         out
-    }
-
-    /// Words scanned for explicit markup (the event carrying them held
-    /// last): they go, or the answer is held from them on.
-    fn watched(&mut self, text: &str) -> Vec<Bytes> {
-        match self.scan.next(text, false) {
-            Scanned::Nothing | Scanned::ThoughtEnd(_) => {
-                self.state = State::Passing;
-                self.release()
-            }
-            Scanned::Marker(_) => {
-                self.state = State::Holding;
-                Vec::new()
-            }
-            Scanned::Incomplete(at) => {
-                self.state = State::Pending;
-                self.text = text[at..].to_owned();
-                Vec::new()
-            }
-        }
     }
 
     /// `message_delta`: the message repaired whole; what is held goes
@@ -271,13 +213,13 @@ impl MessageEvents {
         }
         self.generation.usage = event.get("usage").filter(|u| u.is_object()).cloned();
         let declared = self.declared.clone();
-        let (Some(declared), false) = (declared, self.held.is_empty() || self.state == State::Off) else {
-            self.state = State::Off;
+        let (Some(declared), false) = (declared, self.held.is_empty() || self.first.state == State::Off) else {
+            self.first.state = State::Off;
             let mut out = self.release();
             out.push(raw);
             return out;
         };
-        self.state = State::Off;
+        self.first.state = State::Off;
         let mut repaired = self.message(&stop_reason);
         let made = repair_message(&mut repaired, &declared, self.lifting);
         let written = (!made.is_empty()).then(|| self.written(&repaired)).flatten();
@@ -363,14 +305,14 @@ impl Rules for MessageEvents {
     }
 
     fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
-        self.state = State::Off;
+        self.first.state = State::Off;
         let mut out = self.release();
         out.push(raw);
         out
     }
 
     fn end(&mut self) -> Vec<Bytes> {
-        self.state = State::Off;
+        self.first.state = State::Off;
         self.release()
     }
 

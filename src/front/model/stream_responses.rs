@@ -23,40 +23,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use super::first_text::{FirstText, State};
 use super::{
     response::{repair_response, Lifting, Made},
     sse::data,
     stream::{Generation, Rules, MAX_HELD},
 };
-use crate::exec::declared::{
-    words::{Scan, Scanned},
-    Declared,
-};
-
-/// Where the answer's text is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum State {
-    /// No text yet that says whether a call begins: held.
-    Undecided,
-    /// Words: passing, watched for explicit markup.
-    Passing,
-    /// After words, text that may still become markup: held until it is or
-    /// is not.
-    Pending,
-    /// A call may have begun: everything held to the end.
-    Holding,
-    /// Nothing is changed.
-    Off,
-}
+use crate::exec::declared::Declared;
 
 /// The rules over one Responses stream.
 pub(super) struct ResponseEvents {
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
-    state: State,
-    scan: Scan,
-    /// The text judged so far (undecided), or pending after words.
-    text: String,
+    first: FirstText,
     held: Vec<Bytes>,
     held_bytes: usize,
     /// Items the client has seen added.
@@ -72,13 +51,11 @@ pub(super) struct ResponseEvents {
 
 impl ResponseEvents {
     pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting) -> Self {
-        let state = if declared.is_some() { State::Undecided } else { State::Off };
+        let first = FirstText::new(declared.is_some());
         Self {
             declared,
             lifting,
-            state,
-            scan: Scan::at_start(),
-            text: String::new(),
+            first,
             held: Vec::new(),
             held_bytes: 0,
             added: 0,
@@ -94,7 +71,7 @@ impl ResponseEvents {
         self.held.push(raw);
         if self.held_bytes > MAX_HELD {
             // Too much to hold: what is held goes, and nothing more is changed.
-            self.state = State::Off;
+            self.first.state = State::Off;
             return self.release();
         }
         Vec::new()
@@ -144,22 +121,22 @@ impl ResponseEvents {
         if matches!(kind.as_str(), "response.completed" | "response.incomplete") {
             return self.completed(raw, event);
         }
-        if self.state == State::Off {
+        if self.first.state == State::Off {
             self.sent(&event);
             return vec![raw];
         }
-        if self.state == State::Holding {
+        if self.first.state == State::Holding {
             return self.hold(raw);
         }
         let item_type = event.pointer("/item/type").and_then(Value::as_str);
         if kind == "response.output_item.added" && item_type == Some("function_call") {
-            self.state = State::Holding;
+            self.first.state = State::Holding;
             return self.hold(raw);
         }
         // The answer's first message is held from its start until its text
         // says whether it can be a call (then it was never begun, should
         // it become calls).
-        let first_message = item_type == Some("message") && self.state == State::Undecided;
+        let first_message = item_type == Some("message") && self.first.state == State::Undecided;
         if kind == "response.output_item.added" && first_message && self.lifting.on {
             return self.hold(raw);
         }
@@ -173,68 +150,12 @@ impl ResponseEvents {
             };
         }
         let delta = event.get("delta").and_then(Value::as_str).unwrap_or_default();
-        match self.state {
-            State::Undecided => {
-                self.text.push_str(delta);
-                let declared = self.declared.as_ref().expect("undecided only with tools");
-                match declared.could_begin(&self.text) {
-                    Some(true) => {
-                        self.state = State::Holding;
-                        self.hold(raw)
-                    }
-                    None => self.hold(raw),
-                    Some(false) => {
-                        let text = std::mem::take(&mut self.text);
-                        let mut out = self.hold(raw);
-                        if self.state == State::Off {
-                            return out;
-                        }
-                        self.state = State::Passing;
-                        out.extend(self.watched(&text));
-                        out
-                    }
-                }
-            }
-            State::Passing => {
-                let mut out = self.hold(raw);
-                if self.state == State::Off {
-                    return out;
-                }
-                out.extend(self.watched(delta));
-                out
-            }
-            State::Pending => {
-                let mut text = std::mem::take(&mut self.text);
-                text.push_str(delta);
-                let mut out = self.hold(raw);
-                if self.state == State::Off {
-                    return out;
-                }
-                out.extend(self.watched(&text));
-                out
-            }
-            State::Holding | State::Off => unreachable!("handled above"),
+        let mut out = self.hold(raw);
+        let declared = Arc::clone(self.declared.as_ref().expect("judged only with tools"));
+        if self.first.state != State::Off && self.first.delta(&declared, delta) {
+            out.extend(self.release());
         }
-    }
-
-    /// Words scanned for explicit markup (the event carrying them held
-    /// last): they go, or the answer is held from them on.
-    fn watched(&mut self, text: &str) -> Vec<Bytes> {
-        match self.scan.next(text, false) {
-            Scanned::Nothing | Scanned::ThoughtEnd(_) => {
-                self.state = State::Passing;
-                self.release()
-            }
-            Scanned::Marker(_) => {
-                self.state = State::Holding;
-                Vec::new()
-            }
-            Scanned::Incomplete(at) => {
-                self.state = State::Pending;
-                self.text = text[at..].to_owned();
-                Vec::new()
-            }
-        }
+        out
     }
 
     /// The answer ended (`response.completed` or `.incomplete`): repaired
@@ -253,7 +174,7 @@ impl ResponseEvents {
             out.push(raw);
             return out;
         };
-        if self.held.is_empty() || self.state == State::Off {
+        if self.held.is_empty() || self.first.state == State::Off {
             let mut out = self.release();
             out.push(raw);
             return out;
@@ -261,7 +182,7 @@ impl ResponseEvents {
         let mut repaired = response.clone();
         let made = repair_response(&mut repaired, &declared, self.lifting);
         let written = (!made.is_empty()).then(|| self.written(&repaired)).flatten();
-        self.state = State::Off;
+        self.first.state = State::Off;
         let Some(mut out) = written else {
             let mut out = self.release();
             out.push(raw);
@@ -382,14 +303,14 @@ impl Rules for ResponseEvents {
     }
 
     fn give_up(&mut self, raw: Bytes) -> Vec<Bytes> {
-        self.state = State::Off;
+        self.first.state = State::Off;
         let mut out = self.release();
         out.push(raw);
         out
     }
 
     fn end(&mut self) -> Vec<Bytes> {
-        self.state = State::Off;
+        self.first.state = State::Off;
         self.release()
     }
 

@@ -432,6 +432,28 @@ pub fn run(dir: &Path, args: &[&str]) -> Output {
     toolgate().current_dir(dir).args(args).output().expect("run toolgate")
 }
 
+/// `command`'s output, run in a process group of its own that is killed
+/// after `seconds` (an agent CLI that retries an unreachable server
+/// forever, with whatever it started); stdout and stderr together.
+pub fn said_within(command: &mut Command, seconds: u64) -> String {
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    std::os::unix::process::CommandExt::process_group(command, 0);
+    let child = command.spawn().unwrap_or_else(|err| panic!("{command:?}: {err} (run scripts/test)"));
+    let pid = child.id();
+    let (done, waited) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if waited.recv_timeout(std::time::Duration::from_secs(seconds)).is_err() {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).status();
+        }
+    });
+    let out = child.wait_with_output().unwrap();
+    let _ = done.send(());
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
 pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
