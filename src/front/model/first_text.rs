@@ -1,5 +1,6 @@
-//! The judgment of an answer's first text as it arrives, for the streams
-//! of the Responses and Messages APIs (a Chat Completions stream has its
+//! What the streams of the Responses and Messages APIs share: the events
+//! they hold ([`Held`]), the framing of the events they write ([`frame`]),
+//! and the judgment of an answer's first text as it arrives, for both (a Chat Completions stream has its
 //! own, with a thought's streaming and the split of a delta where markup
 //! begins): held while it can still begin a call (the core's judgment,
 //! [`Declared::could_begin`], asked again as text arrives), passing once it
@@ -7,6 +8,10 @@
 //! ([`crate::exec::declared::words::Scan`]), held to the end from the
 //! markup on.
 
+use bytes::Bytes;
+use serde_json::Value;
+
+use super::stream::MAX_HELD;
 use crate::exec::declared::{
     words::{Scan, Scanned},
     Declared,
@@ -90,4 +95,43 @@ impl FirstText {
             }
         }
     }
+}
+
+/// Events held, as they came, and how many bytes they are.
+#[derive(Default)]
+pub(super) struct Held {
+    events: Vec<Bytes>,
+    bytes: usize,
+}
+
+impl Held {
+    /// `raw` held after the others: whether what is held is now more than
+    /// a stream may hold ([`MAX_HELD`]).
+    pub(super) fn push(&mut self, raw: Bytes) -> bool {
+        self.bytes += raw.len();
+        self.events.push(raw);
+        self.bytes > MAX_HELD
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Everything held, in order; nothing is held after.
+    pub(super) fn take(&mut self) -> Vec<Bytes> {
+        self.bytes = 0;
+        std::mem::take(&mut self.events)
+    }
+}
+
+/// An event's JSON (its `data`), if it has any.
+pub(super) fn parsed(raw: &[u8]) -> Option<Value> {
+    super::sse::data(raw).and_then(|data| serde_json::from_str(&data).ok())
+}
+
+/// An event of the door's, framed as these APIs frame them (`event:` its
+/// type, then its `data`).
+pub(super) fn frame(event: &Value) -> Bytes {
+    let kind = event.get("type").and_then(Value::as_str).unwrap_or("message");
+    Bytes::from(format!("event: {kind}\ndata: {event}\n\n"))
 }

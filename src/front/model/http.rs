@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::{
     observe::Spans,
-    request::Asked as Read,
+    request::Asked,
     response::{header as repairs_header, repair_completion, repair_message, repair_response, Lifting, Made},
     retry, route,
     stream::{relay, Choices, Rules},
@@ -327,7 +327,7 @@ impl Edge {
                 return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
             }
         };
-        let asked = match Read::read(&bytes) {
+        let asked = match Asked::read(&bytes) {
             Ok(asked) => asked,
             Err(why) => return error(StatusCode::BAD_REQUEST, &why, "invalid_request_error"),
         };
@@ -383,7 +383,7 @@ impl Edge {
                 return error(unread.status(), &unread.message(MAX_BODY_BYTES), "invalid_request_error");
             }
         };
-        let model = Read::read(&bytes).ok().and_then(|asked| asked.model());
+        let model = Asked::read(&bytes).ok().and_then(|asked| asked.model());
         let upstream = match &model {
             Some(model) => route::upstream(&self.settings, model, api),
             None => route::any(&self.settings, api),
@@ -408,16 +408,7 @@ impl Edge {
             Err(err) => return unreachable_upstream(upstream, &err),
         };
         let (status, headers) = (response.status(), response.headers().clone());
-        let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
-        tokio::spawn(async move {
-            let mut body = response.bytes_stream();
-            while let Some(Ok(piece)) = body.next().await {
-                if to.send(piece).await.is_err() {
-                    return;
-                }
-            }
-        });
-        sent(status, &headers, from)
+        relayed(status, &headers, response.bytes_stream().boxed())
     }
 
     /// The request sent to its upstream, and the answer repaired.
@@ -473,8 +464,8 @@ impl Edge {
         let declared = declared.filter(|_| status.is_success());
         let (body, made_tries) = match (&declared, tries) {
             (Some(declared), 1..) => {
-                let asked = Asked { headers: asked_with, upstream, passing, url: &url, lifting, spans: &spans };
-                let (body, made, outcome) = self.again(asked, bytes_sent, body, declared, tries).await;
+                let first = Again { headers: asked_with, upstream, passing, url: &url, lifting, spans: &spans };
+                let (body, made, outcome) = self.again(first, bytes_sent, body, declared, tries).await;
                 if made > 0 {
                     observer.metrics.retries(u64::from(made), outcome);
                 }
@@ -497,13 +488,13 @@ impl Edge {
     /// made.
     async fn again(
         &self,
-        asked: Asked<'_>,
+        first: Again<'_>,
         request: Bytes,
         body: Bytes,
         declared: &Declared,
         tries: u32,
     ) -> (Bytes, u32, &'static str) {
-        let Asked { headers, upstream, passing, url, lifting, spans } = asked;
+        let Again { headers, upstream, passing, url, lifting, spans } = first;
         let deadline = tokio::time::Instant::now() + upstream.timeout;
         let (mut request, mut body, mut made) = (request, body, 0);
         let mut usage: Option<Value> = None;
@@ -550,7 +541,7 @@ impl Edge {
 }
 
 /// What asking again needs of the first request.
-struct Asked<'a> {
+struct Again<'a> {
     headers: &'a HeaderMap,
     upstream: &'a Upstream,
     passing: &'a Passing,
@@ -754,15 +745,22 @@ fn longer(
     head: Bytes,
     rest: futures::stream::BoxStream<'static, reqwest::Result<Bytes>>,
 ) -> Reply {
+    relayed(status, headers, futures::stream::once(async { Ok(head) }).chain(rest).boxed())
+}
+
+/// A reply whose body is `body` as it arrives (a failure on the way ends
+/// it early, as the upstream's would).
+fn relayed(
+    status: StatusCode,
+    headers: &HeaderMap,
+    mut body: futures::stream::BoxStream<'static, reqwest::Result<Bytes>>,
+) -> Reply {
     let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
-        let mut rest = rest;
-        let mut next = Some(head);
-        while let Some(piece) = next {
+        while let Some(Ok(piece)) = body.next().await {
             if to.send(piece).await.is_err() {
                 return;
             }
-            next = rest.next().await.and_then(Result::ok);
         }
     });
     sent(status, headers, from)

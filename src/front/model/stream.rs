@@ -131,7 +131,7 @@ pub(super) struct Holder {
 
 /// What a stream says of its generation: the model, the finish reasons,
 /// the usage chunk.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Generation {
     pub(super) model: Option<String>,
     pub(super) reasons: Vec<String>,

@@ -22,11 +22,11 @@ use std::{collections::HashMap, sync::Arc};
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::first_text::{FirstText, State};
+use super::first_text::{frame, parsed, FirstText, Held, State};
 use super::{
     response::{repair_message, Lifting, Made},
     sse::data,
-    stream::{Generation, Rules, MAX_HELD},
+    stream::{Generation, Rules},
 };
 use crate::exec::declared::Declared;
 
@@ -35,8 +35,7 @@ pub(super) struct MessageEvents {
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
     first: FirstText,
-    held: Vec<Bytes>,
-    held_bytes: usize,
+    held: Held,
     /// The blocks the events built, by index; a `tool_use` block's input
     /// as the text of its deltas.
     blocks: Vec<Value>,
@@ -57,8 +56,7 @@ impl MessageEvents {
             declared,
             lifting,
             first,
-            held: Vec::new(),
-            held_bytes: 0,
+            held: Held::default(),
             blocks: Vec::new(),
             inputs: HashMap::new(),
             started: 0,
@@ -69,9 +67,8 @@ impl MessageEvents {
     }
 
     fn hold(&mut self, raw: Bytes) -> Vec<Bytes> {
-        self.held_bytes += raw.len();
-        self.held.push(raw);
-        if self.held_bytes > MAX_HELD {
+        if self.held.push(raw) {
+            // Too much to hold: what is held goes, and nothing more is changed.
             self.first.state = State::Off;
             return self.release();
         }
@@ -79,10 +76,9 @@ impl MessageEvents {
     }
 
     fn release(&mut self) -> Vec<Bytes> {
-        self.held_bytes = 0;
-        let held = std::mem::take(&mut self.held);
+        let held = self.held.take();
         for raw in &held {
-            if let Some(event) = data(raw).and_then(|d| serde_json::from_str::<Value>(&d).ok()) {
+            if let Some(event) = parsed(raw) {
                 self.sent(&event);
             }
         }
@@ -196,8 +192,8 @@ impl MessageEvents {
         if self.first.state == State::Off {
             return out;
         }
-        let declared = Arc::clone(self.declared.as_ref().expect("judged only with tools"));
-        if self.first.delta(&declared, delta) {
+        let judged = self.declared.as_ref().is_some_and(|declared| self.first.delta(declared, delta));
+        if judged {
             out.extend(self.release());
         }
         out
@@ -229,7 +225,7 @@ impl MessageEvents {
             return out;
         };
         self.made = made;
-        self.held.clear();
+        self.held.take();
         event["delta"]["stop_reason"] = repaired["stop_reason"].clone();
         out.push(frame(&event));
         out
@@ -282,12 +278,6 @@ fn append(block: &mut serde_json::Map<String, Value>, field: &str, text: &str) {
     block.insert(field.to_owned(), value.into());
 }
 
-/// An event of the door's, framed as the Messages API frames them.
-fn frame(event: &Value) -> Bytes {
-    let kind = event.get("type").and_then(Value::as_str).unwrap_or("message");
-    Bytes::from(format!("event: {kind}\ndata: {event}\n\n"))
-}
-
 impl Rules for MessageEvents {
     fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
         let Some(text) = data(&raw) else {
@@ -321,11 +311,7 @@ impl Rules for MessageEvents {
     }
 
     fn generation(&self) -> Generation {
-        Generation {
-            model: self.generation.model.clone(),
-            reasons: self.generation.reasons.clone(),
-            usage: self.generation.usage.clone(),
-        }
+        self.generation.clone()
     }
 
     /// An `error` event in the Messages API's shape: the SDKs raise on it.

@@ -23,11 +23,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::first_text::{FirstText, State};
+use super::first_text::{frame, parsed, FirstText, Held, State};
 use super::{
     response::{repair_response, Lifting, Made},
     sse::data,
-    stream::{Generation, Rules, MAX_HELD},
+    stream::{Generation, Rules},
 };
 use crate::exec::declared::Declared;
 
@@ -36,8 +36,7 @@ pub(super) struct ResponseEvents {
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
     first: FirstText,
-    held: Vec<Bytes>,
-    held_bytes: usize,
+    held: Held,
     /// Items the client has seen added.
     added: usize,
     /// The message the client has seen added and not done: its place, id
@@ -56,8 +55,7 @@ impl ResponseEvents {
             declared,
             lifting,
             first,
-            held: Vec::new(),
-            held_bytes: 0,
+            held: Held::default(),
             added: 0,
             open: None,
             sequence: None,
@@ -67,9 +65,7 @@ impl ResponseEvents {
     }
 
     fn hold(&mut self, raw: Bytes) -> Vec<Bytes> {
-        self.held_bytes += raw.len();
-        self.held.push(raw);
-        if self.held_bytes > MAX_HELD {
+        if self.held.push(raw) {
             // Too much to hold: what is held goes, and nothing more is changed.
             self.first.state = State::Off;
             return self.release();
@@ -79,10 +75,9 @@ impl ResponseEvents {
 
     /// What is held, sent unchanged (each noted as sent).
     fn release(&mut self) -> Vec<Bytes> {
-        self.held_bytes = 0;
-        let held = std::mem::take(&mut self.held);
+        let held = self.held.take();
         for raw in &held {
-            if let Some(event) = data(raw).and_then(|d| serde_json::from_str::<Value>(&d).ok()) {
+            if let Some(event) = parsed(raw) {
                 self.sent(&event);
             }
         }
@@ -151,8 +146,11 @@ impl ResponseEvents {
         }
         let delta = event.get("delta").and_then(Value::as_str).unwrap_or_default();
         let mut out = self.hold(raw);
-        let declared = Arc::clone(self.declared.as_ref().expect("judged only with tools"));
-        if self.first.state != State::Off && self.first.delta(&declared, delta) {
+        let judged = match &self.declared {
+            Some(declared) => self.first.state != State::Off && self.first.delta(declared, delta),
+            None => false,
+        };
+        if judged {
             out.extend(self.release());
         }
         out
@@ -189,7 +187,7 @@ impl ResponseEvents {
             return out;
         };
         self.made = made;
-        self.held.clear();
+        self.held.take();
         *response = repaired;
         let sequence = self.next_sequence();
         event["sequence_number"] = sequence.into();
@@ -280,12 +278,6 @@ fn item_events(at: usize, item: &Value) -> Vec<Value> {
     events
 }
 
-/// An event of the door's, framed as the Responses API frames them.
-fn frame(event: &Value) -> Bytes {
-    let kind = event.get("type").and_then(Value::as_str).unwrap_or("message");
-    Bytes::from(format!("event: {kind}\ndata: {event}\n\n"))
-}
-
 impl Rules for ResponseEvents {
     fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
         let Some(text) = data(&raw) else {
@@ -319,11 +311,7 @@ impl Rules for ResponseEvents {
     }
 
     fn generation(&self) -> Generation {
-        Generation {
-            model: self.generation.model.clone(),
-            reasons: self.generation.reasons.clone(),
-            usage: self.generation.usage.clone(),
-        }
+        self.generation.clone()
     }
 
     /// `response.failed`, numbered after what was sent: the SDKs raise on it.
