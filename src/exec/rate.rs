@@ -296,6 +296,20 @@ impl Executor {
     /// The principal's limits on one request (every RPC and MCP request):
     /// admitted (holding a place under `concurrent` while the guard lives),
     /// or over its limit. Fails open when the store is unreachable.
+    /// One more request of `caller` against its principal's `rate` (each
+    /// try of the model door's second chance counts as a request): whether
+    /// it may be made. Concurrency is not counted again: the try belongs
+    /// to the request already admitted.
+    pub(crate) async fn admit_again(&self, caller: &Caller) -> bool {
+        let Some(rate) = self.rates.principal_rate(caller).copied() else { return true };
+        let Some(bucket) = rate.bucket(call_state::rate_key(caller, "principal")) else { return true };
+        let taken = self.take(std::slice::from_ref(&bucket)).await.is_ok();
+        if !taken {
+            self.shared.observer.metrics.rate_limited(Scope::Principal.label(), None);
+        }
+        taken
+    }
+
     pub(crate) async fn admit(&self, caller: &Caller) -> Result<Admitted, Limited> {
         let Some(rate) = self.rates.principal_rate(caller).copied() else { return Ok(Admitted { held: None }) };
         let principal = caller.principal.as_deref().unwrap_or(call_state::ANONYMOUS_OWNER);

@@ -74,3 +74,108 @@ async fn a_call_that_cannot_be_made_is_asked_again_within_the_budget() {
     assert_eq!(tries, 3, "one try corrected, two exhausted: {events:?}");
     assert!(received.metric_names().contains(&"toolgate.model_door.retries".to_owned()));
 }
+
+/// The text of every `data:` line of a stream, read whole.
+async fn stream_data(answer: reqwest::Response) -> Vec<String> {
+    let text = answer.text().await.unwrap();
+    text.lines().filter_map(|line| line.strip_prefix("data: ")).map(str::to_owned).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_whose_call_was_held_from_its_start_is_asked_again_and_its_calls_answered_in_every_api() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "  retry: 1\n", "", &[]);
+    let client = http();
+
+    // A stream (with usage in its finish chunk): the broken call never
+    // reaches the client; the corrected one does, then the finish, the
+    // usage of both tries and [DONE].
+    let mut body = request("retry-call-usage");
+    body["stream"] = true.into();
+    body["stream_options"] = json!({"include_usage": true});
+    let answer = client.post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let data = stream_data(answer).await;
+    assert!(!data.iter().any(|d| d.contains("lookup_forecast")), "{data:?}");
+    assert_eq!(data.last().map(String::as_str), Some("[DONE]"), "{data:?}");
+    let chunks: Vec<Value> = data.iter().filter_map(|d| serde_json::from_str(d).ok()).collect();
+    let calls: Vec<&Value> =
+        chunks.iter().filter_map(|c| c.pointer("/choices/0/delta/tool_calls/0/function")).collect();
+    assert_eq!(calls.len(), 1, "{data:?}");
+    assert_eq!((&calls[0]["name"], &calls[0]["arguments"]), (&json!("get_weather"), &json!("{\"city\": \"Paris\"}")));
+    let finish = chunks.iter().find_map(|c| c.pointer("/choices/0/finish_reason").filter(|f| !f.is_null()));
+    assert_eq!(finish, Some(&json!("tool_calls")));
+    let usage = chunks.iter().rev().find_map(|c| c.get("usage").filter(|u| u.is_object())).unwrap();
+    assert_eq!(usage["total_tokens"], 18 + 15, "{usage}");
+    // The upstream was asked again whole, without stream_options.
+    let asked_again = upstream.seen.bodies.lock().unwrap().last().cloned().unwrap();
+    assert_eq!((&asked_again["stream"], asked_again.get("stream_options")), (&json!(false), None));
+
+    // One bad call beside a good one: both are answered in the corrective
+    // turn (the upstream refuses a conversation that leaves one out), and
+    // the framework gets both calls as the model rewrote them.
+    let answer = client.post(format!("{url}/chat/completions")).json(&request("retry-two")).send().await.unwrap();
+    assert_eq!(answer.headers()["x-toolgate-retries"], "1");
+    let said: Value = answer.json().await.unwrap();
+    let calls = said["choices"][0]["message"]["tool_calls"].as_array().unwrap();
+    let cities: Vec<&str> = calls.iter().map(|c| c["function"]["arguments"].as_str().unwrap()).collect();
+    assert_eq!(cities, ["{\"city\": \"Paris\"}", "{\"city\": \"London\"}"], "{said}");
+    let asked_again = upstream.seen.bodies.lock().unwrap().last().cloned().unwrap();
+    let told: Vec<&Value> = asked_again["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(told.len(), 2);
+    assert!(told[1]["content"].as_str().unwrap().starts_with("not run: another call of this answer could not be made"));
+
+    // Responses: function_call_output items; the corrected call arrives.
+    let parameters = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let body = json!({"model": "retry-call", "input": "Weather in Paris?",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": parameters}]});
+    let answer = client.post(format!("{url}/responses")).json(&body).send().await.unwrap();
+    assert_eq!(answer.headers()["x-toolgate-retries"], "1");
+    let said: Value = answer.json().await.unwrap();
+    let call = said["output"].as_array().unwrap().iter().find(|i| i["type"] == "function_call").unwrap();
+    assert_eq!(call["name"], "get_weather", "{said}");
+    assert_eq!(said["usage"]["total_tokens"], 30, "{said}");
+
+    // Messages: one user message of tool_result blocks, is_error.
+    let body = json!({"model": "retry-call", "max_tokens": 100,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [{"name": "get_weather", "input_schema": parameters}]});
+    let answer = client.post(format!("{url}/messages")).json(&body).send().await.unwrap();
+    assert_eq!(answer.headers()["x-toolgate-retries"], "1");
+    let said: Value = answer.json().await.unwrap();
+    let call = said["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").unwrap();
+    assert_eq!((&call["name"], &call["input"]), (&json!("get_weather"), &json!({"city": "Paris"})), "{said}");
+    assert_eq!(said["usage"]["output_tokens"], 10, "{said}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_try_counts_against_the_clients_rate_and_without_retry_nothing_changes() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let principals = format!(
+        "principals:\n  - name: bot\n    api_key_sha256: {}\n    tools: ['*']\n    rate: {{per_minute: 2, burst: 2}}\n",
+        toolgate::identity::hash_key("k")
+    );
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "  retry: 2\n", &principals, &[]);
+    let client = http();
+    let ask = |model: &str| client.post(format!("{url}/chat/completions")).bearer_auth("k").json(&request(model));
+    // The request takes one of the two, its first try the other; the
+    // second try would pass the rate: not made, the last answer passes.
+    let answer = ask("retry-never").send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.headers()["x-toolgate-retries"], "1");
+    assert_eq!(upstream.seen.bodies.lock().unwrap().len(), 2);
+    assert_eq!(ask("prose").send().await.unwrap().status(), 429);
+
+    // `retry: 0` (the default): the broken call passes as it came, one
+    // request, no header.
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "", "", &[]);
+    let before = upstream.seen.bodies.lock().unwrap().len();
+    let answer = client.post(format!("{url}/chat/completions")).json(&request("retry-call")).send().await.unwrap();
+    assert!(answer.headers().get("x-toolgate-retries").is_none());
+    let said: Value = answer.json().await.unwrap();
+    assert_eq!(said["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "lookup_forecast");
+    assert_eq!(upstream.seen.bodies.lock().unwrap().len() - before, 1);
+}

@@ -200,7 +200,10 @@ impl Edge {
         let guard = connected.call();
         let reply = match route {
             Route::Models => self.models(request.headers(), &passing).await,
-            Route::Complete(api) => self.complete(request, api, &passing, limits, snapshot.executor.observer()).await,
+            Route::Complete(api) => {
+                let asking = Asking { passing: &passing, snapshot: &snapshot, caller: &caller };
+                self.complete(request, api, asking, limits, snapshot.executor.observer()).await
+            }
             Route::Forward(api) => self.pass(request, api, &passing).await,
         };
         reply.map(|body| Guarded::new(body, (guard, admitted, open, permit)).boxed())
@@ -315,7 +318,7 @@ impl Edge {
         &self,
         request: Request<Body>,
         api: Api,
-        passing: &Passing,
+        asking: Asking<'_>,
         limits: crate::exec::ExecLimits,
         observer: &Observer,
     ) -> Reply {
@@ -359,10 +362,11 @@ impl Edge {
             Ok(tries) => tries,
             Err(why) => return error(StatusCode::BAD_REQUEST, &why, "invalid_request_error"),
         };
-        // Asked again only in Chat Completions, whole, without a stored
-        // conversation.
-        let tries = if api == Api::Chat && !asked.stream() && !stored && declared.is_some() { tries } else { 0 };
-        let forward = Forward { upstream, passing, declared, lifting, streaming: asked.stream(), api, query, tries };
+        // Asked again without a stored conversation, whole in every API,
+        // streamed in Chat Completions.
+        let streams = asked.stream() && api != Api::Chat;
+        let tries = if !streams && !stored && declared.is_some() { tries } else { 0 };
+        let forward = Forward { upstream, asking, declared, lifting, streaming: asked.stream(), api, query, tries };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
             reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
@@ -420,19 +424,26 @@ impl Edge {
         forward: Forward<'_>,
         observer: &Observer,
     ) -> Reply {
-        let Forward { upstream, passing, declared, lifting, streaming, api, query, tries } = forward;
+        let Forward { upstream, asking, declared, lifting, streaming, api, query, tries } = forward;
         let spans = Spans::start(observer, headers, model).await;
         let url = format!("{}{}{}", upstream.base_url, api_path(api), query);
-        let (bytes_sent, asked_with) = (bytes.clone(), headers);
-        let sent = self
-            .client(upstream)
-            .post(&url)
-            .headers(forwarded(headers, upstream, passing, api))
-            .header(header::CONTENT_TYPE, "application/json")
-            .body(bytes)
-            .timeout(upstream.timeout)
-            .send()
-            .await;
+        let mut sending = forwarded(headers, upstream, asking.passing, api);
+        sending.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        let asker = (tries > 0).then(|| Asker {
+            client: self.client(upstream).clone(),
+            url: url.clone(),
+            headers: sending.clone(),
+            api,
+            lifting_on: lifting.on,
+            // The tries share the upstream's timeout.
+            deadline: tokio::time::Instant::now() + upstream.timeout,
+            snapshot: Arc::clone(asking.snapshot),
+            caller: asking.caller.clone(),
+            request: bytes.clone(),
+            tries,
+        });
+        let sent =
+            self.client(upstream).post(&url).headers(sending).body(bytes).timeout(upstream.timeout).send().await;
         let response = match sent {
             Ok(response) => response,
             Err(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
@@ -445,16 +456,19 @@ impl Edge {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if status.is_success() && event_stream && streaming && api == Api::Responses {
             let rules = ResponseEvents::new(declared, lifting);
-            return streamed(status, &headers, response, rules, spans, observer.clone());
+            return streamed(status, &headers, response, rules, spans, observer.clone(), None);
         }
         if status.is_success() && event_stream && streaming && api == Api::Messages {
             let rules = MessageEvents::new(declared, lifting);
-            return streamed(status, &headers, response, rules, spans, observer.clone());
+            return streamed(status, &headers, response, rules, spans, observer.clone(), None);
         }
         if status.is_success() && event_stream && streaming {
             let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
-            let holder = Choices::new(declared, lifting, spans.recording()).passing_calls(pass_calls);
-            return streamed(status, &headers, response, holder, spans, observer.clone());
+            let second = asker.zip(declared.clone()).map(|(asker, declared)| Second { asker, declared, lifting });
+            let holder = Choices::new(declared, lifting, spans.recording())
+                .passing_calls(pass_calls)
+                .retrying(second.is_some());
+            return streamed(status, &headers, response, holder, spans, observer.clone(), second);
         }
         let body = match whole(response).await {
             Whole::Read(body) => body,
@@ -462,15 +476,21 @@ impl Edge {
             Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
         let declared = declared.filter(|_| status.is_success());
-        let (body, made_tries) = match (&declared, tries) {
-            (Some(declared), 1..) => {
-                let first = Again { headers: asked_with, upstream, passing, url: &url, lifting, spans: &spans };
-                let (body, made, outcome) = self.again(first, bytes_sent, body, declared, tries).await;
-                if made > 0 {
-                    observer.metrics.retries(u64::from(made), outcome);
+        let (body, made_tries) = match (&declared, asker) {
+            (Some(declared), Some(asker)) => match serde_json::from_slice::<Value>(&body) {
+                Ok(answer) => {
+                    let retried = asker.again(answer, declared, &spans).await;
+                    if retried.made > 0 {
+                        observer.metrics.retries(u64::from(retried.made), retried.outcome);
+                    }
+                    let body = match retried.made {
+                        0 => body,
+                        _ => Bytes::from(retried.answer.to_string()),
+                    };
+                    (body, Some(retried.made))
                 }
-                (body, Some(made))
-            }
+                Err(_) => (body, Some(0)),
+            },
             _ => (body, None),
         };
         let (mut reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans, api);
@@ -479,81 +499,103 @@ impl Edge {
         }
         spans.ended(observer, reply, &made)
     }
+}
 
-    /// The second chance: while the answer `body` holds a call that cannot
-    /// be made ready and tries are left, the model is asked again (the
-    /// request, the answer, a turn saying what was wrong), whole, within
-    /// the upstream's timeout for the whole exchange. The last answer,
-    /// with the usage of every try summed, and how many extra requests were
-    /// made.
-    async fn again(
-        &self,
-        first: Again<'_>,
-        request: Bytes,
-        body: Bytes,
-        declared: &Declared,
-        tries: u32,
-    ) -> (Bytes, u32, &'static str) {
-        let Again { headers, upstream, passing, url, lifting, spans } = first;
-        let deadline = tokio::time::Instant::now() + upstream.timeout;
-        let (mut request, mut body, mut made) = (request, body, 0);
+/// Who asks, for the second chance: what of the caller's headers may go
+/// upstream, and the snapshot and caller each try counts against.
+#[derive(Clone, Copy)]
+struct Asking<'a> {
+    passing: &'a Passing,
+    snapshot: &'a Arc<crate::live::Snapshot>,
+    caller: &'a crate::identity::Caller,
+}
+
+/// What asking the model again needs, owned (a stream asks from its own
+/// task): the upstream's client, URL and headers, the first request, the
+/// deadline every try shares, and whom each try counts against.
+struct Asker {
+    client: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    api: Api,
+    lifting_on: bool,
+    deadline: tokio::time::Instant,
+    snapshot: Arc<crate::live::Snapshot>,
+    caller: crate::identity::Caller,
+    request: Bytes,
+    /// Extra requests the answer may take.
+    tries: u32,
+}
+
+/// The second chance taken: the last answer (the usage of every try
+/// summed), the extra requests made, and the outcome (`corrected` once an
+/// answer needs no other try, else `exhausted`).
+struct Retried {
+    answer: Value,
+    made: u32,
+    outcome: &'static str,
+}
+
+impl Asker {
+    /// While `answer` holds a call that cannot be made ready and tries are
+    /// left, the model is asked again (the request, the answer, a turn
+    /// saying what was wrong), whole, within the deadline; each try counts
+    /// against the principal's rate (a try the rate refuses is not made).
+    async fn again(self, answer: Value, declared: &Declared, spans: &Spans) -> Retried {
+        let (mut request, mut answer, mut made) = (self.request.clone(), answer, 0);
         let mut usage: Option<Value> = None;
-        // `corrected` once an answer needs no other try.
         let mut outcome = "exhausted";
-        while let Ok(answer) = serde_json::from_slice::<Value>(&body) {
-            let Some(corrective) = retry::corrective(&answer, declared, lifting.on) else {
+        loop {
+            let Some(corrective) = retry::corrective(&answer, declared, self.lifting_on, self.api) else {
                 outcome = "corrected";
                 break;
             };
-            if made == tries {
+            if made == self.tries {
                 break;
             }
-            let Some(next) = retry::asked_again(&request, &answer, corrective) else { break };
-            retry::add_usage(&mut usage, answer.get("usage"));
+            let Some(next) = retry::asked_again(&request, &answer, corrective, self.api) else { break };
+            if !self.snapshot.executor.admit_again(&self.caller).await {
+                tracing::info!(door = NAME, "the second chance stopped at the client's rate");
+                break;
+            }
             let sent = self
-                .client(upstream)
-                .post(url)
-                .headers(forwarded(headers, upstream, passing, Api::Chat))
-                .header(header::CONTENT_TYPE, "application/json")
+                .client
+                .post(&self.url)
+                .headers(self.headers.clone())
                 .body(next.clone())
-                .timeout(deadline.saturating_duration_since(tokio::time::Instant::now()))
+                .timeout(self.deadline.saturating_duration_since(tokio::time::Instant::now()))
                 .send()
                 .await;
-            let Ok(response) = sent.map(|r| r.error_for_status()) else { break };
-            let Ok(response) = response else { break };
-            let Whole::Read(again) = whole(response).await else { break };
+            let Ok(Ok(response)) = sent.map(|r| r.error_for_status()) else { break };
+            let Whole::Read(body) = whole(response).await else { break };
+            let Ok(again) = serde_json::from_slice::<Value>(&body) else { break };
+            retry::add_usage(&mut usage, answer.get("usage"));
             made += 1;
             spans.asked_again(made);
-            (request, body) = (next, again);
+            (request, answer) = (next, again);
         }
         if made > 0 {
             tracing::info!(door = NAME, tries = made, outcome, "the second chance");
         }
         if usage.is_some() {
-            if let Ok(mut last) = serde_json::from_slice::<Value>(&body) {
-                retry::add_usage(&mut usage, last.get("usage"));
-                last["usage"] = usage.unwrap_or(Value::Null);
-                body = Bytes::from(last.to_string());
-            }
+            retry::add_usage(&mut usage, answer.get("usage"));
+            answer["usage"] = usage.unwrap_or(Value::Null);
         }
-        (body, made, outcome)
+        Retried { answer, made, outcome }
     }
 }
 
-/// What asking again needs of the first request.
-struct Again<'a> {
-    headers: &'a HeaderMap,
-    upstream: &'a Upstream,
-    passing: &'a Passing,
-    url: &'a str,
+/// A stream's second chance: who asks, against what tools.
+struct Second {
+    asker: Asker,
+    declared: Arc<Declared>,
     lifting: Lifting,
-    spans: &'a Spans,
 }
 
 /// What [`Edge::forward`] needs of the request.
 struct Forward<'u> {
     upstream: &'u Upstream,
-    passing: &'u Passing,
+    asking: Asking<'u>,
     declared: Option<Arc<Declared>>,
     lifting: Lifting,
     streaming: bool,
@@ -785,11 +827,27 @@ fn streamed(
     holder: impl Rules,
     spans: Spans,
     observer: Observer,
+    second: Option<Second>,
 ) -> Reply {
     let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
     tokio::spawn(async move {
-        let choices = relay(Box::pin(response.bytes_stream()), to, holder).await;
-        let made = choices.made();
+        let mut choices = relay(Box::pin(response.bytes_stream()), &to, holder).await;
+        let mut made = choices.made();
+        // Kept back for the second chance: the model asked again, whole,
+        // and the last answer sent as the rest of the stream.
+        if let (Some(kept), Some(Second { asker, declared, lifting })) = (choices.retry(), second) {
+            let retried = asker.again(kept.answer.clone(), &declared, &spans).await;
+            if retried.made > 0 {
+                observer.metrics.retries(u64::from(retried.made), retried.outcome);
+            }
+            let mut answer = retried.answer;
+            made.extend(repair_completion(&mut answer, &declared, lifting));
+            for bytes in kept.chunks(&answer) {
+                if to.send(bytes).await.is_err() {
+                    break;
+                }
+            }
+        }
         if !made.is_empty() {
             tracing::debug!(door = NAME, repairs = made.len(), "repaired a streamed completion");
         }

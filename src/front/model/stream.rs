@@ -127,6 +127,67 @@ pub(super) struct Holder {
     pub(super) made: Vec<Made>,
     /// What the stream said of the generation (for its span).
     pub(super) generation: Generation,
+    /// The second chance may be taken: a choice that ends with a call
+    /// that cannot be made ready, while nothing but a thought was sent,
+    /// is kept back whole ([`Retry`]) and the rest of the stream dropped.
+    retrying: bool,
+    pending: Option<Retry>,
+}
+
+/// A streamed answer kept back for the second chance: the answer as it
+/// came, as a whole chat completion (its usage the stream's), and the
+/// last chunk's shape, for the chunks that will carry the new answer.
+pub(super) struct Retry {
+    pub(super) answer: Value,
+    template: Map<String, Value>,
+    choice: u64,
+    /// The stream carried a usage chunk (`stream_options.include_usage`).
+    usage: bool,
+}
+
+impl Retry {
+    /// `answer` (a whole chat completion: the last try's, repaired) as the
+    /// rest of the stream: its message in one chunk, its finish, its usage
+    /// when the stream carried usage, and `[DONE]`.
+    pub(super) fn chunks(&self, answer: &Value) -> Vec<Bytes> {
+        let choice = answer.pointer("/choices/0");
+        let message = choice.and_then(|c| c.get("message")).and_then(Value::as_object);
+        let mut delta = Map::new();
+        delta.insert("role".to_owned(), "assistant".into());
+        if let Some(content) = message.and_then(|m| m.get("content")).filter(|c| !c.is_null()) {
+            delta.insert("content".to_owned(), content.clone());
+        }
+        let calls = message.and_then(|m| m.get("tool_calls")).and_then(Value::as_array).into_iter().flatten();
+        let calls: Vec<Value> = calls
+            .enumerate()
+            .map(|(index, call)| {
+                let mut call = call.clone();
+                call["index"] = index.into();
+                call
+            })
+            .collect();
+        if !calls.is_empty() {
+            delta.insert("tool_calls".to_owned(), calls.into());
+        }
+        let finish = choice.and_then(|c| c.get("finish_reason")).cloned().unwrap_or_else(|| "stop".into());
+        let chunk = |choices: Value, usage: Option<&Value>| {
+            let mut chunk = self.template.clone();
+            chunk.insert("choices".to_owned(), choices);
+            if let Some(usage) = usage {
+                chunk.insert("usage".to_owned(), usage.clone());
+            }
+            Bytes::from(format!("data: {}\n\n", Value::Object(chunk)))
+        };
+        let mut out = vec![
+            chunk(json!([{"index": self.choice, "delta": delta, "finish_reason": null}]), None),
+            chunk(json!([{"index": self.choice, "delta": {}, "finish_reason": finish}]), None),
+        ];
+        if let Some(usage) = answer.get("usage").filter(|_| self.usage) {
+            out.push(chunk(json!([]), Some(usage)));
+        }
+        out.push(Bytes::from_static(b"data: [DONE]\n\n"));
+        out
+    }
 }
 
 /// What a stream says of its generation: the model, the finish reasons,
@@ -163,6 +224,8 @@ impl Holder {
             usage: None,
             made: Vec::new(),
             generation: Generation::default(),
+            retrying: false,
+            pending: None,
         }
     }
 
@@ -197,6 +260,10 @@ impl Holder {
 
     /// What to send for one event, in order.
     pub(super) fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        if self.pending.is_some() {
+            // Kept back: nothing more of this stream is sent.
+            return Vec::new();
+        }
         if self.state == State::Off && !self.watching {
             return vec![raw];
         }
@@ -216,6 +283,13 @@ impl Holder {
     /// What to send for an event whose data is `chunk` (read).
     pub(super) fn chunk_event(&mut self, raw: Bytes, chunk: Map<String, Value>) -> Vec<Bytes> {
         self.watch(&chunk);
+        if let Some(pending) = &mut self.pending {
+            if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
+                pending.answer["usage"] = usage.clone();
+                pending.usage = true;
+            }
+            return Vec::new();
+        }
         if self.state == State::Off {
             return vec![raw];
         }
@@ -620,6 +694,9 @@ impl Holder {
         if self.state == State::Off {
             return raw_finish.into_iter().collect();
         }
+        if self.keep_back(reason.as_ref()) {
+            return Vec::new();
+        }
         let mut out = Vec::new();
         if !self.calls.is_empty() {
             out.extend(self.release());
@@ -659,6 +736,60 @@ impl Holder {
         self.state = State::Off;
         out.extend(raw_finish);
         out
+    }
+
+    /// Whether the choice, ending for `reason`, is kept back for the
+    /// second chance: it may be taken, nothing but a thought (and text
+    /// without words) was sent, no call streamed as it came, and the answer
+    /// as it came holds a call that cannot be made ready
+    /// ([`super::retry::corrective`]). Kept back, it is forgotten here.
+    fn keep_back(&mut self, reason: Option<&Value>) -> bool {
+        let silent = matches!(self.state, State::Undecided | State::Holding) && !self.marked;
+        if !self.retrying || !silent || self.calls.iter().any(|c| c.passing == Some(true)) {
+            return false;
+        }
+        let calls: Vec<Value> = self
+            .calls
+            .iter()
+            .map(|call| {
+                let id = call.id.clone().unwrap_or_else(super::response::call_id);
+                json!({"id": id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+            })
+            .collect();
+        let mut message = json!({"role": "assistant", "content": null});
+        if !self.content.is_empty() {
+            message["content"] = self.content.clone().into();
+        }
+        if !calls.is_empty() {
+            message["tool_calls"] = calls.into();
+        }
+        let finish = reason.cloned().unwrap_or_else(|| if self.calls.is_empty() { "stop" } else { "tool_calls" }.into());
+        let mut answer = json!({"object": "chat.completion",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}]});
+        for key in ["id", "created", "model"] {
+            if let Some(value) = self.template.as_ref().and_then(|t| t.get(key)) {
+                answer[key] = value.clone();
+            }
+        }
+        if super::retry::corrective(&answer, &self.declared, self.lifting.on, crate::config::Api::Chat).is_none() {
+            return false;
+        }
+        let usage = self.usage.clone();
+        if let Some(usage) = &usage {
+            answer["usage"] = usage.clone();
+        }
+        self.pending = Some(Retry {
+            answer,
+            template: self.template.clone().unwrap_or_default(),
+            choice: self.choice,
+            usage: usage.is_some(),
+        });
+        self.state = State::Off;
+        self.held.clear();
+        self.held_bytes = 0;
+        self.content.clear();
+        self.calls.clear();
+        true
     }
 
     /// The held tool calls, each complete (repaired where one meaning is
@@ -780,7 +911,9 @@ impl Choices {
         let Some(text) = data(&raw) else { return self.holders[0].event(raw) };
         if text.trim() == "[DONE]" {
             let mut out = self.end();
-            out.push(raw);
+            if self.retry_pending().is_none() {
+                out.push(raw);
+            }
             return out;
         }
         let Ok(Value::Object(chunk)) = serde_json::from_str::<Value>(&text) else { return self.holders[0].event(raw) };
@@ -800,6 +933,8 @@ impl Choices {
         match self.holders.iter().position(|h| h.choice == index) {
             Some(at) => Some(&mut self.holders[at]),
             None if self.holders.len() < MAX_CHOICES => {
+                // Several choices: no second chance.
+                self.holders[0].retrying = false;
                 let (declared, lifting, watching) = &self.first;
                 let holder = Holder::new(declared.clone(), *lifting, *watching).for_choice(index);
                 self.holders.push(Holder { pass_calls: self.pass_calls, ..holder });
@@ -824,6 +959,17 @@ impl Choices {
     /// What was repaired, every choice's.
     pub(super) fn made(&self) -> Vec<Made> {
         self.holders.iter().flat_map(|h| h.made.iter().cloned()).collect()
+    }
+
+    /// The second chance may be taken (a stream of one choice only: a
+    /// second choice's first event turns it off).
+    pub(super) fn retrying(mut self, on: bool) -> Self {
+        self.holders[0].retrying = on;
+        self
+    }
+
+    fn retry_pending(&self) -> Option<&Retry> {
+        self.holders.first().and_then(|h| h.pending.as_ref())
     }
 
     /// What the stream said of its generation: the model, every choice's
@@ -859,6 +1005,10 @@ pub(super) trait Rules: Send + 'static {
     fn cut(&self, message: &str) -> Bytes {
         error_event(message)
     }
+    /// The answer kept back for the second chance, taken.
+    fn retry(&mut self) -> Option<Retry> {
+        None
+    }
 }
 
 impl Rules for Choices {
@@ -885,6 +1035,10 @@ impl Rules for Choices {
     fn generation(&self) -> Generation {
         Choices::generation(self)
     }
+
+    fn retry(&mut self) -> Option<Retry> {
+        self.holders.first_mut().and_then(|h| h.pending.take())
+    }
 }
 
 /// Sends the upstream's events to `to` under `holder`'s rules, with a
@@ -894,7 +1048,7 @@ impl Rules for Choices {
 /// repaired, and what the stream said of its generation.
 pub(super) async fn relay<R: Rules>(
     mut upstream: impl Stream<Item = Result<Bytes, reqwest::Error>> + Unpin,
-    to: mpsc::Sender<Bytes>,
+    to: &mpsc::Sender<Bytes>,
     mut holder: R,
 ) -> R {
     let (mut frames, mut waiting) = (Frames::default(), bytes::BytesMut::new());

@@ -92,6 +92,57 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
     }
 }
 
+/// The second chance's scripts, given the texts of the conversation's
+/// last turn of tool outputs (none: the user spoke last).
+/// `retry-call`: a call of a tool nobody declared (`lookup_forecast`);
+/// told what went wrong (an output that names it), the call meant; once
+/// that call's result is in, the final text. `retry-never`: the undeclared
+/// call whatever it is told. `retry-two`: the undeclared call beside a good
+/// one; told, both good. (`-usage`: as `-usage` streams say.)
+fn retry_script(model: &str, outputs: &[String]) -> (Option<&'static str>, Option<Value>) {
+    let model = model.trim_end_matches("-usage");
+    let call = |id: &str, name: &str, arguments: &str| {
+        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+    };
+    let bad = call("call_1", "lookup_forecast", "{\"place\": \"Paris\"}");
+    let told = outputs.iter().any(|o| o.contains("lookup_forecast"));
+    if !outputs.is_empty() && !told && model != "retry-never" {
+        return (Some("It is sunny."), None);
+    }
+    let calls = match (model, told) {
+        ("retry-two", false) => json!([bad, call("call_2", "get_weather", "{\"city\": \"London\"}")]),
+        ("retry-two", true) => json!([
+            call("call_3", "get_weather", "{\"city\": \"Paris\"}"),
+            call("call_4", "get_weather", "{\"city\": \"London\"}"),
+        ]),
+        ("retry-call", true) => json!([call("call_2", "get_weather", "{\"city\": \"Paris\"}")]),
+        _ => json!([bad]),
+    };
+    (None, Some(calls))
+}
+
+/// A message's content as text (a string, or its blocks' texts).
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(blocks) => blocks.iter().map(|b| text_of(b.get("text").or(b.get("content")).unwrap_or(b))).collect(),
+        other => other.to_string(),
+    }
+}
+
+/// The ids of the calls of a Chat conversation's assistant turns that no
+/// `tool` message answers (as OpenAI refuses them), if any.
+fn unanswered_chat(messages: &[Value]) -> Option<String> {
+    let answered: Vec<&Value> = messages.iter().filter(|m| m["role"] == "tool").map(|m| &m["tool_call_id"]).collect();
+    let missing: Vec<String> = messages
+        .iter()
+        .flat_map(|m| m["tool_calls"].as_array().cloned().unwrap_or_default())
+        .filter(|call| !answered.contains(&&call["id"]))
+        .map(|call| call["id"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    (!missing.is_empty()).then(|| missing.join(", "))
+}
+
 #[derive(Clone, Default)]
 pub struct Seen {
     pub authorization: Arc<Mutex<Vec<Option<String>>>>,
@@ -257,18 +308,20 @@ pub async fn start() -> ModelServer {
         let asked: Value = serde_json::from_slice(&body).unwrap();
         seen.bodies.lock().unwrap().push(asked.clone());
         let model = asked["model"].as_str().unwrap_or_default().to_owned();
-        // `retry-call`: a call of a tool nobody declared until the
-        // conversation answers it; then the call meant. `retry-never`:
-        // that call, always.
-        if model == "retry-call" || model == "retry-never" {
-            let told = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
-            let (name, arguments) = match told && model == "retry-call" {
-                true => ("get_weather", "{\"city\": \"Paris\"}"),
-                false => ("lookup_forecast", "{\"place\": \"Paris\"}"),
-            };
-            let call =
-                json!([{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]);
-            return answer(&model, None, Some(call), false);
+        if model.starts_with("retry-") {
+            let messages = asked["messages"].as_array().cloned().unwrap_or_default();
+            if let Some(unanswered) = unanswered_chat(&messages) {
+                let message = format!(
+                    "An assistant message with 'tool_calls' must be followed by tool messages responding to \
+                     each 'tool_call_id'. The following tool_call_ids did not have response messages: {unanswered}"
+                );
+                let error = json!({"error": {"message": message, "type": "invalid_request_error"}});
+                return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
+            }
+            let at = messages.iter().rposition(|m| m["role"] != "tool").map_or(0, |at| at + 1);
+            let outputs: Vec<String> = messages[at..].iter().map(|m| text_of(&m["content"])).collect();
+            let (content, calls) = retry_script(&model, &outputs);
+            return answer(&model, content, calls, asked["stream"].as_bool().unwrap_or(false));
         }
         if model == "broken" {
             return (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\": {\"message\": \"the model crashed\"}}")
@@ -406,9 +459,24 @@ async fn responses(State(seen): State<Seen>, headers: HeaderMap, uri: axum::http
     let answered = asked["input"].as_array().is_some_and(|items| {
         items.iter().any(|item| item["type"] == "function_call_output" || item["type"] == "custom_tool_call_output")
     });
-    let (content, calls) = match answered {
-        true => (Some("It is sunny."), None),
-        false => script(&model),
+    let items = asked["input"].as_array().cloned().unwrap_or_default();
+    let (content, calls) = match (model.starts_with("retry-"), answered) {
+        (true, _) => {
+            let outputs: Vec<&Value> = items.iter().filter(|i| i["type"] == "function_call_output").collect();
+            let missing = items.iter().filter(|i| i["type"] == "function_call").find(|call| {
+                !outputs.iter().any(|o| o["call_id"] == call["call_id"])
+            });
+            if let Some(call) = missing {
+                let message = format!("No tool output found for function call {}.", call["call_id"].as_str().unwrap_or_default());
+                let error = json!({"error": {"message": message, "type": "invalid_request_error"}});
+                return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
+            }
+            let at = items.iter().rposition(|i| i["type"] != "function_call_output").map_or(0, |at| at + 1);
+            let last: Vec<String> = items[at..].iter().map(|i| text_of(&i["output"])).collect();
+            retry_script(&model, &last)
+        }
+        (false, true) => (Some("It is sunny."), None),
+        (false, false) => script(&model),
     };
     let mut output = Vec::new();
     if let Some(text) = content {
@@ -515,9 +583,29 @@ async fn messages(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> 
     let answered = asked["messages"].as_array().is_some_and(|messages| {
         messages.iter().any(|m| m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result")))
     });
-    let (content, calls) = match answered {
-        true => (Some("It is sunny."), None),
-        false => script(&model),
+    let conversation = asked["messages"].as_array().cloned().unwrap_or_default();
+    let (content, calls) = match (model.starts_with("retry-"), answered) {
+        (true, _) => {
+            // Every tool_use answered by a tool_result in the next message.
+            for (at, message) in conversation.iter().enumerate().filter(|(_, m)| m["role"] == "assistant") {
+                let uses = message["content"].as_array().cloned().unwrap_or_default();
+                let next = conversation.get(at + 1).and_then(|m| m["content"].as_array().cloned()).unwrap_or_default();
+                let missing = uses.iter().filter(|b| b["type"] == "tool_use").find(|b| {
+                    !next.iter().any(|r| r["type"] == "tool_result" && r["tool_use_id"] == b["id"])
+                });
+                if missing.is_some() {
+                    let message = "messages: `tool_use` ids were found without `tool_result` blocks immediately after";
+                    let error = json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+                    return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
+                }
+            }
+            let last = conversation.last().and_then(|m| m["content"].as_array().cloned()).unwrap_or_default();
+            let results: Vec<String> =
+                last.iter().filter(|b| b["type"] == "tool_result").map(|b| text_of(&b["content"])).collect();
+            retry_script(&model, &results)
+        }
+        (false, true) => (Some("It is sunny."), None),
+        (false, false) => script(&model),
     };
     let mut blocks = Vec::new();
     if let Some(text) = content {
@@ -526,7 +614,8 @@ async fn messages(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> 
     for call in calls.iter().flat_map(|c| c.as_array().cloned().unwrap_or_default()) {
         let arguments = call["function"]["arguments"].as_str().unwrap_or("{}");
         let input = serde_json::from_str::<Value>(arguments).unwrap_or_else(|_| json!({"city": "Paris"}));
-        blocks.push(json!({"type": "tool_use", "id": "toolu_1", "name": call["function"]["name"], "input": input}));
+        let id = call["id"].as_str().unwrap_or("call_1").replace("call_", "toolu_");
+        blocks.push(json!({"type": "tool_use", "id": id, "name": call["function"]["name"], "input": input}));
     }
     let stop = if calls.is_some() { "tool_use" } else { "end_turn" };
     let message = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": blocks,
