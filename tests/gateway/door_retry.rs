@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use crate::{
     common::{model_server, CatalogDir},
-    model_door::{http, serve_with},
+    model_door::{http, script_lines, serve_with},
 };
 
 fn request(model: &str) -> Value {
@@ -122,7 +122,8 @@ async fn a_stream_whose_call_was_held_from_its_start_is_asked_again_and_its_call
     let cities: Vec<&str> = calls.iter().map(|c| c["function"]["arguments"].as_str().unwrap()).collect();
     assert_eq!(cities, ["{\"city\": \"Paris\"}", "{\"city\": \"London\"}"], "{said}");
     let asked_again = upstream.seen.bodies.lock().unwrap().last().cloned().unwrap();
-    let told: Vec<&Value> = asked_again["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
+    let told: Vec<&Value> =
+        asked_again["messages"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").collect();
     assert_eq!(told.len(), 2);
     assert!(told[1]["content"].as_str().unwrap().starts_with("not run: another call of this answer could not be made"));
 
@@ -178,4 +179,48 @@ async fn each_try_counts_against_the_clients_rate_and_without_retry_nothing_chan
     let said: Value = answer.json().await.unwrap();
     assert_eq!(said["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "lookup_forecast");
     assert_eq!(upstream.seen.bodies.lock().unwrap().len() - before, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn frameworks_run_the_corrected_call_and_never_see_the_broken_one() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve_with(&dir, &upstream.base_url(), "  retry: 1\n", "", &[]);
+    let direct = upstream.base_url();
+    tokio::task::spawn_blocking(move || {
+        let frameworks = ["agents-chat", "agents-chat-stream", "agents-responses", "langgraph", "langgraph-stream"];
+        let paris = json!([{"city": "Paris"}]);
+        let through = script_lines("retry.py", &[&url, "retry-call"], "framework");
+        for framework in frameworks {
+            let line = &through[framework];
+            assert_eq!(line["ran"], paris, "{framework}: {line}");
+            assert_eq!(line["final_output"], "It is sunny.", "{framework}: {line}");
+        }
+        let meant = json!([{"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}]);
+        for framework in ["openai", "openai-stream"] {
+            assert_eq!(through[framework]["calls"], meant, "{framework}: {}", through[framework]);
+        }
+        assert_eq!(through["openai"]["retries"], "1");
+        assert_eq!(through["openai"]["usage"], 30, "every try's usage");
+
+        // Without the door, the Agents SDK ends the run on the unknown
+        // tool, and the openai SDK hands it on. (LangGraph answers an unknown
+        // tool itself, naming it, and the model corrects on a turn of the
+        // framework's.)
+        let alone = script_lines("retry.py", &[&direct, "retry-call"], "framework");
+        for framework in ["agents-chat", "agents-chat-stream", "agents-responses"] {
+            assert_eq!(alone[framework]["ran"], json!([]), "{framework}: {}", alone[framework]);
+        }
+        assert_eq!(alone["openai"]["calls"][0]["name"], "lookup_forecast");
+
+        // A model that never corrects: after the extra request the last
+        // answer passes as it came; nothing hangs.
+        let never = script_lines("retry.py", &[&url, "retry-never"], "framework");
+        assert_eq!(never["openai"]["calls"][0]["name"], "lookup_forecast", "{}", never["openai"]);
+        assert_eq!(never["openai"]["retries"], "1");
+        assert_eq!(never["openai-stream"]["calls"][0]["name"], "lookup_forecast", "{}", never["openai-stream"]);
+        assert_eq!(never["agents-chat"]["ran"], json!([]));
+    })
+    .await
+    .unwrap();
 }

@@ -442,8 +442,7 @@ impl Edge {
             request: bytes.clone(),
             tries,
         });
-        let sent =
-            self.client(upstream).post(&url).headers(sending).body(bytes).timeout(upstream.timeout).send().await;
+        let sent = self.client(upstream).post(&url).headers(sending).body(bytes).timeout(upstream.timeout).send().await;
         let response = match sent {
             Ok(response) => response,
             Err(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
@@ -465,9 +464,8 @@ impl Edge {
         if status.is_success() && event_stream && streaming {
             let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
             let second = asker.zip(declared.clone()).map(|(asker, declared)| Second { asker, declared, lifting });
-            let holder = Choices::new(declared, lifting, spans.recording())
-                .passing_calls(pass_calls)
-                .retrying(second.is_some());
+            let holder =
+                Choices::new(declared, lifting, spans.recording()).passing_calls(pass_calls).retrying(second.is_some());
             return streamed(status, &headers, response, holder, spans, observer.clone(), second);
         }
         let body = match whole(response).await {

@@ -763,7 +763,8 @@ impl Holder {
         if !calls.is_empty() {
             message["tool_calls"] = calls.into();
         }
-        let finish = reason.cloned().unwrap_or_else(|| if self.calls.is_empty() { "stop" } else { "tool_calls" }.into());
+        let finish =
+            reason.cloned().unwrap_or_else(|| if self.calls.is_empty() { "stop" } else { "tool_calls" }.into());
         let mut answer = json!({"object": "chat.completion",
             "choices": [{"index": 0, "message": message, "finish_reason": finish}]});
         for key in ["id", "created", "model"] {

@@ -101,9 +101,7 @@ fn script(model: &str) -> (Option<&'static str>, Option<Value>) {
 /// one; told, both good. (`-usage`: as `-usage` streams say.)
 fn retry_script(model: &str, outputs: &[String]) -> (Option<&'static str>, Option<Value>) {
     let model = model.trim_end_matches("-usage");
-    let call = |id: &str, name: &str, arguments: &str| {
-        json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
-    };
+    let call = |id: &str, name: &str, arguments: &str| json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}});
     let bad = call("call_1", "lookup_forecast", "{\"place\": \"Paris\"}");
     let told = outputs.iter().any(|o| o.contains("lookup_forecast"));
     if !outputs.is_empty() && !told && model != "retry-never" {
@@ -125,7 +123,9 @@ fn retry_script(model: &str, outputs: &[String]) -> (Option<&'static str>, Optio
 fn text_of(content: &Value) -> String {
     match content {
         Value::String(text) => text.clone(),
-        Value::Array(blocks) => blocks.iter().map(|b| text_of(b.get("text").or(b.get("content")).unwrap_or(b))).collect(),
+        Value::Array(blocks) => {
+            blocks.iter().map(|b| text_of(b.get("text").or(b.get("content")).unwrap_or(b))).collect()
+        }
         other => other.to_string(),
     }
 }
@@ -463,11 +463,13 @@ async fn responses(State(seen): State<Seen>, headers: HeaderMap, uri: axum::http
     let (content, calls) = match (model.starts_with("retry-"), answered) {
         (true, _) => {
             let outputs: Vec<&Value> = items.iter().filter(|i| i["type"] == "function_call_output").collect();
-            let missing = items.iter().filter(|i| i["type"] == "function_call").find(|call| {
-                !outputs.iter().any(|o| o["call_id"] == call["call_id"])
-            });
+            let missing = items
+                .iter()
+                .filter(|i| i["type"] == "function_call")
+                .find(|call| !outputs.iter().any(|o| o["call_id"] == call["call_id"]));
             if let Some(call) = missing {
-                let message = format!("No tool output found for function call {}.", call["call_id"].as_str().unwrap_or_default());
+                let message =
+                    format!("No tool output found for function call {}.", call["call_id"].as_str().unwrap_or_default());
                 let error = json!({"error": {"message": message, "type": "invalid_request_error"}});
                 return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
             }
@@ -590,12 +592,14 @@ async fn messages(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> 
             for (at, message) in conversation.iter().enumerate().filter(|(_, m)| m["role"] == "assistant") {
                 let uses = message["content"].as_array().cloned().unwrap_or_default();
                 let next = conversation.get(at + 1).and_then(|m| m["content"].as_array().cloned()).unwrap_or_default();
-                let missing = uses.iter().filter(|b| b["type"] == "tool_use").find(|b| {
-                    !next.iter().any(|r| r["type"] == "tool_result" && r["tool_use_id"] == b["id"])
-                });
+                let missing = uses
+                    .iter()
+                    .filter(|b| b["type"] == "tool_use")
+                    .find(|b| !next.iter().any(|r| r["type"] == "tool_result" && r["tool_use_id"] == b["id"]));
                 if missing.is_some() {
                     let message = "messages: `tool_use` ids were found without `tool_result` blocks immediately after";
-                    let error = json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
+                    let error =
+                        json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}});
                     return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
                 }
             }
