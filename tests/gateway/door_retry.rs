@@ -148,6 +148,37 @@ async fn a_stream_whose_call_was_held_from_its_start_is_asked_again_and_its_call
     let call = said["content"].as_array().unwrap().iter().find(|b| b["type"] == "tool_use").unwrap();
     assert_eq!((&call["name"], &call["input"]), (&json!("get_weather"), &json!({"city": "Paris"})), "{said}");
     assert_eq!(said["usage"]["output_tokens"], 10, "{said}");
+
+    // Streamed, in both: the broken call's events never reach the client;
+    // the corrected call's do, numbered on, and the end carries the usage
+    // of both tries.
+    let body = json!({"model": "retry-call", "input": "Weather in Paris?", "stream": true,
+        "tools": [{"type": "function", "name": "get_weather", "parameters": parameters}]});
+    let answer = client.post(format!("{url}/responses")).json(&body).send().await.unwrap();
+    let events: Vec<Value> = stream_data(answer).await.iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(!events.iter().any(|e| e.to_string().contains("lookup_forecast")), "{events:?}");
+    let numbers: Vec<u64> = events.iter().map(|e| e["sequence_number"].as_u64().unwrap()).collect();
+    assert_eq!(numbers, (0..numbers.len() as u64).collect::<Vec<_>>(), "{events:?}");
+    let completed = events.last().unwrap();
+    assert_eq!(completed["type"], "response.completed");
+    assert_eq!(completed["response"]["output"][0]["name"], "get_weather", "{completed}");
+    assert_eq!(completed["response"]["usage"]["total_tokens"], 30, "{completed}");
+    let added: Vec<&Value> = events.iter().filter(|e| e["type"] == "response.output_item.added").collect();
+    assert_eq!(added.len(), 1, "{events:?}");
+
+    let body = json!({"model": "retry-call", "max_tokens": 100, "stream": true,
+        "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [{"name": "get_weather", "input_schema": parameters}]});
+    let answer = client.post(format!("{url}/messages")).json(&body).send().await.unwrap();
+    let events: Vec<Value> = stream_data(answer).await.iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    assert!(!events.iter().any(|e| e.to_string().contains("lookup_forecast")), "{events:?}");
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"message_start"));
+    assert_eq!(&kinds[kinds.len() - 2..], ["message_delta", "message_stop"], "{kinds:?}");
+    let start = events.iter().find(|e| e["type"] == "content_block_start").unwrap();
+    assert_eq!(start["content_block"]["name"], "get_weather", "{events:?}");
+    let delta = &events[events.len() - 2];
+    assert_eq!((&delta["delta"]["stop_reason"], &delta["usage"]["output_tokens"]), (&json!("tool_use"), &json!(10)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -208,7 +239,7 @@ async fn frameworks_run_the_corrected_call_and_never_see_the_broken_one() {
         // tool itself, naming it, and the model corrects on a turn of the
         // framework's.)
         let alone = script_lines("retry.py", &[&direct, "retry-call"], "framework");
-        for framework in ["agents-chat", "agents-chat-stream", "agents-responses"] {
+        for framework in ["agents-chat", "agents-chat-stream", "agents-responses", "agents-responses-stream"] {
             assert_eq!(alone[framework]["ran"], json!([]), "{framework}: {}", alone[framework]);
         }
         assert_eq!(alone["openai"]["calls"][0]["name"], "lookup_forecast");

@@ -102,5 +102,5 @@ def langgraph(stream):
 
 
 for line in [openai_sdk(False), openai_sdk(True), agents_sdk("chat", False), agents_sdk("chat", True),
-             agents_sdk("responses", False), langgraph(False), langgraph(True)]:
+             agents_sdk("responses", False), agents_sdk("responses", True), langgraph(False), langgraph(True)]:
     print(json.dumps(line), flush=True)

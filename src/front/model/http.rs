@@ -362,10 +362,8 @@ impl Edge {
             Ok(tries) => tries,
             Err(why) => return error(StatusCode::BAD_REQUEST, &why, "invalid_request_error"),
         };
-        // Asked again without a stored conversation, whole in every API,
-        // streamed in Chat Completions.
-        let streams = asked.stream() && api != Api::Chat;
-        let tries = if !streams && !stored && declared.is_some() { tries } else { 0 };
+        // Asked again without a stored conversation.
+        let tries = if !stored && declared.is_some() { tries } else { 0 };
         let forward = Forward { upstream, asking, declared, lifting, streaming: asked.stream(), api, query, tries };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
@@ -453,17 +451,17 @@ impl Edge {
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("text/event-stream"));
+        let second = asker.zip(declared.clone()).map(|(asker, declared)| Second { asker, declared });
         if status.is_success() && event_stream && streaming && api == Api::Responses {
-            let rules = ResponseEvents::new(declared, lifting);
-            return streamed(status, &headers, response, rules, spans, observer.clone(), None);
+            let rules = ResponseEvents::new(declared, lifting).retrying(second.is_some());
+            return streamed(status, &headers, response, rules, spans, observer.clone(), second);
         }
         if status.is_success() && event_stream && streaming && api == Api::Messages {
-            let rules = MessageEvents::new(declared, lifting);
-            return streamed(status, &headers, response, rules, spans, observer.clone(), None);
+            let rules = MessageEvents::new(declared, lifting).retrying(second.is_some());
+            return streamed(status, &headers, response, rules, spans, observer.clone(), second);
         }
         if status.is_success() && event_stream && streaming {
             let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
-            let second = asker.zip(declared.clone()).map(|(asker, declared)| Second { asker, declared, lifting });
             let holder =
                 Choices::new(declared, lifting, spans.recording()).passing_calls(pass_calls).retrying(second.is_some());
             return streamed(status, &headers, response, holder, spans, observer.clone(), second);
@@ -474,8 +472,8 @@ impl Edge {
             Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
         let declared = declared.filter(|_| status.is_success());
-        let (body, made_tries) = match (&declared, asker) {
-            (Some(declared), Some(asker)) => match serde_json::from_slice::<Value>(&body) {
+        let (body, made_tries) = match (&declared, second) {
+            (Some(declared), Some(Second { asker, .. })) => match serde_json::from_slice::<Value>(&body) {
                 Ok(answer) => {
                     let retried = asker.again(answer, declared, &spans).await;
                     if retried.made > 0 {
@@ -587,7 +585,6 @@ impl Asker {
 struct Second {
     asker: Asker,
     declared: Arc<Declared>,
-    lifting: Lifting,
 }
 
 /// What [`Edge::forward`] needs of the request.
@@ -833,14 +830,14 @@ fn streamed(
         let mut made = choices.made();
         // Kept back for the second chance: the model asked again, whole,
         // and the last answer sent as the rest of the stream.
-        if let (Some(kept), Some(Second { asker, declared, lifting })) = (choices.retry(), second) {
-            let retried = asker.again(kept.answer.clone(), &declared, &spans).await;
+        if let (Some(kept), Some(Second { asker, declared })) = (choices.kept_back(), second) {
+            let retried = asker.again(kept, &declared, &spans).await;
             if retried.made > 0 {
                 observer.metrics.retries(u64::from(retried.made), retried.outcome);
             }
-            let mut answer = retried.answer;
-            made.extend(repair_completion(&mut answer, &declared, lifting));
-            for bytes in kept.chunks(&answer) {
+            let (rest, repaired) = choices.rest(retried.answer);
+            made.extend(repaired);
+            for bytes in rest {
                 if to.send(bytes).await.is_err() {
                     break;
                 }

@@ -137,8 +137,8 @@ pub(super) struct Holder {
 /// A streamed answer kept back for the second chance: the answer as it
 /// came, as a whole chat completion (its usage the stream's), and the
 /// last chunk's shape, for the chunks that will carry the new answer.
-pub(super) struct Retry {
-    pub(super) answer: Value,
+struct Retry {
+    answer: Value,
     template: Map<String, Value>,
     choice: u64,
     /// The stream carried a usage chunk (`stream_options.include_usage`).
@@ -149,7 +149,7 @@ impl Retry {
     /// `answer` (a whole chat completion: the last try's, repaired) as the
     /// rest of the stream: its message in one chunk, its finish, its usage
     /// when the stream carried usage, and `[DONE]`.
-    pub(super) fn chunks(&self, answer: &Value) -> Vec<Bytes> {
+    fn chunks(&self, answer: &Value) -> Vec<Bytes> {
         let choice = answer.pointer("/choices/0");
         let message = choice.and_then(|c| c.get("message")).and_then(Value::as_object);
         let mut delta = Map::new();
@@ -1006,9 +1006,17 @@ pub(super) trait Rules: Send + 'static {
     fn cut(&self, message: &str) -> Bytes {
         error_event(message)
     }
-    /// The answer kept back for the second chance, taken.
-    fn retry(&mut self) -> Option<Retry> {
+    /// The answer kept back for the second chance (whole, in the API's
+    /// shape, with the stream's usage), if one was.
+    fn kept_back(&self) -> Option<Value> {
         None
+    }
+    /// After the second chance: the rest of the stream written from
+    /// `last` (the last try's answer, repaired here), and what was
+    /// repaired.
+    fn rest(&mut self, last: Value) -> (Vec<Bytes>, Vec<Made>) {
+        let _ = last;
+        (Vec::new(), Vec::new())
     }
 }
 
@@ -1037,8 +1045,15 @@ impl Rules for Choices {
         Choices::generation(self)
     }
 
-    fn retry(&mut self) -> Option<Retry> {
-        self.holders.first_mut().and_then(|h| h.pending.take())
+    fn kept_back(&self) -> Option<Value> {
+        self.retry_pending().map(|kept| kept.answer.clone())
+    }
+
+    fn rest(&mut self, mut last: Value) -> (Vec<Bytes>, Vec<Made>) {
+        let Some(holder) = self.holders.first_mut() else { return (Vec::new(), Vec::new()) };
+        let Some(kept) = holder.pending.take() else { return (Vec::new(), Vec::new()) };
+        let made = super::response::repair_completion(&mut last, &holder.declared, holder.lifting);
+        (kept.chunks(&last), made)
     }
 }
 

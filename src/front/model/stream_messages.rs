@@ -23,12 +23,13 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::first_text::{frame, parsed, FirstText, Held, State};
+use super::retry;
 use super::{
     response::{repair_message, Lifting, Made},
     sse::data,
     stream::{Generation, Rules},
 };
-use crate::exec::declared::Declared;
+use crate::{config::Api, exec::declared::Declared};
 
 /// The rules over one Messages stream.
 pub(super) struct MessageEvents {
@@ -47,9 +48,26 @@ pub(super) struct MessageEvents {
     open: Option<(usize, String)>,
     made: Vec<Made>,
     generation: Generation,
+    /// The second chance may be taken ([`super::retry`]).
+    retrying: bool,
+    /// Text or a call reached the client (a thought apart).
+    spoken: bool,
+    /// The message the stream began with (`message_start`), for its usage.
+    started_with: Option<Value>,
+    /// The message kept back for the second chance, and its
+    /// `message_delta` event.
+    kept: Option<(Value, Value)>,
 }
 
 impl MessageEvents {
+    /// The second chance may be taken: a message that holds a call that
+    /// cannot be made ready, while nothing but a thought was sent, is kept
+    /// back at `message_delta`, and the stream's end with it.
+    pub(super) fn retrying(mut self, on: bool) -> Self {
+        self.retrying = on;
+        self
+    }
+
     pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting) -> Self {
         let first = FirstText::new(declared.is_some());
         Self {
@@ -63,6 +81,10 @@ impl MessageEvents {
             open: None,
             made: Vec::new(),
             generation: Generation::default(),
+            retrying: false,
+            spoken: false,
+            started_with: None,
+            kept: None,
         }
     }
 
@@ -88,6 +110,13 @@ impl MessageEvents {
     /// `event` reached the client: the blocks it has seen.
     fn sent(&mut self, event: &Value) {
         let index = event.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let block_type = event.pointer("/content_block/type").and_then(Value::as_str);
+        let delta_type = event.pointer("/delta/type").and_then(Value::as_str);
+        if block_type.is_some_and(|t| t != "thinking" && t != "redacted_thinking" && t != "text")
+            || matches!(delta_type, Some("text_delta" | "input_json_delta"))
+        {
+            self.spoken = true;
+        }
         match event.get("type").and_then(Value::as_str).unwrap_or_default() {
             "content_block_start" => {
                 self.started = self.started.max(index + 1);
@@ -110,6 +139,7 @@ impl MessageEvents {
         let index = event.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
         match event.get("type").and_then(Value::as_str).unwrap_or_default() {
             "message_start" => {
+                self.started_with = event.get("message").cloned();
                 let message = event.get("message");
                 self.generation.model = message.and_then(|m| m.get("model")).and_then(Value::as_str).map(str::to_owned);
             }
@@ -216,6 +246,22 @@ impl MessageEvents {
             return out;
         };
         self.first.state = State::Off;
+        let silent = self.retrying && !self.spoken && self.open.is_none();
+        if silent {
+            let mut message = self.message(&stop_reason);
+            if retry::corrective(&message, &declared, self.lifting.on, Api::Messages).is_some() {
+                // Kept back: the model is asked again; the usage is the
+                // stream's (message_start's and message_delta's).
+                let mut usage = self.started_with.as_ref().and_then(|m| m.get("usage")).cloned();
+                if let (Some(Value::Object(usage)), Some(Value::Object(more))) = (usage.as_mut(), event.get("usage")) {
+                    usage.extend(more.clone());
+                }
+                message["usage"] = usage.unwrap_or(Value::Null);
+                self.held.take();
+                self.kept = Some((message, event));
+                return Vec::new();
+            }
+        }
         let mut repaired = self.message(&stop_reason);
         let made = repair_message(&mut repaired, &declared, self.lifting);
         let written = (!made.is_empty()).then(|| self.written(&repaired)).flatten();
@@ -280,6 +326,10 @@ fn append(block: &mut serde_json::Map<String, Value>, field: &str, text: &str) {
 
 impl Rules for MessageEvents {
     fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        if self.kept.is_some() {
+            // Kept back: nothing more of this stream is sent.
+            return Vec::new();
+        }
         let Some(text) = data(&raw) else {
             return match self.held.is_empty() {
                 true => vec![raw],
@@ -312,6 +362,36 @@ impl Rules for MessageEvents {
 
     fn generation(&self) -> Generation {
         self.generation.clone()
+    }
+
+    fn kept_back(&self) -> Option<Value> {
+        self.kept.as_ref().map(|(message, _)| message.clone())
+    }
+
+    /// The blocks the client saw (a thought) as they were, the last try's
+    /// blocks after them (its own thought left out), each started and
+    /// stopped, then `message_delta` with its stop reason and the tries'
+    /// usage, and `message_stop`.
+    fn rest(&mut self, mut last: Value) -> (Vec<Bytes>, Vec<Made>) {
+        let (Some((first, mut event)), Some(declared)) = (self.kept.take(), self.declared.clone()) else {
+            return (Vec::new(), Vec::new());
+        };
+        let made = repair_message(&mut last, &declared, self.lifting);
+        let seen = first.get("content").and_then(Value::as_array).map(|c| c[..self.started.min(c.len())].to_vec());
+        let thought =
+            |b: &&Value| matches!(b.get("type").and_then(Value::as_str), Some("thinking" | "redacted_thinking"));
+        let new = last.get("content").and_then(Value::as_array).into_iter().flatten();
+        let content: Vec<Value> =
+            seen.unwrap_or_default().into_iter().chain(new.filter(|b| !thought(b)).cloned()).collect();
+        let stop_reason = last.get("stop_reason").cloned().unwrap_or(Value::Null);
+        let mut out = self.written(&json!({"content": content})).unwrap_or_default();
+        event["delta"]["stop_reason"] = stop_reason;
+        if let Some(usage) = last.get("usage") {
+            event["usage"] = usage.clone();
+        }
+        out.push(frame(&event));
+        out.push(frame(&json!({"type": "message_stop"})));
+        (out, made)
     }
 
     /// An `error` event in the Messages API's shape: the SDKs raise on it.

@@ -24,12 +24,13 @@ use bytes::Bytes;
 use serde_json::{json, Value};
 
 use super::first_text::{frame, parsed, FirstText, Held, State};
+use super::retry;
 use super::{
     response::{repair_response, Lifting, Made},
     sse::data,
     stream::{Generation, Rules},
 };
-use crate::exec::declared::Declared;
+use crate::{config::Api, exec::declared::Declared};
 
 /// The rules over one Responses stream.
 pub(super) struct ResponseEvents {
@@ -46,9 +47,24 @@ pub(super) struct ResponseEvents {
     sequence: Option<u64>,
     made: Vec<Made>,
     generation: Generation,
+    /// The second chance may be taken ([`super::retry`]).
+    retrying: bool,
+    /// Text or a call reached the client (a thought apart).
+    spoken: bool,
+    /// The answer kept back for the second chance, and its
+    /// `response.completed` event.
+    kept: Option<(Value, Value)>,
 }
 
 impl ResponseEvents {
+    /// The second chance may be taken: an answer that holds a call that
+    /// cannot be made ready, while nothing but a thought was sent, is kept
+    /// back at `response.completed`.
+    pub(super) fn retrying(mut self, on: bool) -> Self {
+        self.retrying = on;
+        self
+    }
+
     pub(super) fn new(declared: Option<Arc<Declared>>, lifting: Lifting) -> Self {
         let first = FirstText::new(declared.is_some());
         Self {
@@ -61,6 +77,9 @@ impl ResponseEvents {
             sequence: None,
             made: Vec::new(),
             generation: Generation::default(),
+            retrying: false,
+            spoken: false,
+            kept: None,
         }
     }
 
@@ -90,7 +109,15 @@ impl ResponseEvents {
             self.sequence = Some(sequence);
         }
         let at = event.get("output_index").and_then(Value::as_u64).unwrap_or(0) as usize;
-        match event.get("type").and_then(Value::as_str).unwrap_or_default() {
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or_default();
+        let item_type = event.pointer("/item/type").and_then(Value::as_str);
+        if kind.starts_with("response.output_text.") || kind.starts_with("response.function_call_arguments.") {
+            self.spoken = true;
+        }
+        if kind == "response.output_item.added" && item_type.is_some_and(|t| t != "reasoning" && t != "message") {
+            self.spoken = true;
+        }
+        match kind {
             "response.output_item.added" => {
                 self.added = self.added.max(at + 1);
                 let item = &event["item"];
@@ -176,6 +203,15 @@ impl ResponseEvents {
             let mut out = self.release();
             out.push(raw);
             return out;
+        }
+        let silent = self.retrying && !self.spoken && self.open.is_none();
+        if silent && retry::corrective(response, &declared, self.lifting.on, Api::Responses).is_some() {
+            // Kept back: the model is asked again.
+            self.first.state = State::Off;
+            self.held.take();
+            let response = response.clone();
+            self.kept = Some((response, event));
+            return Vec::new();
         }
         let mut repaired = response.clone();
         let made = repair_response(&mut repaired, &declared, self.lifting);
@@ -280,6 +316,10 @@ fn item_events(at: usize, item: &Value) -> Vec<Value> {
 
 impl Rules for ResponseEvents {
     fn event(&mut self, raw: Bytes) -> Vec<Bytes> {
+        if self.kept.is_some() {
+            // Kept back: nothing more of this stream is sent.
+            return Vec::new();
+        }
         let Some(text) = data(&raw) else {
             return match self.held.is_empty() {
                 true => vec![raw],
@@ -312,6 +352,31 @@ impl Rules for ResponseEvents {
 
     fn generation(&self) -> Generation {
         self.generation.clone()
+    }
+
+    fn kept_back(&self) -> Option<Value> {
+        self.kept.as_ref().map(|(response, _)| response.clone())
+    }
+
+    /// The items the client saw (a thought) as they were, the last try's
+    /// items after them (its own thought left out: it is not streamed
+    /// again), each added and done, then `response.completed` with that
+    /// answer and the tries' usage.
+    fn rest(&mut self, mut last: Value) -> (Vec<Bytes>, Vec<Made>) {
+        let (Some((first, mut event)), Some(declared)) = (self.kept.take(), self.declared.clone()) else {
+            return (Vec::new(), Vec::new());
+        };
+        let made = repair_response(&mut last, &declared, self.lifting);
+        let seen = first.get("output").and_then(Value::as_array).map(|o| o[..self.added.min(o.len())].to_vec());
+        let new = last.get("output").and_then(Value::as_array).into_iter().flatten();
+        let new = new.filter(|item| item.get("type").and_then(Value::as_str) != Some("reasoning"));
+        let output: Vec<Value> = seen.unwrap_or_default().into_iter().chain(new.cloned()).collect();
+        last["output"] = output.into();
+        let mut out = self.written(&last).unwrap_or_default();
+        event["response"] = last;
+        event["sequence_number"] = self.next_sequence().into();
+        out.push(frame(&event));
+        (out, made)
     }
 
     /// `response.failed`, numbered after what was sent: the SDKs raise on it.
