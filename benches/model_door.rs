@@ -10,7 +10,12 @@
 //! 3. streams the model writes one delta every 30 ms (prose, a fence, a
 //!    tool's name then words): the time to the first delta of text, which
 //!    the door must not hold back;
-//! 4. the door's resident memory with 500 streams open.
+//! 4. the door's resident memory with 500 streams open;
+//! 5. the second chance (`--only retry`): a door with `retry: 1` beside one
+//!    without on answers that need no retry (what asking again costs those:
+//!    nothing, it should be), and on an answer the model corrects when told
+//!    (a call of an undeclared tool): the time and tokens a retried request
+//!    adds.
 //!
 //! The model server is this binary in `--serve` mode (axum on 127.0.0.1,
 //! answers written at once, so the numbers are the door's and the
@@ -53,7 +58,7 @@ fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let upstream = Process::upstream();
     let work = tempfile::tempdir().unwrap();
-    let door = Process::door(work.path(), &upstream.url);
+    let door = Process::door(work.path(), &upstream.url, "");
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let nginx = Process::nginx(work.path(), &upstream.url);
     let litellm = Process::litellm(work.path(), &upstream.url);
@@ -111,6 +116,24 @@ fn main() {
                     m.text.0 / 1e3,
                     m.text.1 / 1e3,
                     m.total.0 / 1e3
+                );
+            }
+        }
+    }
+    if runs("retry") {
+        let again = tempfile::tempdir().unwrap();
+        let retrying = Process::door(again.path(), &upstream.url, "  retry: 1\n");
+        println!("\n## The second chance\n");
+        println!("| answer | target | requests/s (range) | p50 | p99 | upstream requests | total tokens |\n|---|---|---:|---:|---:|---:|---:|");
+        let doors =
+            [("direct", upstream.url.clone()), ("door", door.url.clone()), ("door, retry: 1", retrying.url.clone())];
+        for (model, what) in [("drift", "repaired, no retry needed"), ("retry", "corrected when told")] {
+            let measured = interleaved(rounds, &doors, |url| runtime.block_on(load(url, model, false, 1, seconds)));
+            for ((name, url), m) in doors.iter().zip(&measured) {
+                let (requests, tokens) = runtime.block_on(tries(url, model));
+                println!(
+                    "| {what} | {name} | {:.0} ({:.0}–{:.0}) | {:.0} µs | {:.0} µs | {requests} | {tokens} |",
+                    m.rps, m.low, m.high, m.total.0, m.total.1
                 );
             }
         }
@@ -227,6 +250,16 @@ async fn load(base: &str, model: &str, stream: bool, concurrency: usize, seconds
     Measured { rps, first: percentiles(first), text: percentiles(text), total: percentiles(total) }
 }
 
+/// One whole request for `model` through `base`: the upstream requests it
+/// took (`x-toolgate-retries` + 1) and the total tokens its answer reports.
+async fn tries(base: &str, model: &str) -> (u64, u64) {
+    let client = reqwest::Client::new();
+    let response = client.post(format!("{base}/chat/completions")).json(&request(model, false)).send().await.unwrap();
+    let retries = response.headers().get("x-toolgate-retries").and_then(|v| v.to_str().ok()?.parse().ok());
+    let answer: Value = response.json().await.unwrap();
+    (retries.unwrap_or(0) + 1, answer["usage"]["total_tokens"].as_u64().unwrap_or(0))
+}
+
 /// Whether a piece of a stream carries a delta of text: a `"content"`
 /// whose string is not empty (with or without a space after the colon).
 fn carries_text(chunk: &[u8]) -> bool {
@@ -286,10 +319,10 @@ impl Process {
     }
 
     /// `toolgate serve` with the model door in front of `upstream`.
-    fn door(work: &std::path::Path, upstream: &str) -> Self {
+    fn door(work: &std::path::Path, upstream: &str, extra: &str) -> Self {
         std::fs::create_dir_all(work.join("registry")).unwrap();
         std::fs::write(work.join("registry/tools.yaml"), "tools: []\n").unwrap();
-        let config = format!("model_door:\n  upstreams:\n    - name: bench\n      base_url: {upstream}\n");
+        let config = format!("model_door:\n{extra}  upstreams:\n    - name: bench\n      base_url: {upstream}\n");
         std::fs::write(work.join("toolgate.yaml"), config).unwrap();
         let mut child = Command::new(serve::shipped())
             .current_dir(work)
@@ -434,7 +467,15 @@ mod upstream {
         let asked: Value = serde_json::from_slice(&body).unwrap();
         let model = asked["model"].as_str().unwrap_or_default().to_owned();
         if !asked["stream"].as_bool().unwrap_or(false) {
-            let call = json!({"id": "call_1", "type": "function", "function": {"name": "GetWeather", "arguments": "{'city': 'Paris',}"}});
+            // `retry`: a call of a tool nobody declared until a tool's
+            // message says what went wrong; then the call meant.
+            let told = asked["messages"].as_array().is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+            let (name, arguments) = match (model.as_str(), told) {
+                ("retry", false) => ("lookup_forecast", "{\"place\": \"Paris\"}"),
+                ("retry", true) => ("get_weather", "{\"city\": \"Paris\"}"),
+                _ => ("GetWeather", "{'city': 'Paris',}"),
+            };
+            let call = json!({"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}});
             let completion = json!({"id": "c", "object": "chat.completion", "created": 1, "model": model,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": null, "tool_calls": [call]}, "finish_reason": "tool_calls"}],
                 "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}});

@@ -472,24 +472,33 @@ impl Edge {
             Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
         };
         let declared = declared.filter(|_| status.is_success());
-        let (body, made_tries) = match (&declared, second) {
+        let (answer, made_tries) = match (&declared, second) {
             (Some(declared), Some(Second { asker, .. })) => match serde_json::from_slice::<Value>(&body) {
                 Ok(answer) => {
-                    let retried = asker.again(answer, declared, &spans).await;
-                    if retried.made > 0 {
-                        observer.metrics.retries(u64::from(retried.made), retried.outcome);
+                    // Repaired first: an answer the repair makes ready
+                    // costs no more than without retries.
+                    let mut repaired = answer.clone();
+                    let made = repair(api, &mut repaired, declared, lifting);
+                    match retry::corrective(&repaired, declared, lifting.on, api) {
+                        None => (Answer::Repaired(body, repaired, made), Some(0)),
+                        Some(_) => {
+                            let retried = asker.again(answer, declared, &spans).await;
+                            if retried.made > 0 {
+                                observer.metrics.retries(u64::from(retried.made), retried.outcome);
+                            }
+                            let body = match retried.made {
+                                0 => body,
+                                _ => Bytes::from(retried.answer.to_string()),
+                            };
+                            (Answer::Parsed(body, retried.answer), Some(retried.made))
+                        }
                     }
-                    let body = match retried.made {
-                        0 => body,
-                        _ => Bytes::from(retried.answer.to_string()),
-                    };
-                    (body, Some(retried.made))
                 }
-                Err(_) => (body, Some(0)),
+                Err(_) => (Answer::AsCame(body), Some(0)),
             },
-            _ => (body, None),
+            _ => (Answer::AsCame(body), None),
         };
-        let (mut reply, made) = repaired(status, &headers, body, declared.as_deref(), lifting, &spans, api);
+        let (mut reply, made) = repaired(status, &headers, answer, declared.as_deref(), lifting, &spans, api);
         if let Some(made_tries) = made_tries {
             reply.headers_mut().insert(retry::RETRIES_HEADER, made_tries.into());
         }
@@ -606,15 +615,22 @@ struct Forward<'u> {
 fn repaired(
     status: StatusCode,
     headers: &HeaderMap,
-    body: Bytes,
+    answer: Answer,
     declared: Option<&Declared>,
     lifting: Lifting,
     spans: &Spans,
     api: Api,
 ) -> (Reply, Vec<Made>) {
-    let parsed = match declared.is_some() || spans.recording() {
-        true => serde_json::from_slice::<Value>(&body).ok(),
-        false => None,
+    let (body, parsed, already) = match answer {
+        Answer::AsCame(body) => match declared.is_some() || spans.recording() {
+            true => {
+                let parsed = serde_json::from_slice::<Value>(&body).ok();
+                (body, parsed, None)
+            }
+            false => (body, None, None),
+        },
+        Answer::Parsed(body, answer) => (body, Some(answer), None),
+        Answer::Repaired(body, answer, made) => (body, Some(answer), Some(made)),
     };
     if let Some(completion) = &parsed {
         spans.answered(completion);
@@ -622,10 +638,9 @@ fn repaired(
     let (Some(declared), Some(mut completion)) = (declared, parsed) else {
         return (passed(status, headers, body, None), Vec::new());
     };
-    let made = match api {
-        Api::Responses => repair_response(&mut completion, declared, lifting),
-        Api::Messages => repair_message(&mut completion, declared, lifting),
-        Api::Chat => repair_completion(&mut completion, declared, lifting),
+    let made = match already {
+        Some(made) => made,
+        None => repair(api, &mut completion, declared, lifting),
     };
     if made.is_empty() {
         return (passed(status, headers, body, None), made);
@@ -633,6 +648,25 @@ fn repaired(
     tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
     let repaired = Bytes::from(completion.to_string());
     (passed(status, headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER))), made)
+}
+
+/// A whole answer's bytes and how much of it was done before
+/// [`repaired`]: nothing, read (as a tree), or read and repaired (with what
+/// was made; the bytes still the answer as it came).
+enum Answer {
+    AsCame(Bytes),
+    Parsed(Bytes, Value),
+    Repaired(Bytes, Value, Vec<Made>),
+}
+
+/// `answer` (a whole answer of `api`) repaired against `declared`; what
+/// was made.
+fn repair(api: Api, answer: &mut Value, declared: &Declared, lifting: Lifting) -> Vec<Made> {
+    match api {
+        Api::Responses => repair_response(answer, declared, lifting),
+        Api::Messages => repair_message(answer, declared, lifting),
+        Api::Chat => repair_completion(answer, declared, lifting),
+    }
 }
 
 /// 404 for a model no upstream serves in `api`.
