@@ -56,6 +56,7 @@ async fn a_call_that_cannot_be_made_is_asked_again_within_the_budget() {
     assert_eq!(answer.headers()["x-toolgate-retries"], "2");
     let said: Value = answer.json().await.unwrap();
     assert_eq!(said["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "lookup_forecast");
+    assert_eq!(said["usage"]["total_tokens"], 45, "every try counted: {said}");
     assert_eq!(upstream.seen.bodies.lock().unwrap().len() - before, 3);
 
     // Prose is never asked again; a header that is no number is 400.
