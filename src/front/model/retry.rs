@@ -232,3 +232,45 @@ pub(super) fn tries(header: Option<&str>, retry: u32, retry_max: u32) -> Result<
         _ => Ok(retry),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn usage_is_summed_at_every_depth_and_what_is_no_count_is_the_last_tries() {
+        let mut total = None;
+        add_usage(&mut total, Some(&json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 4}})));
+        add_usage(
+            &mut total,
+            Some(&json!({"input_tokens": 12, "input_tokens_details": {"cached_tokens": 1},
+            "service_tier": "default"})),
+        );
+        add_usage(&mut total, None);
+        assert_eq!(
+            total,
+            Some(json!({"input_tokens": 22, "input_tokens_details": {"cached_tokens": 5}, "service_tier": "default"}))
+        );
+    }
+
+    #[test]
+    fn a_responses_request_whose_input_is_a_string_is_asked_again_with_it_as_a_user_message() {
+        let answer = json!({"output": [{"type": "function_call", "call_id": "c1", "name": "x", "arguments": "{}"}]});
+        let corrective = vec![json!({"type": "function_call_output", "call_id": "c1", "output": "no such tool"})];
+        let request = br#"{"model": "m", "input": "Weather?", "stream": true}"#;
+        let again: Value =
+            serde_json::from_slice(&asked_again(request, &answer, corrective, Api::Responses).unwrap()).unwrap();
+        let kinds: Vec<&Value> = again["input"].as_array().unwrap().iter().map(|i| &i["type"]).collect();
+        assert_eq!(again["input"][0], json!({"role": "user", "content": "Weather?"}));
+        assert_eq!(kinds[1..], [&json!("function_call"), &json!("function_call_output")]);
+        assert_eq!(again["stream"], false);
+    }
+
+    #[test]
+    fn a_header_that_is_no_number_is_refused_and_a_large_one_capped() {
+        assert_eq!(tries(Some("5"), 0, 2), Ok(2));
+        assert_eq!(tries(None, 1, 2), Ok(1));
+        assert_eq!(tries(Some("x"), 0, 0), Ok(0), "retry_max 0: the header is not read");
+        assert!(tries(Some("many"), 0, 2).is_err());
+    }
+}
