@@ -24,7 +24,8 @@ use crate::{
 /// (`listen`), and every other door's by its name (`health_listen`,
 /// `mcp_front_door.listen`: the settings' `door_addresses`).
 pub struct Listeners {
-    pub(crate) grpc: TcpListener,
+    /// The gRPC door's; `None` with `listen: off`.
+    pub(crate) grpc: Option<TcpListener>,
     doors: Vec<(&'static str, TcpListener)>,
 }
 
@@ -32,7 +33,7 @@ impl Listeners {
     /// Binds every address `settings` name; an error names the one that
     /// failed.
     pub async fn bind(settings: &Settings) -> anyhow::Result<Self> {
-        Self::bind_at(settings, settings.listen, &[]).await
+        Self::bind_with(settings, settings.listen, &[]).await
     }
 
     /// The same with the gateway's address, and the addresses of the doors
@@ -41,6 +42,14 @@ impl Listeners {
     pub async fn bind_at(
         settings: &Settings,
         grpc: SocketAddr,
+        doors: &[(&'static str, SocketAddr)],
+    ) -> anyhow::Result<Self> {
+        Self::bind_with(settings, Some(grpc), doors).await
+    }
+
+    async fn bind_with(
+        settings: &Settings,
+        grpc: Option<SocketAddr>,
         doors: &[(&'static str, SocketAddr)],
     ) -> anyhow::Result<Self> {
         let bind = |addr, door: Option<&'static str>| async move {
@@ -54,12 +63,16 @@ impl Listeners {
         for (door, addr) in addresses {
             bound.push((door, bind(addr, Some(door)).await?));
         }
-        Ok(Self { grpc: bind(grpc, None).await?, doors: bound })
+        let grpc = match grpc {
+            Some(grpc) => Some(bind(grpc, None).await?),
+            None => None,
+        };
+        Ok(Self { grpc, doors: bound })
     }
 
-    /// The gateway's address.
-    pub fn grpc_address(&self) -> std::io::Result<SocketAddr> {
-        self.grpc.local_addr()
+    /// The gateway's address; `None` with `listen: off`.
+    pub fn grpc_address(&self) -> std::io::Result<Option<SocketAddr>> {
+        self.grpc.as_ref().map(TcpListener::local_addr).transpose()
     }
 
     /// The address of the door named `door`, if it has a listener.
@@ -143,7 +156,16 @@ impl App {
         for (door, _) in &listeners.doors {
             tracing::error!(door, "an address is configured for a door that does not exist: nothing serves it");
         }
-        let served = server::serve(listeners.grpc, connections, tls, grpc, fanned.stop());
+        let served = async {
+            match listeners.grpc {
+                Some(listener) => server::serve(listener, connections, tls, grpc, fanned.stop()).await,
+                // `listen: off`: the other doors serve until told to stop.
+                None => {
+                    fanned.stop().shutdown.await;
+                    Ok(())
+                }
+            }
+        };
         // The relay never ends: the gateway's door does.
         let served = tokio::select! {
             served = served => served,

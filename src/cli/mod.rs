@@ -195,7 +195,7 @@ struct CatalogArgs {
 struct ServeArgs {
     #[command(flatten)]
     catalog: CatalogArgs,
-    /// Address to listen on; port 0 picks a free port. Default: 127.0.0.1:50051
+    /// Address to listen on; port 0 picks a free port; `off`: no gRPC listener (the other doors serve alone). Default: 127.0.0.1:50051
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
     /// Allow a listen address other than loopback without principals (every caller is trusted), or with principals but without TLS.
@@ -571,6 +571,9 @@ fn state_line(state: &crate::state::StateConfig) -> String {
 
 fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(args, env)?;
+    for warning in settings.warnings() {
+        eprintln!("warning: {warning}");
+    }
     let (catalog, warnings) = inspect(&settings, env)?;
     emit(&format!(
         "catalogue ok: {} tools, {} toolsets, {} warning{}{}",

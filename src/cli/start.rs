@@ -19,7 +19,10 @@ use crate::{
 /// state store, TLS and every door's address, the gateway's last (its
 /// line, `toolgate listening on`, is what scripts wait for).
 pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, serving: &Serving) -> anyhow::Result<()> {
-    let addr = listeners.grpc_address()?;
+    let grpc = listeners.grpc_address()?;
+    // The gRPC door's address, else (`listen: off`) the first other door's.
+    let first = DOORS.iter().find_map(|door| listeners.address(door.name));
+    let addr = grpc.or(first).map_or_else(|| "nothing".to_owned(), |addr| addr.to_string());
     // What the log says of the catalogue, not the catalogue: held here, it
     // would outlive every reload (at 10,000 tools, 18 MB kept for nothing).
     let (version, tools) = {
@@ -34,6 +37,9 @@ pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, se
         tracing::info!("health (grpc.health.v1 only, plaintext) on {health}");
     }
     tracing::info!(strict = settings.policy.strict, catalog_version = version, "catalogue loaded");
+    for warning in settings.warnings() {
+        tracing::warn!("{warning}");
+    }
     tracing::info!("{}", super::state_line(&settings.state));
     if serving.tls() {
         tracing::info!("TLS on {addr} (certificate, key and client CA re-read on every reload)");
@@ -44,7 +50,10 @@ pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, se
             tracing::info!("{} on {scheme}://{at}{}", door.serves, door.path);
         }
     }
-    tracing::info!("toolgate listening on {addr} ({tools} tools)");
+    match grpc {
+        Some(_) => tracing::info!("toolgate listening on {addr} ({tools} tools)"),
+        None => tracing::info!("toolgate listening on {addr} (gRPC off: listen: off; {tools} tools)"),
+    }
     Ok(())
 }
 

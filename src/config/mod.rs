@@ -201,7 +201,9 @@ pub struct Flags {
 /// Settings after every source is merged and checked.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    pub(crate) listen: SocketAddr,
+    /// The gRPC listener's address; `None`: off (`listen: off`), the
+    /// other doors serve alone.
+    pub(crate) listen: Option<SocketAddr>,
     pub(crate) load: LoadOptions,
     pub(crate) policy: Policy,
     pub(crate) limits: ExecLimits,
@@ -238,7 +240,7 @@ pub struct Settings {
 /// catalogue all reload.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Fixed {
-    listen: SocketAddr,
+    listen: Option<SocketAddr>,
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
     doors: DoorSettings,
@@ -333,12 +335,20 @@ impl Settings {
     pub fn build(flags: Flags, file: FileConfig, env: &Env) -> Result<Self, ConfigError> {
         let mut problems = Problems::default();
         let listen_text = flags.listen.or(file.listen).unwrap_or_else(|| DEFAULT_LISTEN.to_owned());
-        let listen = problems.keep(address(&listen_text));
+        // `off`: no gRPC listener; the other doors serve alone.
+        let listen = match listen_text.trim() {
+            "off" => Some(None),
+            text => problems.keep(address(text)).map(Some),
+        };
         let policy = policy_from_sources(flags.strict, env, file.policy.strict);
         let defaults = LoadOptions::default();
         let registry = match (flags.catalog.is_empty(), file.catalog) {
             (false, _) => flags.catalog,
             (true, Some(paths)) => paths,
+            // A model door alone needs no catalogue: without one named and
+            // without the default folder, the gateway has no tools of its
+            // own (a gateway without a model door still needs one).
+            (true, None) if file.model_door.is_some() && !defaults.registry.iter().any(|p| p.exists()) => Vec::new(),
             (true, None) => defaults.registry,
         };
         let load = LoadOptions {
@@ -380,6 +390,12 @@ impl Settings {
             return Err(all);
         }
         let listen = listen.expect("no problem: the address parsed");
+        if listen.is_none() && doors::addresses(&doors).next().is_none() {
+            return Err(ConfigError::Principals(vec![
+                "listen: off leaves nothing to serve: configure a door (model_door, mcp_front_door) or a listen address"
+                    .to_owned(),
+            ]));
+        }
         let fixed =
             Fixed { listen, tls: tls.clone(), health_listen, doors: doors.clone(), state: state.clone(), retry_budget };
         let limits = file.limits.limits();
@@ -414,6 +430,12 @@ impl Settings {
         health.into_iter().chain(doors::addresses(&self.doors).map(|(door, listen)| (door.name, listen))).collect()
     }
 
+    /// What is likely wrong in the configuration though allowed, one line
+    /// each (`validate` prints them, `serve` logs them).
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        self.doors.model.as_ref().map(|model| model.warnings()).unwrap_or_default()
+    }
+
     /// The tools `rate_limits.tools` names, for the catalogue to check like
     /// grants (an unknown one is a load error with a did-you-mean).
     pub(crate) fn rate_limit_decl(&self) -> Vec<GrantDecl> {
@@ -431,7 +453,9 @@ impl Settings {
     /// but without TLS (API keys in clear).
     pub(crate) fn check_exposure(&self, allow_remote: bool) -> Result<(), ConfigError> {
         let (principals, tls) = (!self.principals.is_empty(), self.tls.is_some());
-        exposure(self.listen, principals, tls, allow_remote)?;
+        if let Some(listen) = self.listen {
+            exposure(listen, principals, tls, allow_remote)?;
+        }
         doors::check_exposure(&self.doors, &self.doors, principals, tls, allow_remote)
     }
 
@@ -441,7 +465,9 @@ impl Settings {
     /// principals.
     pub(crate) fn check_reload_exposure(&self, running: &Fixed, allow_remote: bool) -> Result<(), ConfigError> {
         let (principals, tls) = (!self.principals.is_empty(), running.tls.is_some());
-        exposure(running.listen, principals, tls, allow_remote)?;
+        if let Some(listen) = running.listen {
+            exposure(listen, principals, tls, allow_remote)?;
+        }
         doors::check_exposure(&running.doors, &self.doors, principals, tls, allow_remote)
     }
 }
@@ -528,7 +554,7 @@ mod tests {
         };
         let flags = Flags { packs: vec!["b".into()], ..Flags::default() };
         let s = Settings::build(flags, file, &Env::default()).unwrap();
-        assert_eq!(s.listen.port(), 7000);
+        assert_eq!(s.listen.map(|l| l.port()), Some(7000));
         assert_eq!(s.load.packs, ["b"]);
         assert_eq!(s.load.registry, [PathBuf::from("x")]);
         assert!(Settings::build(

@@ -213,6 +213,29 @@ pub(crate) enum UpstreamProxy {
     Url(String),
 }
 
+impl ModelSettings {
+    /// What is likely wrong though allowed, one line each: a `base_url`
+    /// that does not end in `/v1` (the door adds only the API's path to it,
+    /// and OpenAI-compatible servers serve under `/v1`: a vLLM then answers
+    /// 404 to every request).
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        let paths = self.upstreams.iter().enumerate().filter_map(|(i, upstream)| {
+            let url = url::Url::parse(&upstream.base_url).ok()?;
+            let ends = url.path().trim_end_matches('/').ends_with("/v1");
+            (!ends).then(|| {
+                format!(
+                    "model_door.upstreams[{i}].base_url: '{}' does not end in /v1: the door adds only \
+                     /chat/completions, /responses, /messages or /models to it, and OpenAI-compatible servers \
+                     (vLLM, Ollama, llama.cpp, SGLang, LM Studio) serve them under /v1 (e.g. \
+                     http://127.0.0.1:8000/v1)",
+                    upstream.base_url
+                )
+            })
+        });
+        paths.collect()
+    }
+}
+
 /// `model_door.upstreams[].timeout` when unset.
 pub(crate) const DEFAULT_UPSTREAM_TIMEOUT: Duration = Duration::from_secs(600);
 

@@ -15,6 +15,7 @@ mod connections;
 mod dashboard;
 mod deploy;
 mod docs;
+mod door_deploy;
 mod door_hardening;
 mod door_messages;
 mod door_responses;

@@ -48,7 +48,8 @@ const MAX_REPAIRS_HEADER: usize = 4 * 1024;
 
 /// The paths the door serves, for a 404.
 const SERVED: &str = "the model door serves POST /v1/chat/completions, POST /v1/responses (and /v1/responses/…), \
-     POST /v1/messages (and /v1/messages/count_tokens) and GET /v1/models";
+     POST /v1/messages (and /v1/messages/count_tokens), GET /v1/models, every other /v1/… path passed to the \
+     model server unchanged, and GET /health";
 
 /// The model door.
 pub(crate) struct ModelDoor {
@@ -160,6 +161,7 @@ impl HttpEdge for Edge {
 impl Edge {
     async fn answer(&self, request: Request<Body>, connected: &Peer) -> Reply {
         let route = match route_of(request.method(), request.uri().path()) {
+            Ok(Route::Health) => return json_reply(StatusCode::OK, &json!({"status": "serving"})),
             Ok(route) => route,
             Err(reply) => return reply,
         };
@@ -168,7 +170,9 @@ impl Edge {
         {
             return error(StatusCode::FORBIDDEN, foreign.message(), "invalid_request_error");
         }
-        if request.method() == Method::POST && !json_body(request.headers()) {
+        // A generation's body is JSON; what passes through (uploads
+        // included) is the upstream's to read.
+        if matches!(route, Route::Complete(_)) && !json_body(request.headers()) {
             let message = "the request body must be JSON (Content-Type: application/json)";
             return error(StatusCode::UNSUPPORTED_MEDIA_TYPE, message, "invalid_request_error");
         }
@@ -205,6 +209,7 @@ impl Edge {
                 self.complete(request, api, asking, limits, snapshot.executor.observer()).await
             }
             Route::Forward(api) => self.pass(request, api, &passing).await,
+            Route::Health => json_reply(StatusCode::OK, &json!({"status": "serving"})),
         };
         reply.map(|body| Guarded::new(body, (guard, admitted, open, permit)).boxed())
     }
@@ -219,8 +224,12 @@ enum Route {
     /// /v1/responses`): forwarded and its answer repaired.
     Complete(Api),
     /// Another request of `api` (a stored response, its input items, its
-    /// cancellation): forwarded unchanged.
+    /// cancellation; any other `/v1/…` path as Chat Completions'
+    /// upstreams serve it: embeddings, completions, audio, files…):
+    /// forwarded unchanged.
     Forward(Api),
+    /// `GET /health`: 200 while the door serves (no credential).
+    Health,
 }
 
 /// The route of `method` on `path` (its query string apart), or the
@@ -243,6 +252,9 @@ fn route_of(method: &Method, path: &str) -> Result<Route, Reply> {
         (_, "/v1/models") => Err(error(StatusCode::METHOD_NOT_ALLOWED, "use GET", "invalid_request_error")),
         (_, path) if path.starts_with("/v1/responses/") => Ok(Route::Forward(Api::Responses)),
         (_, path) if path.starts_with("/v1/messages/") => Ok(Route::Forward(Api::Messages)),
+        (&Method::GET, "/health") => Ok(Route::Health),
+        (_, "/health") => Err(error(StatusCode::METHOD_NOT_ALLOWED, "use GET", "invalid_request_error")),
+        (_, path) if path.starts_with("/v1/") => Ok(Route::Forward(Api::Chat)),
         _ => Err(error(StatusCode::NOT_FOUND, &format!("not found: {SERVED}"), "invalid_request_error")),
     }
 }

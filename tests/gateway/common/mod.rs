@@ -222,7 +222,7 @@ impl TestGateway {
     /// Serves `app` as `serve` does ([`App::serve`]: every door), until
     /// shut down.
     async fn serve(app: App, serving: Serving, listeners: Listeners) -> Self {
-        let addr = listeners.grpc_address().unwrap();
+        let addr = listeners.grpc_address().unwrap().expect("a gRPC listener");
         let mcp = listeners.address("mcp").unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async {

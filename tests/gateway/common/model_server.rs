@@ -438,6 +438,9 @@ pub async fn start() -> ModelServer {
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/models", models)
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/models/{id}", get(model_of))
+        .route("/v1/completions", post(completions))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -662,6 +665,56 @@ async fn messages(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> 
     );
     push(json!({"type": "message_stop"}));
     Response::builder().header("content-type", "text/event-stream").body(Body::from(events.concat())).unwrap()
+}
+
+/// `POST /v1/embeddings`: one vector an input, `[0.5, 0.25, 1.0]`, as
+/// floats or (`encoding_format: base64`, the openai SDK's default) as the
+/// base64 of its little-endian f32s; its `model` says what it was asked,
+/// and the caller's `authorization` is remembered.
+async fn embeddings(State(seen): State<Seen>, headers: HeaderMap, body: Bytes) -> Response {
+    use base64::Engine;
+    let authorization = headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned);
+    seen.authorization.lock().unwrap().push(authorization);
+    let asked: Value = serde_json::from_slice(&body).unwrap();
+    let inputs = match &asked["input"] {
+        Value::Array(items) => items.len(),
+        _ => 1,
+    };
+    let vector = [0.5f32, 0.25, 1.0];
+    let embedding = match asked["encoding_format"].as_str() {
+        Some("base64") => {
+            let bytes: Vec<u8> = vector.iter().flat_map(|f| f.to_le_bytes()).collect();
+            json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+        }
+        _ => json!(vector),
+    };
+    let data: Vec<Value> =
+        (0..inputs).map(|index| json!({"object": "embedding", "index": index, "embedding": embedding})).collect();
+    let body = json!({"object": "list", "data": data, "model": asked["model"],
+        "usage": {"prompt_tokens": 2, "total_tokens": 2}});
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+/// `GET /v1/models/{id}`: that model.
+async fn model_of(axum::extract::Path(id): axum::extract::Path<String>) -> Response {
+    let body = json!({"id": id, "object": "model", "owned_by": "test"});
+    ([("content-type", "application/json")], body.to_string()).into_response()
+}
+
+/// `POST /v1/completions` (the legacy API), streamed: three pieces of
+/// text, each its own event, the last after the server is released.
+async fn completions(State(seen): State<Seen>) -> Response {
+    let event = |text: &str| {
+        let chunk = json!({"id": "cmpl", "object": "text_completion", "choices": [{"index": 0, "text": text}]});
+        Ok::<_, std::io::Error>(Bytes::from(format!("data: {chunk}\n\n")))
+    };
+    let mut release = seen.release.subscribe();
+    let first = futures::stream::iter([event("def"), event(" add")]);
+    let rest = futures::stream::once(async move {
+        let _ = release.wait_for(|released| *released).await;
+        Ok(Bytes::from(format!("{}data: [DONE]\n\n", String::from_utf8_lossy(&event("(a, b)").unwrap()))))
+    });
+    Response::builder().header("content-type", "text/event-stream").body(Body::from_stream(first.chain(rest))).unwrap()
 }
 
 /// `POST /v1/messages/count_tokens`: a count, saying the query it was
