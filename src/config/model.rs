@@ -95,6 +95,10 @@ pub(crate) struct UpstreamConfig {
     pub(crate) models: Vec<String>,
     /// How long one request may take, streaming included (default 600s).
     pub(crate) timeout: Option<String>,
+    /// Upstreams (by name) that get the request, in order, when this one
+    /// fails before its first byte (connection, timeout, 429, 5xx).
+    #[serde(default)]
+    pub(crate) fallback: Vec<String>,
     /// How the upstream is reached: through this proxy (an http(s) URL),
     /// or `env` to honour `HTTPS_PROXY`, `HTTP_PROXY` and `NO_PROXY`;
     /// unset: directly, whatever the environment says.
@@ -192,6 +196,8 @@ pub(crate) struct Upstream {
     pub(crate) proxy: UpstreamProxy,
     /// `apis` (default all three).
     pub(crate) apis: Vec<Api>,
+    /// `fallback`, as places in the settings' `upstreams`.
+    pub(crate) fallback: Vec<usize>,
 }
 
 impl Upstream {
@@ -247,6 +253,7 @@ impl ModelDoorConfig {
             problems.push("model_door.upstreams: name at least one model server".to_owned());
         }
         let mut upstreams: Vec<Upstream> = Vec::new();
+        let fallbacks: Vec<Vec<String>> = self.upstreams.iter().map(|u| u.fallback.clone()).collect();
         for (i, raw) in self.upstreams.into_iter().enumerate() {
             let at = format!("model_door.upstreams[{i}]");
             if raw.name.trim().is_empty() {
@@ -307,6 +314,7 @@ impl ModelDoorConfig {
                 problems.push(format!("{at}.apis: name at least one of chat, responses, messages"));
             }
             upstreams.push(Upstream {
+                fallback: Vec::new(),
                 apis,
                 name: raw.name,
                 base_url: raw.base_url.trim_end_matches('/').to_owned(),
@@ -315,6 +323,19 @@ impl ModelDoorConfig {
                 timeout,
                 proxy,
             });
+        }
+        for (i, raw) in fallbacks.iter().enumerate() {
+            for (j, name) in raw.iter().enumerate() {
+                match upstreams.iter().position(|u| &u.name == name) {
+                    Some(at) if at == i => {
+                        problems.push(format!("model_door.upstreams[{i}].fallback[{j}]: '{name}' is this upstream"));
+                    }
+                    Some(at) => upstreams[i].fallback.push(at),
+                    None => {
+                        problems.push(format!("model_door.upstreams[{i}].fallback[{j}]: no upstream is named '{name}'"))
+                    }
+                }
+            }
         }
         let default_upstream = match &self.default_upstream {
             Some(name) => match upstreams.iter().position(|u| &u.name == name) {

@@ -39,6 +39,7 @@ pub struct Metrics {
     rate_limited: Counter<u64>,
     reloads: Counter<u64>,
     retries: Counter<u64>,
+    failovers: Counter<u64>,
     labels: Arc<RwLock<HashSet<String>>>,
     /// Tells this set of instruments (and its clones) apart in the threads'
     /// [`BOUND`] instruments.
@@ -96,6 +97,10 @@ impl Metrics {
             retries: meter
                 .u64_counter(semconv::MODEL_DOOR_RETRIES)
                 .with_description("Extra requests the model door made to have a call rewritten, by outcome")
+                .build(),
+            failovers: meter
+                .u64_counter(semconv::MODEL_DOOR_FAILOVERS)
+                .with_description("Requests the model door moved to the next upstream, by from and to")
                 .build(),
             labels: Arc::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
@@ -219,6 +224,16 @@ impl Metrics {
     /// `tries` extra requests the model door made for one answer.
     pub(crate) fn retries(&self, tries: u64, outcome: &'static str) {
         self.retries.add(tries, &[KeyValue::new(semconv::RETRY_OUTCOME, outcome)]);
+    }
+
+    /// A request moved from the upstream `from` to `to` (the model door's
+    /// failover).
+    pub(crate) fn failover(&self, from: &str, to: &str) {
+        let labels = [
+            KeyValue::new(semconv::FAILOVER_FROM, from.to_owned()),
+            KeyValue::new(semconv::FAILOVER_TO, to.to_owned()),
+        ];
+        self.failovers.add(1, &labels);
     }
 
     pub(crate) fn reload(&self, result: &'static str) {

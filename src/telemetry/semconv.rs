@@ -79,6 +79,16 @@ pub(crate) const RETRY_OUTCOME: &str = "outcome";
 pub(crate) const RETRY_EVENT: &str = "toolgate.retry";
 /// The try's number (1 for the first extra request).
 pub(crate) const RETRY_TRY: &str = "toolgate.retry.try";
+/// The model door's failovers: requests an upstream failed before its
+/// first byte and the next one got, by `from` and `to` (upstream names,
+/// bounded by the configuration).
+pub(crate) const MODEL_DOOR_FAILOVERS: &str = "toolgate.model_door.failovers";
+/// The upstream that failed, and the one that got the request.
+pub(crate) const FAILOVER_FROM: &str = "from";
+pub(crate) const FAILOVER_TO: &str = "to";
+/// A span event per failover, with `from`, `to` and `reason`.
+pub(crate) const FAILOVER_EVENT: &str = "toolgate.failover";
+pub(crate) const FAILOVER_REASON: &str = "reason";
 pub(crate) const RELOAD_RESULT: &str = "result";
 /// What the state store was doing when it failed: `idempotency` or `budget`.
 pub(crate) const STATE_USE: &str = "toolgate.state.use";

@@ -129,3 +129,72 @@ fn validate_warns_of_a_base_url_without_v1_and_a_door_alone_needs_something_to_s
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("listen: off leaves nothing to serve"), "{stderr}");
 }
+
+/// A model server that answers every request 503.
+async fn overloaded() -> String {
+    let app = axum::Router::new().fallback(|| async {
+        (axum::http::StatusCode::SERVICE_UNAVAILABLE, "{\"error\": {\"message\": \"overloaded\"}}")
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_fails_over_before_its_first_byte_and_never_after() {
+    let (first, second) = (model_server::start().await, model_server::start().await);
+    let closed = {
+        let socket = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        socket.local_addr().unwrap().port()
+    };
+    let busy = overloaded().await;
+    // `down` (nothing listens) names `busy` (503) as its fallback; `good`
+    // matches the model too, so it comes after them.
+    let config = format!(
+        "listen: \"off\"\nmodel_door:\n  listen: 127.0.0.1:0\n  upstreams:\n\
+         \x20   - name: down\n      base_url: http://127.0.0.1:{closed}/v1\n      models: [\"qwen*\"]\n      fallback: [busy]\n\
+         \x20   - name: busy\n      base_url: {busy}\n      models: [\"qwen*\"]\n\
+         \x20   - name: good\n      base_url: {}\n      models: [\"qwen*\"]\n\
+         \x20   - name: cuts\n      base_url: {}\n      models: [\"cut\"]\n\
+         \x20   - name: spare\n      base_url: {}\n      models: [\"cut\"]\n",
+        second.base_url(),
+        first.base_url(),
+        second.base_url()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolgate.yaml"), &config).unwrap();
+    let mut command = toolgate();
+    command.current_dir(dir.path()).args(["serve", "--config", "toolgate.yaml"]);
+    let (_gateway, lines, _, seen) = listening_after(&mut command);
+    let log = crate::common::LogLines::follow(lines);
+    let url = crate::common::logged_after(&seen, "model door (OpenAI-compatible) on ");
+    let client = http();
+
+    // Down, then overloaded: the third upstream answers, repaired as ever.
+    let body = json!({"model": "qwen3", "messages": [{"role": "user", "content": "x"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]});
+    let answer = client.post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 200);
+    let said: Value = answer.json().await.unwrap();
+    assert_eq!(said["choices"][0]["message"]["content"], "Hello.", "{said}");
+    assert_eq!(second.seen.bodies.lock().unwrap().len(), 1);
+    // The log is read by another thread: wait for its lines, not a time.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while log.count("failing over") < 2 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(log.count("failing over"), 2, "{}", log.text());
+    assert!(log.text().contains("status 503"), "{}", log.text());
+
+    // A stream whose first bytes reached the client: cut mid-way, it ends
+    // with an error, and no other upstream is asked.
+    let mut cut = body.clone();
+    cut["model"] = "cut".into();
+    cut["stream"] = true.into();
+    let before = second.seen.bodies.lock().unwrap().len();
+    let text = client.post(format!("{url}/chat/completions")).json(&cut).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("\"error\""), "{text}");
+    assert_eq!(second.seen.bodies.lock().unwrap().len(), before, "no switch after the first byte");
+}

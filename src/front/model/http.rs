@@ -208,7 +208,7 @@ impl Edge {
                 let asking = Asking { passing: &passing, snapshot: &snapshot, caller: &caller };
                 self.complete(request, api, asking, limits, snapshot.executor.observer()).await
             }
-            Route::Forward(api) => self.pass(request, api, &passing).await,
+            Route::Forward(api) => self.pass(request, api, &passing, snapshot.executor.observer()).await,
             Route::Health => json_reply(StatusCode::OK, &json!({"status": "serving"})),
         };
         reply.map(|body| Guarded::new(body, (guard, admitted, open, permit)).boxed())
@@ -349,9 +349,10 @@ impl Edge {
         let Some(model) = asked.model() else {
             return error(StatusCode::BAD_REQUEST, "the request names no model", "invalid_request_error");
         };
-        let Some(upstream) = route::upstream(&self.settings, &model, api) else {
+        let upstreams = route::candidates(&self.settings, &model, api);
+        if upstreams.is_empty() {
             return unserved(&self.settings, &model, api);
-        };
+        }
         let strict = self.settings.strict
             || parts.headers.get(STRICT_HEADER).and_then(|v| v.to_str().ok()).is_some_and(|v| v.trim() == "true");
         let (declared, unrepaired) = match asked.tools().filter(|_| !strict) {
@@ -376,7 +377,7 @@ impl Edge {
         };
         // Asked again without a stored conversation.
         let tries = if !stored && declared.is_some() { tries } else { 0 };
-        let forward = Forward { upstream, asking, declared, lifting, streaming: asked.stream(), api, query, tries };
+        let forward = Forward { upstreams, asking, declared, lifting, streaming: asked.stream(), api, query, tries };
         let mut reply = self.forward(&parts.headers, &model, bytes.clone(), forward, observer).await;
         if let Some(unrepaired) = unrepaired {
             reply.headers_mut().insert(UNREPAIRED_HEADER, header::HeaderValue::from_static(unrepaired.said()));
@@ -389,7 +390,7 @@ impl Edge {
     /// as sent, to the upstream its body's `model` routes to, else
     /// `default_upstream` (or the first upstream) speaking `api`; the
     /// answer as it comes.
-    async fn pass(&self, request: Request<Body>, api: Api, passing: &Passing) -> Reply {
+    async fn pass(&self, request: Request<Body>, api: Api, passing: &Passing, observer: &Observer) -> Reply {
         let (parts, body) = request.into_parts();
         let bytes = match read_body(body, MAX_BODY_BYTES, self.body).await {
             Ok(bytes) => bytes,
@@ -398,26 +399,30 @@ impl Edge {
             }
         };
         let model = Asked::read(&bytes).ok().and_then(|asked| asked.model());
-        let upstream = match &model {
-            Some(model) => route::upstream(&self.settings, model, api),
-            None => route::any(&self.settings, api),
+        let upstreams = match &model {
+            Some(model) => route::candidates(&self.settings, model, api),
+            None => route::any(&self.settings, api).into_iter().collect(),
         };
-        let Some(upstream) = upstream else {
+        if upstreams.is_empty() {
             return unserved(&self.settings, model.as_deref().unwrap_or_default(), api);
-        };
+        }
         let path = parts.uri.path().strip_prefix("/v1").unwrap_or(parts.uri.path());
         let query = parts.uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-        let url = format!("{}{path}{query}", upstream.base_url);
         let method = reqwest::Method::from_bytes(parts.method.as_str().as_bytes()).expect("a method hyper read");
-        let mut sending = self
-            .client(upstream)
-            .request(method, &url)
-            .headers(forwarded(&parts.headers, upstream, passing, api))
-            .timeout(upstream.timeout);
-        if !bytes.is_empty() {
-            sending = sending.body(bytes);
-        }
-        let response = match sending.send().await {
+        let request = |upstream: &Upstream| {
+            let url = format!("{}{path}{query}", upstream.base_url);
+            let sending = self
+                .client(upstream)
+                .request(method.clone(), &url)
+                .headers(forwarded(&parts.headers, upstream, passing, api))
+                .timeout(upstream.timeout);
+            match bytes.is_empty() {
+                true => sending,
+                false => sending.body(bytes.clone()),
+            }
+        };
+        let (upstream, sent) = self.send(&upstreams, request, observer, None).await;
+        let response = match sent {
             Ok(response) => response,
             Err(err) => return unreachable_upstream(upstream, &err),
         };
@@ -434,11 +439,20 @@ impl Edge {
         forward: Forward<'_>,
         observer: &Observer,
     ) -> Reply {
-        let Forward { upstream, asking, declared, lifting, streaming, api, query, tries } = forward;
+        let Forward { upstreams, asking, declared, lifting, streaming, api, query, tries } = forward;
         let spans = Spans::start(observer, headers, model).await;
-        let url = format!("{}{}{}", upstream.base_url, api_path(api), query);
-        let mut sending = forwarded(headers, upstream, asking.passing, api);
-        sending.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+        let url_of = |upstream: &Upstream| format!("{}{}{}", upstream.base_url, api_path(api), query);
+        let sending_to = |upstream: &Upstream| {
+            let mut sending = forwarded(headers, upstream, asking.passing, api);
+            sending.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("application/json"));
+            sending
+        };
+        let request = |upstream: &Upstream| {
+            let client = self.client(upstream).post(url_of(upstream)).headers(sending_to(upstream));
+            client.body(bytes.clone()).timeout(upstream.timeout)
+        };
+        let (upstream, sent) = self.send(&upstreams, request, observer, Some(&spans)).await;
+        let (url, sending) = (url_of(upstream), sending_to(upstream));
         let asker = (tries > 0).then(|| Asker {
             client: self.client(upstream).clone(),
             url: url.clone(),
@@ -452,7 +466,6 @@ impl Edge {
             request: bytes.clone(),
             tries,
         });
-        let sent = self.client(upstream).post(&url).headers(sending).body(bytes).timeout(upstream.timeout).send().await;
         let response = match sent {
             Ok(response) => response,
             Err(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
@@ -515,6 +528,42 @@ impl Edge {
             reply.headers_mut().insert(retry::RETRIES_HEADER, made_tries.into());
         }
         spans.ended(observer, reply, &made)
+    }
+}
+
+impl Edge {
+    /// The request (`request` builds it for an upstream) sent to the first
+    /// of `upstreams` that answers: on a connection failure, a timeout
+    /// before the answer's first byte, 429 or 5xx, the next one gets it
+    /// (logged, counted in `toolgate.model_door.failovers`, an event on the
+    /// generation's span). Once an answer has begun there is no switch. The
+    /// upstream that answered last, and its answer or failure.
+    async fn send<'u>(
+        &self,
+        upstreams: &[&'u Upstream],
+        request: impl Fn(&Upstream) -> reqwest::RequestBuilder,
+        observer: &Observer,
+        spans: Option<&Spans>,
+    ) -> (&'u Upstream, reqwest::Result<reqwest::Response>) {
+        let mut at = 0;
+        loop {
+            let upstream = upstreams[at];
+            let sent = request(upstream).send().await;
+            let Some(next) = upstreams.get(at + 1) else { return (upstream, sent) };
+            let reason = match &sent {
+                Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => "status 429".to_owned(),
+                Ok(response) if response.status().is_server_error() => format!("status {}", response.status().as_u16()),
+                Ok(_) => return (upstream, sent),
+                Err(err) if err.is_timeout() => "no answer within its timeout".to_owned(),
+                Err(err) => format!("could not be reached: {}", cause(err)),
+            };
+            tracing::warn!(door = NAME, from = upstream.name, to = next.name, "failing over: {reason}");
+            observer.metrics.failover(&upstream.name, &next.name);
+            if let Some(spans) = spans {
+                spans.failed_over(&upstream.name, &next.name, &reason);
+            }
+            at += 1;
+        }
     }
 }
 
@@ -610,7 +659,8 @@ struct Second {
 
 /// What [`Edge::forward`] needs of the request.
 struct Forward<'u> {
-    upstream: &'u Upstream,
+    /// The upstreams that may serve it, in the order they are tried.
+    upstreams: Vec<&'u Upstream>,
     asking: Asking<'u>,
     declared: Option<Arc<Declared>>,
     lifting: Lifting,

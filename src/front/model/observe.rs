@@ -69,6 +69,18 @@ impl Spans {
         self.chat.event(semconv::RETRY_EVENT, || vec![KeyValue::new(semconv::RETRY_TRY, i64::from(number))]);
     }
 
+    /// The request moved from the upstream `from` to `to`, for `reason`:
+    /// an event on the generation's span.
+    pub(super) fn failed_over(&self, from: &str, to: &str, reason: &str) {
+        self.chat.event(semconv::FAILOVER_EVENT, || {
+            vec![
+                KeyValue::new(semconv::FAILOVER_FROM, from.to_owned()),
+                KeyValue::new(semconv::FAILOVER_TO, to.to_owned()),
+                KeyValue::new(semconv::FAILOVER_REASON, reason.to_owned()),
+            ]
+        });
+    }
+
     /// Whether the generation's span records (what it would note is then
     /// worth reading).
     pub(super) fn recording(&self) -> bool {

@@ -12,6 +12,26 @@ pub(super) fn upstream<'s>(settings: &'s ModelSettings, model: &str, api: Api) -
     matching.or_else(|| settings.default_upstream.map(|at| &settings.upstreams[at]).filter(|u| u.speaks(api)))
 }
 
+/// The upstreams that may serve `model` in `api`, in the order they are
+/// tried (failover): the one [`upstream`] picks, then its `fallback`
+/// upstreams that speak `api`, then every other upstream whose `models`
+/// match, in the configuration's order; each once.
+pub(super) fn candidates<'s>(settings: &'s ModelSettings, model: &str, api: Api) -> Vec<&'s Upstream> {
+    let Some(first) = upstream(settings, model, api) else { return Vec::new() };
+    let mut tried = vec![first];
+    let fallback = first.fallback.iter().map(|&at| &settings.upstreams[at]).filter(|u| u.speaks(api));
+    let matching = settings
+        .upstreams
+        .iter()
+        .filter(|u| u.speaks(api) && (u.models.is_empty() || u.models.iter().any(|glob| glob.matches(model))));
+    for next in fallback.chain(matching) {
+        if !tried.iter().any(|u| std::ptr::eq(*u, next)) {
+            tried.push(next);
+        }
+    }
+    tried
+}
+
 /// The upstream for a request of `api` that names no model (a stored
 /// response's retrieval): `default_upstream` if it speaks `api`, else the
 /// first upstream that does.
@@ -28,7 +48,8 @@ mod tests {
         let models = models.iter().map(|m| glob::Pattern::new(m).unwrap()).collect();
         let (name, base_url) = (name.to_owned(), String::new());
         let apis = Api::ALL.to_vec();
-        Upstream { name, base_url, api_key: None, models, timeout: Default::default(), proxy: Default::default(), apis }
+        let (timeout, proxy) = (Default::default(), Default::default());
+        Upstream { name, base_url, api_key: None, models, timeout, proxy, apis, fallback: Vec::new() }
     }
 
     #[test]
