@@ -129,12 +129,12 @@ fn telemetry(c: &mut Criterion) {
     let metrics = Metrics::new(&meters.meter("toolgate"));
     let observers = [
         ("off", Observer::disabled()),
-        ("metrics", Observer { metrics: metrics.clone(), tracer: None, record_content: false }),
+        ("metrics", Observer { metrics: metrics.clone(), tracer: None, record_content: false, scrape: None }),
         (
             "metrics_and_spans",
-            Observer { metrics: metrics.clone(), tracer: Some(tracer.clone()), record_content: false },
+            Observer { metrics: metrics.clone(), tracer: Some(tracer.clone()), record_content: false, scrape: None },
         ),
-        ("metrics_and_spans_10pct", Observer { metrics, tracer: Some(sampled.clone()), record_content: false }),
+        ("metrics_and_spans_10pct", Observer { metrics, tracer: Some(sampled.clone()), record_content: false, scrape: None }),
     ];
     for (name, observer) in observers {
         let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, "", observer);

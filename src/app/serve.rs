@@ -14,6 +14,7 @@ use crate::{
     front::{
         grpc,
         mcp::{http::McpDoor, limits::McpLimits},
+        metrics::MetricsDoor,
         model::http::ModelDoor,
     },
     server::{self, ConnectionSettings, Door, ServeError, Stop},
@@ -149,6 +150,8 @@ impl App {
             tls.clone(),
             McpDoor::new(view, tls.clone(), mcp, &connections),
         ));
+        let scrape = self.live.observer().scrape.clone();
+        others.extend(beside(&mut listeners, &fanned, &probes, None, MetricsDoor::new(scrape)));
         if let Some(model) = model {
             let door = ModelDoor::new(model, self.live.current(), tls.clone(), &connections);
             others.extend(beside(&mut listeners, &fanned, &connections, tls.clone(), door));

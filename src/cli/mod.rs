@@ -204,6 +204,9 @@ struct ServeArgs {
     /// How long shutdown waits for calls in flight (e.g. 10s).
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "10s")]
     drain_timeout: Duration,
+    /// Serve every metric as Prometheus text on GET /metrics at this address (plaintext); also metrics_listen.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
     /// The server's TLS certificate chain (PEM); with --tls-key. Re-read on SIGHUP.
     #[arg(long, value_name = "FILE")]
     tls_cert: Option<PathBuf>,
@@ -367,6 +370,7 @@ fn settings(args: &CatalogArgs, env: &Env) -> anyhow::Result<Settings> {
 #[derive(Clone, Default)]
 struct ServeFlags {
     listen: Option<String>,
+    metrics_listen: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
     doors: Vec<(&'static str, String)>,
@@ -386,6 +390,7 @@ fn settings_with(args: &CatalogArgs, serve: ServeFlags, env: &Env) -> anyhow::Re
         tls_cert: serve.tls_cert,
         tls_key: serve.tls_key,
         door_listen: serve.doors,
+        metrics_listen: serve.metrics_listen,
     };
     Ok(Settings::build(flags, file, env)?)
 }
@@ -394,6 +399,7 @@ impl ServeArgs {
     fn flags(&self) -> ServeFlags {
         ServeFlags {
             listen: self.listen.clone(),
+            metrics_listen: self.metrics_listen.clone(),
             tls_cert: self.tls_cert.clone(),
             tls_key: self.tls_key.clone(),
             doors: self.doors.0.clone(),
@@ -407,7 +413,7 @@ fn serve(args: ServeArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     let served = runtime.block_on(async move {
-        let telemetry = Telemetry::start(env);
+        let telemetry = Telemetry::start(env, settings.metrics_listen.is_some());
         let served = serve_with(&args, &settings, env, telemetry.observer()).await;
         // Flushing waits on the exporters' threads, at most FINAL_FLUSH: a
         // collector that does not answer must not hold up the exit past the

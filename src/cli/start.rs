@@ -36,6 +36,9 @@ pub(super) fn announce(settings: &Settings, app: &App, listeners: &Listeners, se
     if let Some(health) = listeners.address("health") {
         tracing::info!("health (grpc.health.v1 only, plaintext) on {health}");
     }
+    if let Some(metrics) = listeners.address("metrics") {
+        tracing::info!("metrics (Prometheus text, plaintext) on http://{metrics}/metrics");
+    }
     tracing::info!(strict = settings.policy.strict, catalog_version = version, "catalogue loaded");
     for warning in settings.warnings() {
         tracing::warn!("{warning}");

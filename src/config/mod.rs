@@ -81,6 +81,7 @@ fn env_strict(env: &Env) -> Option<bool> {
 ///   key: certs/server.key
 ///   client_ca: certs/ca.pem   # optional: client certificates (mTLS)
 /// health_listen: 0.0.0.0:8081 # plaintext grpc.health.v1 only, for probes
+/// metrics_listen: 0.0.0.0:9464 # GET /metrics, Prometheus text, plaintext
 /// principals:                 # who may call, and what each may use
 ///   - name: support-bot
 ///     api_key_sha256: 2c26…   # toolgate auth hash-key
@@ -92,6 +93,8 @@ pub struct FileConfig {
     pub(crate) listen: Option<String>,
     pub(crate) tls: Option<TlsConfig>,
     pub(crate) health_listen: Option<String>,
+    /// `GET /metrics` (every metric as Prometheus text), plaintext.
+    pub(crate) metrics_listen: Option<String>,
     #[serde(default)]
     pub(crate) principals: Vec<PrincipalConfig>,
     pub(crate) users: Option<UsersConfig>,
@@ -196,6 +199,8 @@ pub struct Flags {
     /// The address flags of the doors of [`DOORS`] that were given, by
     /// door name (`--mcp-listen` under `mcp`).
     pub door_listen: Vec<(&'static str, String)>,
+    /// `--metrics-listen`.
+    pub metrics_listen: Option<String>,
 }
 
 /// Settings after every source is merged and checked.
@@ -211,6 +216,8 @@ pub struct Settings {
     pub(crate) tls: Option<TlsConfig>,
     /// A plaintext listener serving only `grpc.health.v1`.
     pub(crate) health_listen: Option<SocketAddr>,
+    /// A plaintext listener serving `GET /metrics` (Prometheus text).
+    pub(crate) metrics_listen: Option<SocketAddr>,
     /// Who may call; empty: everyone, as before identity existed.
     pub(crate) principals: Arc<Principals>,
     /// How end users' tokens are verified, when `users.jwt` is configured
@@ -243,6 +250,7 @@ pub(crate) struct Fixed {
     listen: Option<SocketAddr>,
     tls: Option<TlsConfig>,
     health_listen: Option<SocketAddr>,
+    metrics_listen: Option<SocketAddr>,
     doors: DoorSettings,
     state: StateConfig,
     retry_budget: Option<u32>,
@@ -255,12 +263,12 @@ impl Fixed {
             (self.listen != next.listen, "listen"),
             (self.tls != next.tls, "tls"),
             (self.health_listen != next.health_listen, "health_listen"),
+            (self.metrics_listen != next.metrics_listen, "metrics_listen"),
         ];
         let shared =
             [(self.state != next.state, "state"), (self.retry_budget != next.retry_budget, "policy.retry_budget")];
-        let keys =
-            |checks: [(bool, &'static str); 3]| checks.into_iter().filter(|(differs, _)| *differs).map(|(_, key)| key);
-        let mut changed: Vec<&'static str> = keys(gateway).collect();
+        let mut changed: Vec<&'static str> =
+            gateway.into_iter().filter(|(differs, _)| *differs).map(|(_, key)| key).collect();
         changed.extend(doors::changed(&self.doors, &next.doors));
         changed.extend(shared.into_iter().filter(|(differs, _)| *differs).map(|(_, key)| key));
         changed
@@ -365,6 +373,8 @@ impl Settings {
             _ => problems.keep(Err(ConfigError::TlsPair)),
         };
         let health_listen = file.health_listen.and_then(|text| problems.keep(address(&text)));
+        let metrics_listen =
+            flags.metrics_listen.or(file.metrics_listen).and_then(|text| problems.keep(address(&text)));
         let origin = file.origin.as_deref().unwrap_or("<configuration>");
         let principals = Principals::from_config(&file.principals, origin).map_err(ConfigError::Principals);
         let principals = problems.keep(principals).unwrap_or_default();
@@ -396,8 +406,15 @@ impl Settings {
                     .to_owned(),
             ]));
         }
-        let fixed =
-            Fixed { listen, tls: tls.clone(), health_listen, doors: doors.clone(), state: state.clone(), retry_budget };
+        let fixed = Fixed {
+            listen,
+            tls: tls.clone(),
+            health_listen,
+            metrics_listen,
+            doors: doors.clone(),
+            state: state.clone(),
+            retry_budget,
+        };
         let limits = file.limits.limits();
         let connections_per_principal = file.limits.connections_per_principal.map(std::num::NonZeroUsize::get);
         let principals = Arc::new(principals);
@@ -408,6 +425,7 @@ impl Settings {
             limits,
             tls,
             health_listen,
+            metrics_listen,
             principals,
             users,
             state,
@@ -427,7 +445,12 @@ impl Settings {
     /// [`DOORS`] that is on.
     pub(crate) fn door_addresses(&self) -> Vec<(&'static str, SocketAddr)> {
         let health = self.health_listen.map(|listen| ("health", listen));
-        health.into_iter().chain(doors::addresses(&self.doors).map(|(door, listen)| (door.name, listen))).collect()
+        let metrics = self.metrics_listen.map(|listen| ("metrics", listen));
+        health
+            .into_iter()
+            .chain(metrics)
+            .chain(doors::addresses(&self.doors).map(|(door, listen)| (door.name, listen)))
+            .collect()
     }
 
     /// What is likely wrong in the configuration though allowed, one line

@@ -5,4 +5,5 @@
 
 pub(crate) mod grpc;
 pub(crate) mod mcp;
+pub(crate) mod metrics;
 pub(crate) mod model;

@@ -384,7 +384,12 @@ fn value_limit(env: &Env) -> usize {
         .unwrap_or(VALUE_LENGTH_LIMIT)
 }
 
-pub(crate) fn meter_provider(env: &Env, resource: Resource, runtime: &ExportRuntime) -> Option<SdkMeterProvider> {
+pub(crate) fn meter_provider(
+    env: &Env,
+    resource: Resource,
+    runtime: &ExportRuntime,
+    scrape: Option<opentelemetry_prometheus::PrometheusExporter>,
+) -> Option<SdkMeterProvider> {
     let exporter = Transport::from_env(env, "METRICS").and_then(|transport| {
         let built = match transport.protocol {
             Protocol::HttpBinary => transport.over_http(MetricExporter::builder().with_http())?.build(),
@@ -394,7 +399,11 @@ pub(crate) fn meter_provider(env: &Env, resource: Resource, runtime: &ExportRunt
     });
     let exporter = or_said("metrics", exporter)?;
     let exporter = QuietMetrics { inner: exporter, warnings: Warnings::default() };
-    Some(SdkMeterProvider::builder().with_resource(resource).with_periodic_exporter(exporter).build())
+    let builder = SdkMeterProvider::builder().with_resource(resource).with_periodic_exporter(exporter);
+    Some(match scrape {
+        Some(reader) => builder.with_reader(reader).build(),
+        None => builder.build(),
+    })
 }
 
 #[cfg(test)]

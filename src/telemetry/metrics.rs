@@ -23,6 +23,24 @@ use super::semconv;
 /// (each instrument keeps a bounded number of attribute sets).
 const MAX_TOOL_LABELS: usize = 500;
 
+/// The buckets of the model door's durations (seconds), the GenAI
+/// conventions' advice: from 10 ms to generations of minutes.
+const SECONDS: [f64; 14] = [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92];
+
+/// The buckets of a generation's tokens (powers of 4, to 64M).
+const TOKENS: [f64; 14] = [
+    1.0, 4.0, 16.0, 64.0, 256.0, 1024.0, 4096.0, 16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0, 16777216.0,
+    67108864.0,
+];
+
+/// The buckets of the time to a stream's first bytes (seconds).
+const FIRST_TOKEN: [f64; 16] =
+    [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0];
+
+/// Distinct model names (as requests name them) that get a label of their
+/// own; the rest are `_OTHER`.
+const MAX_MODEL_LABELS: usize = 100;
+
 /// The instruments. Cheap to clone.
 #[derive(Clone)]
 pub struct Metrics {
@@ -40,7 +58,12 @@ pub struct Metrics {
     reloads: Counter<u64>,
     retries: Counter<u64>,
     failovers: Counter<u64>,
+    door_duration: Histogram<f64>,
+    operation_duration: Histogram<f64>,
+    token_usage: Histogram<u64>,
+    first_token: Histogram<f64>,
     labels: Arc<RwLock<HashSet<String>>>,
+    models: Arc<RwLock<HashSet<String>>>,
     /// Tells this set of instruments (and its clones) apart in the threads'
     /// [`BOUND`] instruments.
     id: u64,
@@ -102,6 +125,31 @@ impl Metrics {
                 .u64_counter(semconv::MODEL_DOOR_FAILOVERS)
                 .with_description("Requests the model door moved to the next upstream, by from and to")
                 .build(),
+            door_duration: meter
+                .f64_histogram(semconv::HTTP_SERVER_REQUEST_DURATION)
+                .with_unit("s")
+                .with_boundaries(SECONDS.to_vec())
+                .with_description("The model door's requests, by route and status")
+                .build(),
+            operation_duration: meter
+                .f64_histogram(semconv::GEN_AI_CLIENT_OPERATION_DURATION)
+                .with_unit("s")
+                .with_boundaries(SECONDS.to_vec())
+                .with_description("The model door's generations, by model, upstream and its status")
+                .build(),
+            token_usage: meter
+                .u64_histogram(semconv::GEN_AI_CLIENT_TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_boundaries(TOKENS.to_vec())
+                .with_description("Tokens of the model door's generations, by type, model and upstream")
+                .build(),
+            first_token: meter
+                .f64_histogram(semconv::GEN_AI_SERVER_TIME_TO_FIRST_TOKEN)
+                .with_unit("s")
+                .with_boundaries(FIRST_TOKEN.to_vec())
+                .with_description("Time to a stream's first bytes through the model door, by model and upstream")
+                .build(),
+            models: Arc::default(),
             labels: Arc::default(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             enabled: true,
@@ -109,6 +157,11 @@ impl Metrics {
     }
 
     /// Instruments that record nothing.
+    /// Whether these instruments record (a gateway that exports metrics).
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled
+    }
+
     pub(crate) fn disabled() -> Self {
         let metrics = Self::new(&opentelemetry::metrics::noop::NoopMeterProvider::new().meter("toolgate"));
         Self { enabled: false, ..metrics }
@@ -226,6 +279,71 @@ impl Metrics {
         self.retries.add(tries, &[KeyValue::new(semconv::RETRY_OUTCOME, outcome)]);
     }
 
+    /// A model name as a label: its own among the first
+    /// [`MAX_MODEL_LABELS`] seen, else `_OTHER`.
+    fn model(&self, model: &str) -> KeyValue {
+        let known = crate::lock::read(&self.models).contains(model);
+        let label = match known {
+            true => model.to_owned(),
+            false => {
+                let mut models = crate::lock::write(&self.models);
+                if models.len() < MAX_MODEL_LABELS || models.contains(model) {
+                    models.insert(model.to_owned());
+                    model.to_owned()
+                } else {
+                    semconv::OTHER.to_owned()
+                }
+            }
+        };
+        KeyValue::new(semconv::GEN_AI_REQUEST_MODEL, label)
+    }
+
+    /// One request of the model door: its route and status, how long it
+    /// took; for a generation, its model, upstream (if one answered), the
+    /// upstream's status and its tokens.
+    pub(crate) fn door_request(&self, door: &DoorRequest<'_>) {
+        if !self.enabled {
+            return;
+        }
+        let status = i64::from(door.status);
+        self.door_duration.record(
+            door.seconds,
+            &[
+                KeyValue::new(semconv::HTTP_REQUEST_METHOD, "POST"),
+                KeyValue::new(semconv::HTTP_ROUTE, door.route),
+                KeyValue::new(semconv::HTTP_RESPONSE_STATUS_CODE, status),
+            ],
+        );
+        let model = self.model(door.model);
+        let upstream = KeyValue::new(semconv::UPSTREAM, door.upstream.unwrap_or(semconv::OTHER).to_owned());
+        let operation = KeyValue::new(semconv::GEN_AI_OPERATION_NAME, "chat");
+        self.operation_duration.record(
+            door.seconds,
+            &[
+                operation.clone(),
+                model.clone(),
+                upstream.clone(),
+                KeyValue::new(semconv::HTTP_RESPONSE_STATUS_CODE, status),
+            ],
+        );
+        for (kind, tokens) in [("input", door.input_tokens), ("output", door.output_tokens)] {
+            if let Some(tokens) = tokens {
+                let kind = KeyValue::new(semconv::GEN_AI_TOKEN_TYPE, kind);
+                self.token_usage.record(tokens, &[operation.clone(), kind, model.clone(), upstream.clone()]);
+            }
+        }
+    }
+
+    /// A stream's first bytes reached the client `seconds` after its
+    /// request arrived.
+    pub(crate) fn first_token(&self, seconds: f64, model: &str, upstream: &str) {
+        if !self.enabled {
+            return;
+        }
+        let labels = [self.model(model), KeyValue::new(semconv::UPSTREAM, upstream.to_owned())];
+        self.first_token.record(seconds, &labels);
+    }
+
     /// A request moved from the upstream `from` to `to` (the model door's
     /// failover).
     pub(crate) fn failover(&self, from: &str, to: &str) {
@@ -324,6 +442,17 @@ thread_local! {
     /// does not change after (labels are only added), so the bound set stays
     /// right.
     static BOUND: RefCell<Bound> = RefCell::default();
+}
+
+/// What the model door says of one request ([`Metrics::door_request`]).
+pub(crate) struct DoorRequest<'a> {
+    pub(crate) route: &'static str,
+    pub(crate) status: u16,
+    pub(crate) seconds: f64,
+    pub(crate) model: &'a str,
+    pub(crate) upstream: Option<&'a str>,
+    pub(crate) input_tokens: Option<u64>,
+    pub(crate) output_tokens: Option<u64>,
 }
 
 #[cfg(test)]

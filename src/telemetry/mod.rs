@@ -46,11 +46,29 @@ pub struct Observer {
     pub tracer: Option<Tracer>,
     /// Put arguments and results on spans (opt-in).
     pub record_content: bool,
+    /// The metrics as Prometheus text, when `metrics_listen` is set.
+    pub scrape: Option<Scrape>,
 }
 
 impl Observer {
     pub fn disabled() -> Self {
-        Self { metrics: Metrics::disabled(), tracer: None, record_content: false }
+        Self { metrics: Metrics::disabled(), tracer: None, record_content: false, scrape: None }
+    }
+}
+
+/// Every metric of the gateway as Prometheus text (`GET /metrics` on
+/// `metrics_listen`), read from the same instruments OTLP pushes.
+#[derive(Clone)]
+pub struct Scrape(prometheus::Registry);
+
+impl Scrape {
+    /// The exposition text (format 0.0.4).
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        match prometheus::TextEncoder::new().encode_utf8(&self.0.gather(), &mut out) {
+            Ok(()) => out,
+            Err(err) => format!("# the metrics could not be encoded: {err}\n"),
+        }
     }
 }
 
@@ -58,6 +76,7 @@ impl Observer {
 pub(crate) struct Telemetry {
     traces: Option<Tracer>,
     meters: Option<SdkMeterProvider>,
+    scrape: Option<Scrape>,
     /// Where the gRPC exporters' connections run; stopped last.
     runtime: Option<export::ExportRuntime>,
     record_content: bool,
@@ -77,9 +96,10 @@ impl Telemetry {
         let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
     }
 
-    /// Logs, and OTLP export when the environment asks for it. Must run
-    /// inside the Tokio runtime (the exporters' gRPC clients live there).
-    pub(crate) fn start(env: &Env) -> Self {
+    /// Logs, and OTLP export when the environment asks for it, and (with
+    /// `scraped`) the metrics as Prometheus text besides. Must run inside
+    /// the Tokio runtime (the exporters' gRPC clients live there).
+    pub(crate) fn start(env: &Env, scraped: bool) -> Self {
         let disabled = truthy(env, "OTEL_SDK_DISABLED");
         let endpoint = set(env, "OTEL_EXPORTER_OTLP_ENDPOINT");
         let wants = |signal: &str, exporter: &str| {
@@ -91,23 +111,38 @@ impl Telemetry {
         let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
         let record_content = truthy(env, "TOOLGATE_TRACE_CONTENT");
         let (traces, metrics) = (wants("TRACES", "OTEL_TRACES_EXPORTER"), wants("METRICS", "OTEL_METRICS_EXPORTER"));
+        let registry = scraped.then(prometheus::Registry::new);
+        let reader = registry.as_ref().and_then(|registry| {
+            let built =
+                opentelemetry_prometheus::exporter().with_registry(registry.clone()).without_target_info().build();
+            built.map_err(|err| tracing::warn!("the metrics cannot be scraped: {err}")).ok()
+        });
+        let scrape = reader.as_ref().and(registry).map(Scrape);
         if !traces && !metrics {
-            return Self { traces: None, meters: None, runtime: None, record_content };
+            let meters = reader
+                .map(|reader| SdkMeterProvider::builder().with_resource(resource(env)).with_reader(reader).build());
+            return Self { traces: None, meters, scrape, runtime: None, record_content };
         }
         let runtime = match export::ExportRuntime::start() {
             Ok(runtime) => runtime,
             Err(err) => {
                 tracing::warn!("telemetry will not be exported: cannot start its thread: {err}");
-                return Self { traces: None, meters: None, runtime: None, record_content };
+                return Self { traces: None, meters: None, scrape: None, runtime: None, record_content };
             }
         };
         let resource = resource(env);
         let traces = traces.then(|| export::tracer(env, &resource, &runtime)).flatten();
-        let meters = metrics.then(|| export::meter_provider(env, resource, &runtime)).flatten();
+        let meters = match (metrics, reader) {
+            (true, reader) => export::meter_provider(env, resource, &runtime, reader),
+            (false, Some(reader)) => {
+                Some(SdkMeterProvider::builder().with_resource(resource).with_reader(reader).build())
+            }
+            (false, None) => None,
+        };
         if traces.is_some() || meters.is_some() {
             tracing::info!(traces = traces.is_some(), metrics = meters.is_some(), "exporting telemetry over OTLP");
         }
-        Self { traces, meters, runtime: Some(runtime), record_content }
+        Self { traces, meters, scrape, runtime: Some(runtime), record_content }
     }
 
     /// What the executor should record with.
@@ -116,7 +151,12 @@ impl Telemetry {
             Some(provider) => Metrics::new(&opentelemetry::metrics::MeterProvider::meter(provider, "toolgate")),
             None => Metrics::disabled(),
         };
-        Observer { metrics, tracer: self.traces.clone(), record_content: self.record_content }
+        Observer {
+            metrics,
+            tracer: self.traces.clone(),
+            record_content: self.record_content,
+            scrape: self.scrape.clone(),
+        }
     }
 
     /// Flushes pending spans and metrics and stops the exporters.

@@ -18,6 +18,15 @@ pub(crate) const GEN_AI_USAGE_OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens"
 pub(crate) const HTTP_REQUEST_METHOD: &str = "http.request.method";
 pub(crate) const HTTP_ROUTE: &str = "http.route";
 pub(crate) const HTTP_RESPONSE_STATUS_CODE: &str = "http.response.status_code";
+/// The model door's metrics, as the semantic conventions name them.
+pub(crate) const HTTP_SERVER_REQUEST_DURATION: &str = "http.server.request.duration";
+pub(crate) const GEN_AI_CLIENT_OPERATION_DURATION: &str = "gen_ai.client.operation.duration";
+pub(crate) const GEN_AI_CLIENT_TOKEN_USAGE: &str = "gen_ai.client.token.usage";
+pub(crate) const GEN_AI_SERVER_TIME_TO_FIRST_TOKEN: &str = "gen_ai.server.time_to_first_token";
+/// `input` or `output`.
+pub(crate) const GEN_AI_TOKEN_TYPE: &str = "gen_ai.token.type";
+/// The model door's upstream (its configured name).
+pub(crate) const UPSTREAM: &str = "toolgate.upstream";
 pub(crate) const GEN_AI_TOOL_NAME: &str = "gen_ai.tool.name";
 pub(crate) const GEN_AI_TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
 pub(crate) const GEN_AI_TOOL_TYPE: &str = "gen_ai.tool.type";

@@ -32,7 +32,9 @@ async fn two_doors_serve_alone_on_one_host_and_pass_the_rest_of_the_api_through(
     );
     // No catalogue, no gRPC port: `--listen off`, and `listen: off` in the
     // file; both on one host.
-    let (_first, url, _dir) = door_alone(&config, &["--listen", "off"]);
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let metrics_at = format!("127.0.0.1:{metrics_port}");
+    let (_first, url, _dir) = door_alone(&config, &["--listen", "off", "--metrics-listen", &metrics_at]);
     let (_second, second_url, _dir2) = door_alone(&format!("listen: \"off\"\n{config}"), &[]);
     assert_ne!(url, second_url);
     let client = http();
@@ -64,14 +66,34 @@ async fn two_doors_serve_alone_on_one_host_and_pass_the_rest_of_the_api_through(
     // One base_url for chat and embeddings (LangChain): the embedding
     // passes through as the model server wrote it, the chat's call comes
     // back repaired.
+    let door = url.clone();
     tokio::task::spawn_blocking(move || {
-        let said = script_lines("one_base_url.py", &[&url, "drift"], "framework");
+        let said = script_lines("one_base_url.py", &[&door, "drift"], "framework");
         let line = &said["langchain"];
         assert_eq!(line["embedding"], json!([0.5, 0.25, 1.0]), "{line}");
         assert_eq!(line["tool_calls"], json!([{"name": "get_weather", "args": {"city": "Paris"}}]), "{line}");
     })
     .await
     .unwrap();
+
+    let hello = json!({"model": "hello", "stream": true, "messages": [{"role": "user", "content": "Hi"}]});
+    let streamed = client.post(format!("{url}/chat/completions")).json(&hello).send().await.unwrap();
+    assert!(streamed.text().await.unwrap().contains("Hello."));
+    // The door's series, scraped as Prometheus text: requests by route and
+    // status, generations by model and upstream, tokens, the stream's first
+    // bytes, the repair of the chat's call.
+    let scraped = client.get(format!("http://{metrics_at}/metrics")).send().await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    let text = scraped.text().await.unwrap();
+    for series in [
+        "http_server_request_duration_seconds_count{http_request_method=\"POST\",http_response_status_code=\"200\",http_route=\"/v1/chat/completions\"",
+        "gen_ai_client_operation_duration_seconds_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"drift\",http_response_status_code=\"200\",toolgate_upstream=\"local\"",
+        "gen_ai_client_token_usage_count{gen_ai_operation_name=\"chat\",gen_ai_request_model=\"drift\",gen_ai_token_type=\"input\",toolgate_upstream=\"local\"",
+        "gen_ai_server_time_to_first_token_seconds_count{gen_ai_request_model=\"hello\",toolgate_upstream=\"local\"",
+        "toolgate_tool_repairs_total{gen_ai_tool_name=\"get_weather\"",
+    ] {
+        assert!(text.contains(series), "{series} not in:\n{text}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

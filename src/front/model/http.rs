@@ -440,7 +440,12 @@ impl Edge {
         observer: &Observer,
     ) -> Reply {
         let Forward { upstreams, asking, declared, lifting, streaming, api, query, tries } = forward;
-        let spans = Spans::start(observer, headers, model).await;
+        let route = match api {
+            Api::Chat => "/v1/chat/completions",
+            Api::Responses => "/v1/responses",
+            Api::Messages => "/v1/messages",
+        };
+        let spans = Spans::start(observer, headers, model, route).await;
         let url_of = |upstream: &Upstream| format!("{}{}{}", upstream.base_url, api_path(api), query);
         let sending_to = |upstream: &Upstream| {
             let mut sending = forwarded(headers, upstream, asking.passing, api);
@@ -452,6 +457,7 @@ impl Edge {
             client.body(bytes.clone()).timeout(upstream.timeout)
         };
         let (upstream, sent) = self.send(&upstreams, request, observer, Some(&spans)).await;
+        spans.answered_by(&upstream.name);
         let (url, sending) = (url_of(upstream), sending_to(upstream));
         let asker = (tries > 0).then(|| Asker {
             client: self.client(upstream).clone(),
@@ -488,7 +494,7 @@ impl Edge {
         if status.is_success() && event_stream && streaming {
             let pass_calls = self.settings.stream_calls == StreamCalls::PassWellFormed;
             let holder =
-                Choices::new(declared, lifting, spans.recording()).passing_calls(pass_calls).retrying(second.is_some());
+                Choices::new(declared, lifting, spans.reading()).passing_calls(pass_calls).retrying(second.is_some());
             return streamed(status, &headers, response, holder, spans, observer.clone(), second);
         }
         let body = match whole(response).await {
@@ -684,7 +690,7 @@ fn repaired(
     api: Api,
 ) -> (Reply, Vec<Made>) {
     let (body, parsed, already) = match answer {
-        Answer::AsCame(body) => match declared.is_some() || spans.recording() {
+        Answer::AsCame(body) => match declared.is_some() || spans.reading() {
             true => {
                 let parsed = serde_json::from_slice::<Value>(&body).ok();
                 (body, parsed, None)
@@ -902,7 +908,23 @@ fn relayed(
 /// A reply of `status` and the upstream's `headers` whose body is what
 /// arrives on `from`.
 fn sent(status: StatusCode, headers: &HeaderMap, from: tokio::sync::mpsc::Receiver<Bytes>) -> Reply {
-    let frames = tokio_stream::wrappers::ReceiverStream::new(from).map(|bytes| Ok(hyper::body::Frame::data(bytes)));
+    sent_noting(status, headers, from, || {})
+}
+
+/// [`sent`], calling `first` as the body's first bytes go.
+fn sent_noting(
+    status: StatusCode,
+    headers: &HeaderMap,
+    from: tokio::sync::mpsc::Receiver<Bytes>,
+    first: impl FnOnce() + Send + Sync + 'static,
+) -> Reply {
+    let mut first = Some(first);
+    let frames = tokio_stream::wrappers::ReceiverStream::new(from).map(move |bytes| {
+        if let Some(first) = first.take() {
+            first();
+        }
+        Ok(hyper::body::Frame::data(bytes))
+    });
     let mut reply = Response::new(BodyExt::boxed(StreamBody::new(frames)));
     *reply.status_mut() = status;
     copy_headers(headers, reply.headers_mut());
@@ -921,6 +943,7 @@ fn streamed(
     second: Option<Second>,
 ) -> Reply {
     let (to, from) = tokio::sync::mpsc::channel::<Bytes>(16);
+    let first = spans.first_bytes(&observer);
     tokio::spawn(async move {
         let mut choices = relay(Box::pin(response.bytes_stream()), &to, holder).await;
         let mut made = choices.made();
@@ -947,7 +970,7 @@ fn streamed(
         spans.generation(generation.model.as_deref(), reasons, generation.usage.as_ref());
         spans.end(&observer, status.as_u16(), &made);
     });
-    sent(status, headers, from)
+    sent_noting(status, headers, from, first)
 }
 
 /// 502 for an upstream that could not be reached or answered nothing

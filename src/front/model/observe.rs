@@ -22,16 +22,32 @@ use crate::{
 /// The longest text put on an event.
 const MAX_TEXT: usize = 4096;
 
-/// One request's spans.
+/// One request's spans, and what its metrics say of it.
 pub(super) struct Spans {
     server: Span,
     chat: Span,
+    /// When the request was read.
+    started: std::time::Instant,
+    route: &'static str,
+    model: String,
+    /// The upstream that answered, once one did.
+    upstream: std::sync::Mutex<Option<String>>,
+    /// The generation's input and output tokens, as its usage said.
+    tokens: std::sync::Mutex<(Option<u64>, Option<u64>)>,
+    /// Metrics are recorded.
+    measuring: bool,
 }
 
 impl Spans {
     /// The SERVER span of the request (under the caller's trace context in
     /// `headers`) and the CLIENT span of `model`'s generation under it.
-    pub(super) async fn start(observer: &Observer, headers: &http::HeaderMap, model: &str) -> Self {
+    pub(super) async fn start(
+        observer: &Observer,
+        headers: &http::HeaderMap,
+        model: &str,
+        route: &'static str,
+    ) -> Self {
+        let started = std::time::Instant::now();
         let tracer = observer.tracer.as_ref();
         let server = Span::start(
             tracer,
@@ -60,7 +76,34 @@ impl Spans {
             chat
         });
         let chat = server.run(child).await;
-        Self { server, chat }
+        Self {
+            server,
+            chat,
+            started,
+            route,
+            model: model.to_owned(),
+            upstream: std::sync::Mutex::new(None),
+            tokens: std::sync::Mutex::new((None, None)),
+            measuring: observer.metrics.enabled(),
+        }
+    }
+
+    /// The upstream that answered.
+    pub(super) fn answered_by(&self, upstream: &str) {
+        *crate::lock::lock(&self.upstream) = Some(upstream.to_owned());
+    }
+
+    /// Whether an answer is worth reading for what it says of the
+    /// generation (a span records, or metrics are recorded).
+    pub(super) fn reading(&self) -> bool {
+        self.measuring || self.chat.is_recording()
+    }
+
+    /// Records, once, that a stream's first bytes reach the client now.
+    pub(super) fn first_bytes(&self, observer: &Observer) -> impl FnOnce() + Send + Sync + 'static {
+        let (metrics, started, model) = (observer.metrics.clone(), self.started, self.model.clone());
+        let upstream = crate::lock::lock(&self.upstream).clone().unwrap_or_default();
+        move || metrics.first_token(started.elapsed().as_secs_f64(), &model, &upstream)
     }
 
     /// The model was asked again (try `number`): an event on the
@@ -81,12 +124,6 @@ impl Spans {
         });
     }
 
-    /// Whether the generation's span records (what it would note is then
-    /// worth reading).
-    pub(super) fn recording(&self) -> bool {
-        self.chat.is_recording()
-    }
-
     /// [`Spans::end`] with `reply`'s status; the reply.
     pub(super) fn ended(self, observer: &Observer, reply: Reply, made: &[Made]) -> Reply {
         self.end(observer, reply.status().as_u16(), made);
@@ -96,7 +133,7 @@ impl Spans {
     /// What a whole answer says of the generation: the model, the finish
     /// reasons, the tokens.
     pub(super) fn answered(&self, completion: &Value) {
-        if !self.chat.is_recording() {
+        if !self.reading() {
             return;
         }
         let reasons: Vec<opentelemetry::StringValue> = completion
@@ -125,13 +162,18 @@ impl Spans {
                 opentelemetry::Value::Array(opentelemetry::Array::String(reasons)),
             );
         }
-        let tokens = |key: &str| usage.and_then(|u| u.get(key)).and_then(Value::as_i64);
-        if let Some(input) = tokens("prompt_tokens") {
+        // Chat Completions' names, else those of Responses and Messages.
+        let tokens = |keys: [&str; 2]| keys.iter().find_map(|key| usage?.get(key)?.as_i64());
+        let (input, output) =
+            (tokens(["prompt_tokens", "input_tokens"]), tokens(["completion_tokens", "output_tokens"]));
+        if let Some(input) = input {
             self.chat.set(semconv::GEN_AI_USAGE_INPUT_TOKENS, input);
         }
-        if let Some(output) = tokens("completion_tokens") {
+        if let Some(output) = output {
             self.chat.set(semconv::GEN_AI_USAGE_OUTPUT_TOKENS, output);
         }
+        let counted = |n: Option<i64>| n.and_then(|n| u64::try_from(n).ok());
+        *crate::lock::lock(&self.tokens) = (counted(input), counted(output));
     }
 
     /// Ends both spans: the answer's status, and what was repaired.
@@ -151,6 +193,17 @@ impl Spans {
             });
             observer.metrics.repair(Some(&repair.tool), repair.kind.label());
         }
+        let upstream = crate::lock::lock(&self.upstream).clone();
+        let (input_tokens, output_tokens) = *crate::lock::lock(&self.tokens);
+        observer.metrics.door_request(&crate::telemetry::metrics::DoorRequest {
+            route: self.route,
+            status,
+            seconds: self.started.elapsed().as_secs_f64(),
+            model: &self.model,
+            upstream: upstream.as_deref(),
+            input_tokens,
+            output_tokens,
+        });
         self.server.set(semconv::HTTP_RESPONSE_STATUS_CODE, i64::from(status));
         if status >= 500 {
             self.server.set(semconv::ERROR_TYPE, status.to_string());

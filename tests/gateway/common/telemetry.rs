@@ -39,8 +39,12 @@ impl Recorded {
         let tracer = Tracer::new(Box::new(Sampler::AlwaysOn), limits, spans.clone(), &resource, Batching::default());
         let metrics = InMemoryMetricExporter::default();
         let meter = SdkMeterProvider::builder().with_periodic_exporter(metrics.clone()).build();
-        let observer =
-            Observer { metrics: Metrics::new(&meter.meter("toolgate")), tracer: Some(tracer.clone()), record_content };
+        let observer = Observer {
+            metrics: Metrics::new(&meter.meter("toolgate")),
+            tracer: Some(tracer.clone()),
+            record_content,
+            scrape: None,
+        };
         (Self { spans, metrics, tracer, meter }, observer)
     }
 
