@@ -134,7 +134,10 @@ fn telemetry(c: &mut Criterion) {
             "metrics_and_spans",
             Observer { metrics: metrics.clone(), tracer: Some(tracer.clone()), record_content: false, scrape: None },
         ),
-        ("metrics_and_spans_10pct", Observer { metrics, tracer: Some(sampled.clone()), record_content: false, scrape: None }),
+        (
+            "metrics_and_spans_10pct",
+            Observer { metrics, tracer: Some(sampled.clone()), record_content: false, scrape: None },
+        ),
     ];
     for (name, observer) in observers {
         let (app, _) = catalogue::start(&runtime, 0, PARAMETERS, "", observer);

@@ -112,6 +112,9 @@ async fn every_metric_and_label_the_dashboard_queries_is_emitted() {
         .as_array()
         .unwrap()
         .iter()
+        // The model door's panels are checked against its scrape
+        // (door_deploy.rs).
+        .filter(|p| !p["title"].as_str().unwrap_or_default().starts_with("Model door"))
         .flat_map(|p| p["targets"].as_array().unwrap().iter())
         .map(|t| t["expr"].as_str().unwrap().to_owned())
         .collect();

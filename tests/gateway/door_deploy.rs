@@ -3,12 +3,61 @@
 //! through to the model server; `GET /health`; `validate`'s warning for a
 //! `base_url` without `/v1`.
 
+use std::collections::BTreeSet;
+
 use serde_json::{json, Value};
 
 use crate::{
     common::{listening_after, model_server, toolgate},
     model_door::{http, script_lines},
 };
+
+/// The metrics and labels the shipped dashboard's model-door panels whose
+/// title starts with `title` query.
+fn dashboard_queries(title: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let path = crate::common::repo().join("deploy/grafana/dashboards/toolgate.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let panels = dashboard["panels"].as_array().unwrap().iter();
+    let panels = panels.filter(|p| p["title"].as_str().unwrap_or_default().starts_with(title));
+    let exprs: Vec<String> = panels
+        .flat_map(|p| p["targets"].as_array().unwrap().iter())
+        .map(|t| t["expr"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!exprs.is_empty(), "no panel titled {title}");
+    let selector = regex::Regex::new(r"([a-zA-Z_:][a-zA-Z0-9_:]*)\s*[\{\[]").unwrap();
+    let grouping = regex::Regex::new(r"\bby\s*\(([^)]*)\)").unwrap();
+    let (mut metrics, mut labels) = (BTreeSet::new(), BTreeSet::new());
+    for expr in &exprs {
+        metrics.extend(selector.captures_iter(expr).map(|c| c[1].to_owned()));
+        for group in grouping.captures_iter(expr) {
+            labels.extend(group[1].split(',').map(|l| l.trim().to_owned()).filter(|l| !l.is_empty() && l != "le"));
+        }
+    }
+    (metrics, labels)
+}
+
+/// The series names and label names of a Prometheus text scrape.
+fn scraped(text: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut metrics, mut labels) = (BTreeSet::new(), BTreeSet::new());
+    let label = regex::Regex::new(r#"([a-zA-Z_][a-zA-Z0-9_]*)=""#).unwrap();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let name = line.split(['{', ' ']).next().unwrap();
+        metrics.insert(name.to_owned());
+        labels.extend(label.captures_iter(line).map(|c| c[1].to_owned()));
+    }
+    (metrics, labels)
+}
+
+/// Every metric and label the dashboard's panels titled `title` query is in
+/// `text` (a scrape of the real door).
+fn dashboard_reads(text: &str, title: &str) {
+    let (queried, grouped) = dashboard_queries(title);
+    let (metrics, labels) = scraped(text);
+    let missing: Vec<&String> = queried.difference(&metrics).collect();
+    assert!(missing.is_empty(), "the dashboard queries {missing:?}, not in the scrape:\n{text}");
+    let missing: Vec<&String> = grouped.difference(&labels).collect();
+    assert!(missing.is_empty(), "the dashboard groups by {missing:?}, not in the scrape:\n{text}");
+}
 
 /// `toolgate serve` in a folder holding only `config` (no catalogue), with
 /// `args`: the process and the model door's base URL.
@@ -94,6 +143,9 @@ async fn two_doors_serve_alone_on_one_host_and_pass_the_rest_of_the_api_through(
     ] {
         assert!(text.contains(series), "{series} not in:\n{text}");
     }
+    for panel in ["Model door: requests", "Model door: generation", "Model door: time", "Model door: tokens"] {
+        dashboard_reads(&text, panel);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,8 +225,9 @@ async fn a_request_fails_over_before_its_first_byte_and_never_after() {
     let busy = overloaded().await;
     // `down` (nothing listens) names `busy` (503) as its fallback; `good`
     // matches the model too, so it comes after them.
+    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let config = format!(
-        "listen: \"off\"\nmodel_door:\n  listen: 127.0.0.1:0\n  upstreams:\n\
+        "listen: \"off\"\nmetrics_listen: 127.0.0.1:{metrics_port}\nmodel_door:\n  listen: 127.0.0.1:0\n  upstreams:\n\
          \x20   - name: down\n      base_url: http://127.0.0.1:{closed}/v1\n      models: [\"qwen*\"]\n      fallback: [busy]\n\
          \x20   - name: busy\n      base_url: {busy}\n      models: [\"qwen*\"]\n\
          \x20   - name: good\n      base_url: {}\n      models: [\"qwen*\"]\n\
@@ -209,6 +262,13 @@ async fn a_request_fails_over_before_its_first_byte_and_never_after() {
     }
     assert_eq!(log.count("failing over"), 2, "{}", log.text());
     assert!(log.text().contains("status 503"), "{}", log.text());
+    let text = client.get(format!("http://127.0.0.1:{metrics_port}/metrics")).send().await.unwrap();
+    let text = text.text().await.unwrap();
+    assert!(
+        text.contains("toolgate_model_door_failovers_total{from=\"down\",to=\"busy\",otel_scope_name=\"toolgate\"} 1"),
+        "{text}"
+    );
+    dashboard_reads(&text, "Model door: failovers");
 
     // A stream whose first bytes reached the client: cut mid-way, it ends
     // with an error, and no other upstream is asked.
