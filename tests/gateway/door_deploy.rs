@@ -280,3 +280,33 @@ async fn a_request_fails_over_before_its_first_byte_and_never_after() {
     assert!(text.contains("\"error\""), "{text}");
     assert_eq!(second.seen.bodies.lock().unwrap().len(), before, "no switch after the first byte");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readmes_door_alone_runs_as_copied_outside_the_clone() {
+    let upstream = model_server::start().await;
+    let readme = std::fs::read_to_string(crate::common::repo().join("README.md")).unwrap();
+    let heading = "### The model door alone";
+    let at = readme.find(heading).expect("the README has the section");
+    let start = at + readme[at..].find("```sh\n").unwrap() + "```sh\n".len();
+    let script = &readme[start..start + readme[start..].find("```\n").unwrap()];
+    // As copied, but the model server and the door's port are this test's.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let script = script
+        .replace("http://127.0.0.1:8000/v1", &upstream.base_url())
+        .replace("127.0.0.1:4000", &format!("127.0.0.1:{port}"));
+    let home = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_toolgate")).parent().unwrap().to_owned();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let mut command = std::process::Command::new("bash");
+    command.args(["-c", &script]).env("HOME", home.path()).env("PATH", path).current_dir(home.path());
+    let (_door, _lines, listening, _) = listening_after(&mut command);
+    assert!(listening.contains("gRPC off"), "{listening}");
+    let body = json!({"model": "drift", "messages": [{"role": "user", "content": "Weather in Paris?"}],
+        "tools": [{"type": "function", "function": {"name": "get_weather",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]});
+    let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
+    let said: Value = http().post(url).json(&body).send().await.unwrap().json().await.unwrap();
+    let call = &said["choices"][0]["message"]["tool_calls"][0]["function"];
+    assert_eq!(call["name"], "get_weather", "{said}");
+    assert!(home.path().join("door/toolgate.yaml").exists());
+}
