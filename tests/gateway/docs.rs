@@ -111,6 +111,15 @@ fn the_identity_walk_through_runs_start_to_finish() {
 }
 
 #[test]
+fn the_two_replica_recipe_runs_a_keyed_call_once() {
+    let (stdout, _, _) =
+        walk_through("docs/once-only.md", "### Two replicas, one Redis: a recipe", &["6390", "50061", "50062"]);
+    // The first replica ran it; the second answered the first's answer.
+    assert_eq!(stdout.matches("ok: reschedule_delivery").count(), 2, "{stdout}");
+    assert_eq!(stdout.matches("replayed: the first answer to this idempotency key").count(), 1, "{stdout}");
+}
+
+#[test]
 fn the_oauth_walk_through_runs_start_to_finish() {
     let (stdout, _, free) = walk_through("docs/mcp.md", "### OAuth, start to finish", &["8765"]);
     let port = free[0];
