@@ -82,10 +82,23 @@ fn check(which: &str) -> (Vec<Value>, tempfile::TempDir) {
     let config: Value =
         serde_yaml::from_str(&std::fs::read_to_string(files.path().join(config_name)).unwrap()).unwrap();
 
-    // Probes: native gRPC on the plaintext health port the configuration opens.
+    // Probes: native gRPC on the plaintext health port the configuration
+    // opens; with the model door, readiness is its GET /health.
     let health_port = port_of(text(&config["health_listen"]));
     assert_eq!(ports["health"], health_port);
-    for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+    let door = config["model_door"]["listen"].as_str().map(port_of);
+    if let Some(door) = door {
+        assert_eq!(ports["model"], door, "{which}: the container's model port is model_door.listen's");
+        let ready = &container["readinessProbe"]["httpGet"];
+        assert_eq!((text(&ready["path"]), text(&ready["port"])), ("/health", "model"), "{which}");
+        let served = service_port(&objects, "model");
+        assert_eq!(served["targetPort"].as_str(), Some("model"), "{which}: the Service reaches the door");
+        assert_eq!(ports["metrics"], port_of(text(&config["metrics_listen"])));
+    }
+    for probe in ["readinessProbe", "livenessProbe", "startupProbe"]
+        .into_iter()
+        .filter(|p| door.is_none() || *p != "readinessProbe")
+    {
         let grpc = &container[probe]["grpc"];
         assert_eq!(grpc["port"].as_u64(), Some(health_port), "{which} {probe}");
         if let Some(service) = grpc["service"].as_str() {
@@ -157,9 +170,14 @@ fn check(which: &str) -> (Vec<Value>, tempfile::TempDir) {
 
     // The container's arguments start the real binary: the same arguments,
     // the configuration read from the files above, loopback ports.
-    let local = std::fs::read_to_string(files.path().join(config_name))
+    let mut local = std::fs::read_to_string(files.path().join(config_name))
         .unwrap()
         .replace(text(&config["health_listen"]), "127.0.0.1:0");
+    for key in [&config["model_door"]["listen"], &config["metrics_listen"]] {
+        if let Some(address) = key.as_str() {
+            local = local.replace(address, "127.0.0.1:0");
+        }
+    }
     std::fs::write(files.path().join("local.yaml"), local).unwrap();
     let mut local_args = args.clone();
     let at = local_args.iter().position(|a| a == "--config").unwrap() + 1;
@@ -169,12 +187,36 @@ fn check(which: &str) -> (Vec<Value>, tempfile::TempDir) {
     let mut child = Reaped::spawn(toolgate().current_dir(files.path()).args(&local_args).envs(env));
     let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let marker = "health (grpc.health.v1 only, plaintext) on ";
-    let health = loop {
+    let door_marker = "model door (OpenAI-compatible) on ";
+    let (mut door_url, mut health) = (None, None);
+    // Every door's line comes before the one scripts wait for.
+    loop {
         let Some(Ok(line)) = lines.next() else { panic!("{which}: serve did not start with {local_args:?}") };
-        if let Some(at) = line.find(marker) {
-            break line[at + marker.len()..].trim().to_owned();
+        if let Some(at) = line.find(door_marker) {
+            door_url = Some(line[at + door_marker.len()..].trim().to_owned());
         }
-    };
+        if let Some(at) = line.find(marker) {
+            health = Some(line[at + marker.len()..].trim().to_owned());
+        }
+        if line.contains("toolgate listening on") {
+            break;
+        }
+    }
+    let health = health.unwrap_or_else(|| panic!("{which}: no health port"));
+    // The readiness probe's request, as the kubelet sends it.
+    if door.is_some() {
+        let url = door_url.unwrap_or_else(|| panic!("{which}: the model door did not start"));
+        let authority = url.trim_start_matches("http://").trim_end_matches("/v1");
+        let mut stream = std::net::TcpStream::connect(authority).unwrap();
+        std::io::Write::write_all(
+            &mut stream,
+            b"GET /health HTTP/1.1\r\nHost: 10.0.0.7:4000\r\nConnection: close\r\n\r\n",
+        )
+        .unwrap();
+        let mut answer = String::new();
+        std::io::Read::read_to_string(&mut stream, &mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{which}: {answer}");
+    }
     let probed =
         toolgate().args(["health", "--addr", &health, "--service", toolgate::proto::SERVICE_NAME]).output().unwrap();
     assert!(probed.status.success(), "{which}: {}", String::from_utf8_lossy(&probed.stderr));
@@ -184,6 +226,19 @@ fn check(which: &str) -> (Vec<Value>, tempfile::TempDir) {
 #[test]
 fn the_base_renders_and_matches_the_binary() {
     check("base");
+}
+
+/// The Service `toolgate`'s port named `name`.
+fn service_port<'a>(objects: &'a [Value], name: &str) -> &'a Value {
+    let service = object(objects, "Service", "toolgate");
+    let ports = service["spec"]["ports"].as_sequence().unwrap();
+    ports.iter().find(|p| p["name"].as_str() == Some(name)).unwrap_or_else(|| panic!("no Service port {name}"))
+}
+
+#[test]
+fn the_model_door_overlay_serves_the_door_and_is_ready_on_its_health() {
+    let (objects, _files) = check("overlays/model-door");
+    assert_eq!(service_port(&objects, "metrics")["port"].as_u64(), Some(9464));
 }
 
 #[test]
@@ -199,4 +254,49 @@ fn the_redis_overlay_adds_redis_and_the_state_setting() {
     for (key, value) in service["spec"]["selector"].as_mapping().unwrap() {
         assert_eq!(&labels[key], value, "the Redis Service selects the Redis pod");
     }
+}
+
+/// The door-only compose file as compose runs it: the toolgate service's
+/// command on its mounted configuration (a model server of the test's in
+/// place of vLLM, loopback ports) starts, and its healthcheck passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_door_only_compose_service_starts_and_its_healthcheck_passes() {
+    let upstream = crate::common::model_server::start().await;
+    let compose: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(repo().join("deploy/compose.model-door.yaml")).unwrap()).unwrap();
+    let service = &compose["services"]["toolgate"];
+    let command: Vec<String> = service["command"].as_sequence().unwrap().iter().map(|a| text(a).to_owned()).collect();
+    let (source, mounted) = text(&service["volumes"][0]).split_once(':').unwrap();
+    let mounted = mounted.trim_end_matches(":ro");
+    assert_eq!(flag(&command, "--config"), mounted, "serve reads the mounted file");
+    let door = tempfile::tempdir().unwrap();
+    let port = crate::common::backend::closed_port().port();
+    let config = std::fs::read_to_string(repo().join("deploy").join(source))
+        .unwrap()
+        .replace("http://vllm:8000/v1", &upstream.base_url())
+        .replace("0.0.0.0:4000", &format!("127.0.0.1:{port}"))
+        .replace("0.0.0.0:9464", "127.0.0.1:0");
+    std::fs::write(door.path().join("model-door.yaml"), config).unwrap();
+    let ports: Vec<&str> = service["ports"].as_sequence().unwrap().iter().map(text).collect();
+    assert!(ports.contains(&"127.0.0.1:4000:4000"), "{ports:?}");
+    let args: Vec<String> =
+        command.iter().map(|a| if a == mounted { "model-door.yaml".to_owned() } else { a.clone() }).collect();
+    let mut child = Reaped::spawn(toolgate().current_dir(door.path()).args(&args));
+    let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    loop {
+        let Some(Ok(line)) = lines.next() else { panic!("serve did not start with {args:?}") };
+        if line.contains("toolgate listening on") {
+            assert!(line.contains("gRPC off"), "{line}");
+            break;
+        }
+    }
+    let check: Vec<String> = service["healthcheck"]["test"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .map(|a| text(a).replace("4000", &port.to_string()))
+        .collect();
+    let probed = std::process::Command::new(&check[0]).args(&check[1..]).output().unwrap();
+    assert!(probed.status.success(), "{}", String::from_utf8_lossy(&probed.stderr));
 }
