@@ -310,3 +310,46 @@ async fn the_readmes_door_alone_runs_as_copied_outside_the_clone() {
     assert_eq!(call["name"], "get_weather", "{said}");
     assert!(home.path().join("door/toolgate.yaml").exists());
 }
+
+#[test]
+fn the_examples_run_through_the_door_and_not_without_it() {
+    use std::io::BufRead;
+    let examples = crate::common::repo().join("examples/model_door");
+    // The scripted model server, as its docstring says to run it.
+    let port = crate::common::backend::closed_port().port();
+    let mut server = crate::common::Reaped::spawn(
+        std::process::Command::new("python3")
+            .arg(examples.join("scripted_model_server.py"))
+            .arg(port.to_string())
+            .stdout(std::process::Stdio::piped()),
+    );
+    let mut said = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap()).read_line(&mut said).unwrap();
+    assert!(said.contains(&format!("127.0.0.1:{port}/v1")), "{said}");
+    // The door as door.yaml configures it, on free ports.
+    let door_port = crate::common::backend::closed_port().port();
+    let config = std::fs::read_to_string(examples.join("door.yaml"))
+        .unwrap()
+        .replace("127.0.0.1:8000/v1", &format!("127.0.0.1:{port}/v1"))
+        .replace("127.0.0.1:4000", &format!("127.0.0.1:{door_port}"));
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("door.yaml"), config).unwrap();
+    let mut command = toolgate();
+    command.current_dir(dir.path()).args(["serve", "--config", "door.yaml"]);
+    let (_door, _lines, _, _) = listening_after(&mut command);
+    let run = |script: &str, base_url: String| {
+        let out = std::process::Command::new(crate::common::mcp::python())
+            .arg(examples.join(script))
+            .env("MODEL_BASE_URL", base_url)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    for script in ["openai_sdk.py", "langchain_agent.py", "agents_sdk.py"] {
+        let through = run(script, format!("http://127.0.0.1:{door_port}/v1"));
+        assert!(through.contains("tool call: get_weather({'city': 'Paris'})"), "{script}: {through}");
+        assert!(through.contains("The weather in Paris: sunny in Paris."), "{script}: {through}");
+        let alone = run(script, format!("http://127.0.0.1:{port}/v1"));
+        assert!(!alone.contains("tool call:"), "{script} without the door: {alone}");
+    }
+}
