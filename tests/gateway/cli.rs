@@ -197,7 +197,7 @@ async fn call_prints_the_outcome_and_fails_when_the_call_does() {
     assert_eq!(failed.status.code(), Some(1));
     assert_eq!(
         stdout(&failed),
-        "error: INVALID_ARGUMENTS (retryable)\nmissing a required argument: 'query' \
+        "error: INVALID_ARGUMENTS (retryable)\nmissing a required argument: 'query'. \
          Expected parameters for 'web_search' — required: ['query'], optional: ['limit'].\n"
     );
     // A misspelt key: not renamed (the schema allows other keys), but named.

@@ -66,7 +66,7 @@ async fn missing_and_unexpected_arguments_get_the_parameter_hint() {
     let err = error(&response);
     assert_eq!(
         err.message,
-        "missing a required argument: 'query'; unexpected argument: 'q' \
+        "missing a required argument: 'query'; unexpected argument: 'q'. \
          Expected parameters for 'web_search' — required: ['query'], optional: ['limit', 'lang']."
     );
     assert_eq!(
@@ -94,7 +94,7 @@ async fn missing_and_unexpected_arguments_get_the_parameter_hint() {
     let response = execute(&mut gw.client, "web_search", r#"{"query": "rust", "limt": 3, "zzz": 1}"#).await;
     assert!(error(&response)
         .message
-        .starts_with("unexpected argument: 'limt', did you mean 'limit'?; unexpected argument: 'zzz' Expected"));
+        .starts_with("unexpected argument: 'limt', did you mean 'limit'?; unexpected argument: 'zzz'. Expected"));
     assert_eq!(http.seen.calls(), 0, "an invalid call never reaches the backend");
 }
 
@@ -144,7 +144,7 @@ async fn name_problems_come_first_then_values_then_the_hint() {
     let response = execute(&mut gw.client, "reschedule_delivery", r#"{"day": 0, "driver": "bob"}"#).await;
     assert_eq!(
         error_of(&response),
-        "missing a required argument: 'code'; unexpected argument: 'driver'; 'day' must be between 1 and 7, got 0 \
+        "missing a required argument: 'code'; unexpected argument: 'driver'; 'day' must be between 1 and 7, got 0. \
          Expected parameters for 'reschedule_delivery' — required: ['code', 'day'], optional: ['note', 'email', 'items']."
     );
 }

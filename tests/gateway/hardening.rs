@@ -188,7 +188,7 @@ async fn another_spelling_of_a_given_parameter_is_refused() {
     assert_eq!(kind(&response), ErrorKind::InvalidArguments);
     assert_eq!(
         error(&response).message,
-        "argument 'Code' is another spelling of 'code', which is also given \
+        "argument 'Code' is another spelling of 'code', which is also given. \
          Expected parameters for 'fetch_code' — required: ['code'], optional: ['items']."
     );
     // Alone, the other spelling is still repaired to the parameter.

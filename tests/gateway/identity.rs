@@ -585,7 +585,7 @@ async fn bound_arguments_come_from_who_calls_and_never_from_the_model() {
         assert_eq!(error.kind, ErrorKind::InvalidArguments as i32, "{key}");
         assert_eq!(
             error.message,
-            "unexpected argument: 'customer_id' Expected parameters for 'list_orders' — required: ['status'], optional: [].",
+            "unexpected argument: 'customer_id'. Expected parameters for 'list_orders' — required: ['status'], optional: [].",
             "{key}"
         );
     }

@@ -96,7 +96,7 @@ async fn drift_is_repaired_and_hints_come_from_the_mcp_schema() {
     assert_eq!(kind(&response), ErrorKind::InvalidArguments);
     assert_eq!(
         error(&response).message,
-        "missing a required argument: 'name' Expected parameters for 'read_note' — required: ['name'], optional: []."
+        "missing a required argument: 'name'. Expected parameters for 'read_note' — required: ['name'], optional: []."
     );
 
     let response = execute(client, "ReadNote", r#"{"Name": "nope"}"#).await;

@@ -34,13 +34,18 @@ impl ArgumentProblems {
     }
 
     /// The INVALID_ARGUMENTS error: name problems, then value problems, joined
-    /// by `; `; the parameter hint ends the message when a name was wrong.
+    /// by `; `; the parameter hint ends the message, a sentence of its own,
+    /// when a name was wrong.
     pub(crate) fn into_error(self, tool: ToolView<'_>) -> ToolError {
         let texts: Vec<&str> = self.names.iter().chain(&self.values).map(|v| v.description.as_str()).collect();
         let mut message = texts.join("; ");
         let mut error = ToolError::invalid_arguments(String::new());
         if !self.names.is_empty() {
             let schema = tool.parameters;
+            // The problems end their sentence before the hint's begins.
+            if !message.ends_with(['.', '!', '?']) {
+                message.push('.');
+            }
             message.push(' ');
             message.push_str(&parameter_hint(tool.name, schema.required(), schema.optional()));
             error.expected_parameters =
