@@ -72,6 +72,11 @@ pub enum RequestError {
     /// listing of named tools).
     #[error("{}", .0.message())]
     UnknownNames(Resolution),
+    /// A search's toolset that names nothing the caller may see: the
+    /// resolution of the name, and its message (`unknown toolset 'x'`,
+    /// with a did-you-mean among the caller's toolsets).
+    #[error("{message}")]
+    UnknownToolset { resolution: Resolution, message: String },
     /// The tool acts for a user, and the request carries no user token.
     #[error("the tool '{0}' acts for a user, and the request carries no user token")]
     NoUser(String),

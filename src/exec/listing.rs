@@ -118,7 +118,15 @@ impl Executor {
             limit if limit <= SEARCH_LIMIT.1 => limit,
             limit => return Err(RequestError::BadSearch(format!("limit {limit} is above {}", SEARCH_LIMIT.1))),
         };
-        let ids = self.list(caller, toolset.into_iter().collect()).await?;
+        let ids = match self.list(caller, toolset.iter().cloned().collect()).await {
+            // Said as a toolset: the name was asked for as one.
+            Err(RequestError::UnknownNames(resolution)) if toolset.is_some() => {
+                let name = toolset.as_deref().unwrap_or_default();
+                let message = self.toolset(caller, name).err().unwrap_or_else(|| resolution.message());
+                return Err(RequestError::UnknownToolset { resolution, message });
+            }
+            listed => listed?,
+        };
         let among: Vec<u32> = ids.iter().map(|id| id.0).collect();
         let limit = limit as usize;
         let found = match self.catalog.search_index_made() {

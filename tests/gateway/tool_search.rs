@@ -117,7 +117,7 @@ async fn a_caller_finds_its_own_tools_for_a_task_and_no_others() {
         ("", 8, "", Code::InvalidArgument, "the query is empty"),
         ("  \n ", 8, "", Code::InvalidArgument, "the query is empty"),
         ("issues", 51, "", Code::InvalidArgument, "limit 51 is above 50"),
-        ("issues", 8, "trackr", Code::NotFound, "Did you mean 'tracker'?"),
+        ("issues", 8, "trackr", Code::NotFound, "unknown toolset 'trackr', did you mean 'tracker'?"),
     ] {
         let status = search(&mut client, KEY_ADMIN, query, limit, toolset).await.unwrap_err();
         assert_eq!(status.code(), code, "{query:?} {limit} {toolset}: {status:?}");
@@ -132,6 +132,10 @@ async fn a_caller_finds_its_own_tools_for_a_task_and_no_others() {
     // A toolset outside the grants is as unknown as one that does not exist.
     let hidden = search(&mut client, KEY_TRACKER, "issues", 8, "nonexistent").await.unwrap_err();
     assert_eq!(hidden.code(), Code::NotFound);
+    assert!(hidden.message().starts_with("unknown toolset 'nonexistent'"), "{}", hidden.message());
+    // The typed details name it, as ListTools's do.
+    let details = tonic_types::StatusExt::get_error_details(&hidden);
+    assert_eq!(details.error_info().map(|info| info.reason.as_str()), Some("TOOL_NOT_FOUND"), "{details:?}");
 
     // A reload's new tool is found; a new tool the bot may not use, full of
     // the words it searches with, changes none of its scores.

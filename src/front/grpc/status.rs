@@ -27,6 +27,10 @@ pub enum RpcError {
     /// NOT_FOUND with `ErrorInfo` and `ResolveFailure` details.
     #[error("{}", .0.message())]
     UnknownNames(Resolution),
+    /// A search's toolset that names nothing the caller may see: NOT_FOUND
+    /// with the same details, its message saying it is a toolset.
+    #[error("{message}")]
+    UnknownToolset { resolution: Resolution, message: String },
     /// A strict Execute whose `tools` name what does not exist (INVALID_ARGUMENT).
     #[error("{}", .0.message())]
     UnknownTools(Resolution),
@@ -48,6 +52,7 @@ impl From<RequestError> for RpcError {
             RequestError::Names(err) => RpcError::Names(err),
             RequestError::UnknownTools(resolution) => RpcError::UnknownTools(resolution),
             RequestError::UnknownNames(resolution) => RpcError::UnknownNames(resolution),
+            RequestError::UnknownToolset { resolution, message } => RpcError::UnknownToolset { resolution, message },
             err @ RequestError::NoUser(_) => RpcError::Unauthenticated(err.to_string()),
             err @ (RequestError::BadId(_) | RequestError::KeyReused(_) | RequestError::BadSearch(_)) => {
                 RpcError::Invalid(err.to_string())
@@ -86,6 +91,12 @@ impl From<RpcError> for Status {
     fn from(err: RpcError) -> Self {
         match err {
             RpcError::UnknownNames(resolution) => unknown_names(&resolution),
+            RpcError::UnknownToolset { resolution, message } => {
+                let message = cut(message);
+                let details =
+                    details(&resolution.unknown, resolution.unknown.len().min(MAX_REPORTED_UNKNOWN), &message);
+                Status::with_details(Code::NotFound, message, details.into())
+            }
             RpcError::UnknownTools(resolution) => Status::invalid_argument(fitted(&resolution)),
             RpcError::Unauthenticated(_) => Status::unauthenticated(cut(err.to_string())),
             RpcError::RateLimited { message, subject, retry_after } => rate_limited(message, &subject, retry_after),
