@@ -406,3 +406,36 @@ async fn invalid_calls_never_start_a_command() {
     assert!(execute(&mut gw.client, "count_tool", r#"{"n": 1}"#).await.ok);
     assert_eq!(std::fs::read_to_string(dir.registry().join("calls")).unwrap(), "x");
 }
+
+/// A command tool that prints something other than the protocol: the
+/// caller (and the model) get the crash without the output; the gateway's
+/// log quotes what it printed, for the operator.
+#[test]
+fn the_log_quotes_what_a_command_tool_printed_instead_of_the_protocol() {
+    let dir = CatalogDir::new();
+    dir.file("tools/garbage.py", "print('Segmentation fault at /srv/tools/x.py line 3')\n");
+    dir.file(
+        "registry/tools.yaml",
+        "tools:\n  - name: garbage_tool\n    description: x\n    backend: {command: {argv: [python3, ../tools/garbage.py]}}\n",
+    );
+    let mut command = crate::common::toolgate();
+    command.current_dir(dir.dir.path()).args(["serve", "--catalog", "registry", "--listen", "127.0.0.1:0"]);
+    let (_gateway, lines, listening, _) = crate::common::listening_after(&mut command);
+    let log = crate::common::LogLines::follow(lines);
+    let addr = listening.split(' ').next().unwrap().to_owned();
+    let out = crate::common::toolgate().args(["call", "garbage_tool", "{}", "--addr", &addr]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("it answered something that is not the tool protocol") && !said.contains("/srv/tools"),
+        "{said}"
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while log.count("command backend crashed") == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let text = log.text();
+    assert!(
+        text.contains(r#"it printed "Segmentation fault at /srv/tools/x.py line 3", not the tool protocol's"#),
+        "{text}"
+    );
+}

@@ -99,6 +99,22 @@ pub(crate) async fn run(backend: &CommandBackend, request: &Request<'_>) -> Resu
     answer(tool, &out, status, request.max_result_bytes)
 }
 
+/// The most of a tool's output quoted in its crash's message.
+const QUOTED_OUTPUT: usize = 120;
+
+/// What a tool printed, quoted (its first [`QUOTED_OUTPUT`] characters,
+/// control characters escaped), or `nothing`.
+fn printed(out: &[u8]) -> String {
+    let text = String::from_utf8_lossy(out);
+    let text = text.trim();
+    if text.is_empty() {
+        return "nothing".to_owned();
+    }
+    let cut: String = text.chars().take(QUOTED_OUTPUT).collect();
+    let more = if cut.len() < text.len() { "…" } else { "" };
+    format!("{}{more}", serde_json::Value::String(cut))
+}
+
 /// What the tool's output `out` answers, by the tool protocol and its exit
 /// `status`.
 fn answer(
@@ -131,7 +147,16 @@ fn answer(
                 Some(code) => format!("it exited with code {code} without an answer"),
                 None => "it was killed before it answered".to_owned(),
             };
-            tracing::warn!(tool = %tool, exit = ?status.code(), stdout_bytes = out.len(), "command backend crashed");
+            // What it printed is the operator's to read, never the model's
+            // (it may name paths and hosts).
+            tracing::warn!(
+                tool = %tool,
+                exit = ?status.code(),
+                stdout_bytes = out.len(),
+                "command backend crashed: it printed {}, not the tool protocol's {{\"ok\": true, \"result\": …}} \
+                 or {{\"ok\": false, \"error\": \"not_found\" | \"refused\" | \"invalid_arguments\", \"detail\": …}}",
+                printed(out)
+            );
             Err(Failure::Crashed(format!("the tool '{tool}' failed: {why}")))
         }
     }
