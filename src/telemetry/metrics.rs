@@ -156,12 +156,12 @@ impl Metrics {
         }
     }
 
-    /// Instruments that record nothing.
     /// Whether these instruments record (a gateway that exports metrics).
     pub(crate) fn enabled(&self) -> bool {
         self.enabled
     }
 
+    /// Instruments that record nothing.
     pub(crate) fn disabled() -> Self {
         let metrics = Self::new(&opentelemetry::metrics::noop::NoopMeterProvider::new().meter("toolgate"));
         Self { enabled: false, ..metrics }
@@ -171,22 +171,7 @@ impl Metrics {
     fn tool(&self, tool: Option<&str>) -> KeyValue {
         let label = match tool {
             None => semconv::OTHER.to_owned(),
-            Some(name) => {
-                let known = crate::lock::read(&self.labels).contains(name);
-                if known {
-                    name.to_owned()
-                } else {
-                    let mut labels = crate::lock::write(&self.labels);
-                    if labels.len() < MAX_TOOL_LABELS {
-                        labels.insert(name.to_owned());
-                        name.to_owned()
-                    } else if labels.contains(name) {
-                        name.to_owned()
-                    } else {
-                        semconv::OTHER.to_owned()
-                    }
-                }
-            }
+            Some(name) => bounded(&self.labels, MAX_TOOL_LABELS, name),
         };
         KeyValue::new(semconv::GEN_AI_TOOL_NAME, label)
     }
@@ -282,20 +267,7 @@ impl Metrics {
     /// A model name as a label: its own among the first
     /// [`MAX_MODEL_LABELS`] seen, else `_OTHER`.
     fn model(&self, model: &str) -> KeyValue {
-        let known = crate::lock::read(&self.models).contains(model);
-        let label = match known {
-            true => model.to_owned(),
-            false => {
-                let mut models = crate::lock::write(&self.models);
-                if models.len() < MAX_MODEL_LABELS || models.contains(model) {
-                    models.insert(model.to_owned());
-                    model.to_owned()
-                } else {
-                    semconv::OTHER.to_owned()
-                }
-            }
-        };
-        KeyValue::new(semconv::GEN_AI_REQUEST_MODEL, label)
+        KeyValue::new(semconv::GEN_AI_REQUEST_MODEL, bounded(&self.models, MAX_MODEL_LABELS, model))
     }
 
     /// One request of the model door: its route and status, how long it
@@ -442,6 +414,21 @@ thread_local! {
     /// does not change after (labels are only added), so the bound set stays
     /// right.
     static BOUND: RefCell<Bound> = RefCell::default();
+}
+
+/// `name` as a label: itself when it is one of the first `most` names
+/// `seen` (kept there), else `_OTHER` (each instrument keeps a bounded
+/// number of attribute sets).
+fn bounded(seen: &RwLock<HashSet<String>>, most: usize, name: &str) -> String {
+    if crate::lock::read(seen).contains(name) {
+        return name.to_owned();
+    }
+    let mut labels = crate::lock::write(seen);
+    if labels.len() < most || labels.contains(name) {
+        labels.insert(name.to_owned());
+        return name.to_owned();
+    }
+    semconv::OTHER.to_owned()
 }
 
 /// What the model door says of one request ([`Metrics::door_request`]).
