@@ -111,9 +111,17 @@ struct Warnings {
 impl Warnings {
     fn failed(&self, what: &str, error: &dyn std::fmt::Display) {
         let mut last = crate::lock::lock(&self.last);
+        // The cause the HTTP client does not give ("network error"): the
+        // TLS verifier's last report, if it made one since.
+        let tls = super::tls_failures::take()
+            .filter(|_| error.to_string().contains("network error"))
+            .map(|why| format!(": {why}"))
+            .unwrap_or_default();
         if last.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
             *last = Some(Instant::now());
-            tracing::warn!("{what} could not be exported ({error}); dropping telemetry until the collector answers");
+            tracing::warn!(
+                "{what} could not be exported ({error}{tls}); dropping telemetry until the collector answers"
+            );
         }
     }
 }

@@ -38,6 +38,70 @@ use crate::env::Env;
 /// already record).
 const DEFAULT_LOG_FILTER: &str = "info,rmcp=warn,rmcp::service=error";
 
+/// The TLS verifier's reports (rustls-platform-verifier logs every failed
+/// verification as an ERROR line of its own): kept out of the log and
+/// carried by the exporters' once-a-minute warning instead, whose HTTP
+/// client says only "network error" (`export.rs`). A log filter that names
+/// the OpenTelemetry crates shows them as they come.
+pub(crate) mod tls_failures {
+    use std::sync::Mutex;
+
+    use tracing_subscriber::{layer::Context, Layer};
+
+    /// The last failure the verifier reported, not yet said.
+    static LAST: Mutex<Option<String>> = Mutex::new(None);
+
+    /// Whether `meta` is the verifier's.
+    pub(super) fn said_by(meta: &tracing::Metadata<'_>) -> bool {
+        meta.target().starts_with(VERIFIER)
+    }
+
+    /// The last failure reported since the last call, taken.
+    pub(crate) fn take() -> Option<String> {
+        crate::lock::lock(&LAST).take()
+    }
+
+    /// Keeps the verifier's reports.
+    pub(super) struct Captured;
+
+    impl<S: tracing::Subscriber> Layer<S> for Captured {
+        fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+            // A `log` record's target is a field of the event (`log.target`).
+            let mut message = Message::default();
+            event.record(&mut message);
+            let target = message.target.as_deref().unwrap_or(event.metadata().target());
+            if target.starts_with(VERIFIER) {
+                *crate::lock::lock(&LAST) = Some(message.text);
+            }
+        }
+    }
+
+    /// The verifier's target.
+    const VERIFIER: &str = "rustls_platform_verifier";
+
+    #[derive(Default)]
+    struct Message {
+        text: String,
+        target: Option<String>,
+    }
+
+    impl tracing::field::Visit for Message {
+        fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+            match field.name() {
+                "log.target" => self.target = Some(value.to_owned()),
+                "message" => self.text = value.to_owned(),
+                _ => {}
+            }
+        }
+
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            if field.name() == "message" {
+                self.text = format!("{value:?}");
+            }
+        }
+    }
+}
+
 /// What the gateway records besides its answers.
 #[derive(Clone)]
 pub struct Observer {
@@ -108,7 +172,11 @@ impl Telemetry {
                 && env.get(exporter).is_none_or(|v| v.trim() != "none")
         };
         // Logs first, so that an exporter that cannot be made says why.
-        let _ = tracing_subscriber::registry().with(log_filter(env)).with(log_layer(env)).try_init();
+        let _ = tracing_subscriber::registry()
+            .with(log_filter(env))
+            .with(log_layer(env))
+            .with(tls_failures::Captured)
+            .try_init();
         let record_content = truthy(env, "TOOLGATE_TRACE_CONTENT");
         let (traces, metrics) = (wants("TRACES", "OTEL_TRACES_EXPORTER"), wants("METRICS", "OTEL_METRICS_EXPORTER"));
         let registry = scraped.then(prometheus::Registry::new);
@@ -228,6 +296,7 @@ where
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .with_filter(filter_fn(move |meta| {
-            all || !meta.target().starts_with("opentelemetry") || SDK_REPORTS.contains(&meta.name())
+            let sdk = meta.target().starts_with("opentelemetry") && !SDK_REPORTS.contains(&meta.name());
+            all || !(sdk || tls_failures::said_by(meta))
         }))
 }

@@ -161,6 +161,33 @@ async fn one_call_then_stop(
     (code, rest, dir)
 }
 
+/// A collector whose certificate is its CA's own (telemetry.md: it must be a
+/// leaf signed by the CA): over HTTP, the failed exports are one warning
+/// that says why, and no ERROR line of the TLS verifier's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_serving_its_ca_as_its_certificate_is_one_warning_with_the_cause() {
+    let dir = CatalogDir::new();
+    let served = crate::common::pki::Ca::self_signed_ca_for(&["127.0.0.1", "localhost"]);
+    dir.file("ca.pem", &served.cert);
+    let (collector, _received) =
+        otlp::start_http(Received::keeping(Duration::ZERO), Some((served.cert, served.key))).await;
+    let ca = dir.dir.path().join("ca.pem").display().to_string();
+    let env = [
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_METRICS_EXPORTER", "none"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "50"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.as_str()),
+    ];
+    let endpoint = format!("https://localhost:{}", collector.port());
+    let exporting = exporting_to(&endpoint, dir, &env).await;
+    let (code, rest, _dir) = one_call_then_stop(exporting, "77777777777777777777777777777777").await;
+    assert_eq!(code, Some(0));
+    let warnings: Vec<&String> = rest.iter().filter(|l| l.contains("could not be exported")).collect();
+    assert_eq!(warnings.len(), 1, "{rest:#?}");
+    assert!(warnings[0].contains("CaUsedAsEndEntity"), "the cause is said: {warnings:#?}");
+    assert!(!rest.iter().any(|l| l.contains("ERROR")), "{rest:#?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_and_metrics_go_gzipped_over_grpc_with_tls_to_a_collector_trusted_by_its_certificate() {
     let dir = CatalogDir::new();

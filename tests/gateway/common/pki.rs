@@ -27,6 +27,17 @@ impl Ca {
         self.issuer.pem()
     }
 
+    /// A CA's own certificate served as a server's (for these names): what a
+    /// verifier refuses as `CaUsedAsEndEntity`.
+    pub fn self_signed_ca_for(alt_names: &[&str]) -> Issued {
+        let mut params = CertificateParams::new(alt_names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, "a CA serving as the collector");
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        Issued { cert: cert.pem(), key: key.serialize_pem() }
+    }
+
     /// A certificate for `common_name` with these subject alternative names.
     pub fn issue(&self, common_name: &str, alt_names: &[&str]) -> Issued {
         let mut params = CertificateParams::new(alt_names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap();
