@@ -37,6 +37,9 @@ pub struct Schema {
     validator: OnceLock<jsonschema::Validator>,
     /// The load's compiled patterns, for a validator compiled later.
     patterns: Option<jsonschema::PatternCache>,
+    /// The draft the schema is read by when it names none and is not valid
+    /// 2020-12 ([`dialect`]).
+    draft: Option<jsonschema::Draft>,
     required: Vec<String>,
     optional: Vec<String>,
     parameters: Vec<String>,
@@ -73,7 +76,7 @@ impl Schema {
     pub(crate) fn validator(&self) -> &jsonschema::Validator {
         self.validator.get_or_init(|| {
             // The load checked everything compiling this schema can refuse.
-            build(&self.json(), self.patterns.as_ref()).expect("a schema checked at load compiles")
+            build(&self.json(), self.patterns.as_ref(), self.draft).expect("a schema checked at load compiles")
         })
     }
 
@@ -301,13 +304,11 @@ impl Schema {
             _ if !json.is_object() => return Err("must be a JSON Schema object with type: object".to_owned()),
             _ => return Err("must be an object schema (type: object): a tool takes an object of arguments".to_owned()),
         }
-        if let Err(err) = jsonschema::meta::validate(&json) {
-            return Err(format!("not a valid JSON Schema: {}", describe(&err)));
-        }
+        let draft = dialect(&json)?;
         let patterns = cache.map(|c| c.patterns.clone());
         let validator = match cache {
             Some(cache) if cache.compiles_surely(&json) => OnceLock::new(),
-            _ => OnceLock::from(build(&json, patterns.as_ref()).map_err(|err| cannot_compile(&err))?),
+            _ => OnceLock::from(build(&json, patterns.as_ref(), draft).map_err(|err| cannot_compile(&err))?),
         };
         let names = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)
@@ -338,6 +339,7 @@ impl Schema {
             parsed: OnceLock::new(),
             validator,
             patterns,
+            draft,
             required,
             optional,
             parameters,
@@ -360,7 +362,7 @@ impl SchemaCache {
             "pattern" => serde_json::json!({ "pattern": pattern }),
             _ => serde_json::json!({ "patternProperties": { pattern: true } }),
         };
-        let compiles = build(&probe, Some(&self.patterns)).is_ok();
+        let compiles = build(&probe, Some(&self.patterns), None).is_ok();
         if compiles {
             crate::lock::lock(&self.compiled).insert(pattern.to_owned());
         }
@@ -368,22 +370,64 @@ impl SchemaCache {
     }
 }
 
-/// Compiles `json` with the options every schema is compiled with.
+/// The draft `json` is read by: the one its `$schema` names, else 2020-12
+/// (`None` for both). A schema that names none and is not valid 2020-12 but
+/// is valid draft-07 (or else draft-04) is read by that draft: servers
+/// publish schemas written for the older drafts without saying so (tuple
+/// `items: [...]`, `definitions`, `dependencies`, a boolean
+/// `exclusiveMaximum`), and each means there what its draft says.
+fn dialect(json: &Value) -> Result<Option<jsonschema::Draft>, String> {
+    let err = match jsonschema::meta::validate(json) {
+        Ok(()) => return Ok(None),
+        Err(err) => format!("not a valid JSON Schema: {}", describe(&err)),
+    };
+    if json.get("$schema").is_none() {
+        if jsonschema::draft7::meta::is_valid(json) {
+            return Ok(Some(jsonschema::Draft::Draft7));
+        }
+        if jsonschema::draft4::meta::is_valid(json) {
+            return Ok(Some(jsonschema::Draft::Draft4));
+        }
+    }
+    Err(err)
+}
+
+/// The most steps the backtracking engine takes matching one value
+/// against one pattern; past it, the value is refused as not matching
+/// (jsonschema's "backtrack limit" error, said to the model like any
+/// other value that does not match).
+const BACKTRACK_LIMIT: usize = 100_000;
+
+/// Compiles `json` with the options every schema is compiled with, read by
+/// `draft` when it is given.
 ///
-/// Patterns run on the linear-time `regex` engine: no input can make one
-/// backtrack for long (the backtracking engine's step limit would otherwise
-/// reach the model as an error). Lookaround and backreferences, which need
-/// backtracking, are refused (see [`cannot_compile`]).
+/// Patterns are ECMA-262 (jsonschema translates them). They run on the
+/// linear-time `regex` engine, where no input can make one backtrack; a
+/// schema with a pattern that engine cannot run (lookahead, lookbehind, a
+/// backreference) runs on the backtracking `fancy-regex` engine instead,
+/// with each match bounded by [`BACKTRACK_LIMIT`] steps.
 fn build(
     json: &Value,
     patterns: Option<&jsonschema::PatternCache>,
+    draft: Option<jsonschema::Draft>,
 ) -> Result<jsonschema::Validator, jsonschema::ValidationError<'static>> {
-    let mut options =
-        jsonschema::options().should_validate_formats(true).with_pattern_options(jsonschema::PatternOptions::regex());
+    let options = || {
+        let options = jsonschema::options().should_validate_formats(true);
+        match draft {
+            Some(draft) => options.with_draft(draft),
+            None => options,
+        }
+    };
+    let mut linear = options().with_pattern_options(jsonschema::PatternOptions::regex());
     if let Some(patterns) = patterns {
-        options = options.with_pattern_cache(patterns.clone());
+        linear = linear.with_pattern_cache(patterns.clone());
     }
-    options.build(json)
+    let err = match linear.build(json) {
+        Ok(validator) => return Ok(validator),
+        Err(err) => err,
+    };
+    let backtracking = jsonschema::PatternOptions::fancy_regex().backtrack_limit(BACKTRACK_LIMIT);
+    options().with_pattern_options(backtracking).build(json).map_err(|_| err)
 }
 
 /// Keywords whose compilation refuses nothing the meta-schema accepts: their
@@ -507,41 +551,7 @@ fn compact(json: &Value) -> Box<RawValue> {
 }
 
 fn cannot_compile(err: &jsonschema::ValidationError<'_>) -> String {
-    if let Some(pattern) = err.instance().as_str().filter(|p| needs_backtracking(p)) {
-        return format!(
-            "cannot compile the schema: the pattern {pattern:?} (at {}) uses lookaround or a backreference; \
-             patterns run on a linear-time engine, which has neither",
-            err.instance_path().as_str()
-        );
-    }
     format!("cannot compile the schema: {}", describe(err))
-}
-
-/// Whether a pattern uses what only a backtracking engine runs: lookahead,
-/// lookbehind (`(?=`, `(?!`, `(?<=`, `(?<!`), or a backreference (`\1`,
-/// `\k<name>`).
-fn needs_backtracking(pattern: &str) -> bool {
-    let bytes = pattern.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => {
-                if matches!(bytes.get(i + 1), Some(b'1'..=b'9' | b'k')) {
-                    return true;
-                }
-                i += 2;
-            }
-            b'(' if pattern[i..].starts_with("(?=")
-                || pattern[i..].starts_with("(?!")
-                || pattern[i..].starts_with("(?<=")
-                || pattern[i..].starts_with("(?<!") =>
-            {
-                return true
-            }
-            _ => i += 1,
-        }
-    }
-    false
 }
 
 fn describe(err: &jsonschema::ValidationError<'_>) -> String {
@@ -592,7 +602,7 @@ mod tests {
         assert!(Arc::ptr_eq(&kept, &same) && same.is_compiled());
         let changed = again.compile(serde_json::json!({"type": "object", "properties": {"q": {"type": "integer"}}}));
         assert!(!Arc::ptr_eq(&kept, &changed.unwrap()));
-        let broken = again.compile(serde_json::json!({"type": "object", "properties": {"q": {"pattern": "(?<=a)b"}}}));
+        let broken = again.compile(serde_json::json!({"type": "object", "properties": {"q": {"pattern": "[z-a]"}}}));
         assert!(broken.is_err());
     }
 
@@ -669,8 +679,6 @@ mod tests {
         assert!(err.contains("/properties/a/pattern"), "{err}");
         let err = both(serde_json::json!({"type": "object", "patternProperties": {"(": {}}}));
         assert!(err.contains("cannot compile the schema"), "{err}");
-        let err = both(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "(?=x)"}}}));
-        assert!(err.contains("uses lookaround or a backreference"), "{err}");
         let err = both(serde_json::json!({"type": "object", "properties": {"a": {"$ref": "#/$defs/nope"}}}));
         assert!(err.contains("/$defs/nope"), "{err}");
         // A pattern that failed once fails again (it is not remembered as checked).
@@ -689,10 +697,72 @@ mod tests {
         let err =
             Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": "("}}})).unwrap_err();
         assert!(err.contains("/properties/a/pattern") || err.contains("regex"), "{err}");
-        for pattern in ["^(?=.*[0-9]).+$", "(?<!x)y", r"(a)\1"] {
-            let err = Schema::compile(serde_json::json!({"type": "object", "properties": {"a": {"pattern": pattern}}}))
-                .unwrap_err();
-            assert!(err.contains("uses lookaround or a backreference"), "{pattern}: {err}");
+    }
+
+    /// Patterns as servers publish them (ECMA-262): lookaround and
+    /// backreferences load, whichever way the schema is compiled, and mean
+    /// what they say; `\d` is ASCII digits, as in ECMA-262.
+    #[test]
+    fn ecma_patterns_load_and_hold() {
+        let cache = SchemaCache::default();
+        let cases = [
+            (r"^(?=.*[0-9])(?=.*[a-z]).{8,}$", "abcdefg1", "abcdefgh"),
+            (r"^(?!-)[a-z0-9-]+$", "my-bucket", "-bucket"),
+            (r"(?<!x)y$", "ay", "xy"),
+            (r"^(a)\1$", "aa", "ab"),
+            (r"^\d{3}$", "123", "١٢٣"),
+            (r"^\p{L}+$", "Größe", "G1"),
+        ];
+        for (pattern, good, bad) in cases {
+            let json =
+                serde_json::json!({"type": "object", "properties": {"a": {"type": "string", "pattern": pattern}}});
+            for schema in [Arc::new(Schema::compile(json.clone()).unwrap()), cache.compile(json).unwrap()] {
+                assert!(schema.is_valid(&serde_json::json!({"a": good})), "{pattern} on {good}");
+                assert!(!schema.is_valid(&serde_json::json!({"a": bad})), "{pattern} on {bad}");
+            }
         }
+    }
+
+    /// A schema written for an older draft without saying so is read by
+    /// it: draft-04's tuple `items`, `definitions`, `dependencies` and
+    /// boolean `exclusiveMaximum`; a schema invalid in every draft is still
+    /// refused, and one that names its draft is read by it alone.
+    #[test]
+    fn older_drafts_unnamed_are_read_by_their_draft() {
+        let cache = SchemaCache::default();
+        let tuple = serde_json::json!({"type": "object", "properties": {
+            "point": {"type": "array", "items": [{"type": "number"}, {"type": "number"}], "additionalItems": false},
+            "ref": {"$ref": "#/definitions/id"}},
+            "definitions": {"id": {"type": "string"}},
+            "dependencies": {"card": ["billing"]}});
+        let percent = serde_json::json!({"type": "object", "properties": {
+            "percent": {"type": "number", "maximum": 100, "exclusiveMaximum": true}}});
+        for json in [tuple, percent] {
+            for schema in [Arc::new(Schema::compile(json.clone()).unwrap()), cache.compile(json.clone()).unwrap()] {
+                assert!(schema.is_valid(&serde_json::json!({})), "{json}");
+            }
+        }
+        let schema = cache
+            .compile(serde_json::json!({"type": "object", "properties": {
+            "point": {"type": "array", "items": [{"type": "number"}, {"type": "number"}], "additionalItems": false},
+            "ref": {"$ref": "#/definitions/id"}},
+            "definitions": {"id": {"type": "string"}},
+            "dependencies": {"card": ["billing"]}}))
+            .unwrap();
+        assert!(schema.is_valid(&serde_json::json!({"point": [1, 2], "ref": "x", "card": 1, "billing": 2})));
+        assert!(!schema.is_valid(&serde_json::json!({"point": [1, "2"]})), "items by position");
+        assert!(!schema.is_valid(&serde_json::json!({"point": [1, 2, 3]})), "additionalItems");
+        assert!(!schema.is_valid(&serde_json::json!({"ref": 5})), "definitions");
+        assert!(!schema.is_valid(&serde_json::json!({"card": 1})), "dependencies");
+        let percent = Schema::compile(serde_json::json!({"type": "object", "properties": {
+            "percent": {"type": "number", "maximum": 100, "exclusiveMaximum": true}}}))
+        .unwrap();
+        assert!(percent.is_valid(&serde_json::json!({"percent": 99.5})));
+        assert!(!percent.is_valid(&serde_json::json!({"percent": 100})), "draft-04's exclusive maximum");
+        let err = Schema::compile(serde_json::json!({"type": "object", "properties": {"day": {"type": "int"}}}));
+        assert!(err.unwrap_err().starts_with("not a valid JSON Schema"));
+        let named = serde_json::json!({"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+            "properties": {"percent": {"type": "number", "exclusiveMaximum": true}}});
+        assert!(Schema::compile(named).unwrap_err().starts_with("not a valid JSON Schema"));
     }
 }
