@@ -229,3 +229,40 @@ fn mcp_clients_find_tools_then_call_one_on_mcp_search() {
     let lines = sdk(&["--url", &search, "--header", &key, r#"find_tools={"query": "issues", "limit": 51}"#]);
     assert_eq!(answer(&lines, "find_tools")["result"]["isError"], true);
 }
+
+/// `/mcp/toolsets/NAME/search`: `find_tools` ranks only the toolset's tools
+/// (within the caller's grants) and `call_tool` runs only them; an unknown
+/// toolset is not found.
+#[test]
+fn mcp_clients_search_one_toolset_on_its_search_endpoint() {
+    use crate::mcp_front_door::{answer, post, sdk, serve};
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let (_child, url, _log) = serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let search = url.replace("/mcp", "/mcp/toolsets/tracker/search");
+    let key = format!("Authorization=Bearer {KEY_ADMIN}");
+    let lines = sdk(&[
+        "--url",
+        &search,
+        "--header",
+        &key,
+        r#"find_tools={"query": "the weather forecast for a city and issues", "limit": 5}"#,
+        r#"call_tool={"name": "get_weather", "arguments": {}}"#,
+        r#"call_tool={"name": "list_issues", "arguments": {}}"#,
+    ]);
+    let found = &answer(&lines, "find_tools")["result"];
+    let names: Vec<&str> =
+        found["structuredContent"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(!names.is_empty() && names.iter().all(|n| ["create_issue", "list_issues"].contains(n)), "{found}");
+    let calls: Vec<&serde_json::Value> = lines.iter().filter(|l| l["call"] == "call_tool").collect();
+    assert!(calls[0].get("error").is_some() || calls[0]["result"]["isError"] == true, "{:?}", calls[0]);
+    assert!(calls[1].get("error").is_none() && calls[1]["result"]["isError"] != true, "{:?}", calls[1]);
+    let unknown = url.replace("/mcp", "/mcp/toolsets/trackr/search");
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let bearer = format!("Bearer {KEY_ADMIN}");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let (status, _, body) = runtime.block_on(post(&unknown, &[("authorization", &bearer)], list));
+    assert_eq!(status, 404, "{body}");
+    assert!(body.contains("unknown toolset 'trackr', did you mean 'tracker'?"), "{body}");
+}

@@ -194,10 +194,11 @@ fn route(snapshot: &Snapshot, request: &Request<Body>) -> Result<(Option<String>
     }
     match endpoint(path) {
         Some(Endpoint::Tools(toolset)) => Ok((toolset, false)),
-        Some(Endpoint::Search) => Ok((None, true)),
-        None => {
-            Err(plain(StatusCode::NOT_FOUND, "not found: MCP is served at /mcp, /mcp/toolsets/NAME and /mcp/search"))
-        }
+        Some(Endpoint::Search(toolset)) => Ok((toolset, true)),
+        None => Err(plain(
+            StatusCode::NOT_FOUND,
+            "not found: MCP is served at /mcp, /mcp/toolsets/NAME, /mcp/search and /mcp/toolsets/NAME/search",
+        )),
     }
 }
 
@@ -314,8 +315,9 @@ enum Endpoint {
     /// The caller's tools (`/mcp`), or one toolset of them
     /// (`/mcp/toolsets/NAME`).
     Tools(Option<String>),
-    /// `find_tools` and `call_tool` (`/mcp/search`).
-    Search,
+    /// `find_tools` and `call_tool` over the caller's tools (`/mcp/search`)
+    /// or over one toolset of them (`/mcp/toolsets/NAME/search`).
+    Search(Option<String>),
 }
 
 /// The endpoint a path names; `None` for any other path.
@@ -323,11 +325,21 @@ fn endpoint(path: &str) -> Option<Endpoint> {
     let path = path.strip_suffix('/').unwrap_or(path);
     match path {
         "/mcp" => return Some(Endpoint::Tools(None)),
-        "/mcp/search" => return Some(Endpoint::Search),
+        "/mcp/search" => return Some(Endpoint::Search(None)),
         _ => {}
     }
-    let name = path.strip_prefix("/mcp/toolsets/")?;
-    (!name.is_empty() && !name.contains('/')).then(|| Endpoint::Tools(Some(name.to_owned())))
+    let rest = path.strip_prefix("/mcp/toolsets/")?;
+    let (name, search) = match rest.strip_suffix("/search") {
+        Some(name) => (name, true),
+        None => (rest, false),
+    };
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    Some(match search {
+        true => Endpoint::Search(Some(name.to_owned())),
+        false => Endpoint::Tools(Some(name.to_owned())),
+    })
 }
 
 fn plain(status: StatusCode, message: &str) -> Reply {
@@ -421,7 +433,10 @@ mod tests {
     fn endpoints() {
         assert_eq!(endpoint("/mcp"), Some(Endpoint::Tools(None)));
         assert_eq!(endpoint("/mcp/"), Some(Endpoint::Tools(None)));
-        assert_eq!(endpoint("/mcp/search"), Some(Endpoint::Search));
+        assert_eq!(endpoint("/mcp/search"), Some(Endpoint::Search(None)));
+        assert_eq!(endpoint("/mcp/toolsets/courier/search"), Some(Endpoint::Search(Some("courier".to_owned()))));
+        assert_eq!(endpoint("/mcp/toolsets//search"), None);
+        assert_eq!(endpoint("/mcp/toolsets/a/b/search"), None);
         assert_eq!(endpoint("/mcp/search/x"), None);
         assert_eq!(endpoint("/mcp/toolsets/courier"), Some(Endpoint::Tools(Some("courier".to_owned()))));
         assert_eq!(endpoint("/mcp/toolsets/"), None);

@@ -1,4 +1,5 @@
-//! `/mcp/search`: tool search for MCP clients. Instead of the caller's
+//! `/mcp/search` and `/mcp/toolsets/NAME/search`: tool search for MCP
+//! clients, over the caller's tools or one toolset of them. Instead of the caller's
 //! tools the endpoint offers two: `find_tools {query, limit}`, the caller's
 //! tools that fit a task (as `SearchTools` ranks them, within its grants),
 //! and `call_tool {name, arguments}`, a call of any tool the caller may use,
@@ -105,7 +106,7 @@ pub(super) async fn find(asked: &Asked, arguments: &str) -> CallToolResult {
             Err(_) => return refused(format!("limit must be a whole number from 0 to 50, not {limit}")),
         },
     };
-    let found = match executor.search(&asked.caller, &query, limit, None).await {
+    let found = match executor.search(&asked.caller, &query, limit, asked.toolset.clone()).await {
         Ok(found) => found,
         Err(err) => return refused(err.to_string()),
     };
