@@ -153,10 +153,11 @@ impl App {
         &self,
         principal: Option<&str>,
         user_token: Option<&str>,
+        search: bool,
     ) -> anyhow::Result<()> {
         use rmcp::ServiceExt;
         let caller = self.snapshot().identity.local(principal, user_token).map_err(|why| anyhow!(why))?;
-        let door = crate::front::mcp::Handler::for_caller(self.view(), caller);
+        let door = crate::front::mcp::Handler::for_caller(self.view(), caller, search);
         let (answers, messages, written) = crate::front::mcp::stdio::transport();
         let running = door.serve((answers, messages)).await.context("cannot serve MCP on stdio")?;
         running.waiting().await.context("MCP on stdio ended")?;

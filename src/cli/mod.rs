@@ -90,6 +90,11 @@ struct McpStdioArgs {
     /// configured). A user token may come in TOOLGATE_USER_TOKEN.
     #[arg(long, value_name = "NAME")]
     principal: Option<String>,
+    /// Offer two tools, find_tools and call_tool, instead of the caller's
+    /// tools (as /mcp/search does): for clients that should not hold every
+    /// schema.
+    #[arg(long)]
+    search: bool,
 }
 
 #[derive(Args, Debug)]
@@ -645,7 +650,7 @@ fn mcp_stdio(args: &McpStdioArgs, env: &Env) -> anyhow::Result<ExitCode> {
         let host =
             Host { env: env.clone(), observer: crate::telemetry::Observer::disabled(), supervisor: supervisor() };
         let (app, _) = start(&settings, host, Report::Log).await?;
-        let served = app.serve_mcp_stdio(args.principal.as_deref(), env.get(USER_TOKEN_ENV)).await;
+        let served = app.serve_mcp_stdio(args.principal.as_deref(), env.get(USER_TOKEN_ENV), args.search).await;
         app.shutdown().await;
         served?;
         Ok(ExitCode::SUCCESS)

@@ -266,3 +266,57 @@ fn mcp_clients_search_one_toolset_on_its_search_endpoint() {
     assert_eq!(status, 404, "{body}");
     assert!(body.contains("unknown toolset 'trackr', did you mean 'tracker'?"), "{body}");
 }
+
+/// `toolgate mcp-stdio --search`, as a desktop client launches it: the
+/// two tools instead of the caller's, within the principal's grants.
+#[test]
+fn mcp_stdio_with_search_offers_find_tools_and_call_tool() {
+    use crate::mcp_front_door::{answer, names, sdk};
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let argv = serde_json::json!([
+        binary,
+        "mcp-stdio",
+        "--config",
+        "toolgate.yaml",
+        "--catalog",
+        "registry",
+        "--principal",
+        "tracker-bot",
+        "--search"
+    ])
+    .to_string();
+    let root = dir.dir.path().display().to_string();
+    let lines = sdk(&[
+        "--stdio",
+        &argv,
+        "--cwd",
+        &root,
+        "--era",
+        "initialize",
+        r#"find_tools={"query": "delete the repository or file a new issue", "limit": 5}"#,
+        r#"call_tool={"name": "create_issue", "arguments": {"title": "login bug"}}"#,
+    ]);
+    assert_eq!(names(&lines), ["find_tools", "call_tool"]);
+    let found = &answer(&lines, "find_tools")["result"];
+    let tools = found["structuredContent"]["tools"].as_array().unwrap();
+    assert_eq!(tools[0]["name"], "create_issue", "{found}");
+    assert!(tools.iter().all(|t| t["name"] != "delete_repository"), "{found}");
+    let called = &answer(&lines, "call_tool")["result"];
+    assert_eq!(called["structuredContent"], serde_json::json!({"title": "login bug"}), "{called}");
+    // Without --search, the caller's own tools.
+    let argv = serde_json::json!([
+        binary,
+        "mcp-stdio",
+        "--config",
+        "toolgate.yaml",
+        "--catalog",
+        "registry",
+        "--principal",
+        "tracker-bot"
+    ])
+    .to_string();
+    let lines = sdk(&["--stdio", &argv, "--cwd", &root, "--era", "initialize"]);
+    assert!(names(&lines).contains(&"create_issue".to_owned()), "{lines:?}");
+}

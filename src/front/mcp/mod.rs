@@ -89,8 +89,9 @@ pub(crate) struct View {
 pub(crate) struct Handler {
     view: View,
     /// The caller of every request, when the transport does not say (stdio:
-    /// the process speaks for one caller).
-    fixed: Option<Caller>,
+    /// the process speaks for one caller), and whether it is offered the
+    /// search's two tools instead of its own (`mcp-stdio --search`).
+    fixed: Option<(Caller, bool)>,
     /// Dropped with this session's last clone of the door: what listens
     /// for changes on the session's behalf then stops.
     alive: Arc<watch::Sender<()>>,
@@ -105,9 +106,10 @@ impl Handler {
         Self { view, fixed: None, alive: Arc::new(watch::Sender::new(())), listening: Arc::default() }
     }
 
-    /// The door of one process's stdio: every request is `caller`'s.
-    pub(crate) fn for_caller(view: View, caller: Caller) -> Self {
-        Self { fixed: Some(caller), ..Self::new(view) }
+    /// The door of one process's stdio: every request is `caller`'s; with
+    /// `search`, it offers `find_tools` and `call_tool` as `/mcp/search` does.
+    pub(crate) fn for_caller(view: View, caller: Caller, search: bool) -> Self {
+        Self { fixed: Some((caller, search)), ..Self::new(view) }
     }
 
     /// The door of a new session.
@@ -117,12 +119,12 @@ impl Handler {
 
     /// The snapshot, caller and toolset of a request.
     fn asked(&self, extensions: &Extensions) -> Result<Asked, ErrorData> {
-        if let Some(caller) = &self.fixed {
+        if let Some((caller, search)) = &self.fixed {
             return Ok(Asked {
                 snapshot: self.view.current.load_full(),
                 caller: caller.clone(),
                 toolset: None,
-                search: false,
+                search: *search,
             });
         }
         extensions
