@@ -450,4 +450,54 @@ mod tests {
         assert_eq!(renamed.suggest("cancel_ordr", 0.5, 1, |_| true), ["cancel_order"]);
         assert_eq!(edited.suggest("refund_ordr", 0.5, 1, |_| true), ["refund_order"]);
     }
+
+    /// Until a snapshot's search index is made, its searches use the index
+    /// of the snapshot it replaced, for the tools it holds unchanged (with
+    /// this snapshot's ids); once made, every tool; a first snapshot reads
+    /// its tools instead of waiting.
+    #[test]
+    fn searches_before_the_index_is_made_use_the_one_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = dir.path().join("tools.yaml");
+        let files = |tools: &[(&str, &str)]| {
+            let entries: String = tools
+                .iter()
+                .map(|(name, description)| {
+                    format!("  - name: {name}\n    description: {description}\n    backend: {{builtin: echo}}\n")
+                })
+                .collect();
+            files(&registry, &format!("tools:\n{entries}"))
+        };
+        let first = Arc::new(
+            assemble(&files(&[("refund_order", "Refund an order."), ("send_email", "Send an email.")]), &[])
+                .unwrap()
+                .catalog,
+        );
+        let named = |catalog: &Catalog, found: Vec<(u32, f32)>| -> Vec<String> {
+            found.into_iter().map(|(id, _)| catalog.tools()[id as usize].name.clone()).collect()
+        };
+        assert!(!first.search_index_made());
+        let all = |catalog: &Catalog| (0..catalog.tools().len() as u32).collect::<Vec<_>>();
+        assert_eq!(named(&first, first.search("refund the order", &all(&first), 8)), ["refund_order"]);
+        assert!(!first.search_index_made(), "reading the tools makes no index");
+        first.index_in_background();
+        while !first.search_index_made() {
+            std::thread::yield_now();
+        }
+        let tools = [
+            ("archive_order", "Archive an order."),
+            ("refund_order", "Refund an order."),
+            ("send_email", "Send an email message."),
+        ];
+        let second = Arc::new(assemble_after(&files(&tools), &[], Some(&first)).unwrap().catalog);
+        let all = all(&second);
+        assert_eq!(named(&second, second.search("order", &all, 8)), ["refund_order"], "archive_order is new");
+        assert!(second.search("email", &all, 8).is_empty(), "send_email changed");
+        second.index_in_background();
+        while second.before.lock().unwrap().is_some() {
+            std::thread::yield_now();
+        }
+        assert_eq!(named(&second, second.search("order", &all, 8)), ["archive_order", "refund_order"]);
+        assert_eq!(named(&second, second.search("email", &all, 8)), ["send_email"]);
+    }
 }

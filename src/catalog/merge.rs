@@ -176,7 +176,8 @@ pub(crate) fn merge(mut decls: Declarations, problems: &mut CatalogProblems, pre
     let keys = normalised_keys(&tools, alias_places, problems);
     let index = suggestion_index(&tools, &toolsets, previous);
     let version = version_of(&tools, &toolsets);
-    Catalog { tools, toolsets, names, keys, index, version, search: std::sync::OnceLock::new() }
+    let before = std::sync::Mutex::new(previous.and_then(Catalog::search_index_or_before));
+    Catalog { tools, toolsets, names, keys, index, version, search: std::sync::OnceLock::new(), before }
 }
 
 /// Every name claimed so far, and where problems go.

@@ -289,8 +289,17 @@ pub struct Catalog {
     /// Shared with the catalogue this one replaced when the names are the same.
     index: Arc<SuggestIndex<Target>>,
     version: String,
-    /// The tool search's index, made by the first search of this snapshot.
-    search: std::sync::OnceLock<SearchIndex>,
+    /// The tool search's index, made in the background when the snapshot
+    /// is swapped in ([`Catalog::index_in_background`]).
+    search: std::sync::OnceLock<Arc<SearchIndex>>,
+    /// The index of the snapshot this one replaced, searched for the tools
+    /// still present until this one's is made.
+    pub(crate) before: std::sync::Mutex<Option<Arc<SearchIndex>>>,
+}
+
+/// What the search reads of `tool`.
+fn document<'t>(tool: &'t Tool, parameters: &'t [(String, String)]) -> Document<'t> {
+    Document { name: &tool.name, aliases: &tool.aliases, description: &tool.description, parameters }
 }
 
 impl Catalog {
@@ -309,18 +318,66 @@ impl Catalog {
     }
 
     /// The index tool search ranks this snapshot's tools with (by
-    /// [`ToolId`]): made by the first search, and kept with the snapshot.
-    pub fn search_index(&self) -> &SearchIndex {
+    /// [`ToolId`]): made now if it was not yet, and kept with the snapshot.
+    pub fn search_index(&self) -> &Arc<SearchIndex> {
         self.search.get_or_init(|| {
             let parameters: Vec<Vec<(String, String)>> =
                 self.tools.iter().map(|tool| tool.parameters.described()).collect();
-            SearchIndex::build(self.tools.iter().zip(&parameters).map(|(tool, parameters)| Document {
-                name: &tool.name,
-                aliases: &tool.aliases,
-                description: &tool.description,
-                parameters,
-            }))
+            let documents = self.tools.iter().zip(&parameters).map(|(tool, parameters)| document(tool, parameters));
+            Arc::new(SearchIndex::build(documents))
         })
+    }
+
+    /// The index this snapshot's searches use now: its own, or the one of
+    /// the snapshot it replaced, until its own is made.
+    pub(crate) fn search_index_or_before(&self) -> Option<Arc<SearchIndex>> {
+        self.search.get().cloned().or_else(|| crate::lock::lock(&self.before).clone())
+    }
+
+    /// Makes the search index on a thread of its own (a swapped-in snapshot
+    /// never makes a search wait for it), then lets the one before go.
+    pub fn index_in_background(self: &Arc<Self>) {
+        if self.search_index_made() {
+            return;
+        }
+        let catalog = Arc::downgrade(self);
+        let made = std::thread::Builder::new().name("search-index".into()).spawn(move || {
+            if let Some(catalog) = catalog.upgrade() {
+                catalog.search_index();
+                crate::lock::lock(&catalog.before).take();
+            }
+        });
+        if let Err(err) = made {
+            tracing::warn!("the search index will be made by the first search: no thread for it ({err})");
+        }
+    }
+
+    /// The `limit` tools of `among` (by [`ToolId`]) that fit `query` best,
+    /// with their scores: by this snapshot's index once made; until then by
+    /// the index of the snapshot before, over the tools it held unchanged;
+    /// with neither (the first moments after start), by reading each tool
+    /// ([`crate::search::scan`]).
+    pub fn search(&self, query: &str, among: &[u32], limit: usize) -> Vec<(u32, f32)> {
+        if let Some(index) = self.search.get() {
+            return index.search(query, among, limit);
+        }
+        let tools = || among.iter().filter_map(|&id| self.tools.get(id as usize).map(|tool| (id, tool)));
+        let Some(before) = crate::lock::lock(&self.before).clone() else {
+            // Names and descriptions: reading each schema would take longer.
+            return crate::search::scan(query, tools().map(|(id, tool)| (id, document(tool, &[]))), limit);
+        };
+        let mut now = HashMap::new();
+        for (id, tool) in tools() {
+            if let Some(then) = before.position_of(&document(tool, &tool.parameters.described())) {
+                now.insert(then, id);
+            }
+        }
+        let mut then: Vec<u32> = now.keys().copied().collect();
+        then.sort_unstable();
+        let found = before.search(query, &then, limit);
+        let mut found: Vec<(u32, f32)> = found.into_iter().map(|(then, score)| (now[&then], score)).collect();
+        found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        found
     }
 
     pub fn toolsets(&self) -> &[Toolset] {

@@ -97,8 +97,8 @@ impl Executor {
     /// The caller's tools (within `toolset`, a name as [`Executor::list`]
     /// takes it) that fit `query` best, best first, with their scores,
     /// ranked over those tools only ([`crate::search`]). At most `limit`
-    /// (0: 8; above 50 is refused). The snapshot's index is made by its
-    /// first search, on the blocking pool.
+    /// (0: 8; above 50 is refused). Until the snapshot's index is made
+    /// ([`crate::catalog::Catalog::search`]), on the blocking pool.
     pub(crate) async fn search(
         &self,
         caller: &Caller,
@@ -130,11 +130,12 @@ impl Executor {
         let among: Vec<u32> = ids.iter().map(|id| id.0).collect();
         let limit = limit as usize;
         let found = match self.catalog.search_index_made() {
-            true => self.catalog.search_index().search(query, &among, limit),
+            true => self.catalog.search(query, &among, limit),
+            // Searched before the index is made: on the blocking pool.
             false => {
                 let (catalog, query) = (Arc::clone(&self.catalog), query.to_owned());
-                let made = move || catalog.search_index().search(&query, &among, limit);
-                tokio::task::spawn_blocking(made).await.expect("a search does not panic")
+                let found = move || catalog.search(&query, &among, limit);
+                tokio::task::spawn_blocking(found).await.expect("a search does not panic")
             }
         };
         Ok(found.into_iter().map(|(id, score)| (ToolId(id), score)).collect())

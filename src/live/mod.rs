@@ -341,14 +341,10 @@ impl LiveCatalog {
 /// resolved in this catalogue, once.
 fn snapshot(sources: &Sources, catalog: catalog::Catalog, shared: &Arc<Shared>) -> Snapshot {
     let granted = Granted::resolve(sources.identity.principals(), &catalog);
-    let executor = Executor::new(
-        Arc::new(catalog),
-        sources.limits,
-        sources.policy,
-        Arc::clone(shared),
-        granted,
-        Arc::clone(&sources.rates),
-    );
+    let catalog = Arc::new(catalog);
+    catalog.index_in_background();
+    let executor =
+        Executor::new(catalog, sources.limits, sources.policy, Arc::clone(shared), granted, Arc::clone(&sources.rates));
     Snapshot { identity: Arc::clone(&sources.identity), executor }
 }
 

@@ -1,29 +1,88 @@
 //! Tool search: which of a caller's tools fit a task written in words.
 //!
 //! Okapi BM25 over each tool's fields, weighted: its name (split into words
-//! at `_`, `-` and case changes) and aliases count three times, its
-//! description, parameter names and parameter descriptions once (`words.rs`
-//! says what a word is). The statistics BM25 needs (how many tools, how
-//! long a tool is on average, how many tools hold a word) are computed at
-//! each search over the tools searched only: a tool the caller may not use
-//! changes no score the caller sees, and an absent tool and a hidden one are
-//! answered alike.
+//! at `_`, `-` and case changes; a federated tool's name carries its
+//! server's) and aliases count twice, its description once, parameter
+//! names and descriptions half (`words.rs` says what a word is). On top, a
+//! tool whose name the query covers gains up to [`NAME_COVERAGE`]: the
+//! share of its name's words the query holds, each weighed by how rare it
+//! is, so one word of the task's content matching one word of a long name
+//! cannot win alone. A stop word of the query (`stop_words.txt`) counts a
+//! fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
+//! kept as data) at [`SYNONYM_WEIGHT`].
+//!
+//! The statistics BM25 needs (how many tools, how long a tool is on
+//! average, how many tools hold a word) are those of the tools searched
+//! only: each set of tools searched gets a view of its own (made at its
+//! first search, kept among the last [`VIEWS`]), so a tool the caller may
+//! not use changes no score the caller sees and no time a search takes;
+//! an absent tool and a hidden one are answered alike.
 //!
 //! A leaf like [`crate::similar`]: it knows documents by their position, not
 //! the catalogue; the catalogue builds one index per snapshot.
 
+mod scan;
 mod words;
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    hash::{Hash, Hasher},
+    sync::{Arc, LazyLock, Mutex},
+};
 
+pub use scan::scan;
 use words::{Stems, Words};
 
 /// BM25's term-frequency saturation.
 const K1: f32 = 1.2;
 /// BM25's length normalisation.
 const B: f32 = 0.75;
-/// How much a word of the name or an alias counts against one of the text.
-const NAME_WEIGHT: f32 = 3.0;
+/// How much a word of the name or an alias counts against one of the
+/// description.
+const NAME_WEIGHT: f32 = 2.0;
+/// How much a word of a parameter's name or description counts.
+const PARAMETER_WEIGHT: f32 = 0.5;
+/// How much a stop word of the query counts against one that says what
+/// the task is.
+const STOP_WEIGHT: f32 = 0.2;
+/// How much a near-synonym of a query word counts against the word.
+const SYNONYM_WEIGHT: f32 = 0.3;
+/// What a tool whose every name word the query holds gains.
+const NAME_COVERAGE: f32 = 8.0;
+/// How many sets of searched tools keep their view.
+const VIEWS: usize = 16;
+
+/// The stems of the stop words.
+static STOP: LazyLock<HashSet<String>> = LazyLock::new(|| {
+    let words = Words::default();
+    let text = include_str!("stop_words.txt");
+    text.lines().filter(|line| !line.starts_with('#')).flat_map(|line| words.of(line)).collect()
+});
+
+/// Each stem's near-synonyms (stems), from `synonyms.txt`.
+static SYNONYMS: LazyLock<HashMap<String, Vec<String>>> = LazyLock::new(|| {
+    let words = Words::default();
+    let mut synonyms: HashMap<String, Vec<String>> = HashMap::new();
+    for line in include_str!("synonyms.txt").lines() {
+        let line = line.split('#').next().unwrap_or_default();
+        let group: Vec<String> = line
+            .split(',')
+            .filter_map(|entry| match words.of(entry).as_slice() {
+                [word] => Some(word.clone()),
+                _ => None,
+            })
+            .collect();
+        for word in &group {
+            let others = synonyms.entry(word.clone()).or_default();
+            for other in &group {
+                if other != word && !others.contains(other) {
+                    others.push(other.clone());
+                }
+            }
+        }
+    }
+    synonyms
+});
 
 /// What is searched of one tool.
 #[derive(Clone, Copy, Debug, Default)]
@@ -35,22 +94,141 @@ pub struct Document<'d> {
     pub parameters: &'d [(String, String)],
 }
 
+impl Document<'_> {
+    /// A hash of everything searched: equal for a tool that did not change.
+    pub fn fingerprint(&self) -> u64 {
+        let mut hasher = std::hash::DefaultHasher::new();
+        (self.name, self.aliases, self.description, self.parameters).hash(&mut hasher);
+        hasher.finish()
+    }
+}
+
+/// One document's words, by word number.
+struct Entry {
+    /// Each word with its weighted count.
+    terms: Box<[(u32, f32)]>,
+    /// The words of the name and of each alias.
+    names: Box<[Box<[u32]>]>,
+}
+
 /// The words of every document of one catalogue, by document.
 pub struct SearchIndex {
     words: Words,
-    /// Each word's documents (ascending) with the word's weighted count in
-    /// each.
-    postings: HashMap<Arc<str>, Vec<(u32, f32)>>,
-    /// Each document's weighted length.
-    lengths: Vec<f32>,
+    vocabulary: HashMap<Arc<str>, u32>,
+    entries: Vec<Entry>,
+    /// Each document's position by its [`Document::fingerprint`].
+    fingerprints: HashMap<u64, u32>,
+    /// The last sets searched, most recent first.
+    views: Mutex<Vec<Arc<View>>>,
 }
 
 impl std::fmt::Debug for SearchIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SearchIndex")
-            .field("documents", &self.lengths.len())
-            .field("words", &self.postings.len())
+            .field("documents", &self.entries.len())
+            .field("words", &self.vocabulary.len())
             .finish()
+    }
+}
+
+/// The postings of one set of documents: each word's documents (by their
+/// place in `among`) with the word's weighted count in each.
+struct View {
+    among: Box<[u32]>,
+    /// Where each word's postings start in `postings` (one more than words).
+    offsets: Box<[u32]>,
+    /// Each word's documents, with the word's weighted count in each
+    /// saturated as BM25 does.
+    postings: Box<[(u32, f32)]>,
+    /// Where each word's name postings start in `named`.
+    name_offsets: Box<[u32]>,
+    /// Each word's documents whose name (0) or an alias (1…) holds it: the
+    /// document's place, the name's number and the sum of its words' idf.
+    named: Box<[(u32, u32, f32)]>,
+    /// Each word's [`View::idf`], by number.
+    idfs: Box<[f32]>,
+}
+
+/// Lays out, for each word, the items `each` gives it: the offsets where
+/// each word's start (one more than `words`) and the items, word by word.
+fn lay_out<T: Copy + Default>(words: usize, each: impl Fn(&mut dyn FnMut(u32, T))) -> (Box<[u32]>, Box<[T]>) {
+    let mut offsets = vec![0u32; words + 1];
+    each(&mut |term, _| offsets[term as usize + 1] += 1);
+    for i in 1..offsets.len() {
+        offsets[i] += offsets[i - 1];
+    }
+    let mut next = offsets.clone();
+    let mut items = vec![T::default(); offsets[words] as usize];
+    each(&mut |term, item| {
+        let slot = &mut next[term as usize];
+        items[*slot as usize] = item;
+        *slot += 1;
+    });
+    (offsets.into(), items.into())
+}
+
+impl View {
+    fn build(entries: &[Entry], words: usize, among: Box<[u32]>) -> Self {
+        let documents =
+            || among.iter().enumerate().map(|(place, &document)| (place as u32, &entries[document as usize]));
+        let (offsets, postings) = lay_out(words, |add: &mut dyn FnMut(u32, _)| {
+            for (place, entry) in documents() {
+                for &(term, weight) in entry.terms.iter() {
+                    add(term, (place, weight));
+                }
+            }
+        });
+        let lengths: Box<[f32]> =
+            documents().map(|(_, entry)| entry.terms.iter().map(|&(_, w)| w).sum::<f32>()).collect();
+        let average = (lengths.iter().sum::<f32>() / among.len().max(1) as f32).max(f32::MIN_POSITIVE);
+        // Each posting's count saturated as BM25 does, once.
+        let mut postings = postings;
+        for (place, frequency) in postings.iter_mut() {
+            let length = lengths[*place as usize];
+            *frequency = *frequency * (K1 + 1.0) / (*frequency + K1 * (1.0 - B + B * length / average));
+        }
+        let count = among.len() as f32;
+        let idfs: Box<[f32]> = (0..words)
+            .map(|term| {
+                let holding = (offsets[term + 1] - offsets[term]) as f32;
+                match holding == 0.0 {
+                    true => 0.0,
+                    false => (1.0 + (count - holding + 0.5) / (holding + 0.5)).ln(),
+                }
+            })
+            .collect();
+        let (name_offsets, named) = lay_out(words, |add: &mut dyn FnMut(u32, _)| {
+            for (place, entry) in documents() {
+                for (name, terms) in entry.names.iter().enumerate() {
+                    let whole: f32 = terms.iter().map(|&term| idfs[term as usize]).sum();
+                    for &term in terms.iter() {
+                        add(term, (place, name as u32, whole.max(f32::MIN_POSITIVE)));
+                    }
+                }
+            }
+        });
+        Self { among, offsets, postings, name_offsets, named, idfs }
+    }
+
+    fn postings(&self, term: u32) -> &[(u32, f32)] {
+        let (start, end) = (self.offsets[term as usize], self.offsets[term as usize + 1]);
+        &self.postings[start as usize..end as usize]
+    }
+
+    /// The rarer a word among the view's documents, the more it says; 0
+    /// for a word none holds.
+    fn idf(&self, term: u32) -> f32 {
+        self.idfs[term as usize]
+    }
+
+    fn named(&self, term: u32) -> &[(u32, u32, f32)] {
+        let (start, end) = (self.name_offsets[term as usize], self.name_offsets[term as usize + 1]);
+        &self.named[start as usize..end as usize]
+    }
+
+    fn bytes(&self) -> usize {
+        let words = self.offsets.len() * 4 + self.name_offsets.len() * 4 + self.idfs.len() * 4;
+        self.among.len() * 4 + words + self.postings.len() * 8 + self.named.len() * 12
     }
 }
 
@@ -59,47 +237,118 @@ impl SearchIndex {
     pub fn build<'d>(documents: impl IntoIterator<Item = Document<'d>>) -> Self {
         let words = Words::default();
         let mut stems = Stems::new(&words);
-        let mut postings: HashMap<Arc<str>, Vec<(u32, f32)>> = HashMap::new();
-        let mut lengths = Vec::new();
-        let mut counts: HashMap<Arc<str>, f32> = HashMap::new();
+        let mut vocabulary: HashMap<Arc<str>, u32> = HashMap::new();
+        let mut entries = Vec::new();
+        let mut fingerprints = HashMap::new();
+        let mut counts: HashMap<u32, f32> = HashMap::new();
+        let mut number = |stem: &Arc<str>| {
+            let next = vocabulary.len() as u32;
+            *vocabulary.entry(Arc::clone(stem)).or_insert(next)
+        };
         for (position, document) in documents.into_iter().enumerate() {
             counts.clear();
-            let mut add = |text: &str, weight: f32| {
-                stems.each(text, |stem| *counts.entry(Arc::clone(stem)).or_default() += weight)
-            };
-            add(document.name, NAME_WEIGHT);
-            for alias in document.aliases {
-                add(alias, NAME_WEIGHT);
+            let mut names = Vec::new();
+            for (i, name) in
+                std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)).enumerate()
+            {
+                let mut words = Vec::new();
+                stems.each(name, |stem| {
+                    let term = number(stem);
+                    if !words.contains(&term) {
+                        words.push(term);
+                    }
+                    *counts.entry(term).or_default() += NAME_WEIGHT;
+                });
+                // An alias that says the name again adds nothing to cover.
+                if i == 0 || !names.contains(&words.clone().into_boxed_slice()) {
+                    names.push(words.into_boxed_slice());
+                }
             }
+            let mut add =
+                |text: &str, weight: f32| stems.each(text, |stem| *counts.entry(number(stem)).or_default() += weight);
             add(document.description, 1.0);
             for (name, description) in document.parameters {
-                add(name, 1.0);
-                add(description, 1.0);
+                add(name, PARAMETER_WEIGHT);
+                add(description, PARAMETER_WEIGHT);
             }
             let position = u32::try_from(position).expect("fewer than 2^32 tools");
-            lengths.push(counts.values().sum());
-            for (word, weight) in counts.drain() {
-                postings.entry(word).or_default().push((position, weight));
-            }
+            fingerprints.entry(document.fingerprint()).or_insert(position);
+            let mut terms: Vec<(u32, f32)> = counts.drain().collect();
+            terms.sort_unstable_by_key(|&(term, _)| term);
+            entries.push(Entry { terms: terms.into(), names: names.into() });
         }
         drop(stems);
-        Self { words, postings, lengths }
+        Self { words, vocabulary, entries, fingerprints, views: Mutex::new(Vec::new()) }
     }
 
-    /// The bytes the index holds: its words, their lists and the lengths
-    /// (what it allocates, counted; not the maps' own overhead).
+    /// The bytes the index holds: its words, each document's, and the views
+    /// kept (what it allocates, counted; not the maps' own overhead).
     pub fn bytes(&self) -> usize {
-        let lists: usize = self.postings.iter().map(|(word, list)| word.len() + list.capacity() * 8 + 48).sum();
-        lists + self.lengths.capacity() * 4
+        let words: usize = self.vocabulary.keys().map(|word| word.len() + 24).sum();
+        let entries: usize = self
+            .entries
+            .iter()
+            .map(|e| e.terms.len() * 8 + e.names.iter().map(|n| n.len() * 4 + 16).sum::<usize>() + 32)
+            .sum();
+        let views: usize = crate::lock::lock(&self.views).iter().map(|view| view.bytes()).sum();
+        words + entries + self.fingerprints.len() * 16 + views
     }
 
     /// How many documents the index holds.
     pub fn len(&self) -> usize {
-        self.lengths.len()
+        self.entries.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.lengths.is_empty()
+        self.entries.is_empty()
+    }
+
+    /// The position of the document searched as `document` was, if the index
+    /// holds it.
+    pub fn position_of(&self, document: &Document<'_>) -> Option<u32> {
+        self.fingerprints.get(&document.fingerprint()).copied()
+    }
+
+    /// The view of the documents `among` (positions past the index left
+    /// out): a kept one, or made now and kept.
+    fn view(&self, among: &[u32]) -> Arc<View> {
+        let among: Box<[u32]> = among.iter().copied().filter(|&d| (d as usize) < self.entries.len()).collect();
+        {
+            let mut views = crate::lock::lock(&self.views);
+            if let Some(found) = views.iter().position(|view| view.among == among) {
+                let view = views.remove(found);
+                views.insert(0, Arc::clone(&view));
+                return view;
+            }
+        }
+        let view = Arc::new(View::build(&self.entries, self.vocabulary.len(), among));
+        let mut views = crate::lock::lock(&self.views);
+        views.insert(0, Arc::clone(&view));
+        views.truncate(VIEWS);
+        view
+    }
+
+    /// The query's words (by number, those some document holds) with how
+    /// much each counts (a stop word less), then their near-synonyms that
+    /// the query does not say itself.
+    fn query(&self, query: &str) -> Vec<(u32, f32)> {
+        let mut weighed: Vec<(String, f32)> = Vec::new();
+        for word in self.words.of(query) {
+            let weight = if STOP.contains(&word) { STOP_WEIGHT } else { 1.0 };
+            match weighed.iter_mut().find(|(known, _)| *known == word) {
+                Some((_, known)) => *known = known.max(weight),
+                None => weighed.push((word, weight)),
+            }
+        }
+        for i in 0..weighed.len() {
+            let weight = weighed[i].1 * SYNONYM_WEIGHT;
+            for synonym in SYNONYMS.get(&weighed[i].0).into_iter().flatten() {
+                if !weighed.iter().any(|(known, _)| known == synonym) {
+                    weighed.push((synonym.clone(), weight));
+                }
+            }
+        }
+        weighed.into_iter().filter_map(|(word, weight)| Some((*self.vocabulary.get(word.as_str())?, weight))).collect()
     }
 
     /// The `limit` documents among `among` (positions, each once) that fit
@@ -107,46 +356,53 @@ impl SearchIndex {
     /// word with the query are never returned. Equal scores keep position
     /// order.
     pub fn search(&self, query: &str, among: &[u32], limit: usize) -> Vec<(u32, f32)> {
-        let mut terms = self.words.of(query);
-        terms.sort_unstable();
-        terms.dedup();
-        let mut searched = vec![false; self.lengths.len()];
-        let mut total = 0.0;
-        for &document in among {
-            if let Some(slot) = searched.get_mut(document as usize) {
-                *slot = true;
-                total += self.lengths[document as usize];
-            }
-        }
-        let count = among.iter().filter(|&&d| (d as usize) < self.lengths.len()).count() as f32;
-        if count == 0.0 {
+        let view = self.view(among);
+        if view.among.is_empty() {
             return Vec::new();
         }
-        let average = (total / count).max(f32::MIN_POSITIVE);
-        let mut scores = vec![0.0f32; self.lengths.len()];
+        let terms = self.query(query);
+        let mut scores = vec![0.0f32; view.among.len()];
         let mut scored = Vec::new();
-        for term in &terms {
-            let Some(postings) = self.postings.get(term.as_str()) else { continue };
-            let within = || postings.iter().filter(|(document, _)| searched[*document as usize]);
-            let holding = within().count() as f32;
-            if holding == 0.0 {
-                continue;
-            }
-            let idf = (1.0 + (count - holding + 0.5) / (holding + 0.5)).ln();
-            for &(document, frequency) in within() {
-                let length = self.lengths[document as usize];
-                let saturated = frequency * (K1 + 1.0) / (frequency + K1 * (1.0 - B + B * length / average));
-                let score = &mut scores[document as usize];
+        for &(term, weight) in &terms {
+            let idf = view.idf(term);
+            for &(place, saturated) in view.postings(term) {
+                let score = &mut scores[place as usize];
                 if *score == 0.0 {
-                    scored.push(document);
+                    scored.push(place);
                 }
-                *score += idf * saturated;
+                *score += weight * idf * saturated;
             }
         }
-        let mut ranked: Vec<(u32, f32)> =
-            scored.into_iter().map(|d| (d, scores[d as usize])).filter(|&(_, score)| score > 0.0).collect();
-        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        // Name coverage: the share of each name's words (weighed by how rare
+        // they are) the query holds, for the names holding one; a tool's best.
+        let mut shares = vec![0.0f32; view.among.len()];
+        let mut of_aliases: HashMap<(u32, u32), f32> = HashMap::new();
+        for &(term, weight) in &terms {
+            let said = view.idf(term) * weight;
+            for &(place, name, whole) in view.named(term) {
+                match name {
+                    0 => shares[place as usize] += said / whole,
+                    _ => *of_aliases.entry((place, name)).or_default() += said / whole,
+                }
+            }
+        }
+        for ((place, _), share) in of_aliases {
+            shares[place as usize] = shares[place as usize].max(share);
+        }
+        for &place in &scored {
+            scores[place as usize] += NAME_COVERAGE * shares[place as usize];
+        }
+        let mut ranked: Vec<(u32, f32)> = scored
+            .into_iter()
+            .map(|place| (view.among[place as usize], scores[place as usize]))
+            .filter(|&(_, score)| score > 0.0)
+            .collect();
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if ranked.len() > limit && limit > 0 {
+            ranked.select_nth_unstable_by(limit - 1, order);
+        }
         ranked.truncate(limit);
+        ranked.sort_unstable_by(order);
         ranked
     }
 }
@@ -186,6 +442,31 @@ mod tests {
     }
 
     #[test]
+    fn near_synonyms_find_what_the_tool_calls_otherwise() {
+        let index = SearchIndex::build([
+            document("get_time", "The current time in a timezone"),
+            document("get_forecast", "The weather for the next days in a city"),
+            document("create_issue", "Open an issue in a repository"),
+            document("restart_service", "Restart a service"),
+        ]);
+        let all = [0, 1, 2, 3];
+        assert_eq!(names(&index, "will it rain tomorrow in Lyon", &all)[0], 1);
+        assert_eq!(names(&index, "file a ticket about the crash", &all)[0], 2);
+        assert_eq!(names(&index, "reboot the billing service", &all)[0], 3);
+    }
+
+    #[test]
+    fn one_word_of_the_task_does_not_win_for_a_name_alone() {
+        let index = SearchIndex::build([
+            document("slack_send_message", "Send a message to a Slack channel"),
+            document("github_search_code", "Search code across repositories"),
+        ]);
+        // "message" is a word of the first tool's name, but the task asks to
+        // search code for it.
+        assert_eq!(names(&index, "search the code for the error message text", &[0, 1])[0], 1);
+    }
+
+    #[test]
     fn tools_outside_the_search_change_nothing() {
         let index = index();
         // Searched among 0, 1 and 2, the scores are those of an index that
@@ -213,5 +494,19 @@ mod tests {
         assert_eq!(names(&index, "slack", &[0, 1, 2]), [2]);
         assert!(names(&index, "archive", &[]).is_empty());
         assert!(names(&index, "archive", &[7]).is_empty(), "positions past the index are none");
+    }
+
+    #[test]
+    fn views_are_kept_for_the_last_sets_searched() {
+        let index = index();
+        for n in 0..(VIEWS + 4) {
+            let among: Vec<u32> = (0..5).cycle().skip(n % 5).take(1 + n % 5).collect();
+            let first = index.search("repository issue", &among, 8);
+            assert_eq!(index.search("repository issue", &among, 8), first);
+        }
+        assert!(crate::lock::lock(&index.views).len() <= VIEWS);
+        let unchanged = document("get_weather", "The weather forecast for a city");
+        assert_eq!(index.position_of(&unchanged), Some(4));
+        assert_eq!(index.position_of(&document("get_weather", "Tomorrow's weather")), None);
     }
 }
