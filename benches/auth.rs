@@ -1,7 +1,8 @@
 //! What identity costs on the Execute path, in process (the service's
 //! handler, dispatch to the built-in `echo`): no principals; an API key
-//! (the last of 10 principals); an API key and a user token already
-//! verified (cached). And the first verification of a user token (RS256,
+//! (the last of 10 principals); an API key whose principal has three
+//! conditions over the call's arguments (`principals[].when`), all true; an
+//! API key and a user token already verified (cached). And the first verification of a user token (RS256,
 //! ES256, EdDSA), before it is cached.
 //!
 //! `cargo bench --bench auth`; numbers in docs/benchmarks.md.
@@ -26,6 +27,8 @@ use toolgate::{
 };
 
 const KEY: &str = "tg_bench_key_9";
+/// The key of the principal with three conditions (the 11th).
+const CONDITIONED: &str = "tg_bench_key_conditioned";
 
 /// `principals:` of 10 principals (the bench's key is the last one's).
 fn principals() -> String {
@@ -105,12 +108,27 @@ fn execute_rpc(c: &mut Criterion) {
     let _entered = runtime.enter();
     let idp = Idp::new(Algorithm::ES256);
     let token = idp.token();
-    let cases: [(&str, bool, bool); 3] =
-        [("no_principals", false, false), ("api_key", true, false), ("api_key_and_cached_user_token", true, true)];
-    for (name, keyed, user) in cases {
+    let cases: [(&str, bool, bool, bool); 4] = [
+        ("no_principals", false, false, false),
+        ("api_key", true, false, false),
+        ("api_key_three_conditions", true, false, true),
+        ("api_key_and_cached_user_token", true, true, false),
+    ];
+    for (name, keyed, user, conditioned) in cases {
         let mut config = String::new();
         if keyed {
             config.push_str(&principals());
+        }
+        if conditioned {
+            // Three conditions over the call, covering `echo` as every tool,
+            // by name and by a toolset; all true.
+            config.push_str(
+                "  - name: conditioned\n    api_key_sha256: HASH\n    tools: [\"*\"]\n    when:\n      \
+                 \"*\": {if: \"principal == 'conditioned'\", message: only this one}\n      \
+                 echo: {if: \"args.n <= 100\", message: at most 100}\n      \
+                 echoes: {if: \"args.message.size() < 1000\", message: shorter}\n",
+            );
+            config = config.replace("HASH", &hash_key(CONDITIONED));
         }
         if user {
             let jwks = idp.config.jwks_file.as_ref().unwrap().display();
@@ -118,7 +136,8 @@ fn execute_rpc(c: &mut Criterion) {
                 "users: {{jwt: {{issuer: \"https://idp.bench/\", audience: toolgate, jwks_file: \"{jwks}\"}}}}\n"
             ));
         }
-        let (app, _) = catalogue::start(&runtime, 0, "{type: object}", &config, Observer::disabled());
+        let more = "toolsets:\n  echoes: [echo]\n";
+        let (app, _) = catalogue::start_with(&runtime, 0, "{type: object}", more, &config, Observer::disabled());
         let gateway = app.grpc();
         let token = token.clone();
         let request = move || {
@@ -129,7 +148,8 @@ fn execute_rpc(c: &mut Criterion) {
             };
             let mut request = Request::new(message);
             if keyed {
-                request.metadata_mut().insert("authorization", format!("Bearer {KEY}").parse().unwrap());
+                let key = if conditioned { CONDITIONED } else { KEY };
+                request.metadata_mut().insert("authorization", format!("Bearer {key}").parse().unwrap());
             }
             if user {
                 request.metadata_mut().insert("x-toolgate-user-token", token.parse().unwrap());

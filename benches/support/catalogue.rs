@@ -158,10 +158,23 @@ pub fn start(
     config: &str,
     observer: Observer,
 ) -> (App, Vec<String>) {
+    start_with(runtime, n, parameters, "", config, observer)
+}
+
+/// [`start`] with `more` (YAML: `toolsets:`, `aliases:`) after the tools.
+#[allow(dead_code)] // each bench uses a part of this module
+pub fn start_with(
+    runtime: &tokio::runtime::Runtime,
+    n: usize,
+    parameters: &str,
+    more: &str,
+    config: &str,
+    observer: Observer,
+) -> (App, Vec<String>) {
     let names = tool_names(n);
     let dir = tempfile::tempdir().unwrap().keep();
     let registry_file = dir.join("registry.yaml");
-    std::fs::write(&registry_file, registry(&names, |_| parameters.to_owned())).unwrap();
+    std::fs::write(&registry_file, registry(&names, |_| parameters.to_owned()) + more).unwrap();
     let file = match config.is_empty() {
         true => FileConfig::default(),
         false => {

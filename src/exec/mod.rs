@@ -272,7 +272,20 @@ impl Executor {
         let expiry = Expiry::of(call);
         call_state::check_id("idempotency_key", &call.idempotency_key).map_err(RequestError::BadId)?;
         call_state::check_id("session_id", &call.session_id).map_err(RequestError::BadId)?;
-        let outcome = match self.prepare_async(call).await? {
+        let prepared = match self.prepare_async(call).await? {
+            Ok(ready) => {
+                let tool = self.catalog.tool(ready.tool);
+                // Conditions see what the tool would receive; a denied call
+                // takes no idempotency key and no retry budget.
+                if let Err(message) = self.granted.permits(&call.caller, ready.tool, &tool.name, &ready.arguments) {
+                    let denied = ToolError::new(ErrorKind::PermissionDenied, message, false);
+                    return Ok(Outcome::of(tool, ready, Err(denied)));
+                }
+                Ok(ready)
+            }
+            Err(outcome) => Err(outcome),
+        };
+        let outcome = match prepared {
             Ok(ready) if call.dry_run => {
                 let tool = self.catalog.tool(ready.tool);
                 return Ok(Outcome::of(tool, ready, Ok(None)));

@@ -444,7 +444,8 @@ fn to_store(outcome: &Outcome, idempotent: bool) -> Option<Outcome> {
         ErrorKind::InvalidArguments
         | ErrorKind::UnknownTool
         | ErrorKind::RetryBudgetExhausted
-        | ErrorKind::RateLimited => None,
+        | ErrorKind::RateLimited
+        | ErrorKind::PermissionDenied => None,
         ErrorKind::Unavailable => None,
         // It may have acted: an idempotent tool may run again, any other
         // must not.

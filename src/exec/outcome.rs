@@ -79,6 +79,9 @@ pub enum ErrorKind {
     /// A user or tool rate limit: the call did not run; it would pass
     /// after `retry_after`.
     RateLimited,
+    /// A condition of the caller's principal (`principals[].when`) does not
+    /// hold of the call's arguments: it did not run, and will not as asked.
+    PermissionDenied,
 }
 
 impl ErrorKind {
@@ -95,6 +98,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => "UNAVAILABLE",
             ErrorKind::RetryBudgetExhausted => "RETRY_BUDGET_EXHAUSTED",
             ErrorKind::RateLimited => "RATE_LIMITED",
+            ErrorKind::PermissionDenied => "PERMISSION_DENIED",
         }
     }
 
@@ -110,6 +114,7 @@ impl ErrorKind {
             ErrorKind::Unavailable => "unavailable",
             ErrorKind::RetryBudgetExhausted => "retry_budget_exhausted",
             ErrorKind::RateLimited => "rate_limited",
+            ErrorKind::PermissionDenied => "permission_denied",
         }
     }
 
@@ -129,9 +134,11 @@ impl ErrorKind {
         match self {
             ErrorKind::UnknownTool | ErrorKind::InvalidArguments | ErrorKind::RateLimited => true,
             ErrorKind::Timeout | ErrorKind::Unavailable => idempotent,
-            ErrorKind::NotFound | ErrorKind::Refused | ErrorKind::ToolCrashed | ErrorKind::RetryBudgetExhausted => {
-                false
-            }
+            ErrorKind::NotFound
+            | ErrorKind::Refused
+            | ErrorKind::ToolCrashed
+            | ErrorKind::RetryBudgetExhausted
+            | ErrorKind::PermissionDenied => false,
         }
     }
 }

@@ -7,9 +7,14 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use super::{Caller, Principals};
+use serde_json::{Map, Value};
+
+use super::{
+    conditions::{Condition, Facts},
+    Caller, Principals,
+};
 use crate::{
-    catalog::Catalog,
+    catalog::{Catalog, ToolId},
     resolve::{self, AvailableSet},
 };
 
@@ -22,6 +27,17 @@ pub(crate) fn is_every_tool(grant: &str) -> bool {
 #[derive(Debug, Default)]
 pub(crate) struct Granted {
     by_principal: HashMap<Arc<str>, AvailableSet>,
+    /// Each principal's conditions over arguments, with the tools each
+    /// covers.
+    conditions: HashMap<Arc<str>, Conditioned>,
+}
+
+/// One principal's conditions in one snapshot.
+#[derive(Debug)]
+struct Conditioned {
+    conditions: Arc<[Condition]>,
+    /// The tools each condition covers, by condition.
+    covering: Vec<AvailableSet>,
 }
 
 impl Granted {
@@ -32,7 +48,36 @@ impl Granted {
             false => AvailableSet::of_tools(catalog, &resolve::resolve_suggesting(catalog, names, 0).tools),
         };
         let by_principal = principals.grants().map(|(name, names)| (Arc::clone(name), set(names))).collect();
-        Self { by_principal }
+        let conditions = principals
+            .conditions()
+            .filter(|(_, conditions)| !conditions.is_empty())
+            .map(|(name, conditions)| {
+                let covering = conditions.iter().map(|c| set(std::slice::from_ref(&c.covers))).collect();
+                (Arc::clone(name), Conditioned { conditions: Arc::clone(conditions), covering })
+            })
+            .collect();
+        Self { by_principal, conditions }
+    }
+
+    /// Whether the caller's principal may make this call of `tool` (its
+    /// arguments as the tool would receive them): every condition covering
+    /// the tool holds, or the first that does not says why.
+    pub(crate) fn permits(
+        &self,
+        caller: &Caller,
+        tool: ToolId,
+        name: &str,
+        args: &Map<String, Value>,
+    ) -> Result<(), String> {
+        let Some(conditioned) = caller.principal.as_ref().and_then(|p| self.conditions.get(p)) else { return Ok(()) };
+        let facts = Facts { args, user: caller.user.as_deref(), principal: caller.principal.as_deref(), tool: name };
+        let mut context = None;
+        for (condition, covering) in conditioned.conditions.iter().zip(&conditioned.covering) {
+            if covering.contains(tool) {
+                condition.check(context.get_or_insert_with(|| facts.context())).map_err(str::to_owned)?;
+            }
+        }
+        Ok(())
     }
 
     /// The tools `caller` may use: every tool for the caller of a gateway

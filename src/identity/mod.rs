@@ -17,6 +17,7 @@
 //! given.
 
 mod cert;
+pub(crate) mod conditions;
 pub(crate) mod dev;
 pub(crate) mod grants;
 pub(crate) mod oauth;

@@ -9,7 +9,11 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::{grants::is_every_tool, Caller, Credentials, Proof, Refusal};
+use super::{
+    conditions::{self, Condition},
+    grants::is_every_tool,
+    Caller, Credentials, Proof, Refusal,
+};
 use crate::catalog::{GrantDecl, Place};
 
 /// A `principals[]` entry of the configuration file.
@@ -31,6 +35,10 @@ pub struct PrincipalConfig {
     /// This principal's own request limit (instead of
     /// `rate_limits.principal`).
     pub(crate) rate: Option<crate::state::RateConfig>,
+    /// Conditions over arguments: a tool, alias or toolset name, or `"*"`,
+    /// to `{if: CEL, message}` ([`super::conditions`]); in order.
+    #[serde(default)]
+    pub(crate) when: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A validated principal.
@@ -41,6 +49,8 @@ pub(crate) struct Principal {
     client_cert: Option<String>,
     oauth_client_id: Option<String>,
     tools: Vec<String>,
+    /// Its `when:` entries, compiled, in order.
+    conditions: Arc<[Condition]>,
     /// `principals[0] (support-bot)`.
     path: String,
 }
@@ -90,6 +100,10 @@ impl Principals {
             if config.api_key_sha256.is_none() && client_cert.is_none() && oauth_client_id.is_none() {
                 problem("a principal needs a credential: api_key_sha256, client_cert or oauth_client_id".to_owned());
             }
+            let (conditions, broken) = conditions::compile_all(&config.when);
+            for why in broken {
+                problem(format!("when.{why}"));
+            }
             if config.tools.is_empty() {
                 problem("a principal needs grants: tools: [tool, alias or toolset names] or [\"*\"]".to_owned());
             }
@@ -113,6 +127,7 @@ impl Principals {
                 client_cert: client_cert.map(str::to_owned),
                 oauth_client_id: oauth_client_id.map(str::to_owned),
                 tools: config.tools.clone(),
+                conditions: conditions.into(),
                 path,
             });
         }
@@ -150,7 +165,18 @@ impl Principals {
             place: Place { origin: Arc::clone(&origin), path: format!("{}.tools", p.path) },
             keyed: false,
         };
-        self.list.iter().map(decl).collect()
+        let when = |p: &Principal| GrantDecl {
+            owner: format!("principal '{}' when", p.name),
+            names: p.conditions.iter().filter(|c| !c.covers_every_tool()).map(|c| (0, c.covers.clone())).collect(),
+            place: Place { origin: Arc::clone(&origin), path: format!("{}.when", p.path) },
+            keyed: true,
+        };
+        self.list.iter().map(decl).chain(self.list.iter().filter(|p| !p.conditions.is_empty()).map(when)).collect()
+    }
+
+    /// Each principal's name and conditions over arguments.
+    pub(crate) fn conditions(&self) -> impl Iterator<Item = (&Arc<str>, &Arc<[Condition]>)> {
+        self.list.iter().map(|p| (&p.name, &p.conditions))
     }
 
     /// The caller these credentials prove, or the one failure answer. A key
@@ -266,6 +292,7 @@ mod tests {
                 tools: vec!["*".into()],
                 oauth_client_id: None,
                 rate: None,
+                when: Default::default(),
             },
             PrincipalConfig {
                 name: "agent".into(),
@@ -274,6 +301,7 @@ mod tests {
                 tools: vec!["echo".into()],
                 oauth_client_id: None,
                 rate: None,
+                when: Default::default(),
             },
         ];
         Principals::from_config(&configs, "toolgate.yaml").unwrap()
@@ -338,6 +366,7 @@ mod tests {
             tools: vec!["*".into()],
             oauth_client_id: None,
             rate: None,
+            when: Default::default(),
         };
         let problems = Principals::from_config(
             &[

@@ -4,17 +4,17 @@
 //! at `_`, `-` and case changes; a federated tool's name carries its
 //! server's) and aliases count twice, its description once, parameter
 //! names and descriptions half (`words.rs` says what a word is). On top, a
-//! tool whose name the query covers gains up to [`NAME_COVERAGE`]: the
+//! tool whose name the query covers gains up to `NAME_COVERAGE` (8): the
 //! share of its name's words the query holds, each weighed by how rare it
 //! is, so one word of the task's content matching one word of a long name
 //! cannot win alone. A stop word of the query (`stop_words.txt`) counts a
 //! fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
-//! kept as data) at [`SYNONYM_WEIGHT`].
+//! kept as data) at `SYNONYM_WEIGHT` (0.3).
 //!
 //! The statistics BM25 needs (how many tools, how long a tool is on
 //! average, how many tools hold a word) are those of the tools searched
 //! only: each set of tools searched gets a view of its own (made at its
-//! first search, kept among the last [`VIEWS`]), so a tool the caller may
+//! first search, kept among the last `VIEWS` (16)), so a tool the caller may
 //! not use changes no score the caller sees and no time a search takes;
 //! an absent tool and a hidden one are answered alike.
 //!

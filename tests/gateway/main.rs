@@ -11,6 +11,7 @@ mod common;
 
 mod catalog_problems;
 mod cli;
+mod conditions;
 mod connections;
 mod dashboard;
 mod deploy;

@@ -126,7 +126,7 @@ export interface Repair {
 }
 
 export interface ToolError {
-  /** "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "NOT_FOUND", "REFUSED", "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED", "RATE_LIMITED" (or "ERROR_KIND_<n>"). */
+  /** "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "NOT_FOUND", "REFUSED", "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED", "RATE_LIMITED", "PERMISSION_DENIED" (or "ERROR_KIND_<n>"). */
   kind: string;
   /** Written for the model: give it back as the tool's result. */
   message: string;

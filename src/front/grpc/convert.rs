@@ -105,6 +105,7 @@ fn error_kind(kind: ErrorKind) -> pb::ErrorKind {
         ErrorKind::Unavailable => pb::ErrorKind::Unavailable,
         ErrorKind::RetryBudgetExhausted => pb::ErrorKind::RetryBudgetExhausted,
         ErrorKind::RateLimited => pb::ErrorKind::RateLimited,
+        ErrorKind::PermissionDenied => pb::ErrorKind::PermissionDenied,
     }
 }
 

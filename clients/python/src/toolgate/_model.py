@@ -129,7 +129,8 @@ class Violation:
 class ToolError:
     #: "UNKNOWN_TOOL", "INVALID_ARGUMENTS", "NOT_FOUND", "REFUSED",
     #: "TOOL_CRASHED", "TIMEOUT", "UNAVAILABLE", "RETRY_BUDGET_EXHAUSTED",
-    #: "RATE_LIMITED" (or "ERROR_KIND_<n>" from a newer gateway).
+    #: "RATE_LIMITED", "PERMISSION_DENIED" (or "ERROR_KIND_<n>" from a newer
+    #: gateway).
     kind: str
     #: Written for the model: give it back as the tool's result.
     message: str
