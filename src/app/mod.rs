@@ -298,7 +298,7 @@ pub(crate) fn log_problems(problems: &[Problem], strict: bool) {
         match (problem.severity, strict) {
             (Severity::Error, _) => tracing::error!("{problem}"),
             (Severity::Warning, true) => tracing::error!("{problem} (an error under strict validation)"),
-            (Severity::Warning, false) => tracing::warn!("{problem}"),
+            (Severity::Warning, false) | (Severity::Caution, _) => tracing::warn!("{problem}"),
         }
     }
 }

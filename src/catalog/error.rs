@@ -9,6 +9,10 @@ pub enum Severity {
     Error,
     /// Fails the load only under strict validation.
     Warning,
+    /// A finding for whoever reviews the catalogue (hidden instructions in a
+    /// federated tool): never fails a load, whatever the policy; `toolgate
+    /// validate --strict` fails on it.
+    Caution,
 }
 
 /// One thing wrong with the catalogue.
@@ -53,6 +57,10 @@ impl CatalogProblems {
         self.push(Severity::Warning, origin, path.into(), message.into());
     }
 
+    pub(crate) fn caution(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Severity::Caution, origin, path.into(), message.into());
+    }
+
     fn push(&mut self, severity: Severity, origin: &str, path: String, message: String) {
         self.list.push(Problem { severity, origin: origin.to_owned(), path, message });
     }
@@ -71,12 +79,12 @@ impl CatalogProblems {
         self.list.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-
     pub(crate) fn has_errors(&self) -> bool {
         self.list.iter().any(|p| p.severity == Severity::Error)
+    }
+
+    pub(crate) fn has_warnings(&self) -> bool {
+        self.list.iter().any(|p| p.severity == Severity::Warning)
     }
 
     pub(crate) fn into_vec(self) -> Vec<Problem> {

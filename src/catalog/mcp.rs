@@ -113,6 +113,21 @@ fn declare_tools(
                 format!("Tool '{}' of the MCP server '{}'.", info.name, server.name)
             }
         };
+        let listed = serde_json::json!({
+            "name": info.name,
+            "title": info.title,
+            "description": info.description,
+            "inputSchema": info.input_schema,
+            "outputSchema": info.presentation.output_schema,
+            "annotations": info.presentation.annotations,
+        });
+        if let Some(reason) = super::poison::hidden_instructions(&listed) {
+            problems.caution(
+                &origin,
+                path.clone(),
+                format!("hidden instructions in {}/{}: {reason}", server.name, info.name),
+            );
+        }
         let place = Place { origin: origin.clone(), path };
         let tool = Tool {
             name: name.clone(),

@@ -16,6 +16,7 @@ mod load;
 mod mcp;
 mod merge;
 mod pieces;
+mod poison;
 mod raw;
 mod schema;
 mod view;
@@ -32,6 +33,7 @@ pub(crate) use load::{assemble_after, is_catalogue_file, read_again};
 pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
+pub use poison::hidden_instructions;
 pub(crate) use schema::{admitted_types, allows_null, or_null, Schema};
 pub(crate) use view::{ToolView, Tools};
 

@@ -20,7 +20,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::{
     app::{reload, App, Host, Listeners, Serving},
-    catalog::{render, Catalog, Tool, ToolFormat},
+    catalog::{render, Catalog, Problem, Severity, Tool, ToolFormat},
     config::{FileConfig, Flags, Settings, DOORS},
     env::Env,
     resolve, server,
@@ -585,7 +585,19 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
     for warning in settings.warnings() {
         eprintln!("warning: {warning}");
     }
-    let (catalog, warnings) = inspect(&settings, env)?;
+    let (catalog, problems) = inspect(&settings, env)?;
+    let cautions: Vec<&Problem> = problems.iter().filter(|p| p.severity == Severity::Caution).collect();
+    if args.strict && !cautions.is_empty() {
+        // Said as warnings above; under `validate --strict`, a finding fails.
+        exiting(catalog);
+        anyhow::bail!(
+            "{} tool{} of the catalogue hold{} hidden instructions (an error under validate --strict)",
+            cautions.len(),
+            if cautions.len() == 1 { "" } else { "s" },
+            if cautions.len() == 1 { "s" } else { "" }
+        );
+    }
+    let warnings = problems.len();
     emit(&format!(
         "catalogue ok: {} tools, {} toolsets, {} warning{}{}",
         catalog.tools().len(),

@@ -79,19 +79,19 @@ pub(super) fn report_problems(problems: &[Problem], strict: bool, report: Report
         match problem.severity {
             Severity::Error => eprintln!("error: {problem}"),
             Severity::Warning if strict => eprintln!("warning: {problem} (an error under strict validation)"),
-            Severity::Warning => eprintln!("warning: {problem}"),
+            Severity::Warning | Severity::Caution => eprintln!("warning: {problem}"),
         }
     }
 }
 
 /// Starts the gateway `settings` describe (reporting every problem as
-/// `report` says); its app and how many warnings the catalogue had.
-pub(super) async fn start(settings: &Settings, host: Host, report: Report) -> anyhow::Result<(App, usize)> {
+/// `report` says); its app and the catalogue's warnings and cautions.
+pub(super) async fn start(settings: &Settings, host: Host, report: Report) -> anyhow::Result<(App, Vec<Problem>)> {
     let strict = settings.load.strict;
     match App::start(settings, host).await {
         Ok((app, warnings)) => {
             report_problems(&warnings, strict, report);
-            Ok((app, warnings.len()))
+            Ok((app, warnings))
         }
         Err(StartError::Catalogue(err)) => {
             report_problems(&err.problems, strict, report);
@@ -103,7 +103,7 @@ pub(super) async fn start(settings: &Settings, host: Host, report: Report) -> an
 
 /// The catalogue, for a command that only reads it: the gateway started (MCP
 /// servers connected and listed), its catalogue taken, then ended again.
-pub(super) fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, usize)> {
+pub(super) fn inspect(settings: &Settings, env: &Env) -> anyhow::Result<(Arc<Catalog>, Vec<Problem>)> {
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(async {

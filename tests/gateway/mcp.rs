@@ -285,6 +285,39 @@ async fn misbehaving_servers_affect_nothing_else() {
     mcp.shutdown().await;
 }
 
+/// A federated tool whose description carries hidden instructions (a
+/// published example): a warning naming it and why, at start and from
+/// `validate`; served all the same, strict policy or not; `validate
+/// --strict` fails on it.
+#[tokio::test]
+async fn hidden_instructions_in_a_federated_tool_are_said_and_fail_only_validate_strict() {
+    let dir = catalogue(&[stdio_server("quotes", "odd_server.py", &["poisoned"], "")]);
+    let expected = "mcp:quotes: tools[1] (add): hidden instructions in quotes/add: a tag addressed to the model";
+    for strict in [false, true] {
+        let mut mcp = McpGateway::start(&dir, &[], strict).await.unwrap();
+        let warnings = mcp.warning_text();
+        assert!(warnings.contains(expected), "{warnings}");
+        assert_eq!(mcp.warnings.len(), 1, "{warnings}");
+        let all = names(&mut mcp.client).await;
+        assert!(all.contains(&"add".to_owned()) && all.contains(&"echo_text".to_owned()), "{all:?}");
+        mcp.shutdown().await;
+    }
+    for (strict, code) in [(false, 0), (true, 1)] {
+        let mut command = toolgate();
+        command.current_dir(dir.dir.path()).args(["validate", "--catalog", "registry"]);
+        if strict {
+            command.arg("--strict");
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "{stderr}");
+        assert!(stderr.contains(&format!("warning: {expected}")), "{stderr}");
+        if strict {
+            assert!(stderr.contains("1 tool of the catalogue holds hidden instructions"), "{stderr}");
+        }
+    }
+}
+
 /// A notes server over streamable HTTP on a free loopback port, killed on drop.
 struct HttpServer {
     child: std::process::Child,

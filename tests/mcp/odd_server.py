@@ -5,6 +5,8 @@
   hang            read stdin and never answer
   invalid_schema  list a good tool and one whose inputSchema is not valid JSON Schema
   many            list 5,000 tools, 500 a page
+  poisoned        list a clean tool and the first published poisoning example of
+                  tests/data/poisoning/examples.jsonl (cited there), as published
 """
 import sys
 import time
@@ -26,6 +28,16 @@ OBJECT = {"type": "object", "properties": {"text": {"type": "string"}}, "require
 
 
 def tools():
+    if mode == "poisoned":
+        import json
+        import pathlib
+
+        data = pathlib.Path(__file__).resolve().parents[1] / "data" / "poisoning" / "examples.jsonl"
+        example = json.loads(data.read_text().splitlines()[0])["tool"]
+        return [
+            types.Tool(name="echo_text", description="Return the text.", input_schema=OBJECT),
+            types.Tool(name=example["name"], description=example["description"], input_schema=example["inputSchema"]),
+        ]
     if mode == "invalid_schema":
         return [
             types.Tool(name="good_tool", description="A tool with a valid schema.", input_schema=OBJECT),
