@@ -83,6 +83,8 @@ pub(crate) struct Declarations {
     /// Lists of names kept outside the catalogue (principals' grants),
     /// checked against it.
     pub(crate) grants: Vec<GrantDecl>,
+    /// Each federated tool as listed and as pinned.
+    pub(crate) pins: Vec<super::PinState>,
 }
 
 /// Names a principal may use (tool, alias or toolset names), declared
@@ -163,6 +165,7 @@ struct Claim {
 /// Merges every declaration into a catalogue; problems go to `problems`.
 /// Each phase is a function of its own, run in this order.
 pub(crate) fn merge(mut decls: Declarations, problems: &mut CatalogProblems, previous: Option<&Catalog>) -> Catalog {
+    let pins = std::mem::take(&mut decls.pins);
     let mut claims = Claims { held: HashMap::new(), problems, pending: decls.pending.clone() };
     let decls_grants = std::mem::take(&mut decls.grants);
     let claimed = claims.claim_layers(decls);
@@ -176,8 +179,9 @@ pub(crate) fn merge(mut decls: Declarations, problems: &mut CatalogProblems, pre
     let keys = normalised_keys(&tools, alias_places, problems);
     let index = suggestion_index(&tools, &toolsets, previous);
     let version = version_of(&tools, &toolsets);
-    let before = std::sync::Mutex::new(previous.and_then(Catalog::search_index_or_before));
-    Catalog { tools, toolsets, names, keys, index, version, search: std::sync::OnceLock::new(), before }
+    let before = Arc::new(std::sync::Mutex::new(previous.and_then(Catalog::search_index_or_before)));
+    let search = Arc::default();
+    Catalog { tools, toolsets, names, keys, index, version, search, before, pins }
 }
 
 /// Every name claimed so far, and where problems go.

@@ -16,6 +16,7 @@ mod load;
 mod mcp;
 mod merge;
 mod pieces;
+mod pins;
 mod poison;
 mod raw;
 mod schema;
@@ -33,6 +34,7 @@ pub(crate) use load::{assemble_after, is_catalogue_file, read_again};
 pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
+pub use pins::{PinState, Pins};
 pub use poison::hidden_instructions;
 pub(crate) use schema::{admitted_types, allows_null, or_null, Schema};
 pub(crate) use view::{ToolView, Tools};
@@ -153,6 +155,10 @@ pub(crate) struct McpServer {
     /// The layer its tools join: the registry, or the pack that names it.
     pub(crate) declared_in: Source,
     pub(crate) declared_at: Place,
+    /// What a tool differing from its pin does.
+    pub(crate) pin: pins::PinMode,
+    /// The pins file of its catalogue file (`mcp_pins`).
+    pub(crate) pins: Option<Arc<pins::Pins>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -293,10 +299,18 @@ pub struct Catalog {
     version: String,
     /// The tool search's index, made in the background when the snapshot
     /// is swapped in ([`Catalog::index_in_background`]).
-    search: std::sync::OnceLock<Arc<SearchIndex>>,
+    search: Arc<std::sync::OnceLock<Arc<SearchIndex>>>,
     /// The index of the snapshot this one replaced, searched for the tools
     /// still present until this one's is made.
-    pub(crate) before: std::sync::Mutex<Option<Arc<SearchIndex>>>,
+    pub(crate) before: Arc<std::sync::Mutex<Option<Arc<SearchIndex>>>>,
+    /// Each federated tool as listed and as pinned (quarantined ones too).
+    pins: Vec<PinState>,
+}
+
+/// The search index of `tools`.
+fn index_of(tools: &[Arc<Tool>]) -> Arc<SearchIndex> {
+    let parameters: Vec<Vec<(String, String)>> = tools.iter().map(|tool| tool.parameters.described()).collect();
+    Arc::new(SearchIndex::build(tools.iter().zip(&parameters).map(|(tool, parameters)| document(tool, parameters))))
 }
 
 /// What the search reads of `tool`.
@@ -322,12 +336,7 @@ impl Catalog {
     /// The index tool search ranks this snapshot's tools with (by
     /// [`ToolId`]): made now if it was not yet, and kept with the snapshot.
     pub fn search_index(&self) -> &Arc<SearchIndex> {
-        self.search.get_or_init(|| {
-            let parameters: Vec<Vec<(String, String)>> =
-                self.tools.iter().map(|tool| tool.parameters.described()).collect();
-            let documents = self.tools.iter().zip(&parameters).map(|(tool, parameters)| document(tool, parameters));
-            Arc::new(SearchIndex::build(documents))
-        })
+        self.search.get_or_init(|| index_of(&self.tools))
     }
 
     /// The index this snapshot's searches use now: its own, or the one of
@@ -337,16 +346,19 @@ impl Catalog {
     }
 
     /// Makes the search index on a thread of its own (a swapped-in snapshot
-    /// never makes a search wait for it), then lets the one before go.
-    pub fn index_in_background(self: &Arc<Self>) {
+    /// never makes a search wait for it), then lets the one before go. The
+    /// thread holds the tools and the index's slot, never the catalogue: a
+    /// snapshot replaced meanwhile is freed at once.
+    pub fn index_in_background(&self) {
         if self.search_index_made() {
             return;
         }
-        let catalog = Arc::downgrade(self);
+        let (tools, slot, before) = (self.tools.clone(), Arc::clone(&self.search), Arc::clone(&self.before));
         let made = std::thread::Builder::new().name("search-index".into()).spawn(move || {
-            if let Some(catalog) = catalog.upgrade() {
-                catalog.search_index();
-                crate::lock::lock(&catalog.before).take();
+            // The catalogue is gone: no one would search the index.
+            if Arc::strong_count(&slot) > 1 {
+                slot.get_or_init(|| index_of(&tools));
+                crate::lock::lock(&before).take();
             }
         });
         if let Err(err) = made {
@@ -380,6 +392,12 @@ impl Catalog {
         let mut found: Vec<(u32, f32)> = found.into_iter().map(|(then, score)| (now[&then], score)).collect();
         found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         found
+    }
+
+    /// Each federated tool as its server listed it and as its pins file
+    /// pins it, and each pinned tool no longer listed; by server and tool.
+    pub fn pins(&self) -> &[PinState] {
+        &self.pins
     }
 
     pub fn toolsets(&self) -> &[Toolset] {
