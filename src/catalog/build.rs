@@ -226,6 +226,7 @@ fn bound(
 pub(crate) fn mcp_server(
     raw: RawMcpServer,
     file: &FileContext<'_>,
+    pins: Option<&Arc<super::Pins>>,
     problems: &mut CatalogProblems,
 ) -> Option<McpServer> {
     let origin: &str = file.origin;
@@ -270,6 +271,8 @@ pub(crate) fn mcp_server(
         startup_timeout: settings.startup_timeout.unwrap_or(DEFAULT_MCP_STARTUP_TIMEOUT),
         declared_in: file.source.clone(),
         declared_at: Place { origin: file.origin.clone(), path: raw.path },
+        pin: settings.pin.unwrap_or_default(),
+        pins: pins.cloned(),
     })
 }
 

@@ -311,7 +311,16 @@ fn read_file(path: &Path, source: &Source, reading: &mut Reading<'_>) {
         }
         decls.aliases.push(AliasDecl { alias: alias.alias, target: alias.target, layer, place: place(alias.path) });
     }
-    servers.extend(raw.mcp_servers.into_iter().filter_map(|server| build::mcp_server(server, &file, problems)));
+    let pins = raw.mcp_pins.as_deref().and_then(|written| match super::Pins::read(&file.dir.join(written)) {
+        Ok(pins) => Some(Arc::new(pins)),
+        Err(why) => {
+            problems.error(&origin, "mcp_pins", why);
+            None
+        }
+    });
+    let built =
+        raw.mcp_servers.into_iter().filter_map(|server| build::mcp_server(server, &file, pins.as_ref(), problems));
+    servers.extend(built);
 }
 
 /// The largest catalogue file read: far beyond any real catalogue (10,000

@@ -15,7 +15,8 @@ use super::{
     build::{is_valid_name, NAME_RULE},
     error::CatalogProblems,
     merge::{Declarations, Layer, PendingServer, ToolDecl},
-    Backend, McpBackend, McpServer, Place, Schema, Source, Tool, DEFAULT_MAX_CONCURRENCY,
+    pins::{self, PinMode},
+    Backend, McpBackend, McpServer, PinState, Place, Schema, Source, Tool, DEFAULT_MAX_CONCURRENCY,
 };
 
 /// What connecting to one server gave: its tools, or why there are none.
@@ -82,6 +83,14 @@ fn declare_tools(
         }
     }
     let layer = Layer::mcp(base, index);
+    let pinned = |tool: &str| server.pins.as_ref().and_then(|pins| pins.tools.get(&format!("{}/{tool}", server.name)));
+    let state = |tool: &str, listed: Option<String>| PinState {
+        server: server.name.clone(),
+        tool: tool.to_owned(),
+        listed,
+        pinned: pinned(tool).cloned(),
+        file: server.pins.clone(),
+    };
     let mut seen: Vec<&str> = Vec::new();
     for (i, info) in tools.iter().enumerate() {
         let path = format!("tools[{i}] ({})", info.name);
@@ -94,6 +103,24 @@ fn declare_tools(
             continue;
         }
         seen.push(&info.name);
+        let digest = pins::digest(info);
+        let differs = pinned(&info.name).is_some_and(|pin| *pin != digest) && server.pin != PinMode::Off;
+        decls.pins.push(state(&info.name, Some(digest.clone())));
+        if differs {
+            let pins = server.pins.as_ref().map(|p| p.path.display().to_string()).unwrap_or_default();
+            let what = format!(
+                "MCP tool {}/{} changed since it was pinned in {pins}: listed {digest}, pinned {}",
+                server.name,
+                info.name,
+                pinned(&info.name).map(String::as_str).unwrap_or_default()
+            );
+            if server.pin == PinMode::Strict {
+                let message = format!("{what}; quarantined (pin: strict) until approved (toolgate mcp approve)");
+                problems.caution(&origin, path, message);
+                continue;
+            }
+            problems.caution(&origin, path.clone(), format!("{what}; served (pin: warn)"));
+        }
         let name = format!("{}{}", server.prefix, info.name);
         if !is_valid_name(&name) {
             problems.warning(&origin, path, format!("tool name '{name}' is left out: {NAME_RULE}"));
@@ -144,5 +171,15 @@ fn declare_tools(
             presentation: Arc::clone(&info.presentation),
         };
         decls.tools.push(ToolDecl { name: Some(name), layer, place, tool: Some(Arc::new(tool)), aliases: Vec::new() });
+    }
+    // Pinned, and listed no more.
+    if let Some(pins) = &server.pins {
+        let prefix = format!("{}/", server.name);
+        for key in pins.tools.keys() {
+            let Some(tool) = key.strip_prefix(&prefix) else { continue };
+            if !listed.contains(&tool) {
+                decls.pins.push(state(tool, None));
+            }
+        }
     }
 }

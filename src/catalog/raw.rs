@@ -14,7 +14,7 @@ use serde_yaml::{Mapping, Value};
 use super::error::CatalogProblems;
 use crate::similar;
 
-pub(crate) const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers"];
+pub(crate) const TOP_LEVEL_KEYS: &[&str] = &["tools", "toolsets", "aliases", "mcp_servers", "mcp_pins"];
 pub(crate) const TOOL_KEYS: &[&str] = &[
     "name",
     "title",
@@ -35,7 +35,7 @@ pub(crate) const BACKEND_KEYS: &[&str] = &["http", "command", "builtin"];
 pub(crate) const HTTP_KEYS: &[&str] = &["url", "headers", "follow_redirects", "use_env_proxy", "forward_user_token"];
 pub(crate) const COMMAND_KEYS: &[&str] = &["argv", "cwd", "env"];
 pub(crate) const MCP_SERVER_KEYS: &[&str] =
-    &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout", "startup_timeout"];
+    &["command", "url", "env", "cwd", "headers", "prefix", "include", "exclude", "timeout", "startup_timeout", "pin"];
 
 /// One catalogue file, as written.
 #[derive(Debug, Default)]
@@ -43,6 +43,8 @@ pub(crate) struct RawFile {
     pub(crate) toolsets: Vec<RawToolset>,
     pub(crate) aliases: Vec<RawAlias>,
     pub(crate) mcp_servers: Vec<RawMcpServer>,
+    /// `mcp_pins`: the pins file of this file's servers, as written.
+    pub(crate) mcp_pins: Option<String>,
     /// Not valid YAML (reported): none of its tools is kept.
     pub(crate) unreadable: bool,
 }
@@ -131,6 +133,7 @@ pub(crate) struct RawMcpSettings {
     pub(crate) exclude: Vec<String>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) startup_timeout: Option<Duration>,
+    pub(crate) pin: Option<super::pins::PinMode>,
 }
 
 #[derive(Debug)]
@@ -305,8 +308,24 @@ impl Reader<'_> {
             exclude: self.field(map, path, "exclude").unwrap_or(None).unwrap_or_default(),
             timeout: self.duration(map, path, "timeout"),
             startup_timeout: self.duration(map, path, "startup_timeout"),
+            pin: self.pin_mode(map, path),
         };
         (self.problems.len() == before).then_some(settings)
+    }
+
+    /// `pin: off | warn | strict`.
+    fn pin_mode(&mut self, map: &Mapping, path: &str) -> Option<super::pins::PinMode> {
+        let text: String = self.field(map, path, "pin").ok()??;
+        let mode = super::pins::PinMode::parse(&text);
+        if mode.is_none() {
+            self.error(&join(path, "pin"), format!("'{text}' is not a pin mode: off, warn or strict"));
+        }
+        mode
+    }
+
+    /// The top level's `mcp_pins`: a path to the pins file.
+    pub(super) fn mcp_pins(&mut self, top: &Mapping) -> Option<String> {
+        self.field(top, "", "mcp_pins").ok()?
     }
 
     // --- field helpers -------------------------------------------------

@@ -131,6 +131,7 @@ fn parse_with<T: Send>(
         toolsets: reader.toolsets(top.get("toolsets")),
         aliases: reader.aliases(top.get("aliases")),
         mcp_servers: reader.mcp_servers(top.get("mcp_servers")),
+        mcp_pins: reader.mcp_pins(&top),
         unreadable: false,
     };
     Read { file, tools, built }

@@ -62,6 +62,9 @@ enum Command {
     /// Serve MCP on stdin and stdout (what desktop clients launch); logs go
     /// to stderr.
     McpStdio(McpStdioArgs),
+    /// Pin federated MCP tools: compare each with its pin, write the pins.
+    #[command(subcommand)]
+    Mcp(McpCommand),
     /// Run a command tool, and end everything it started when it ends (the
     /// gateway runs each command tool this way).
     #[command(hide = true)]
@@ -80,6 +83,37 @@ struct HealthArgs {
     /// How long to wait for the answer.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "5s")]
     timeout: Duration,
+}
+
+#[derive(Subcommand, Debug)]
+enum McpCommand {
+    /// Connect to every MCP server and print each federated tool as
+    /// `SERVER/TOOL sha256:… same|changed|new|gone` against the catalogue's
+    /// pins file (`mcp_pins`); with --write, pin every tool as listed now.
+    Pins(PinsArgs),
+    /// Pin the tools of SERVER (or only TOOL, its name on the server) as
+    /// listed now: what a reviewer runs after reading a changed tool.
+    Approve(ApproveArgs),
+}
+
+#[derive(Args, Debug)]
+struct PinsArgs {
+    #[command(flatten)]
+    catalog: CatalogArgs,
+    /// Write the pins file(s): every tool as listed now; tools no longer
+    /// listed are dropped.
+    #[arg(long)]
+    write: bool,
+}
+
+#[derive(Args, Debug)]
+struct ApproveArgs {
+    /// The MCP server (its name under mcp_servers).
+    server: String,
+    /// One tool (its name on the server); default: every tool it lists.
+    tool: Option<String>,
+    #[command(flatten)]
+    catalog: CatalogArgs,
 }
 
 #[derive(Args, Debug)]
@@ -300,6 +334,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Serve(args) => serve(args, &env),
         Command::Validate(args) => validate(&args, &env),
+        Command::Mcp(McpCommand::Pins(args)) => pins(&args, &env),
+        Command::Mcp(McpCommand::Approve(args)) => approve(&args, &env),
         Command::Tools(ToolsCommand::List(args)) => list(&args, &env),
         Command::Resolve(args) => resolve_names(&args, &env),
         Command::Call(args) => call::call(args, &env),
@@ -608,6 +644,88 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
     ))?;
     exiting(catalog);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate mcp pins`: each federated tool against its pin; `--write`
+/// pins every tool as listed now.
+fn pins(args: &PinsArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args.catalog, env)?;
+    let (catalog, _) = inspect(&settings, env)?;
+    let mut lines: Vec<String> = catalog
+        .pins()
+        .iter()
+        .map(|state| {
+            let digest = state.listed.as_ref().or(state.pinned.as_ref()).map(String::as_str).unwrap_or_default();
+            format!("{} {digest} {}", state.key(), state.status())
+        })
+        .collect();
+    lines.sort();
+    emit(&lines.join("\n"))?;
+    if args.write {
+        let listed = catalog.pins().iter().filter(|state| state.listed.is_some());
+        let gone: Vec<&crate::catalog::PinState> = catalog.pins().iter().filter(|s| s.listed.is_none()).collect();
+        write_pins(listed, &gone)?;
+    }
+    exiting(catalog);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `toolgate mcp approve SERVER [TOOL]`: pins those tools as listed now,
+/// leaving every other pin as it is.
+fn approve(args: &ApproveArgs, env: &Env) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args.catalog, env)?;
+    let (catalog, _) = inspect(&settings, env)?;
+    let chosen: Vec<&crate::catalog::PinState> = catalog
+        .pins()
+        .iter()
+        .filter(|s| s.server == args.server && s.listed.is_some())
+        .filter(|s| args.tool.as_ref().is_none_or(|tool| *tool == s.tool))
+        .collect();
+    if chosen.is_empty() {
+        let what = match &args.tool {
+            Some(tool) => format!("MCP server '{}' lists no tool '{tool}'", args.server),
+            None => format!("MCP server '{}' lists no tools (is it named under mcp_servers, and up?)", args.server),
+        };
+        bail!(what);
+    }
+    write_pins(chosen.iter().copied(), &[])?;
+    for state in &chosen {
+        emit(&format!("{} {} approved", state.key(), state.listed.as_deref().unwrap_or_default()))?;
+    }
+    exiting(catalog);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the pins files of `set`: each file as it was read, with the tools
+/// of `set` pinned as listed now and those of `gone` dropped.
+fn write_pins<'s>(
+    set: impl Iterator<Item = &'s crate::catalog::PinState>,
+    gone: &[&crate::catalog::PinState],
+) -> anyhow::Result<()> {
+    type Tools = std::collections::BTreeMap<String, String>;
+    let mut files: std::collections::BTreeMap<PathBuf, Tools> = Default::default();
+    for state in set {
+        let Some(file) = &state.file else {
+            bail!(
+                "the catalogue file of MCP server '{}' names no pins file: add `mcp_pins: pins.json` beside its \
+                 mcp_servers",
+                state.server
+            );
+        };
+        let tools = files.entry(file.path.clone()).or_insert_with(|| file.tools().clone());
+        tools.insert(state.key(), state.listed.clone().unwrap_or_default());
+    }
+    for state in gone {
+        if let Some(file) = &state.file {
+            files.entry(file.path.clone()).or_insert_with(|| file.tools().clone()).remove(&state.key());
+        }
+    }
+    for (path, tools) in files {
+        let count = tools.len();
+        crate::catalog::Pins::write(&path, tools).with_context(|| format!("cannot write {}", path.display()))?;
+        eprintln!("wrote {} ({count} tool{})", path.display(), if count == 1 { "" } else { "s" });
+    }
+    Ok(())
 }
 
 /// The command ends and the process with it: the catalogue is left to the

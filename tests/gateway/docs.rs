@@ -255,7 +255,7 @@ fn every_link_between_the_docs_leads_somewhere() {
 /// sets it names (`jwks_file`, a development JWKS).
 #[test]
 fn every_yaml_example_in_the_docs_passes_validate() {
-    let catalogue_keys = ["tools", "toolsets", "aliases", "mcp_servers"];
+    let catalogue_keys = ["tools", "toolsets", "aliases", "mcp_servers", "mcp_pins"];
     let mut docs: Vec<_> = std::fs::read_dir(repo().join("docs"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -318,6 +318,88 @@ async fn hidden_instructions_in_a_federated_tool_are_said_and_fail_only_validate
     }
 }
 
+/// Pinning: `toolgate mcp pins` compares each federated tool with the pins
+/// file and `--write` writes it; a tool that differs from its pin is
+/// quarantined under `pin: strict` and served with a warning under `pin:
+/// warn`; `toolgate mcp approve` pins it as listed now.
+#[tokio::test]
+async fn pinned_tools_that_change_are_quarantined_until_approved() {
+    let dir = CatalogDir::new();
+    let registry = |pin: &str| {
+        let server = stdio_server("quotes", "odd_server.py", &["poisoned"], &format!("    pin: {pin}\n"));
+        format!("mcp_pins: pins.json\nmcp_servers:\n{server}")
+    };
+    dir.file("registry/tools.yaml", &registry("strict"));
+    let run = |args: &[&str]| {
+        let out = toolgate().current_dir(dir.dir.path()).args(args).args(["--catalog", "registry"]).output().unwrap();
+        let (stdout, stderr) =
+            (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned());
+        assert!(out.status.success(), "{args:?}: {stdout}{stderr}");
+        (stdout, stderr)
+    };
+    let statuses = |stdout: &str| -> Vec<(String, String)> {
+        stdout
+            .lines()
+            .map(|line| {
+                let parts: Vec<&str> = line.split(' ').collect();
+                assert_eq!(parts.len(), 3, "{line}");
+                assert!(parts[1].starts_with("sha256:") && parts[1].len() == 71, "{line}");
+                (parts[0].to_owned(), parts[2].to_owned())
+            })
+            .collect()
+    };
+    let pair = |tool: &str, status: &str| (format!("quotes/{tool}"), status.to_owned());
+
+    // Nothing pinned yet: every tool is new; --write pins them.
+    let (stdout, _) = run(&["mcp", "pins"]);
+    assert_eq!(statuses(&stdout), [pair("add", "new"), pair("echo_text", "new")]);
+    let (_, stderr) = run(&["mcp", "pins", "--write"]);
+    assert!(stderr.contains("pins.json (2 tools)"), "{stderr}");
+    let (stdout, _) = run(&["mcp", "pins"]);
+    assert_eq!(statuses(&stdout), [pair("add", "same"), pair("echo_text", "same")]);
+
+    // The pin no longer matches what the server lists (as after a change
+    // on the server), and a pinned tool is gone.
+    let pins_file = dir.registry().join("pins.json");
+    let mut pins: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&pins_file).unwrap()).unwrap();
+    let listed_add = pins["tools"]["quotes/add"].as_str().unwrap().to_owned();
+    pins["tools"]["quotes/add"] = format!("sha256:{}", "0".repeat(64)).into();
+    pins["tools"]["quotes/retired"] = format!("sha256:{}", "1".repeat(64)).into();
+    std::fs::write(&pins_file, pins.to_string()).unwrap();
+    let (stdout, _) = run(&["mcp", "pins"]);
+    assert_eq!(statuses(&stdout), [pair("add", "changed"), pair("echo_text", "same"), pair("retired", "gone")]);
+
+    // Strict: quarantined, named and why; the rest is served.
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    let warnings = mcp.warning_text();
+    assert!(warnings.contains("MCP tool quotes/add changed since it was pinned"), "{warnings}");
+    assert!(
+        warnings.contains(&format!("listed {listed_add}")) && warnings.contains("quarantined (pin: strict)"),
+        "{warnings}"
+    );
+    let all = names(&mut mcp.client).await;
+    assert!(!all.contains(&"add".to_owned()) && all.contains(&"echo_text".to_owned()), "{all:?}");
+    assert_eq!(kind(&execute(&mut mcp.client, "add", "{}").await), ErrorKind::UnknownTool);
+    mcp.shutdown().await;
+
+    // Warn: served, with the warning.
+    dir.file("registry/tools.yaml", &registry("warn"));
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    assert!(mcp.warning_text().contains("served (pin: warn)"), "{}", mcp.warning_text());
+    assert!(names(&mut mcp.client).await.contains(&"add".to_owned()));
+    mcp.shutdown().await;
+
+    // Approved: pinned as listed now; other pins stay as they are.
+    dir.file("registry/tools.yaml", &registry("strict"));
+    let (stdout, _) = run(&["mcp", "approve", "quotes", "add"]);
+    assert_eq!(stdout.trim(), format!("quotes/add {listed_add} approved"));
+    let (stdout, _) = run(&["mcp", "pins"]);
+    assert_eq!(statuses(&stdout), [pair("add", "same"), pair("echo_text", "same"), pair("retired", "gone")]);
+    let mut mcp = McpGateway::start(&dir, &[], false).await.unwrap();
+    assert!(names(&mut mcp.client).await.contains(&"add".to_owned()));
+    mcp.shutdown().await;
+}
+
 /// A notes server over streamable HTTP on a free loopback port, killed on drop.
 struct HttpServer {
     child: std::process::Child,
