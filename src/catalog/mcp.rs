@@ -24,6 +24,16 @@ use super::{
 pub struct McpListing {
     pub(crate) server: String,
     pub(crate) tools: Result<Vec<McpToolInfo>, String>,
+    /// Each tool's digest when it was first seen (the state store's
+    /// first-sight record), by its name on the server: its pin when the
+    /// pins file has none.
+    pub(crate) first_seen: std::collections::HashMap<String, String>,
+}
+
+impl McpListing {
+    pub(crate) fn new(server: String, tools: Result<Vec<McpToolInfo>, String>) -> Self {
+        Self { server, tools, first_seen: Default::default() }
+    }
 }
 
 /// One tool as a server's `tools/list` described it.
@@ -50,9 +60,9 @@ pub(crate) fn declare(
     problems: &mut CatalogProblems,
 ) {
     let at: &str = &server.declared_at.origin;
-    let message = match listing.map(|l| &l.tools) {
-        Some(Ok(tools)) => return declare_tools(server, index, base, tools, decls, problems),
-        Some(Err(why)) => format!("MCP server '{}' is unavailable: {why}; its tools are left out", server.name),
+    let message = match listing.map(|l| (&l.tools, &l.first_seen)) {
+        Some((Ok(tools), first_seen)) => return declare_tools(server, index, base, tools, first_seen, decls, problems),
+        Some((Err(why), _)) => format!("MCP server '{}' is unavailable: {why}; its tools are left out", server.name),
         None => format!("MCP server '{}' was not connected; its tools are left out", server.name),
     };
     problems.warning(at, server.declared_at.path.clone(), message);
@@ -69,6 +79,7 @@ fn declare_tools(
     index: usize,
     base: Layer,
     tools: &[McpToolInfo],
+    first_seen: &std::collections::HashMap<String, String>,
     decls: &mut Declarations,
     problems: &mut CatalogProblems,
 ) {
@@ -104,16 +115,19 @@ fn declare_tools(
         }
         seen.push(&info.name);
         let digest = pins::digest(info);
-        let differs = pinned(&info.name).is_some_and(|pin| *pin != digest) && server.pin != PinMode::Off;
         decls.pins.push(state(&info.name, Some(digest.clone())));
-        if differs {
-            let pins = server.pins.as_ref().map(|p| p.path.display().to_string()).unwrap_or_default();
-            let what = format!(
-                "MCP tool {}/{} changed since it was pinned in {pins}: listed {digest}, pinned {}",
-                server.name,
-                info.name,
-                pinned(&info.name).map(String::as_str).unwrap_or_default()
-            );
+        // The pins file's entry, else the first-sight record.
+        let (pin, since) = match (pinned(&info.name), first_seen.get(&info.name)) {
+            (Some(pin), _) => {
+                let file = server.pins.as_ref().map(|p| p.path.display().to_string()).unwrap_or_default();
+                (Some(pin), format!("it was pinned in {file}"))
+            }
+            (None, Some(first)) => (Some(first), "it was first seen".to_owned()),
+            (None, None) => (None, String::new()),
+        };
+        if let Some(pin) = pin.filter(|pin| **pin != digest && server.pin != PinMode::Off) {
+            let what =
+                format!("MCP tool {}/{} changed since {since}: listed {digest}, pinned {pin}", server.name, info.name);
             if server.pin == PinMode::Strict {
                 let message = format!("{what}; quarantined (pin: strict) until approved (toolgate mcp approve)");
                 problems.caution(&origin, path, message);

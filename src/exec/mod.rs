@@ -102,6 +102,12 @@ impl Shared {
         &self.mcp
     }
 
+    /// The state store (once-only records, budgets, rate limits, MCP
+    /// tools' first sight).
+    pub(crate) fn store(&self) -> &Arc<dyn crate::state::Store> {
+        &self.state.store
+    }
+
     pub(crate) fn observer(&self) -> &Observer {
         &self.observer
     }

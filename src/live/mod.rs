@@ -75,10 +75,11 @@ pub(crate) async fn on_loader<T: Send + 'static>(work: impl FnOnce() -> T + Send
 /// `listings` are handed back.
 async fn assembled(
     sources: Sources,
-    listings: Vec<McpListing>,
+    mut listings: Vec<McpListing>,
     shared: &Arc<Shared>,
     previous: Option<Arc<catalog::Catalog>>,
 ) -> (Sources, Vec<McpListing>, Result<(Snapshot, Vec<Problem>), catalog::LoadError>) {
+    remember_first_sight(shared.store(), &mut listings).await;
     let shared = Arc::clone(shared);
     on_loader(move || {
         let built = catalog::assemble_after(&sources.files, &listings, previous.as_deref())
@@ -282,7 +283,7 @@ impl LiveCatalog {
             if let Err(why) = &tools {
                 tracing::warn!(server = %server, "MCP server's tools could not be listed again: {why}");
             }
-            self.update(McpListing { server, tools }).await;
+            self.update(McpListing::new(server, tools)).await;
         }
     }
 
@@ -298,7 +299,7 @@ impl LiveCatalog {
             match self.shared.mcp().list(&server).await {
                 Ok(tools) => {
                     tracing::info!(server = %server, tools = tools.len(), "MCP server is up");
-                    self.update(McpListing { server, tools: Ok(tools) }).await;
+                    self.update(McpListing::new(server, Ok(tools))).await;
                     return;
                 }
                 Err(why) => {
@@ -311,16 +312,22 @@ impl LiveCatalog {
     }
 
     /// Records a listing; assembles and, if valid, swaps in the new snapshot.
-    async fn update(&self, listing: McpListing) {
+    async fn update(&self, mut listing: McpListing) {
         let mut current = self.current.lock().await;
         if !current.sources.files.servers().iter().any(|s| s.name == listing.server) {
             return;
         }
+        remember_first_sight(self.shared.store(), std::slice::from_mut(&mut listing)).await;
         current.listings.insert(listing.server.clone(), listing);
         let all: Vec<McpListing> = current.listings.values().cloned().collect();
         let previous = self.catalog();
         match catalog::assemble_after(&current.sources.files, &all, Some(&previous)) {
             Ok(loaded) => {
+                // What this listing changed is said again (a tool that no
+                // longer matches its pin, hidden instructions).
+                for problem in &loaded.warnings {
+                    tracing::warn!("{problem}");
+                }
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();
                 self.slot.store(Arc::new(snapshot(&current.sources, loaded.catalog, &self.shared)));
@@ -333,6 +340,48 @@ impl LiveCatalog {
                 }
                 tracing::error!("the updated catalogue is invalid; the current one stays");
             }
+        }
+    }
+}
+
+/// How long a first-sight record is kept: as long as the store keeps it.
+const FIRST_SIGHT_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Records each listed tool's digest at its first sight in the state store
+/// (shared by replicas through Redis; in memory, until a restart), and
+/// gives each listing the digests first seen: a tool's pin when the pins
+/// file has none (docs/security.md, "Pinning"). A store that does not
+/// answer leaves tools without a first sight, with one warning.
+async fn remember_first_sight(store: &Arc<dyn crate::state::Store>, listings: &mut [McpListing]) {
+    for listing in listings.iter_mut() {
+        let Ok(tools) = &listing.tools else { continue };
+        let claims = tools.iter().map(|tool| {
+            let (digest, key) =
+                (catalog::pin_digest(tool), format!("toolgate:pin:mcp:{}/{}", listing.server, tool.name));
+            async move {
+                let claim = store.claim(&key, digest.as_bytes(), FIRST_SIGHT_TTL);
+                let claimed = tokio::time::timeout(crate::exec::call_state::STORE_DEADLINE, claim).await;
+                (tool.name.clone(), digest, claimed)
+            }
+        });
+        let mut unanswered = None;
+        for (tool, digest, claimed) in futures::future::join_all(claims).await {
+            let first = match claimed {
+                Ok(Ok(None)) => digest,
+                Ok(Ok(Some(first))) => String::from_utf8_lossy(&first).into_owned(),
+                Ok(Err(err)) => {
+                    unanswered = Some(err.to_string());
+                    continue;
+                }
+                Err(_) => {
+                    unanswered = Some("no answer in time".to_owned());
+                    continue;
+                }
+            };
+            listing.first_seen.insert(tool, first);
+        }
+        if let Some(why) = unanswered {
+            tracing::warn!(server = %listing.server, "tools not compared with their first sight: {why}");
         }
     }
 }

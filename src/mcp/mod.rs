@@ -148,10 +148,8 @@ impl Plan {
     /// Connects every new or changed server and lists its tools, all at
     /// once, each within its startup timeout.
     pub(crate) async fn list_fresh(&self) -> Vec<McpListing> {
-        let listings = self
-            .fresh
-            .iter()
-            .map(|(name, server)| async move { McpListing { server: name.clone(), tools: server.list().await } });
+        let listings =
+            self.fresh.iter().map(|(name, server)| async move { McpListing::new(name.clone(), server.list().await) });
         join_all(listings).await
     }
 
@@ -215,9 +213,8 @@ impl McpPool {
     pub(crate) async fn list_all(&self) -> Vec<McpListing> {
         let servers: Vec<(String, Arc<Server>)> =
             crate::lock::read(&self.servers).iter().map(|(n, s)| (n.clone(), Arc::clone(s))).collect();
-        let listings = servers
-            .into_iter()
-            .map(|(name, server)| async move { McpListing { server: name, tools: server.list().await } });
+        let listings =
+            servers.into_iter().map(|(name, server)| async move { McpListing::new(name, server.list().await) });
         join_all(listings).await
     }
 
