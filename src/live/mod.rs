@@ -205,8 +205,9 @@ impl LiveCatalog {
     }
 
     /// Replaces the sources (files re-read, configuration re-read): the MCP
-    /// servers that did not change keep their connections and listings, new
-    /// or changed ones are connected and listed, then the whole is assembled
+    /// servers that did not change keep their connections and are listed
+    /// again over them, new or changed ones are connected and listed, then
+    /// the whole is assembled
     /// and checked (strict rules included, and `check`: the settings'
     /// checks of the new snapshot, whose `Ok` adds warnings and whose `Err`
     /// rejects) before it is swapped in. A
@@ -227,6 +228,21 @@ impl LiveCatalog {
             .iter()
             .filter_map(|name| current.listings.get(name).map(|l| (name.clone(), l.clone())))
             .collect();
+        // Kept servers that were up are listed again over their open
+        // connections: a reload compares every federated tool with its pin
+        // as the server lists it now. One that fails to answer keeps its
+        // last listing (it is retried as before).
+        let up: Vec<String> = listings.values().filter(|l| l.tools.is_ok()).map(|l| l.server.clone()).collect();
+        let relisted = futures::future::join_all(up.into_iter().map(|name| async move {
+            let tools = pool.list(&name).await;
+            (name, tools)
+        }))
+        .await;
+        for (name, tools) in relisted {
+            if let Ok(tools) = tools {
+                listings.insert(name.clone(), McpListing::new(name, Ok(tools)));
+            }
+        }
         let fresh = plan.list_fresh().await;
         let connected: Vec<String> = fresh.iter().map(|l| l.server.clone()).collect();
         let failed: Vec<String> = fresh.iter().filter(|l| l.tools.is_err()).map(|l| l.server.clone()).collect();

@@ -425,7 +425,9 @@ async fn a_tool_changed_after_first_sight_is_quarantined_across_replicas_until_a
         (child, crate::common::LogLines::follow(lines), client)
     };
     let (_a, log_a, mut a) = serve();
+    let (b_process, log_b, mut b) = serve();
     assert!(names(&mut a).await.contains(&"read_note".to_owned()));
+    assert!(names(&mut b).await.contains(&"read_note".to_owned()));
 
     // The server changes read_note after it was first seen.
     let changed =
@@ -436,11 +438,14 @@ async fn a_tool_changed_after_first_sight_is_quarantined_across_replicas_until_a
     assert!(!names(&mut a).await.contains(&"read_note".to_owned()));
     assert!(names(&mut a).await.contains(&"list_notes".to_owned()), "the rest is served");
 
-    // A second replica, started after the change, shares the first sight.
-    let (_b, log_b, mut b) = serve();
+    // The other replica, on a reload (which lists every server again),
+    // compares with the same first sight.
+    assert!(Command::new("kill").args(["-HUP", &b_process.id().to_string()]).status().unwrap().success());
+    log_b.wait_for("catalogue and configuration reloaded", 1).await;
     assert!(!names(&mut b).await.contains(&"read_note".to_owned()), "{}", log_b.text());
-    drop(log_b);
-    // So does validate, which says what changed.
+    assert!(log_b.text().contains("MCP tool notes/read_note changed since it was first seen"), "{}", log_b.text());
+
+    // So does validate, a process of its own, which says what changed.
     let out = toolgate()
         .current_dir(dir.dir.path())
         .args(["validate", "--catalog", "registry", "--config", "toolgate.yaml"])
