@@ -48,6 +48,39 @@ pub(crate) struct McpToolInfo {
     /// `title`, `annotations`, `outputSchema` and `icons` as listed, passed
     /// on to MCP clients unchanged.
     pub(crate) presentation: Arc<super::Presentation>,
+    /// Its digest, what its pin is compared with ([`pins::digest`]).
+    pub(crate) digest: String,
+    /// Why it holds hidden instructions, if it does ([`super::poison`]).
+    pub(crate) hidden: Option<&'static str>,
+}
+
+impl McpToolInfo {
+    /// A listed tool, its digest and its scan made once, at the listing
+    /// (every assembly after reads them).
+    pub(crate) fn new(
+        name: String,
+        title: Option<String>,
+        description: Option<String>,
+        input_schema: Value,
+        idempotent: bool,
+        presentation: Arc<super::Presentation>,
+    ) -> Self {
+        // What is pinned and scanned: the tool as listed, those fields
+        // absent left out.
+        let mut listed = serde_json::Map::new();
+        listed.insert("name".into(), Value::String(name.clone()));
+        let optional = [
+            ("title", title.clone().map(Value::String)),
+            ("description", description.clone().map(Value::String)),
+            ("inputSchema", Some(input_schema.clone())),
+            ("outputSchema", presentation.output_schema.clone().map(Value::Object)),
+            ("annotations", presentation.annotations.clone().map(Value::Object)),
+        ];
+        listed.extend(optional.into_iter().filter_map(|(key, value)| Some((key.to_owned(), value?))));
+        let listed = Value::Object(listed);
+        let (digest, hidden) = (pins::digest(&listed), super::poison::hidden_instructions(&listed));
+        Self { name, title, description, input_schema, idempotent, presentation, digest, hidden }
+    }
 }
 
 /// Adds the tools of `server` (the `index`th named in its layer) to `decls`.
@@ -114,7 +147,7 @@ fn declare_tools(
             continue;
         }
         seen.push(&info.name);
-        let digest = pins::digest(info);
+        let digest = &info.digest;
         decls.pins.push(state(&info.name, Some(digest.clone())));
         // The pins file's entry, else the first-sight record.
         let (pin, since) = match (pinned(&info.name), first_seen.get(&info.name)) {
@@ -125,7 +158,7 @@ fn declare_tools(
             (None, Some(first)) => (Some(first), "it was first seen".to_owned()),
             (None, None) => (None, String::new()),
         };
-        if let Some(pin) = pin.filter(|pin| **pin != digest && server.pin != PinMode::Off) {
+        if let Some(pin) = pin.filter(|pin| *pin != digest && server.pin != PinMode::Off) {
             let what =
                 format!("MCP tool {}/{} changed since {since}: listed {digest}, pinned {pin}", server.name, info.name);
             if server.pin == PinMode::Strict {
@@ -154,15 +187,7 @@ fn declare_tools(
                 format!("Tool '{}' of the MCP server '{}'.", info.name, server.name)
             }
         };
-        let listed = serde_json::json!({
-            "name": info.name,
-            "title": info.title,
-            "description": info.description,
-            "inputSchema": info.input_schema,
-            "outputSchema": info.presentation.output_schema,
-            "annotations": info.presentation.annotations,
-        });
-        if let Some(reason) = super::poison::hidden_instructions(&listed) {
+        if let Some(reason) = info.hidden {
             problems.caution(
                 &origin,
                 path.clone(),

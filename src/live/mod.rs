@@ -372,9 +372,9 @@ async fn remember_first_sight(store: &Arc<dyn crate::state::Store>, listings: &m
     for listing in listings.iter_mut() {
         let Ok(tools) = &listing.tools else { continue };
         let claims = tools.iter().map(|tool| {
-            let (digest, key) =
-                (catalog::pin_digest(tool), format!("toolgate:pin:mcp:{}/{}", listing.server, tool.name));
+            let key = format!("toolgate:pin:mcp:{}/{}", listing.server, tool.name);
             async move {
+                let digest = tool.digest.clone();
                 let claim = store.claim(&key, digest.as_bytes(), FIRST_SIGHT_TTL);
                 let claimed = tokio::time::timeout(crate::exec::call_state::STORE_DEADLINE, claim).await;
                 (tool.name.clone(), digest, claimed)

@@ -275,13 +275,13 @@ fn lifecycle() -> ClientLifecycleMode {
 pub(crate) fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
     let hints = tool.annotations.as_ref();
     let hint = |f: fn(&rmcp::model::ToolAnnotations) -> Option<bool>| hints.and_then(f).unwrap_or(false);
-    McpToolInfo {
-        name: tool.name.to_string(),
-        title: tool.title.clone().or_else(|| hints.and_then(|h| h.title.clone())),
-        description: tool.description.as_deref().map(str::to_owned),
-        input_schema: serde_json::Value::Object((*tool.input_schema).clone()),
-        idempotent: hint(|h| h.idempotent_hint) || hint(|h| h.read_only_hint),
-        presentation: std::sync::Arc::new(crate::catalog::Presentation {
+    McpToolInfo::new(
+        tool.name.to_string(),
+        tool.title.clone().or_else(|| hints.and_then(|h| h.title.clone())),
+        tool.description.as_deref().map(str::to_owned),
+        serde_json::Value::Object((*tool.input_schema).clone()),
+        hint(|h| h.idempotent_hint) || hint(|h| h.read_only_hint),
+        std::sync::Arc::new(crate::catalog::Presentation {
             title: tool.title.clone(),
             annotations: tool.annotations.as_ref().and_then(|a| match serde_json::to_value(a) {
                 Ok(serde_json::Value::Object(map)) => Some(map),
@@ -290,5 +290,5 @@ pub(crate) fn tool_info(tool: &rmcp::model::Tool) -> McpToolInfo {
             output_schema: tool.output_schema.as_deref().cloned(),
             icons: tool.icons.as_ref().and_then(|icons| serde_json::to_value(icons).ok()),
         }),
-    }
+    )
 }
