@@ -133,20 +133,9 @@ fn mcp_stdio_serves_the_same_catalogue_for_one_principal() {
         "toolgate.yaml",
         &format!("principals:\n  - name: researcher\n    api_key_sha256: {hash}\n    tools: [research]\n"),
     );
-    let binary = env!("CARGO_BIN_EXE_toolgate");
     let root = dir.dir.path().display().to_string();
     let stdio = |principal: &str| {
-        let argv = json!([
-            binary,
-            "mcp-stdio",
-            "--config",
-            "toolgate.yaml",
-            "--catalog",
-            "registry",
-            "--principal",
-            principal
-        ]);
-        let argv = argv.to_string();
+        let argv = mcp_stdio_argv(principal, &[]);
         sdk(&["--stdio", &argv, "--cwd", &root, "--era", "initialize", r#"web-search={"query": "rust"}"#, r#"mark={}"#])
     };
     let lines = stdio("researcher");
@@ -154,6 +143,17 @@ fn mcp_stdio_serves_the_same_catalogue_for_one_principal() {
     assert_eq!(answer(&lines, "web-search")["result"]["isError"], false);
     assert_eq!(answer(&lines, "mark")["error"]["code"], -32602);
     assert!(!dir.registry().join("ran").exists(), "mark never ran");
+}
+
+/// The argv (as JSON, for the SDK client's `--stdio`) of `toolgate
+/// mcp-stdio` on `toolgate.yaml` and `registry` for `principal`, with
+/// `more` flags.
+pub(crate) fn mcp_stdio_argv(principal: &str, more: &[&str]) -> String {
+    let binary = env!("CARGO_BIN_EXE_toolgate");
+    let mut argv =
+        vec![binary, "mcp-stdio", "--config", "toolgate.yaml", "--catalog", "registry", "--principal", principal];
+    argv.extend_from_slice(more);
+    json!(argv).to_string()
 }
 
 /// A raw POST to the front door; the status, headers and body.

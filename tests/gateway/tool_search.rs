@@ -271,22 +271,10 @@ fn mcp_clients_search_one_toolset_on_its_search_endpoint() {
 /// two tools instead of the caller's, within the principal's grants.
 #[test]
 fn mcp_stdio_with_search_offers_find_tools_and_call_tool() {
-    use crate::mcp_front_door::{answer, names, sdk};
+    use crate::mcp_front_door::{answer, mcp_stdio_argv, names, sdk};
     let dir = CatalogDir::new();
     catalogue(&dir);
-    let binary = env!("CARGO_BIN_EXE_toolgate");
-    let argv = serde_json::json!([
-        binary,
-        "mcp-stdio",
-        "--config",
-        "toolgate.yaml",
-        "--catalog",
-        "registry",
-        "--principal",
-        "tracker-bot",
-        "--search"
-    ])
-    .to_string();
+    let argv = mcp_stdio_argv("tracker-bot", &["--search"]);
     let root = dir.dir.path().display().to_string();
     let lines = sdk(&[
         "--stdio",
@@ -306,17 +294,7 @@ fn mcp_stdio_with_search_offers_find_tools_and_call_tool() {
     let called = &answer(&lines, "call_tool")["result"];
     assert_eq!(called["structuredContent"], serde_json::json!({"title": "login bug"}), "{called}");
     // Without --search, the caller's own tools.
-    let argv = serde_json::json!([
-        binary,
-        "mcp-stdio",
-        "--config",
-        "toolgate.yaml",
-        "--catalog",
-        "registry",
-        "--principal",
-        "tracker-bot"
-    ])
-    .to_string();
+    let argv = mcp_stdio_argv("tracker-bot", &[]);
     let lines = sdk(&["--stdio", &argv, "--cwd", &root, "--era", "initialize"]);
     assert!(names(&lines).contains(&"create_issue".to_owned()), "{lines:?}");
 }
