@@ -247,10 +247,8 @@ impl SearchIndex {
         };
         for (position, document) in documents.into_iter().enumerate() {
             counts.clear();
-            let mut names = Vec::new();
-            for (i, name) in
-                std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)).enumerate()
-            {
+            let mut names: Vec<Box<[u32]>> = Vec::new();
+            for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
                 stems.each(name, |stem| {
                     let term = number(stem);
@@ -260,7 +258,7 @@ impl SearchIndex {
                     *counts.entry(term).or_default() += NAME_WEIGHT;
                 });
                 // An alias that says the name again adds nothing to cover.
-                if i == 0 || !names.contains(&words.clone().into_boxed_slice()) {
+                if !names.iter().any(|known| known[..] == words[..]) {
                     names.push(words.into_boxed_slice());
                 }
             }
