@@ -16,7 +16,6 @@ use std::{
     sync::{Arc, LazyLock},
 };
 
-use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -143,18 +142,11 @@ fn object(fields: &Map<String, Value>) -> cel::Value {
 /// `user`: the issuer, the subject and the token's claims (its payload,
 /// verified when the call was authenticated).
 fn user(user: &User) -> cel::Value {
-    let claims = user
-        .token
-        .split('.')
-        .nth(1)
-        .and_then(|payload| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok())
-        .and_then(|json| serde_json::from_slice::<Map<String, Value>>(&json).ok())
-        .unwrap_or_default();
-    let mut fields = Map::new();
-    fields.insert("issuer".into(), Value::String(user.issuer.to_string()));
-    fields.insert("subject".into(), Value::String(user.id.clone()));
-    fields.insert("claims".into(), Value::Object(claims));
-    object(&fields)
+    let mut fields = HashMap::new();
+    fields.insert("issuer".to_owned(), string(&user.issuer));
+    fields.insert("subject".to_owned(), string(&user.id));
+    fields.insert("claims".to_owned(), object(&user.claims));
+    cel::Value::Map(fields.into())
 }
 
 #[cfg(test)]

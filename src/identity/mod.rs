@@ -98,6 +98,10 @@ pub struct User {
     /// `mcp_front_door.oauth` name different issuers), and this one is not
     /// `users.jwt`'s: a bound parameter gets the issuer with the subject.
     pub(crate) qualified: bool,
+    /// The token's claims (its verified payload), which conditions read as
+    /// `user.claims`; kept apart from `token`, which an access token leaves
+    /// empty (it is never passed on).
+    pub(crate) claims: Arc<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl User {

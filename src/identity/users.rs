@@ -83,6 +83,9 @@ pub enum TokenError {
     /// A `sub` that names no one, or could not travel to a tool intact.
     #[error("the token's subject is empty or holds control characters")]
     Subject,
+    /// A claim read here (`sub`, `exp`, `scope`, `client_id`…) of another type.
+    #[error("the token's claims are not as expected: {0}")]
+    Claims(String),
     #[error("{0}")]
     Invalid(#[from] jsonwebtoken::errors::Error),
 }
@@ -250,7 +253,9 @@ impl UserVerifier {
         validation.set_required_spec_claims(&["exp", "sub", "iss", "aud"]);
         validation.validate_nbf = true;
         validation.leeway = LEEWAY_SECONDS;
-        let claims = jsonwebtoken::decode::<Claims>(token, &key.key, &validation)?.claims;
+        // Every claim, for conditions (`user.claims`); those read here typed.
+        let all = jsonwebtoken::decode::<serde_json::Value>(token, &key.key, &validation)?.claims;
+        let claims = Claims::deserialize(&all).map_err(|err| TokenError::Claims(err.to_string()))?;
         // The subject reaches tools as a header and an environment variable,
         // and scopes once-only records: it must name someone, in text that
         // travels intact.
@@ -273,6 +278,10 @@ impl UserVerifier {
                 id: claims.sub,
                 token,
                 qualified: self.qualified,
+                claims: match all {
+                    serde_json::Value::Object(claims) => Arc::new(claims),
+                    _ => Arc::default(),
+                },
             }),
             exp: claims.exp,
             scopes,

@@ -1,6 +1,6 @@
 //! Policy over arguments (`principals[].when`, docs/security.md), through
-//! the real binary: conditions hold at the gRPC and MCP doors, for keys and
-//! end users, on arguments that needed repair and in dry runs; a denied
+//! the real binary: conditions hold at the gRPC and MCP doors, for keys,
+//! end users and OAuth users, on arguments that needed repair and in dry runs; a denied
 //! call never runs, takes no idempotency key, and a bad condition stops the
 //! start with its place.
 
@@ -198,6 +198,69 @@ async fn conditions_hold_at_the_mcp_door() {
     assert_eq!(result["_meta"]["dev.toolgate/retryable"], false);
     assert!(result["content"][0]["text"].as_str().unwrap().contains("refunds over 100 need a supervisor"), "{result}");
     assert_eq!(refunds(&dir), 1);
+}
+
+/// The MCP door as an OAuth resource server: a client's access token names
+/// its principal, and its claims are the `user` a condition reads, on
+/// arguments as repaired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conditions_hold_at_the_mcp_door_for_oauth_users() {
+    let dir = CatalogDir::new();
+    catalogue(&dir);
+    let idp = Signer::new(jsonwebtoken::Algorithm::ES256, "idp-1");
+    dir.file("certs/jwks.json", &serde_json::json!({"keys": [idp.jwk()]}).to_string());
+    dir.file(
+        "toolgate.yaml",
+        &format!(
+            "principals:\n  - name: support\n    oauth_client_id: support-app\n    tools: [refund_payment]\n    \
+             when:\n      refund_payment: {{if: \"args.amount <= 100 || user.claims.role == 'supervisor'\", \
+             message: \"refunds over 100 need a supervisor\"}}\n  \
+             - name: mcp-users\n    api_key_sha256: {}\n    tools: [read_file]\n\
+             mcp_front_door:\n  oauth:\n    resource: https://tools.example.test/mcp\n    \
+             authorization_servers: [https://idp.example.test]\n    issuer: https://idp.example.test\n    \
+             jwks_file: certs/jwks.json\n    scopes: [tools]\n    principal: mcp-users\n",
+            toolgate::identity::hash_key(KEY_ADMIN),
+        ),
+    );
+    let (_child, url, _log) = crate::mcp_front_door::serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let token = |role: &str| {
+        idp.token(serde_json::json!({
+            "sub": "alice", "iss": "https://idp.example.test", "aud": "https://tools.example.test/mcp",
+            "exp": now + 600, "client_id": "support-app", "scope": "tools", "role": role,
+        }))
+    };
+    let refund = |token: String, arguments: serde_json::Value| {
+        let meta = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        });
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "refund_payment", "arguments": arguments, "_meta": meta},
+        });
+        let request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", "refund_payment")
+            .header("authorization", format!("Bearer {token}"))
+            .body(body.to_string());
+        async move { crate::mcp_front_door::rpc(&request.send().await.unwrap().text().await.unwrap()) }
+    };
+    let ok = refund(token("clerk"), serde_json::json!({"amount": 20})).await;
+    assert_eq!(ok["result"]["isError"], false, "{ok}");
+    // "200" is repaired to 200 before the condition reads it.
+    let denied = refund(token("clerk"), serde_json::json!({"amount": "200"})).await;
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert_eq!(denied["result"]["_meta"]["dev.toolgate/error_kind"], "PERMISSION_DENIED", "{denied}");
+    assert!(denied["result"]["content"][0]["text"].as_str().unwrap().contains("refunds over 100 need a supervisor"));
+    let supervised = refund(token("supervisor"), serde_json::json!({"amount": "200"})).await;
+    assert_eq!(supervised["result"]["isError"], false, "{supervised}");
+    assert_eq!(std::fs::read_to_string(dir.registry().join("refunds")).unwrap(), "20\n200\n");
 }
 
 #[test]
