@@ -131,6 +131,17 @@ impl App {
         self.live.catalog()
     }
 
+    /// The pins files the catalogue files name (`mcp_pins`).
+    pub(crate) async fn pins_files(&self) -> Vec<std::path::PathBuf> {
+        self.live.pins_files().await
+    }
+
+    /// `toolgate mcp approve SERVER [TOOL]`: records those tools, as listed
+    /// now, as first seen (docs/security.md, "Pinning").
+    pub(crate) async fn approve_first_sight(&self, server: &str, tool: Option<&str>) -> Result<(), String> {
+        self.live.approve(server, tool).await
+    }
+
     /// The current snapshot: what a request started now works on.
     pub fn snapshot(&self) -> Arc<Snapshot> {
         self.live.current().load_full()
@@ -299,6 +310,7 @@ pub(crate) fn log_problems(problems: &[Problem], strict: bool) {
             (Severity::Error, _) => tracing::error!("{problem}"),
             (Severity::Warning, true) => tracing::error!("{problem} (an error under strict validation)"),
             (Severity::Warning, false) | (Severity::Caution, _) => tracing::warn!("{problem}"),
+            (Severity::Note, _) => tracing::info!("note: {problem}"),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Reload without restart (docs/architecture.md, "The path of one
 //! reload"): SIGHUP, or a change in a folder holding a catalogue file, a
-//! pack, the configuration file, a TLS file or the users' JWKS file,
+//! pack, the configuration file, a TLS file, the users' JWKS file or a pins
+//! file (`mcp_pins`; those the catalogue named at start),
 //! re-reads everything and swaps in the new snapshot when the whole of it is
 //! valid.
 //!
@@ -54,7 +55,8 @@ pub(crate) struct Reloader {
 /// and in them the entries a change to which matters.
 pub(crate) struct Watched {
     /// Each registry folder, the folder of each registry file, the packs
-    /// folder, and the folders of the configuration, TLS and JWKS files; a
+    /// folder, and the folders of the configuration, TLS, JWKS and pins
+    /// files; a
     /// file reached through a symlink has the folder of its target watched
     /// too. Folders that do not exist are left out.
     pub(crate) folders: BTreeSet<PathBuf>,
@@ -66,8 +68,9 @@ pub(crate) struct Watched {
 }
 
 impl Watched {
-    /// What `settings` (and the configuration file, when there is one) read.
-    pub(crate) fn of(settings: &Settings, config: Option<&Path>) -> Self {
+    /// What `settings` (and the configuration file, when there is one) read,
+    /// and the catalogue's pins files (`pins`).
+    pub(crate) fn of(settings: &Settings, config: Option<&Path>, pins: &[PathBuf]) -> Self {
         let mut watched = Self { folders: BTreeSet::new(), yaml_folders: BTreeSet::new(), files: BTreeSet::new() };
         let mut files: Vec<&Path> = Vec::new();
         for entry in &settings.load.registry {
@@ -78,6 +81,7 @@ impl Watched {
         }
         watched.yaml_folder(&settings.load.packs_dir);
         files.extend(config);
+        files.extend(pins.iter().map(PathBuf::as_path));
         files.extend(settings.users.as_ref().and_then(|jwt| jwt.jwks_file.as_deref()));
         if let Some(tls) = &settings.tls {
             files.extend([tls.cert.as_path(), tls.key.as_path()]);

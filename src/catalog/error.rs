@@ -13,6 +13,9 @@ pub enum Severity {
     /// federated tool): never fails a load, whatever the policy; `toolgate
     /// validate --strict` fails on it.
     Caution,
+    /// Worth a look and nothing more (a federated tool's description longer
+    /// than any real tool's): never fails anything.
+    Note,
 }
 
 /// One thing wrong with the catalogue.
@@ -59,6 +62,10 @@ impl CatalogProblems {
 
     pub(crate) fn caution(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
         self.push(Severity::Caution, origin, path.into(), message.into());
+    }
+
+    pub(crate) fn note(&mut self, origin: &str, path: impl Into<String>, message: impl Into<String>) {
+        self.push(Severity::Note, origin, path.into(), message.into());
     }
 
     fn push(&mut self, severity: Severity, origin: &str, path: String, message: String) {

@@ -5,7 +5,7 @@
 //! strict validation); the server's other tools and the rest of the
 //! catalogue are not affected. Connecting to servers is not done here.
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
 use serde_json::Value;
 
@@ -19,6 +19,13 @@ use super::{
     Backend, McpBackend, McpServer, PinState, Place, Schema, Source, Tool, DEFAULT_MAX_CONCURRENCY,
 };
 
+/// The longest description of the 1,142 real tools of
+/// `tests/data/tool_search` (firecrawl's `firecrawl_monitor_create`): a
+/// federated tool's description longer than this is a note, length alone
+/// being no finding.
+const LONGEST_REAL_DESCRIPTION: usize = 6_993;
+const REAL_TOOLS: usize = 1_142;
+
 /// What connecting to one server gave: its tools, or why there are none.
 #[derive(Clone, Debug)]
 pub struct McpListing {
@@ -27,12 +34,16 @@ pub struct McpListing {
     /// Each tool's digest when it was first seen (the state store's
     /// first-sight record), by its name on the server: its pin when the
     /// pins file has none.
-    pub(crate) first_seen: std::collections::HashMap<String, String>,
+    pub(crate) first_seen: HashMap<String, String>,
+    /// Each pin a tool differs from, as the tool was listed when pinned (the
+    /// state store's record of it), by digest: what the warning's diff is
+    /// taken against.
+    pub(crate) pinned_as: HashMap<String, Value>,
 }
 
 impl McpListing {
     pub(crate) fn new(server: String, tools: Result<Vec<McpToolInfo>, String>) -> Self {
-        Self { server, tools, first_seen: Default::default() }
+        Self { server, tools, first_seen: Default::default(), pinned_as: Default::default() }
     }
 }
 
@@ -65,22 +76,38 @@ impl McpToolInfo {
         idempotent: bool,
         presentation: Arc<super::Presentation>,
     ) -> Self {
-        // What is pinned and scanned: the tool as listed, those fields
-        // absent left out.
-        let mut listed = serde_json::Map::new();
-        listed.insert("name".into(), Value::String(name.clone()));
-        let optional = [
-            ("title", title.clone().map(Value::String)),
-            ("description", description.clone().map(Value::String)),
-            ("inputSchema", Some(input_schema.clone())),
-            ("outputSchema", presentation.output_schema.clone().map(Value::Object)),
-            ("annotations", presentation.annotations.clone().map(Value::Object)),
-        ];
-        listed.extend(optional.into_iter().filter_map(|(key, value)| Some((key.to_owned(), value?))));
-        let listed = Value::Object(listed);
+        let listed = listed(&name, title.as_ref(), description.as_ref(), &input_schema, &presentation);
         let (digest, hidden) = (pins::digest(&listed), super::poison::hidden_instructions(&listed));
         Self { name, title, description, input_schema, idempotent, presentation, digest, hidden }
     }
+
+    /// The tool as listed, what is pinned and scanned (built again: only a
+    /// first sight and a changed tool need it after the listing).
+    pub(crate) fn listed(&self) -> Value {
+        listed(&self.name, self.title.as_ref(), self.description.as_ref(), &self.input_schema, &self.presentation)
+    }
+}
+
+/// `{name, title, description, inputSchema, outputSchema, annotations}` as
+/// listed, those absent left out.
+fn listed(
+    name: &str,
+    title: Option<&String>,
+    description: Option<&String>,
+    input_schema: &Value,
+    presentation: &super::Presentation,
+) -> Value {
+    let mut listed = serde_json::Map::new();
+    listed.insert("name".into(), Value::String(name.to_owned()));
+    let optional = [
+        ("title", title.cloned().map(Value::String)),
+        ("description", description.cloned().map(Value::String)),
+        ("inputSchema", Some(input_schema.clone())),
+        ("outputSchema", presentation.output_schema.clone().map(Value::Object)),
+        ("annotations", presentation.annotations.clone().map(Value::Object)),
+    ];
+    listed.extend(optional.into_iter().filter_map(|(key, value)| Some((key.to_owned(), value?))));
+    Value::Object(listed)
 }
 
 /// Adds the tools of `server` (the `index`th named in its layer) to `decls`.
@@ -93,8 +120,8 @@ pub(crate) fn declare(
     problems: &mut CatalogProblems,
 ) {
     let at: &str = &server.declared_at.origin;
-    let message = match listing.map(|l| (&l.tools, &l.first_seen)) {
-        Some((Ok(tools), first_seen)) => return declare_tools(server, index, base, tools, first_seen, decls, problems),
+    let message = match listing.map(|l| (&l.tools, (&l.first_seen, &l.pinned_as))) {
+        Some((Ok(tools), seen)) => return declare_tools(server, index, base, tools, seen, decls, problems),
         Some((Err(why), _)) => format!("MCP server '{}' is unavailable: {why}; its tools are left out", server.name),
         None => format!("MCP server '{}' was not connected; its tools are left out", server.name),
     };
@@ -112,7 +139,7 @@ fn declare_tools(
     index: usize,
     base: Layer,
     tools: &[McpToolInfo],
-    first_seen: &std::collections::HashMap<String, String>,
+    (first_seen, pinned_as): (&HashMap<String, String>, &HashMap<String, Value>),
     decls: &mut Declarations,
     problems: &mut CatalogProblems,
 ) {
@@ -128,12 +155,13 @@ fn declare_tools(
     }
     let layer = Layer::mcp(base, index);
     let pinned = |tool: &str| server.pins.as_ref().and_then(|pins| pins.tools.get(&format!("{}/{tool}", server.name)));
-    let state = |tool: &str, listed: Option<String>| PinState {
+    let state = |tool: &str, listed: Option<String>, change: Option<pins::PinChange>| PinState {
         server: server.name.clone(),
         tool: tool.to_owned(),
         listed,
         pinned: pinned(tool).cloned(),
         file: server.pins.clone(),
+        change,
     };
     let mut seen: Vec<&str> = Vec::new();
     for (i, info) in tools.iter().enumerate() {
@@ -148,7 +176,6 @@ fn declare_tools(
         }
         seen.push(&info.name);
         let digest = &info.digest;
-        decls.pins.push(state(&info.name, Some(digest.clone())));
         // The pins file's entry, else the first-sight record.
         let (pin, since) = match (pinned(&info.name), first_seen.get(&info.name)) {
             (Some(pin), _) => {
@@ -158,15 +185,53 @@ fn declare_tools(
             (None, Some(first)) => (Some(first), "it was first seen".to_owned()),
             (None, None) => (None, String::new()),
         };
+        let strict = server.pin == PinMode::Strict;
         if let Some(pin) = pin.filter(|pin| *pin != digest && server.pin != PinMode::Off) {
-            let what =
-                format!("MCP tool {}/{} changed since {since}: listed {digest}, pinned {pin}", server.name, info.name);
-            if server.pin == PinMode::Strict {
+            // What changed, when the store kept the tool as it was pinned.
+            let (fields, how) = match pinned_as.get(pin) {
+                Some(was) => {
+                    let diff = pins::diff(was, &info.listed());
+                    (diff.fields.join(","), diff.text)
+                }
+                None => ("unknown".to_owned(), "what it was is not recorded in the state store".to_owned()),
+            };
+            let what = format!(
+                "MCP tool {}/{} changed since {since}: listed {digest}, pinned {pin}; {how}",
+                server.name, info.name
+            );
+            let action = if strict { "quarantined" } else { "served" };
+            decls.pins.push(state(&info.name, Some(digest.clone()), Some(pins::PinChange { action, fields })));
+            if strict {
                 let message = format!("{what}; quarantined (pin: strict) until approved (toolgate mcp approve)");
                 problems.caution(&origin, path, message);
                 continue;
             }
             problems.caution(&origin, path.clone(), format!("{what}; served (pin: warn)"));
+        } else {
+            decls.pins.push(state(&info.name, Some(digest.clone()), None));
+        }
+        if let Some(reason) = info.hidden {
+            let what = format!("hidden instructions in {}/{}: {reason}", server.name, info.name);
+            // Under `pin: strict` only a reviewer's pin of exactly this
+            // listing serves it (a first sight is no review).
+            if strict && pinned(&info.name) != Some(digest) {
+                let message = format!("{what}; quarantined (pin: strict) until approved into the pins file");
+                problems.caution(&origin, path, message);
+                continue;
+            }
+            problems.caution(&origin, path.clone(), what);
+        }
+        let length = info.description.as_deref().map_or(0, |text| text.chars().count());
+        if length > LONGEST_REAL_DESCRIPTION {
+            problems.note(
+                &origin,
+                path.clone(),
+                format!(
+                    "MCP tool {}/{}: its description is {length} characters, longer than that of any of \
+                     {REAL_TOOLS} real tools (at most {LONGEST_REAL_DESCRIPTION}); worth reading whole",
+                    server.name, info.name
+                ),
+            );
         }
         let name = format!("{}{}", server.prefix, info.name);
         if !is_valid_name(&name) {
@@ -187,13 +252,6 @@ fn declare_tools(
                 format!("Tool '{}' of the MCP server '{}'.", info.name, server.name)
             }
         };
-        if let Some(reason) = info.hidden {
-            problems.caution(
-                &origin,
-                path.clone(),
-                format!("hidden instructions in {}/{}: {reason}", server.name, info.name),
-            );
-        }
         let place = Place { origin: origin.clone(), path };
         let tool = Tool {
             name: name.clone(),
@@ -217,7 +275,7 @@ fn declare_tools(
         for key in pins.tools.keys() {
             let Some(tool) = key.strip_prefix(&prefix) else { continue };
             if !listed.contains(&tool) {
-                decls.pins.push(state(tool, None));
+                decls.pins.push(state(tool, None, None));
             }
         }
     }

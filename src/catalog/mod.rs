@@ -34,6 +34,7 @@ pub(crate) use load::{assemble_after, is_catalogue_file, read_again};
 pub use load::{load, LoadOptions, Loaded, MAX_FILE_BYTES};
 pub(crate) use mcp::{McpListing, McpToolInfo};
 pub(crate) use merge::GrantDecl;
+pub(crate) use pins::PinMode;
 pub use pins::{PinState, Pins};
 pub use poison::hidden_instructions;
 pub(crate) use schema::{admitted_types, allows_null, or_null, Schema};

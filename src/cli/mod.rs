@@ -507,7 +507,7 @@ async fn serve_with(
             return Err(err);
         }
     };
-    let reloading = reloading(args, env, settings, &app, &serving, hangup);
+    let reloading = reloading(args, env, settings, (&app, &app.pins_files().await), &serving, hangup);
     announce(settings, &app, &listeners, &serving)?;
     let stop = server::Stop { shutdown, drain: args.drain_timeout, now: signals.second() };
     let served = app.serve(listeners, serving, Some(reloading), stop).await;
@@ -523,11 +523,11 @@ fn reloading(
     args: &ServeArgs,
     env: &Env,
     settings: &Settings,
-    app: &App,
+    (app, pins): (&App, &[PathBuf]),
     serving: &Serving,
     hangup: tokio::signal::unix::Signal,
 ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
-    let watched = reload::Watched::of(settings, args.catalog.config.as_deref());
+    let watched = reload::Watched::of(settings, args.catalog.config.as_deref(), pins);
     let folders = watched.folders.len();
     let (watcher, changes) = reload::watch(watched);
     let reloader = reload::Reloader {
@@ -627,13 +627,14 @@ fn validate(args: &CatalogArgs, env: &Env) -> anyhow::Result<ExitCode> {
         // Said as warnings above; under `validate --strict`, a finding fails.
         exiting(catalog);
         anyhow::bail!(
-            "{} tool{} of the catalogue hold{} hidden instructions (an error under validate --strict)",
+            "{} finding{} about federated tools (hidden instructions, tools changed since pinned): an error under \
+             validate --strict",
             cautions.len(),
             if cautions.len() == 1 { "" } else { "s" },
-            if cautions.len() == 1 { "s" } else { "" }
         );
     }
-    let warnings = problems.len();
+    // Notes are no warnings.
+    let warnings = problems.iter().filter(|p| p.severity != Severity::Note).count();
     emit(&format!(
         "catalogue ok: {} tools, {} toolsets, {} warning{}{}",
         catalog.tools().len(),
@@ -671,10 +672,31 @@ fn pins(args: &PinsArgs, env: &Env) -> anyhow::Result<ExitCode> {
 }
 
 /// `toolgate mcp approve SERVER [TOOL]`: pins those tools as listed now,
-/// leaving every other pin as it is.
+/// leaving every other pin as it is: into the pins file of the server's
+/// catalogue file, when it names one, and as their first-sight records in
+/// the state store (which replicas sharing it compare with).
 fn approve(args: &ApproveArgs, env: &Env) -> anyhow::Result<ExitCode> {
     let settings = settings(&args.catalog, env)?;
-    let (catalog, _) = inspect(&settings, env)?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let host =
+            Host { env: env.clone(), observer: crate::telemetry::Observer::disabled(), supervisor: supervisor() };
+        let (app, _) = start(&settings, host, Report::Plain).await?;
+        let catalog = app.catalog();
+        let approved = approve_in(&app, &catalog, args, settings.state.redis.is_some()).await;
+        app.shutdown().await;
+        exiting(catalog);
+        approved
+    })
+}
+
+async fn approve_in(
+    app: &App,
+    catalog: &crate::catalog::Catalog,
+    args: &ApproveArgs,
+    shared_store: bool,
+) -> anyhow::Result<ExitCode> {
     let chosen: Vec<&crate::catalog::PinState> = catalog
         .pins()
         .iter()
@@ -688,11 +710,20 @@ fn approve(args: &ApproveArgs, env: &Env) -> anyhow::Result<ExitCode> {
         };
         bail!(what);
     }
-    write_pins(chosen.iter().copied(), &[])?;
+    if !shared_store && chosen.iter().any(|state| state.file.is_none()) {
+        bail!(
+            "the catalogue file of MCP server '{}' names no pins file and the state store is in memory: an approval \
+             would not outlast this command; add `mcp_pins: pins.json` beside its mcp_servers, or set state.redis",
+            args.server
+        );
+    }
+    app.approve_first_sight(&args.server, args.tool.as_deref())
+        .await
+        .map_err(|why| anyhow::anyhow!("the first-sight records were not written: {why}"))?;
+    write_pins(chosen.iter().copied().filter(|state| state.file.is_some()), &[])?;
     for state in &chosen {
         emit(&format!("{} {} approved", state.key(), state.listed.as_deref().unwrap_or_default()))?;
     }
-    exiting(catalog);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -80,6 +80,7 @@ pub(super) fn report_problems(problems: &[Problem], strict: bool, report: Report
             Severity::Error => eprintln!("error: {problem}"),
             Severity::Warning if strict => eprintln!("warning: {problem} (an error under strict validation)"),
             Severity::Warning | Severity::Caution => eprintln!("warning: {problem}"),
+            Severity::Note => eprintln!("note: {problem}"),
         }
     }
 }

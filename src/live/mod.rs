@@ -10,7 +10,11 @@
 //! they started with. A server that is down at start is retried in the
 //! background with exponential backoff (1 s, doubling, at most 60 s).
 
-use std::{collections::HashMap, sync::Arc, time::Duration};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+    time::Duration,
+};
 
 use arc_swap::ArcSwap;
 use tokio::{sync::Mutex, task::JoinHandle};
@@ -21,10 +25,11 @@ pub use snapshot::Snapshot;
 pub(crate) use snapshot::{Refused, SnapshotSlot};
 
 use crate::{
-    catalog::{self, Files, McpListing, Problem},
+    catalog::{self, Files, McpListing, McpToolInfo, Problem},
     exec::{rate::RateLimits, ExecLimits, Executor, Policy, Shared},
     identity::{Granted, Identity},
     mcp::{Event, Retired},
+    state::StoreError,
     telemetry::Observer,
 };
 
@@ -76,10 +81,10 @@ pub(crate) async fn on_loader<T: Send + 'static>(work: impl FnOnce() -> T + Send
 async fn assembled(
     sources: Sources,
     mut listings: Vec<McpListing>,
-    shared: &Arc<Shared>,
+    (shared, records): (&Arc<Shared>, &PinRecords),
     previous: Option<Arc<catalog::Catalog>>,
 ) -> (Sources, Vec<McpListing>, Result<(Snapshot, Vec<Problem>), catalog::LoadError>) {
-    remember_first_sight(shared.store(), &mut listings).await;
+    remember_first_sight(shared.store(), records, sources.files.servers(), &mut listings).await;
     let shared = Arc::clone(shared);
     on_loader(move || {
         let built = catalog::assemble_after(&sources.files, &listings, previous.as_deref())
@@ -127,6 +132,7 @@ pub(crate) struct LiveCatalog {
     /// take turns.
     current: Mutex<Current>,
     tasks: std::sync::Mutex<Vec<JoinHandle<()>>>,
+    pin_records: PinRecords,
 }
 
 impl LiveCatalog {
@@ -142,7 +148,8 @@ impl LiveCatalog {
     ) -> Result<(Arc<Self>, Vec<Problem>), catalog::LoadError> {
         let pool = Arc::clone(shared.mcp());
         let listings = pool.list_all().await;
-        let (sources, listings, built) = assembled(sources, listings, &shared, None).await;
+        let pin_records = PinRecords::default();
+        let (sources, listings, built) = assembled(sources, listings, (&shared, &pin_records), None).await;
         let (snapshot, warnings) = match built {
             Ok(built) => built,
             Err(err) => {
@@ -160,7 +167,9 @@ impl LiveCatalog {
                 listings: listings.into_iter().map(|l| (l.server.clone(), l)).collect(),
             }),
             tasks: std::sync::Mutex::new(Vec::new()),
+            pin_records,
         });
+        live.count_pin_changes(&live.catalog());
         live.spawn(Arc::clone(&live).follow(events));
         for server in failed {
             live.spawn(Arc::clone(&live).retry(server));
@@ -249,7 +258,7 @@ impl LiveCatalog {
         listings.extend(fresh.into_iter().map(|l| (l.server.clone(), l)));
         let all: Vec<McpListing> = listings.values().cloned().collect();
         let previous = self.catalog();
-        let (sources, _, built) = assembled(sources, all, &self.shared, Some(previous)).await;
+        let (sources, _, built) = assembled(sources, all, (&self.shared, &self.pin_records), Some(previous)).await;
         // The settings' own checks of the new catalogue (`check`), before
         // anything is swapped in: a rejection changes nothing.
         let checked = built.map_err(|err| err.problems).and_then(|(next, mut warnings)| match check(&next) {
@@ -277,6 +286,7 @@ impl LiveCatalog {
         };
         let old = self.slot.swap(Arc::new(next));
         self.swaps.send_modify(|n| *n += 1);
+        self.count_pin_changes(&self.catalog());
         *current = Current { sources, listings };
         drop(current);
         self.shared.observer().metrics.reload("ok");
@@ -287,6 +297,39 @@ impl LiveCatalog {
             self.spawn(Arc::clone(self).retry(server));
         }
         Ok(reloaded)
+    }
+
+    /// Counts each federated tool that differs from its pin in `catalog`
+    /// (`toolgate.mcp.pin_changes`), once per tool and listed digest: a
+    /// change is counted where it is first seen, not again at every listing.
+    fn count_pin_changes(&self, catalog: &catalog::Catalog) {
+        let mut counted = crate::lock::lock(&self.pin_records.counted);
+        for state in catalog.pins() {
+            let (Some(change), Some(listed)) = (&state.change, &state.listed) else { continue };
+            if counted.insert((state.key(), listed.clone())) {
+                self.shared.observer().metrics.pin_change(&state.server, &state.tool, change.action, &change.fields);
+            }
+        }
+    }
+
+    /// The pins files of the current catalogue files (`mcp_pins`), watched
+    /// like the files themselves.
+    pub(crate) async fn pins_files(&self) -> Vec<std::path::PathBuf> {
+        let current = self.current.lock().await;
+        let mut files: Vec<std::path::PathBuf> =
+            current.sources.files.servers().iter().filter_map(|s| Some(s.pins.as_ref()?.path.clone())).collect();
+        files.sort();
+        files.dedup();
+        files
+    }
+
+    /// `toolgate mcp approve SERVER [TOOL]`: the first-sight records of
+    /// those tools as listed now (see [`approve_first_sight`]). An error
+    /// says why the store did not take them.
+    pub(crate) async fn approve(&self, server: &str, tool: Option<&str>) -> Result<(), String> {
+        let current = self.current.lock().await;
+        let Some(listing) = current.listings.get(server) else { return Ok(()) };
+        approve_first_sight(self.shared.store(), listing, tool).await
     }
 
     /// Re-lists a server whose tools changed and swaps in the new snapshot.
@@ -333,7 +376,8 @@ impl LiveCatalog {
         if !current.sources.files.servers().iter().any(|s| s.name == listing.server) {
             return;
         }
-        remember_first_sight(self.shared.store(), std::slice::from_mut(&mut listing)).await;
+        let servers = current.sources.files.servers();
+        remember_first_sight(self.shared.store(), &self.pin_records, servers, std::slice::from_mut(&mut listing)).await;
         current.listings.insert(listing.server.clone(), listing);
         let all: Vec<McpListing> = current.listings.values().cloned().collect();
         let previous = self.catalog();
@@ -342,12 +386,16 @@ impl LiveCatalog {
                 // What this listing changed is said again (a tool that no
                 // longer matches its pin, hidden instructions).
                 for problem in &loaded.warnings {
-                    tracing::warn!("{problem}");
+                    match problem.severity {
+                        catalog::Severity::Note => tracing::info!("note: {problem}"),
+                        _ => tracing::warn!("{problem}"),
+                    }
                 }
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();
                 self.slot.store(Arc::new(snapshot(&current.sources, loaded.catalog, &self.shared)));
                 self.swaps.send_modify(|n| *n += 1);
+                self.count_pin_changes(&self.catalog());
                 tracing::info!(catalog_version = version, tools, "catalogue updated");
             }
             Err(err) => {
@@ -363,43 +411,145 @@ impl LiveCatalog {
 /// How long a first-sight record is kept: as long as the store keeps it.
 const FIRST_SIGHT_TTL: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// The state store's record of a tool's digest at its first sight.
+fn first_sight_key(server: &str, tool: &str) -> String {
+    format!("toolgate:pin:mcp:{server}/{tool}")
+}
+
+/// The state store's record of a tool as listed when it had `digest` (its
+/// canonical JSON), kept to say what changed against a pin of that digest.
+fn listed_key(digest: &str) -> String {
+    format!("toolgate:pin:listed:{digest}")
+}
+
+/// What this process wrote to the state store about listed tools, and the
+/// pin changes it counted.
+#[derive(Default)]
+pub(crate) struct PinRecords {
+    /// Digests whose listing is recorded ([`listed_key`]).
+    recorded: std::sync::Mutex<HashSet<String>>,
+    /// Changes counted in `toolgate.mcp.pin_changes`: each tool once per
+    /// listed digest.
+    counted: std::sync::Mutex<HashSet<(String, String)>>,
+}
+
+/// One answer of the state store, within [`STORE_DEADLINE`].
+///
+/// [`STORE_DEADLINE`]: crate::exec::call_state::STORE_DEADLINE
+async fn in_time<T>(work: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, String> {
+    match tokio::time::timeout(crate::exec::call_state::STORE_DEADLINE, work).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(err)) => Err(err.to_string()),
+        Err(_) => Err("no answer in time".to_owned()),
+    }
+}
+
 /// Records each listed tool's digest at its first sight in the state store
 /// (shared by replicas through Redis; in memory, until a restart), and
 /// gives each listing the digests first seen: a tool's pin when the pins
-/// file has none (docs/security.md, "Pinning"). A store that does not
-/// answer leaves tools without a first sight, with one warning.
-async fn remember_first_sight(store: &Arc<dyn crate::state::Store>, listings: &mut [McpListing]) {
+/// file (of `servers`) has none (docs/security.md, "Pinning"). A tool
+/// listed as pinned has that listing recorded too, and a tool that differs
+/// from its pin gets the pinned listing back, for the warning's diff. A
+/// store that does not answer leaves tools without a first sight, with one
+/// warning.
+async fn remember_first_sight(
+    store: &Arc<dyn crate::state::Store>,
+    records: &PinRecords,
+    servers: &[catalog::McpServer],
+    listings: &mut [McpListing],
+) {
     for listing in listings.iter_mut() {
         let Ok(tools) = &listing.tools else { continue };
-        let claims = tools.iter().map(|tool| {
-            let key = format!("toolgate:pin:mcp:{}/{}", listing.server, tool.name);
-            async move {
-                let digest = tool.digest.clone();
-                let claim = store.claim(&key, digest.as_bytes(), FIRST_SIGHT_TTL);
-                let claimed = tokio::time::timeout(crate::exec::call_state::STORE_DEADLINE, claim).await;
-                (tool.name.clone(), digest, claimed)
-            }
+        let server = &listing.server;
+        let Some(spec) = servers.iter().find(|s| s.name == *server) else { continue };
+        if spec.pin == catalog::PinMode::Off {
+            // Nothing is compared: nothing is recorded.
+            continue;
+        }
+        let claims = tools.iter().map(|tool| async move {
+            let key = first_sight_key(server, &tool.name);
+            (tool, in_time(store.claim(&key, tool.digest.as_bytes(), FIRST_SIGHT_TTL)).await)
         });
         let mut unanswered = None;
-        for (tool, digest, claimed) in futures::future::join_all(claims).await {
-            let first = match claimed {
-                Ok(Ok(None)) => digest,
-                Ok(Ok(Some(first))) => String::from_utf8_lossy(&first).into_owned(),
-                Ok(Err(err)) => {
-                    unanswered = Some(err.to_string());
-                    continue;
-                }
-                Err(_) => {
-                    unanswered = Some("no answer in time".to_owned());
+        let mut first_seen = HashMap::new();
+        for (tool, claimed) in futures::future::join_all(claims).await {
+            match claimed {
+                Ok(None) => first_seen.insert(tool.name.clone(), tool.digest.clone()),
+                Ok(Some(first)) => first_seen.insert(tool.name.clone(), String::from_utf8_lossy(&first).into_owned()),
+                Err(why) => {
+                    unanswered = Some(why);
                     continue;
                 }
             };
-            listing.first_seen.insert(tool, first);
         }
+        // Each tool's pin: the file's entry, else its first sight.
+        let file = spec.pins.as_ref();
+        let pins: Vec<(&McpToolInfo, String)> = tools
+            .iter()
+            .filter_map(|tool| {
+                let pinned = file.and_then(|pins| pins.tools().get(&format!("{server}/{}", tool.name)));
+                Some((tool, pinned.or(first_seen.get(&tool.name))?.clone()))
+            })
+            .collect();
+        let recorded = |digest: &str| crate::lock::lock(&records.recorded).contains(digest);
+        let work =
+            pins.iter().filter(|(tool, pin)| *pin != tool.digest || !recorded(pin)).map(|(tool, pin)| async move {
+                match *pin == tool.digest {
+                    // As pinned: recorded once per process (claimed: the first
+                    // record of a digest stays).
+                    true => {
+                        let listed = serde_jcs::to_vec(&tool.listed()).expect("JSON values serialise");
+                        let claimed = in_time(store.claim(&listed_key(pin), &listed, FIRST_SIGHT_TTL)).await;
+                        claimed.map(|_| {
+                            crate::lock::lock(&records.recorded).insert(pin.clone());
+                            None
+                        })
+                    }
+                    false => in_time(store.get(&listed_key(pin))).await.map(|was| {
+                        let was = was.and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+                        was.map(|was| (pin.clone(), was))
+                    }),
+                }
+            });
+        for answer in futures::future::join_all(work).await {
+            match answer {
+                Ok(Some((pin, was))) => {
+                    listing.pinned_as.insert(pin, was);
+                }
+                Ok(None) => {}
+                Err(why) => unanswered = Some(why),
+            }
+        }
+        listing.first_seen = first_seen;
         if let Some(why) = unanswered {
             tracing::warn!(server = %listing.server, "tools not compared with their first sight: {why}");
         }
     }
+}
+
+/// `toolgate mcp approve`: records the listed tools of `server` (`tool`
+/// only, when given) as first seen now, replacing their first-sight
+/// records, with their listings.
+async fn approve_first_sight(
+    store: &Arc<dyn crate::state::Store>,
+    listing: &McpListing,
+    tool: Option<&str>,
+) -> Result<(), String> {
+    let Ok(tools) = &listing.tools else { return Ok(()) };
+    for info in tools.iter().filter(|info| tool.is_none_or(|tool| tool == info.name)) {
+        let key = first_sight_key(&listing.server, &info.name);
+        let digest = info.digest.as_bytes();
+        // Set, whatever was there: claimed if absent, else replaced from
+        // what it holds (again if another replica wrote in between).
+        while let Some(held) = in_time(store.claim(&key, digest, FIRST_SIGHT_TTL)).await? {
+            if held == digest || in_time(store.replace(&key, &held, digest, FIRST_SIGHT_TTL)).await? {
+                break;
+            }
+        }
+        let listed = serde_jcs::to_vec(&info.listed()).expect("JSON values serialise");
+        in_time(store.claim(&listed_key(&info.digest), &listed, FIRST_SIGHT_TTL)).await?;
+    }
+    Ok(())
 }
 
 /// The snapshot of `catalog` under `sources`' configuration: its grants

@@ -56,6 +56,7 @@ pub struct Metrics {
     state_errors: Counter<u64>,
     rate_limited: Counter<u64>,
     reloads: Counter<u64>,
+    pin_changes: Counter<u64>,
     retries: Counter<u64>,
     failovers: Counter<u64>,
     door_duration: Histogram<f64>,
@@ -116,6 +117,10 @@ impl Metrics {
             reloads: meter
                 .u64_counter(semconv::RELOADS)
                 .with_description("Catalogue and configuration reloads, by result (ok, rejected)")
+                .build(),
+            pin_changes: meter
+                .u64_counter(semconv::MCP_PIN_CHANGES)
+                .with_description("Federated MCP tools that differ from their pins, by server, tool, action and fields")
                 .build(),
             retries: meter
                 .u64_counter(semconv::MODEL_DOOR_RETRIES)
@@ -328,6 +333,16 @@ impl Metrics {
 
     pub(crate) fn reload(&self, result: &'static str) {
         self.reloads.add(1, &[KeyValue::new(semconv::RELOAD_RESULT, result)]);
+    }
+
+    pub(crate) fn pin_change(&self, server: &str, tool: &str, action: &'static str, fields: &str) {
+        let labels = [
+            KeyValue::new(semconv::PIN_SERVER, server.to_owned()),
+            KeyValue::new(semconv::PIN_TOOL, tool.to_owned()),
+            KeyValue::new(semconv::PIN_ACTION, action),
+            KeyValue::new(semconv::PIN_FIELDS, fields.to_owned()),
+        ];
+        self.pin_changes.add(1, &labels);
     }
 
     pub(crate) fn rpc(&self, method: &'static str, status: &'static str, seconds: f64) {

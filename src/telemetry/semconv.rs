@@ -99,6 +99,15 @@ pub(crate) const FAILOVER_TO: &str = "to";
 pub(crate) const FAILOVER_EVENT: &str = "toolgate.failover";
 pub(crate) const FAILOVER_REASON: &str = "reason";
 pub(crate) const RELOAD_RESULT: &str = "result";
+/// Federated tools found to differ from their pins, once per tool and
+/// listed digest, by `server`, `tool` (its name on the server), `action`
+/// (`served` | `quarantined`) and `fields` (what changed:
+/// `description,inputSchema`…, or `unknown`).
+pub(crate) const MCP_PIN_CHANGES: &str = "toolgate.mcp.pin_changes";
+pub(crate) const PIN_SERVER: &str = "server";
+pub(crate) const PIN_TOOL: &str = "tool";
+pub(crate) const PIN_ACTION: &str = "action";
+pub(crate) const PIN_FIELDS: &str = "fields";
 /// What the state store was doing when it failed: `idempotency` or `budget`.
 pub(crate) const STATE_USE: &str = "toolgate.state.use";
 /// The outcome of a call: `ok` or the error kind (`unknown_tool`, …).

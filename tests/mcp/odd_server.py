@@ -7,6 +7,7 @@
   many            list 5,000 tools, 500 a page
   poisoned        list a clean tool and the first published poisoning example of
                   tests/data/poisoning/examples.jsonl (cited there), as published
+  long            list a clean tool and one whose description is 8,000 characters
 """
 import sys
 import time
@@ -37,6 +38,13 @@ def tools():
         return [
             types.Tool(name="echo_text", description="Return the text.", input_schema=OBJECT),
             types.Tool(name=example["name"], description=example["description"], input_schema=example["inputSchema"]),
+        ]
+    if mode == "long":
+        line = "Each section of the manual covers one command, its options and an example of its use. "
+        manual = "Search the product manual. " + line * ((8000 - 26) // len(line) + 1)
+        return [
+            types.Tool(name="echo_text", description="Return the text.", input_schema=OBJECT),
+            types.Tool(name="search_manual", description=manual[:8000], input_schema=OBJECT),
         ]
     if mode == "invalid_schema":
         return [
