@@ -9,7 +9,13 @@
 //! is, so one word of the task's content matching one word of a long name
 //! cannot win alone. A stop word of the query (`stop_words.txt`) counts a
 //! fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
-//! kept as data) at `SYNONYM_WEIGHT` (0.3).
+//! kept as data) at `SYNONYM_WEIGHT` (0.3). Last, what the task asks to do
+//! (its first word of a kind in `actions.txt`: create, read, list, search,
+//! update, delete, start, stop) against what each tool's name says it does:
+//! a tool of that kind gains `ACTION_MATCH` (1), one whose name says only
+//! other kinds keeps `ACTION_OTHER` (0.9) of its score, so that among
+//! siblings on one server (`create_issue`, `get_issue`,
+//! `add_issue_comment`) the one that does what was asked comes first.
 //!
 //! The statistics BM25 needs (how many tools, how long a tool is on
 //! average, how many tools hold a word) are those of the tools searched
@@ -49,6 +55,10 @@ const STOP_WEIGHT: f32 = 0.2;
 const SYNONYM_WEIGHT: f32 = 0.3;
 /// What a tool whose every name word the query holds gains.
 const NAME_COVERAGE: f32 = 8.0;
+/// What a tool whose name says the kind of thing the task asks gains.
+const ACTION_MATCH: f32 = 1.0;
+/// The share of its score a tool keeps whose name says only other kinds.
+const ACTION_OTHER: f32 = 0.9;
 /// How many sets of searched tools keep their view.
 const VIEWS: usize = 16;
 
@@ -84,6 +94,23 @@ static SYNONYMS: LazyLock<HashMap<String, Vec<String>>> = LazyLock::new(|| {
     synonyms
 });
 
+/// The kinds of thing each stem says a tool does or a task asks (a bit
+/// each, by line of `actions.txt`).
+static ACTIONS: LazyLock<HashMap<String, u16>> = LazyLock::new(|| {
+    let words = Words::default();
+    let mut actions: HashMap<String, u16> = HashMap::new();
+    let kinds = include_str!("actions.txt").lines().filter(|line| !line.starts_with('#') && line.contains(':'));
+    for (bit, line) in kinds.enumerate() {
+        let (_, said) = line.split_once(':').unwrap_or_default();
+        for entry in said.split(',') {
+            if let [word] = words.of(entry).as_slice() {
+                *actions.entry(word.clone()).or_default() |= 1 << bit;
+            }
+        }
+    }
+    actions
+});
+
 /// What is searched of one tool.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Document<'d> {
@@ -109,6 +136,8 @@ struct Entry {
     terms: Box<[(u32, f32)]>,
     /// The words of the name and of each alias.
     names: Box<[Box<[u32]>]>,
+    /// The kinds of thing its name and aliases say it does ([`ACTIONS`]).
+    actions: u16,
 }
 
 /// The words of every document of one catalogue, by document.
@@ -248,9 +277,11 @@ impl SearchIndex {
         for (position, document) in documents.into_iter().enumerate() {
             counts.clear();
             let mut names: Vec<Box<[u32]>> = Vec::new();
+            let mut actions = 0;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
                 stems.each(name, |stem| {
+                    actions |= ACTIONS.get(&**stem).copied().unwrap_or(0);
                     let term = number(stem);
                     if !words.contains(&term) {
                         words.push(term);
@@ -273,7 +304,7 @@ impl SearchIndex {
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();
             terms.sort_unstable_by_key(|&(term, _)| term);
-            entries.push(Entry { terms: terms.into(), names: names.into() });
+            entries.push(Entry { terms: terms.into(), names: names.into(), actions });
         }
         drop(stems);
         Self { words, vocabulary, entries, fingerprints, views: Mutex::new(Vec::new()) }
@@ -328,10 +359,15 @@ impl SearchIndex {
 
     /// The query's words (by number, those some document holds) with how
     /// much each counts (a stop word less), then their near-synonyms that
-    /// the query does not say itself.
-    fn query(&self, query: &str) -> Vec<(u32, f32)> {
+    /// the query does not say itself; and the kinds of thing its first word
+    /// of a kind asks for ([`ACTIONS`]; 0: none).
+    fn query(&self, query: &str) -> (Vec<(u32, f32)>, u16) {
         let mut weighed: Vec<(String, f32)> = Vec::new();
+        let mut asked = 0;
         for word in self.words.of(query) {
+            if asked == 0 {
+                asked = ACTIONS.get(&word).copied().unwrap_or(0);
+            }
             let weight = if STOP.contains(&word) { STOP_WEIGHT } else { 1.0 };
             match weighed.iter_mut().find(|(known, _)| *known == word) {
                 Some((_, known)) => *known = known.max(weight),
@@ -346,7 +382,11 @@ impl SearchIndex {
                 }
             }
         }
-        weighed.into_iter().filter_map(|(word, weight)| Some((*self.vocabulary.get(word.as_str())?, weight))).collect()
+        let terms = weighed
+            .into_iter()
+            .filter_map(|(word, weight)| Some((*self.vocabulary.get(word.as_str())?, weight)))
+            .collect();
+        (terms, asked)
     }
 
     /// The `limit` documents among `among` (positions, each once) that fit
@@ -358,7 +398,7 @@ impl SearchIndex {
         if view.among.is_empty() {
             return Vec::new();
         }
-        let terms = self.query(query);
+        let (terms, asked) = self.query(query);
         let mut scores = vec![0.0f32; view.among.len()];
         let mut scored = Vec::new();
         for &(term, weight) in &terms {
@@ -388,7 +428,16 @@ impl SearchIndex {
             shares[place as usize] = shares[place as usize].max(share);
         }
         for &place in &scored {
-            scores[place as usize] += NAME_COVERAGE * shares[place as usize];
+            let score = &mut scores[place as usize];
+            *score += NAME_COVERAGE * shares[place as usize];
+            // What the task asks to do against what the name says it does.
+            let does = self.entries[view.among[place as usize] as usize].actions;
+            if asked != 0 && does != 0 {
+                match does & asked != 0 {
+                    true => *score += ACTION_MATCH,
+                    false => *score *= ACTION_OTHER,
+                }
+            }
         }
         let mut ranked: Vec<(u32, f32)> = scored
             .into_iter()
@@ -437,6 +486,24 @@ mod tests {
         assert_eq!(names(&index, "forecast for Paris", &all)[0], 4);
         assert!(names(&index, "quantum chromodynamics", &all).is_empty());
         assert!(index.search("issue", &all, 1).len() == 1);
+    }
+
+    #[test]
+    fn among_siblings_the_one_that_does_what_is_asked_comes_first() {
+        // Two real servers' tools as listed (tests/data/tool_search).
+        let index = SearchIndex::build([
+            document("slack_slack_post_message", "Post a new message to a Slack channel"),
+            document("slack_slack_get_channel_history", "Get recent messages from a channel"),
+            document("redis_get", "Get value by key from Redis"),
+            document("redis_set", "Set a Redis key-value pair with optional expiration"),
+            document("redis_info", "Information about the Redis server"),
+        ]);
+        let all = [0, 1, 2, 3, 4];
+        assert_eq!(names(&index, "Read the latest messages in a Slack channel", &all)[0], 1);
+        assert_eq!(names(&index, "Change the value of a key in Redis, with an expiry", &all)[0], 3);
+        assert_eq!(names(&index, "Look up the value of a key in Redis", &all)[0], 2);
+        // A name that says no kind keeps its score.
+        assert_eq!(names(&index, "Information about Redis", &all)[0], 4);
     }
 
     #[test]
