@@ -128,6 +128,8 @@ pub(crate) struct Diff {
 const PLACES: usize = 6;
 /// Words of context kept on each side of a change.
 const CONTEXT: usize = 4;
+/// How long one text's word diff may take.
+const WORDS_WITHIN: std::time::Duration = std::time::Duration::from_millis(20);
 /// A changed text is said in at most this many characters.
 const SAID: usize = 300;
 
@@ -144,10 +146,8 @@ pub(crate) fn diff(pinned: &Value, listed: &Value) -> Diff {
             continue;
         }
         fields.push(key.clone());
-        let mut places = Vec::new();
-        changes(key, before, after, &mut places);
-        let more = places.len().saturating_sub(PLACES);
-        places.truncate(PLACES);
+        let (mut places, mut more) = (Vec::new(), 0);
+        changes(key, before, after, (&mut places, &mut more));
         if more > 0 {
             places.push(format!("and {more} more"));
         }
@@ -156,32 +156,41 @@ pub(crate) fn diff(pinned: &Value, listed: &Value) -> Diff {
     Diff { fields, text: parts.join("; ") }
 }
 
-/// Each place under `path` where `before` and `after` differ, said.
-fn changes(path: &str, before: Option<&Value>, after: Option<&Value>, out: &mut Vec<String>) {
-    match (before, after) {
-        (Some(Value::Object(old)), Some(Value::Object(new))) => {
-            for (key, value) in new {
-                if old.get(key) != Some(value) {
-                    changes(&format!("{path}.{key}"), old.get(key), Some(value), out);
-                }
-            }
-            for (key, value) in old.iter().filter(|(key, _)| !new.contains_key(*key)) {
-                changes(&format!("{path}.{key}"), Some(value), None, out);
+/// Each place under `path` where `before` and `after` differ, said; past
+/// [`PLACES`], only counted in `more` (nothing more is compared word by
+/// word).
+fn changes(path: &str, before: Option<&Value>, after: Option<&Value>, (out, more): (&mut Vec<String>, &mut usize)) {
+    if let (Some(Value::Object(old)), Some(Value::Object(new))) = (before, after) {
+        for (key, value) in new {
+            if old.get(key) != Some(value) {
+                changes(&format!("{path}.{key}"), old.get(key), Some(value), (&mut *out, &mut *more));
             }
         }
-        (Some(Value::String(old)), Some(Value::String(new))) => out.push(format!("{path}: {}", words(old, new))),
-        (None, Some(Value::String(new))) => out.push(format!("{path} added: {}", clip(new))),
-        (None, Some(_)) => out.push(format!("{path} added")),
-        (Some(_), None) => out.push(format!("{path} removed")),
-        _ => out.push(format!("{path} changed")),
+        for (key, value) in old.iter().filter(|(key, _)| !new.contains_key(*key)) {
+            changes(&format!("{path}.{key}"), Some(value), None, (&mut *out, &mut *more));
+        }
+        return;
     }
+    if out.len() >= PLACES {
+        *more += 1;
+        return;
+    }
+    out.push(match (before, after) {
+        (Some(Value::String(old)), Some(Value::String(new))) => format!("{path}: {}", words(old, new)),
+        (None, Some(Value::String(new))) => format!("{path} added: {}", clip(new)),
+        (None, Some(_)) => format!("{path} added"),
+        (Some(_), None) => format!("{path} removed"),
+        _ => format!("{path} changed"),
+    });
 }
 
 /// `old` to `new` word by word: unchanged runs longer than twice
 /// [`CONTEXT`] words elided.
 fn words(old: &str, new: &str) -> String {
     use ::similar::{ChangeTag, TextDiff};
-    let diff = TextDiff::from_words(old, new);
+    // A server may list texts of any length: past the deadline the diff
+    // is approximate (more words said changed), never slow.
+    let diff = TextDiff::configure().timeout(WORDS_WITHIN).diff_words(old, new);
     let mut said = String::new();
     let mut same: Vec<&str> = Vec::new();
     // An unchanged run: whole if short, else its ends (none at the text's
@@ -353,6 +362,19 @@ mod tests {
         let new = serde_json::json!({ "description": words.replace(" k ", " K ") });
         assert_eq!(diff(&old, &new).text, "description: … g h i j [-k-]{+K+} l m n o …");
         assert_eq!(diff(&new, &old).fields, ["description"]);
+        // A long text reordered: said, within its bound (the word diff
+        // itself stops at its deadline, approximate past it).
+        let long_old: Vec<String> = (0..20_000).map(|i| format!("w{}", i % 500)).collect();
+        let long_new: Vec<String> = (0..20_000).map(|i| format!("w{}", (i * 7 + 3) % 500)).collect();
+        let (old, new) = (
+            serde_json::json!({"description": long_old.join(" ")}),
+            serde_json::json!({"description": long_new.join(" ")}),
+        );
+        let said = diff(&old, &new);
+        assert!(said.text.starts_with("description: ") && said.text.chars().count() < 400, "{}", said.text);
+        // Past six places, the rest is counted, not compared.
+        let many = |tag: &str| serde_json::json!({"inputSchema": (0..50).map(|i| (format!("p{i:02}"), serde_json::json!(format!("{tag} {i}")))).collect::<serde_json::Map<_, _>>()});
+        assert!(diff(&many("old"), &many("new")).text.ends_with(", and 44 more"));
         let gone = serde_json::json!({"name": "x"});
         assert_eq!(diff(&old, &gone).text, "name added: x; description removed");
     }
