@@ -961,7 +961,10 @@ async fn an_idle_session_is_parked_and_keeps_its_stream_its_calls_and_its_id() {
     let (status, answer) = in_session(&client, &url, &session, call(3, "weather")).await;
     assert_eq!(status, 200);
     assert!(answer.contains("tides") && answer.contains(r#""id":3"#), "{answer}");
-    assert_eq!(log.count(&format!("MCP session {session} woken")), 1, "{}", log.text());
+    // The log is read as it comes: wait for the line, then count it.
+    let woken = format!("MCP session {session} woken");
+    logged(&log, &woken, 0).await;
+    assert_eq!(log.count(&woken), 1, "{}", log.text());
     // Parked again, then ended by DELETE: its stream ends with it.
     logged(&log, &parked, 1).await;
     let delete = |session: String| {
