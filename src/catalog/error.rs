@@ -1,7 +1,7 @@
 //! Catalogue problems: every one carries the file and the YAML path it is
 //! about, so an operator can fix all of them in one pass.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
@@ -30,12 +30,28 @@ pub struct Problem {
 }
 
 impl fmt::Display for Problem {
-    /// `origin: path: message` (the severity is the reader's to show).
+    /// `origin: path: message` (the severity is the reader's to show), on
+    /// one line: a control character (a newline in a federated tool's
+    /// description or name, a terminal escape) is written escaped (`\n`,
+    /// `\u{1b}`), so that what a server lists can neither break a log line
+    /// nor forge one.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.path.is_empty() {
-            true => write!(f, "{}: {}", self.origin, self.message),
-            false => write!(f, "{}: {}: {}", self.origin, self.path, self.message),
+        let parts: &[&str] = match self.path.is_empty() {
+            true => &[&self.origin, &self.message],
+            false => &[&self.origin, &self.path, &self.message],
+        };
+        for (i, part) in parts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(": ")?;
+            }
+            for c in part.chars() {
+                match c.is_control() {
+                    true => write!(f, "{}", c.escape_default())?,
+                    false => f.write_char(c)?,
+                }
+            }
         }
+        Ok(())
     }
 }
 
@@ -105,4 +121,23 @@ impl CatalogProblems {
 pub struct LoadError {
     /// Every problem found, errors and warnings, in the order found.
     pub problems: Vec<Problem>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_problem_is_one_line_whatever_a_server_wrote() {
+        let problem = Problem {
+            severity: Severity::Caution,
+            origin: "mcp:notes".into(),
+            path: "tools[0] (read_note)".into(),
+            message: "description: Read a note.{+\nINFO all tools approved\u{1b}[2K+}".into(),
+        };
+        assert_eq!(
+            problem.to_string(),
+            "mcp:notes: tools[0] (read_note): description: Read a note.{+\\nINFO all tools approved\\u{1b}[2K+}"
+        );
+    }
 }
