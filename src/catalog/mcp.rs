@@ -154,12 +154,11 @@ fn declare_tools(
         }
     }
     let layer = Layer::mcp(base, index);
-    let pinned = |tool: &str| server.pins.as_ref().and_then(|pins| pins.tools.get(&format!("{}/{tool}", server.name)));
     let state = |tool: &str, listed: Option<String>, change: Option<pins::PinChange>| PinState {
         server: server.name.clone(),
         tool: tool.to_owned(),
         listed,
-        pinned: pinned(tool).cloned(),
+        pinned: server.pinned(tool).cloned(),
         file: server.pins.clone(),
         change,
     };
@@ -177,7 +176,7 @@ fn declare_tools(
         seen.push(&info.name);
         let digest = &info.digest;
         // The pins file's entry, else the first-sight record.
-        let (pin, since) = match (pinned(&info.name), first_seen.get(&info.name)) {
+        let (pin, since) = match (server.pinned(&info.name), first_seen.get(&info.name)) {
             (Some(pin), _) => {
                 let file = server.pins.as_ref().map(|p| p.path.display().to_string()).unwrap_or_default();
                 (Some(pin), format!("it was pinned in {file}"))
@@ -214,7 +213,7 @@ fn declare_tools(
             let what = format!("hidden instructions in {}/{}: {reason}", server.name, info.name);
             // Under `pin: strict` only a reviewer's pin of exactly this
             // listing serves it (a first sight is no review).
-            if strict && pinned(&info.name) != Some(digest) {
+            if strict && server.pinned(&info.name) != Some(digest) {
                 let message = format!("{what}; quarantined (pin: strict) until approved into the pins file");
                 problems.caution(&origin, path, message);
                 continue;

@@ -162,6 +162,14 @@ pub(crate) struct McpServer {
     pub(crate) pins: Option<Arc<pins::Pins>>,
 }
 
+impl McpServer {
+    /// The pins file's digest of `tool` (its name on this server), if the
+    /// file pins it.
+    pub(crate) fn pinned(&self, tool: &str) -> Option<&String> {
+        self.pins.as_ref()?.tools.get(&format!("{}/{tool}", self.name))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum McpTransport {
     /// A child process speaking MCP on stdin and stdout.

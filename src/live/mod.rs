@@ -483,13 +483,9 @@ async fn remember_first_sight(
             };
         }
         // Each tool's pin: the file's entry, else its first sight.
-        let file = spec.pins.as_ref();
         let pins: Vec<(&McpToolInfo, String)> = tools
             .iter()
-            .filter_map(|tool| {
-                let pinned = file.and_then(|pins| pins.tools().get(&format!("{server}/{}", tool.name)));
-                Some((tool, pinned.or(first_seen.get(&tool.name))?.clone()))
-            })
+            .filter_map(|tool| Some((tool, spec.pinned(&tool.name).or(first_seen.get(&tool.name))?.clone())))
             .collect();
         let recorded = |digest: &str| crate::lock::lock(&records.recorded).contains(digest);
         let work =
