@@ -38,6 +38,18 @@ pub(crate) const MAX_ID_BYTES: usize = 256;
 /// Every state operation, reconnection included, answers within this, or
 /// counts as the store being unreachable.
 pub(crate) const STORE_DEADLINE: Duration = Duration::from_millis(500);
+
+/// `operation` on the store, within `limit`: past it, the store is
+/// unavailable.
+pub(crate) async fn within<T>(
+    limit: Duration,
+    operation: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    match tokio::time::timeout(limit, operation).await {
+        Ok(answered) => answered,
+        Err(_) => Err(StoreError::Unavailable(format!("no answer within {limit:?}"))),
+    }
+}
 /// Defaults of `state:` and `policy.retry_budget`.
 pub(crate) const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
 pub(crate) const DEFAULT_SESSION_TTL: Duration = Duration::from_secs(3600);
@@ -83,11 +95,7 @@ impl CallState {
         expiry: super::Expiry,
         operation: impl std::future::Future<Output = Result<T, StoreError>>,
     ) -> Result<T, StoreError> {
-        let limit = expiry.cap(STORE_DEADLINE);
-        match tokio::time::timeout(limit, operation).await {
-            Ok(answered) => answered,
-            Err(_) => Err(StoreError::Unavailable(format!("no answer within {limit:?}"))),
-        }
+        within(expiry.cap(STORE_DEADLINE), operation).await
     }
 
     /// Logs that the store is unreachable, at most once a minute.

@@ -26,6 +26,7 @@ pub(crate) use snapshot::{Refused, SnapshotSlot};
 
 use crate::{
     catalog::{self, Files, McpListing, McpToolInfo, Problem},
+    exec::call_state::{within, STORE_DEADLINE},
     exec::{rate::RateLimits, ExecLimits, Executor, Policy, Shared},
     identity::{Granted, Identity},
     mcp::{Event, Retired},
@@ -329,7 +330,7 @@ impl LiveCatalog {
     pub(crate) async fn approve(&self, server: &str, tool: Option<&str>) -> Result<(), String> {
         let current = self.current.lock().await;
         let Some(listing) = current.listings.get(server) else { return Ok(()) };
-        approve_first_sight(self.shared.store(), listing, tool).await
+        approve_first_sight(self.shared.store(), listing, tool).await.map_err(|err| err.to_string())
     }
 
     /// Re-lists a server whose tools changed and swaps in the new snapshot.
@@ -434,14 +435,15 @@ pub(crate) struct PinRecords {
 }
 
 /// One answer of the state store, within [`STORE_DEADLINE`].
-///
-/// [`STORE_DEADLINE`]: crate::exec::call_state::STORE_DEADLINE
-async fn in_time<T>(work: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, String> {
-    match tokio::time::timeout(crate::exec::call_state::STORE_DEADLINE, work).await {
-        Ok(Ok(answer)) => Ok(answer),
-        Ok(Err(err)) => Err(err.to_string()),
-        Err(_) => Err("no answer in time".to_owned()),
-    }
+async fn in_time<T>(operation: impl std::future::Future<Output = Result<T, StoreError>>) -> Result<T, StoreError> {
+    within(STORE_DEADLINE, operation).await
+}
+
+/// Records `tool` as listed (its canonical JSON) under its digest, once: a
+/// record already there stays.
+async fn record_listed(store: &Arc<dyn crate::state::Store>, tool: &McpToolInfo) -> Result<(), StoreError> {
+    let listed = serde_jcs::to_vec(&tool.listed()).expect("JSON values serialise");
+    in_time(store.claim(&listed_key(&tool.digest), &listed, FIRST_SIGHT_TTL)).await.map(drop)
 }
 
 /// Records each listed tool's digest at its first sight in the state store
@@ -493,14 +495,10 @@ async fn remember_first_sight(
                 match *pin == tool.digest {
                     // As pinned: recorded once per process (claimed: the first
                     // record of a digest stays).
-                    true => {
-                        let listed = serde_jcs::to_vec(&tool.listed()).expect("JSON values serialise");
-                        let claimed = in_time(store.claim(&listed_key(pin), &listed, FIRST_SIGHT_TTL)).await;
-                        claimed.map(|_| {
-                            crate::lock::lock(&records.recorded).insert(pin.clone());
-                            None
-                        })
-                    }
+                    true => record_listed(store, tool).await.map(|()| {
+                        crate::lock::lock(&records.recorded).insert(pin.clone());
+                        None
+                    }),
                     false => in_time(store.get(&listed_key(pin))).await.map(|was| {
                         let was = was.and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
                         was.map(|was| (pin.clone(), was))
@@ -530,7 +528,7 @@ async fn approve_first_sight(
     store: &Arc<dyn crate::state::Store>,
     listing: &McpListing,
     tool: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), StoreError> {
     let Ok(tools) = &listing.tools else { return Ok(()) };
     for info in tools.iter().filter(|info| tool.is_none_or(|tool| tool == info.name)) {
         let key = first_sight_key(&listing.server, &info.name);
@@ -542,8 +540,7 @@ async fn approve_first_sight(
                 break;
             }
         }
-        let listed = serde_jcs::to_vec(&info.listed()).expect("JSON values serialise");
-        in_time(store.claim(&listed_key(&info.digest), &listed, FIRST_SIGHT_TTL)).await?;
+        record_listed(store, info).await?;
     }
     Ok(())
 }
