@@ -18,7 +18,7 @@ use std::{path::PathBuf, sync::Arc};
 use anyhow::{anyhow, Context};
 
 use crate::{
-    catalog::{self, Catalog, LoadError, Problem, Severity},
+    catalog::{self, Catalog, LoadError, Problem},
     config::Settings,
     env::Env,
     exec::{CallState, HttpClients, Shared},
@@ -300,17 +300,4 @@ fn sources(settings: &Settings, env: &Env, identity: Arc<Identity>, previous: Op
     files.add_grants(identity.principals().grant_decls());
     files.add_grants(settings.rate_limit_decl());
     Sources { files, limits: settings.limits, policy: settings.policy, identity, rates: Arc::clone(&settings.rates) }
-}
-
-/// Logs every problem, one line each; under strict validation a warning is
-/// logged as the error it then is.
-pub(crate) fn log_problems(problems: &[Problem], strict: bool) {
-    for problem in problems {
-        match (problem.severity, strict) {
-            (Severity::Error, _) => tracing::error!("{problem}"),
-            (Severity::Warning, true) => tracing::error!("{problem} (an error under strict validation)"),
-            (Severity::Warning, false) | (Severity::Caution, _) => tracing::warn!("{problem}"),
-            (Severity::Note, _) => tracing::info!("note: {problem}"),
-        }
-    }
 }

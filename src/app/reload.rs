@@ -28,8 +28,9 @@ use notify::{
 };
 use tokio::{signal::unix::Signal, sync::mpsc};
 
-use super::{log_problems, App, ReloadError, Reloaded};
+use super::{App, ReloadError, Reloaded};
 use crate::{
+    catalog::log_problems,
     config::{Fixed, Settings},
     tls::ServerTls,
 };

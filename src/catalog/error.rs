@@ -55,6 +55,19 @@ impl fmt::Display for Problem {
     }
 }
 
+/// Logs every problem, one line each; under strict validation a warning is
+/// logged as the error it then is.
+pub(crate) fn log_problems(problems: &[Problem], strict: bool) {
+    for problem in problems {
+        match (problem.severity, strict) {
+            (Severity::Error, _) => tracing::error!("{problem}"),
+            (Severity::Warning, true) => tracing::error!("{problem} (an error under strict validation)"),
+            (Severity::Warning, false) | (Severity::Caution, _) => tracing::warn!("{problem}"),
+            (Severity::Note, _) => tracing::info!("note: {problem}"),
+        }
+    }
+}
+
 /// Collects problems while a catalogue loads.
 #[derive(Debug, Default)]
 pub(crate) struct CatalogProblems {

@@ -27,6 +27,7 @@ use std::{collections::HashMap, fmt, path::PathBuf, sync::Arc, time::Duration};
 
 pub use builtin::BuiltinTool;
 pub(crate) use declared::{DeclaredTool, DeclaredTools};
+pub(crate) use error::log_problems;
 pub use error::{LoadError, Problem, Severity};
 pub(crate) use format::{render, ToolFormat};
 pub use load::{assemble, read, read_bounded, Files};

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 
 use crate::{
-    app::{self, App, Host, Listeners, Serving, StartError},
+    app::{App, Host, Listeners, Serving, StartError},
     catalog::{Catalog, Problem, Severity},
     config::{Settings, DOORS},
     env::Env,
@@ -73,7 +73,7 @@ pub(super) enum Report {
 /// to be an error.
 pub(super) fn report_problems(problems: &[Problem], strict: bool, report: Report) {
     if report == Report::Log {
-        return app::log_problems(problems, strict);
+        return crate::catalog::log_problems(problems, strict);
     }
     for problem in problems {
         match problem.severity {

@@ -386,12 +386,7 @@ impl LiveCatalog {
             Ok(loaded) => {
                 // What this listing changed is said again (a tool that no
                 // longer matches its pin, hidden instructions).
-                for problem in &loaded.warnings {
-                    match problem.severity {
-                        catalog::Severity::Note => tracing::info!("note: {problem}"),
-                        _ => tracing::warn!("{problem}"),
-                    }
-                }
+                catalog::log_problems(&loaded.warnings, false);
                 let version = loaded.catalog.version().to_owned();
                 let tools = loaded.catalog.tools().len();
                 self.slot.store(Arc::new(snapshot(&current.sources, loaded.catalog, &self.shared)));
