@@ -160,6 +160,32 @@ async fn conditions_hold_at_the_grpc_door_for_keys_and_users() {
     let _ = child.wait();
 }
 
+/// `refund_payment` called at the MCP door (the stateless era) with
+/// `arguments`, as `bearer`; the JSON-RPC answer.
+async fn mcp_refund(url: &str, bearer: &str, arguments: serde_json::Value) -> serde_json::Value {
+    let meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "refund_payment", "arguments": arguments, "_meta": meta},
+    });
+    let answer = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "refund_payment")
+        .header("authorization", format!("Bearer {bearer}"))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    crate::mcp_front_door::rpc(&answer.text().await.unwrap())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conditions_hold_at_the_mcp_door() {
     let dir = CatalogDir::new();
@@ -169,29 +195,9 @@ async fn conditions_hold_at_the_mcp_door() {
     dir.file("toolgate.yaml", &config(WHEN));
     let (_child, url, _log) = crate::mcp_front_door::serve(dir.dir.path(), &["--config", "toolgate.yaml"]);
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let refund = |amount: u32| {
-        let meta = serde_json::json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        });
-        let body = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "refund_payment", "arguments": {"amount": amount}, "_meta": meta},
-        });
-        reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "refund_payment")
-            .header("authorization", format!("Bearer {KEY_SUPPORT}"))
-            .body(body.to_string())
-            .send()
-    };
-    let ok = crate::mcp_front_door::rpc(&refund(20).await.unwrap().text().await.unwrap());
+    let ok = mcp_refund(&url, KEY_SUPPORT, serde_json::json!({"amount": 20})).await;
     assert_eq!(ok["result"]["isError"], false, "{ok}");
-    let denied = crate::mcp_front_door::rpc(&refund(200).await.unwrap().text().await.unwrap());
+    let denied = mcp_refund(&url, KEY_SUPPORT, serde_json::json!({"amount": 200})).await;
     let result = &denied["result"];
     assert_eq!(result["isError"], true, "{denied}");
     assert_eq!(result["_meta"]["dev.toolgate/error_kind"], "PERMISSION_DENIED");
@@ -231,34 +237,14 @@ async fn conditions_hold_at_the_mcp_door_for_oauth_users() {
             "exp": now + 600, "client_id": "support-app", "scope": "tools", "role": role,
         }))
     };
-    let refund = |token: String, arguments: serde_json::Value| {
-        let meta = serde_json::json!({
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        });
-        let body = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "refund_payment", "arguments": arguments, "_meta": meta},
-        });
-        let request = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", "refund_payment")
-            .header("authorization", format!("Bearer {token}"))
-            .body(body.to_string());
-        async move { crate::mcp_front_door::rpc(&request.send().await.unwrap().text().await.unwrap()) }
-    };
-    let ok = refund(token("clerk"), serde_json::json!({"amount": 20})).await;
+    let ok = mcp_refund(&url, &token("clerk"), serde_json::json!({"amount": 20})).await;
     assert_eq!(ok["result"]["isError"], false, "{ok}");
     // "200" is repaired to 200 before the condition reads it.
-    let denied = refund(token("clerk"), serde_json::json!({"amount": "200"})).await;
+    let denied = mcp_refund(&url, &token("clerk"), serde_json::json!({"amount": "200"})).await;
     assert_eq!(denied["result"]["isError"], true, "{denied}");
     assert_eq!(denied["result"]["_meta"]["dev.toolgate/error_kind"], "PERMISSION_DENIED", "{denied}");
     assert!(denied["result"]["content"][0]["text"].as_str().unwrap().contains("refunds over 100 need a supervisor"));
-    let supervised = refund(token("supervisor"), serde_json::json!({"amount": "200"})).await;
+    let supervised = mcp_refund(&url, &token("supervisor"), serde_json::json!({"amount": "200"})).await;
     assert_eq!(supervised["result"]["isError"], false, "{supervised}");
     assert_eq!(std::fs::read_to_string(dir.registry().join("refunds")).unwrap(), "20\n200\n");
 }
