@@ -16,6 +16,12 @@
 //! other kinds keeps `ACTION_OTHER` (0.9) of its score, so that among
 //! siblings on one server (`create_issue`, `get_issue`,
 //! `add_issue_comment`) the one that does what was asked comes first.
+//! Two kinds are read from number as well as verbs: a name that reads
+//! (`get`, `fetch`…) things named in the plural (`getIssues`,
+//! `get_issue_watchers`) lists them, and a question that opens with
+//! `which` or `what` and names things in the plural within its next three
+//! words ("which phone numbers do we own", "what statuses can it move to")
+//! asks for a list or a search, whatever verb follows.
 //!
 //! The statistics BM25 needs (how many tools, how long a tool is on
 //! average, how many tools hold a word) are those of the tools searched
@@ -110,6 +116,29 @@ static ACTIONS: LazyLock<HashMap<String, u16>> = LazyLock::new(|| {
     }
     actions
 });
+
+/// The bit of `kind` (a line of `actions.txt`) in [`ACTIONS`].
+fn kind(kind: &str) -> u16 {
+    let kinds = include_str!("actions.txt").lines().filter(|line| !line.starts_with('#') && line.contains(':'));
+    let at = kinds.map(|line| line.split_once(':').unwrap_or_default().0.trim()).position(|k| k == kind);
+    1 << at.expect("a kind of actions.txt")
+}
+
+/// Reading things named in the plural (the kind of such a name, read and
+/// the kind it says too, list), and what a question asking "which" things
+/// asks for (list or search).
+static PLURAL: LazyLock<Plural> =
+    LazyLock::new(|| Plural { reads: kind("read"), lists: kind("list"), asks: kind("list") | kind("search") });
+
+struct Plural {
+    reads: u16,
+    lists: u16,
+    asks: u16,
+}
+
+/// The words that open a question asking for several things when a plural
+/// follows ("which projects…", "what statuses…").
+const ASKING_WHICH: [&str; 2] = ["which", "what"];
 
 /// What is searched of one tool.
 #[derive(Clone, Copy, Debug, Default)]
@@ -280,14 +309,20 @@ impl SearchIndex {
             let mut actions = 0;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
+                let mut does = 0;
                 stems.each(name, |stem| {
-                    actions |= ACTIONS.get(&**stem).copied().unwrap_or(0);
+                    does |= ACTIONS.get(&**stem).copied().unwrap_or(0);
                     let term = number(stem);
                     if !words.contains(&term) {
                         words.push(term);
                     }
                     *counts.entry(term).or_default() += NAME_WEIGHT;
                 });
+                let language = stems.words();
+                if does & PLURAL.reads != 0 && language.unstemmed(name).last().is_some_and(|w| language.plural(w)) {
+                    does |= PLURAL.lists;
+                }
+                actions |= does;
                 // An alias that says the name again adds nothing to cover.
                 if !names.iter().any(|known| known[..] == words[..]) {
                     names.push(words.into_boxed_slice());
@@ -363,7 +398,10 @@ impl SearchIndex {
     /// of a kind asks for ([`ACTIONS`]; 0: none).
     fn query(&self, query: &str) -> (Vec<(u32, f32)>, u16) {
         let mut weighed: Vec<(String, f32)> = Vec::new();
-        let mut asked = 0;
+        let unstemmed = self.words.unstemmed(query);
+        let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
+            && unstemmed.iter().skip(1).take(3).any(|word| self.words.plural(word));
+        let mut asked = if which { PLURAL.asks } else { 0 };
         for word in self.words.of(query) {
             if asked == 0 {
                 asked = ACTIONS.get(&word).copied().unwrap_or(0);
@@ -504,6 +542,26 @@ mod tests {
         assert_eq!(names(&index, "Look up the value of a key in Redis", &all)[0], 2);
         // A name that says no kind keeps its score.
         assert_eq!(names(&index, "Information about Redis", &all)[0], 4);
+    }
+
+    #[test]
+    fn what_is_asked_for_in_the_plural_is_listed() {
+        // Real servers' tool names (tests/data/tool_search_untuned), each
+        // described alike so that their names decide.
+        let api = "Twilio - Api: This is the public Twilio REST API.";
+        let index = SearchIndex::build([
+            document("twilio_TwilioApiV2010--FetchAvailablePhoneNumberCountry", api),
+            document("twilio_TwilioApiV2010--UpdateConference", api),
+            document("twilio_TwilioApiV2010--ListAvailablePhoneNumberCountry", api),
+            document("linear_listIssueLabels", "Linear"),
+            document("linear_getIssues", "Linear"),
+        ]);
+        let all = [0, 1, 2, 3, 4];
+        // A question for several things asks for a list, whatever verb
+        // follows ("get" would ask to read one).
+        assert_eq!(names(&index, "Which countries can we get Twilio numbers in?", &all)[0], 2);
+        // A name that gets things in the plural lists them.
+        assert_eq!(names(&index, "Browse the issues in Linear", &all)[0], 4);
     }
 
     #[test]

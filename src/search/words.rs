@@ -26,6 +26,20 @@ impl Words {
         lowered(text, |word| words.push(self.stemmer.stem(word).into_owned()));
         words
     }
+
+    /// The words of `text`, in order, lower-cased but not stemmed.
+    pub(crate) fn unstemmed(&self, text: &str) -> Vec<String> {
+        let mut words = Vec::new();
+        lowered(text, |word| words.push(word.to_owned()));
+        words
+    }
+
+    /// Whether `word` (lower-cased) names several things: a plural the
+    /// stemmer takes back to its singular (`issues`, `teams`, `watchers`),
+    /// not a word that only ends in s (`status`, `access`, `news`).
+    pub(crate) fn plural(&self, word: &str) -> bool {
+        word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") && self.stemmer.stem(word) != word
+    }
 }
 
 /// Words that repeat (an index's): each word's stem is found once.
@@ -37,6 +51,11 @@ pub(crate) struct Stems<'w> {
 impl<'w> Stems<'w> {
     pub(crate) fn new(words: &'w Words) -> Self {
         Self { words, known: HashMap::new() }
+    }
+
+    /// The words these stems are of.
+    pub(crate) fn words(&self) -> &'w Words {
+        self.words
     }
 
     /// Calls `each` with the stem of every word of `text`, in order.
@@ -101,6 +120,18 @@ mod tests {
         assert_eq!(words.of("Creates the issues; creating issue"), ["creat", "the", "issu", "creat", "issu"]);
         assert_eq!(words.of("a b 7"), Vec::<String>::new());
         assert_eq!(words.of("Größe ändern"), ["größe", "ändern"]);
+    }
+
+    #[test]
+    fn plurals_are_told_from_words_ending_in_s() {
+        let words = Words::default();
+        for plural in ["issues", "teams", "watchers", "countries", "transitions"] {
+            assert!(words.plural(plural), "{plural}");
+        }
+        for word in ["status", "access", "news", "its", "issue", "kvs"] {
+            assert!(!words.plural(word), "{word}");
+        }
+        assert_eq!(words.unstemmed("getIssueWatchers of PROJ"), ["get", "issue", "watchers", "of", "proj"]);
     }
 
     #[test]
