@@ -23,7 +23,10 @@
 //! client is reqwest over HTTP/1.1 keep-alive connections, as the OpenAI
 //! SDKs connect. Beside them, in the same run and on the same model server:
 //! nginx as a plain proxy (when `nginx` is on the `PATH`: what any proxy
-//! costs here) and LiteLLM's proxy (when `.venv-bench/bin/litellm` exists:
+//! costs here), a plain proxy in Rust (`--proxy` mode of this binary:
+//! hyper on both sides, each upstream connection driven in the task of the
+//! request it carries, bodies passed unread: what the HTTP stack costs
+//! before any reading; whole answers only) and LiteLLM's proxy (when `.venv-bench/bin/litellm` exists:
 //! `python3 -m venv .venv-bench && .venv-bench/bin/pip install
 //! 'litellm[proxy]==1.108.7'`).
 //! `cargo bench --bench model_door [-- --seconds 5 --rounds 3]`.
@@ -49,6 +52,9 @@ fn main() {
     if args.iter().any(|a| a == "--serve") {
         return upstream::serve();
     }
+    if let Some(at) = args.iter().position(|a| a == "--proxy") {
+        return plain::serve(args[at + 1].clone());
+    }
     let option = |name: &str| args.iter().position(|a| a == name).and_then(|at| args.get(at + 1)).cloned();
     let seconds: f64 = option("--seconds").and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let rounds: usize = option("--rounds").and_then(|s| s.parse().ok()).unwrap_or(3);
@@ -62,8 +68,12 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let nginx = Process::nginx(work.path(), &upstream.url);
     let litellm = Process::litellm(work.path(), &upstream.url);
+    let plain = Process::plain(&upstream.url);
     let mut targets = vec![("direct", upstream.url.clone()), ("door", door.url.clone())];
     targets.extend(nginx.as_ref().map(|p| ("nginx", p.url.clone())));
+    // Whole answers only: the plain proxy reads each answer to its end.
+    let mut whole_targets = targets.clone();
+    whole_targets.push(("plain Rust proxy", plain.url.clone()));
     targets.extend(litellm.as_ref().map(|p| ("LiteLLM", p.url.clone())));
 
     if runs("whole") {
@@ -71,15 +81,16 @@ fn main() {
         println!("| in flight | target | requests/s (range) | p50 | p99 |\n|---:|---|---:|---:|---:|");
         let mut added = Vec::new();
         for concurrency in [1, 16] {
-            let measured =
-                interleaved(rounds, &targets, |url| runtime.block_on(load(url, "drift", false, concurrency, seconds)));
-            for ((name, _), m) in targets.iter().zip(&measured) {
+            let measured = interleaved(rounds, &whole_targets, |url| {
+                runtime.block_on(load(url, "drift", false, concurrency, seconds))
+            });
+            for ((name, _), m) in whole_targets.iter().zip(&measured) {
                 println!(
                     "| {concurrency} | {name} | {:.0} ({:.0}–{:.0}) | {:.0} µs | {:.0} µs |",
                     m.rps, m.low, m.high, m.total.0, m.total.1
                 );
             }
-            for (i, (name, _)) in targets.iter().enumerate().skip(1) {
+            for (i, (name, _)) in whole_targets.iter().enumerate().skip(1) {
                 let (p50, ratio) = (measured[i].total.0 - measured[0].total.0, measured[i].rps / measured[0].rps);
                 added.push((concurrency, *name, p50, ratio));
             }
@@ -318,6 +329,21 @@ impl Process {
         Self { child, url: format!("http://{}/v1", line.trim()) }
     }
 
+    /// The plain proxy in Rust (this binary in `--proxy` mode) in front of
+    /// `upstream`.
+    fn plain(upstream: &str) -> Self {
+        let authority = upstream.trim_start_matches("http://").trim_end_matches("/v1");
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--proxy", authority])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        Self { child, url: format!("http://{}/v1", line.trim()) }
+    }
+
     /// `toolgate serve` with the model door in front of `upstream`.
     fn door(work: &std::path::Path, upstream: &str, extra: &str) -> Self {
         std::fs::create_dir_all(work.join("registry")).unwrap();
@@ -535,6 +561,83 @@ mod upstream {
             println!("{}", listener.local_addr().unwrap());
             let app = Router::new().route("/v1/chat/completions", post(chat));
             axum::serve(listener, app).await.unwrap();
+        });
+    }
+}
+
+/// The plain proxy: hyper serving the client, hyper's connection API to
+/// the model server, each idle upstream connection kept in a pool and
+/// driven in the task of the request it carries (no task of its own, no
+/// hand-over between threads); the request and the answer passed whole
+/// and unread. What any proxy built on this HTTP stack costs here.
+mod plain {
+    use std::{
+        convert::Infallible,
+        pin::Pin,
+        sync::{Arc, Mutex},
+    };
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::{
+        body::Incoming,
+        client::conn::http1::{handshake, Connection, SendRequest},
+        Request, Response,
+    };
+    use hyper_util::rt::TokioIo;
+
+    type Upstream = (SendRequest<Full<Bytes>>, Pin<Box<Connection<TokioIo<tokio::net::TcpStream>, Full<Bytes>>>>);
+
+    async fn pass(authority: &str, idle: &Mutex<Vec<Upstream>>, request: Request<Incoming>) -> Response<Full<Bytes>> {
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await.unwrap().to_bytes();
+        let pooled = idle.lock().unwrap().pop();
+        let (mut send, mut connection) = match pooled {
+            Some(upstream) => upstream,
+            None => {
+                let stream = tokio::net::TcpStream::connect(authority).await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let (send, connection) = handshake(TokioIo::new(stream)).await.unwrap();
+                (send, Box::pin(connection))
+            }
+        };
+        let mut forwarded = Request::builder().method(parts.method).uri(parts.uri.path()).header("host", authority);
+        for (name, value) in parts.headers.iter().filter(|(name, _)| *name != hyper::header::HOST) {
+            forwarded = forwarded.header(name, value);
+        }
+        let sending = send.send_request(forwarded.body(Full::new(body)).unwrap());
+        let answer = tokio::select! {
+            answer = sending => answer.unwrap(),
+            ended = &mut connection => panic!("the model server closed the connection: {ended:?}"),
+        };
+        let (parts, body) = answer.into_parts();
+        let body = tokio::select! {
+            body = body.collect() => body.unwrap().to_bytes(),
+            ended = &mut connection => panic!("the model server closed the connection: {ended:?}"),
+        };
+        idle.lock().unwrap().push((send, connection));
+        Response::from_parts(parts, Full::new(body))
+    }
+
+    pub fn serve(authority: String) {
+        let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            println!("{}", listener.local_addr().unwrap());
+            let shared = Arc::new((authority, Mutex::new(Vec::new())));
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                stream.set_nodelay(true).unwrap();
+                let shared = Arc::clone(&shared);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |request| {
+                        let shared = Arc::clone(&shared);
+                        async move { Ok::<_, Infallible>(pass(&shared.0, &shared.1, request).await) }
+                    });
+                    let http = hyper::server::conn::http1::Builder::new();
+                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                });
+            }
         });
     }
 }
