@@ -26,7 +26,9 @@
 //! costs here), a plain proxy in Rust (`--proxy` mode of this binary:
 //! hyper on both sides, each upstream connection driven in the task of the
 //! request it carries, bodies passed unread: what the HTTP stack costs
-//! before any reading; whole answers only) and LiteLLM's proxy (when `.venv-bench/bin/litellm` exists:
+//! before any reading; whole answers only), the door reaching the model
+//! server through its pooled client (`proxy: env`: what driving its
+//! connections itself gains; whole answers only) and LiteLLM's proxy (when `.venv-bench/bin/litellm` exists:
 //! `python3 -m venv .venv-bench && .venv-bench/bin/pip install
 //! 'litellm[proxy]==1.108.7'`).
 //! `cargo bench --bench model_door [-- --seconds 5 --rounds 3]`.
@@ -74,6 +76,12 @@ fn main() {
     // Whole answers only: the plain proxy reads each answer to its end.
     let mut whole_targets = targets.clone();
     whole_targets.push(("plain Rust proxy", plain.url.clone()));
+    // The same door reaching the model server through its pooled client
+    // (`proxy: env`, no proxy variable set): what driving the connection
+    // itself gains.
+    let pooled = tempfile::tempdir().unwrap();
+    let through_client = Process::door_with(pooled.path(), &upstream.url, "", "      proxy: env\n");
+    whole_targets.push(("door, pooled client", through_client.url.clone()));
     targets.extend(litellm.as_ref().map(|p| ("LiteLLM", p.url.clone())));
 
     if runs("whole") {
@@ -346,9 +354,15 @@ impl Process {
 
     /// `toolgate serve` with the model door in front of `upstream`.
     fn door(work: &std::path::Path, upstream: &str, extra: &str) -> Self {
+        Self::door_with(work, upstream, extra, "")
+    }
+
+    /// The same, with `upstream_keys` added to the upstream's entry.
+    fn door_with(work: &std::path::Path, upstream: &str, extra: &str, upstream_keys: &str) -> Self {
         std::fs::create_dir_all(work.join("registry")).unwrap();
         std::fs::write(work.join("registry/tools.yaml"), "tools: []\n").unwrap();
-        let config = format!("model_door:\n{extra}  upstreams:\n    - name: bench\n      base_url: {upstream}\n");
+        let config =
+            format!("model_door:\n{extra}  upstreams:\n    - name: bench\n      base_url: {upstream}\n{upstream_keys}");
         std::fs::write(work.join("toolgate.yaml"), config).unwrap();
         let mut child = Command::new(serve::shipped())
             .current_dir(work)

@@ -845,3 +845,144 @@ async fn upstream_requests_hold_permits_of_the_shared_budget() {
     assert!(answer.ok, "{:?}", answer.error);
     upstream.seen.release.send_replace(true);
 }
+
+/// A model server written by hand on a socket, for what a framework's
+/// server never does on cue: each connection reads requests one by one and
+/// `answers` says what to write to the `n`th (from 0): `Some(bytes)` (then
+/// the next is read) or `None` (nothing more: the connection is closed,
+/// or held open when `hold` is set). The number of connections accepted
+/// and requests read are counted.
+struct Scripted {
+    address: std::net::SocketAddr,
+    connections: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    requests: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Scripted {
+    async fn start(hold: bool, answers: fn(usize) -> Option<Vec<u8>>) -> Self {
+        use std::sync::{atomic::Ordering, Arc};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let connections: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let requests: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+        let (accepted, read) = (Arc::clone(&connections), Arc::clone(&requests));
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                accepted.fetch_add(1, Ordering::SeqCst);
+                let read = Arc::clone(&read);
+                tokio::spawn(async move {
+                    let mut buffer = Vec::new();
+                    for n in 0.. {
+                        // One request: its head, then as many bytes as its
+                        // Content-Length says.
+                        let length = loop {
+                            if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
+                                let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
+                                let length = head
+                                    .lines()
+                                    .find_map(|l| l.strip_prefix("content-length:"))
+                                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                                break end + 4 + length;
+                            }
+                            let mut chunk = [0u8; 4096];
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(got) => buffer.extend_from_slice(&chunk[..got]),
+                            }
+                        };
+                        while buffer.len() < length {
+                            let mut chunk = [0u8; 4096];
+                            match socket.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(got) => buffer.extend_from_slice(&chunk[..got]),
+                            }
+                        }
+                        buffer.drain(..length);
+                        read.fetch_add(1, Ordering::SeqCst);
+                        match answers(n) {
+                            Some(answer) => socket.write_all(&answer).await.unwrap(),
+                            None if hold => {
+                                let _ = socket.read(&mut [0u8; 1]).await;
+                                return;
+                            }
+                            None => return,
+                        }
+                    }
+                });
+            }
+        });
+        Self { address, connections, requests }
+    }
+
+    fn base_url(&self) -> String {
+        format!("http://{}/v1", self.address)
+    }
+
+    fn counted(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering;
+        (self.connections.load(Ordering::SeqCst), self.requests.load(Ordering::SeqCst))
+    }
+}
+
+/// A whole chat completion answering `text`, as HTTP/1.1 bytes.
+fn completion_bytes(text: &str) -> Vec<u8> {
+    let body = serde_json::json!({"id": "c", "object": "chat.completion", "created": 1, "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+    .to_string();
+    format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}", body.len())
+        .into_bytes()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_the_model_server_closed_while_it_idled_loses_no_request() {
+    // Each connection answers one request and closes when the next comes,
+    // unanswered: what a model server's keep-alive timeout does to a
+    // request that meets it.
+    let upstream = Scripted::start(false, |n| (n == 0).then(|| completion_bytes("hello"))).await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let client = http();
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    for _ in 0..3 {
+        let answer = client.post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+        assert_eq!(answer.status(), 200);
+        let answer: Value = answer.json().await.unwrap();
+        assert_eq!(answer["choices"][0]["message"]["content"], "hello");
+    }
+    // The first request on a new connection; each after it met the closing
+    // one and was asked again on a new one.
+    assert_eq!(upstream.counted(), (3, 5));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_server_that_stops_within_its_timeout_is_a_504_or_a_cut_stream() {
+    // Silent: reads the request and writes nothing.
+    let silent = Scripted::start(true, |_| None).await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve_with(&dir, &silent.base_url(), "      timeout: 300ms\n", "", &[]);
+    let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    let answer = http().post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
+    assert_eq!(answer.status(), 504);
+    let error: Value = answer.json().await.unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert_eq!(message, "the model server 'local' did not answer within 300ms", "{error}");
+    // A stream that stops after its first event: cut at the timeout, with
+    // an error event and no [DONE].
+    let stalled = Scripted::start(true, |n| {
+        (n == 0).then(|| {
+            let event = "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\",\
+                 \"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"Hel\"},\"finish_reason\":null}]}\n\n";
+            format!("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n", event.len())
+                .into_bytes()
+        })
+    })
+    .await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve_with(&dir, &stalled.base_url(), "      timeout: 300ms\n", "", &[]);
+    let mut streamed = body.clone();
+    streamed["stream"] = true.into();
+    let text =
+        http().post(format!("{url}/chat/completions")).json(&streamed).send().await.unwrap().text().await.unwrap();
+    assert!(text.contains("Hel") && text.contains("\"error\"") && !text.contains("[DONE]"), "{text}");
+}

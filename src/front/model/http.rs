@@ -16,6 +16,7 @@ use hyper::{body::Incoming as Body, header, HeaderMap, Method, Request, Response
 use serde_json::{json, Value};
 
 use super::{
+    driven::{Driven, Unanswered},
     observe::Spans,
     request::Asked,
     response::{header as repairs_header, repair_completion, repair_message, repair_response, Lifting, Made},
@@ -84,6 +85,9 @@ struct Edge {
     loopback: bool,
     /// One client an upstream, in the order of `settings.upstreams`.
     clients: Vec<reqwest::Client>,
+    /// The connections the door drives itself, of each upstream reached
+    /// over plain HTTP without a proxy ([`Driven`]), in the same order.
+    driven: Vec<Option<Arc<Driven>>>,
     /// The connection budget every door shares: a request to an upstream
     /// holds one of its permits while it lasts, as an accepted connection
     /// does, so upstream sockets never take the descriptors others need.
@@ -129,6 +133,7 @@ impl Door for ModelDoor {
         stopping: Stopping,
     ) -> Result<(), ServeError> {
         let clients = self.settings.upstreams.iter().map(client).collect();
+        let driven = self.settings.upstreams.iter().map(Driven::of).collect();
         let edge = Arc::new(Edge {
             tools: ToolCache::new(self.settings.tools),
             open: crate::server::PerPrincipal::new(self.settings.requests_per_principal),
@@ -138,6 +143,7 @@ impl Door for ModelDoor {
             body: self.body,
             loopback: local.is_some_and(|local| local.ip().is_loopback()),
             clients,
+            driven,
             budget: self.budget,
         });
         serve_http(NAME, edge, connections, stopping).await;
@@ -279,8 +285,26 @@ fn busy(status: StatusCode, message: &str, kind: &str) -> Reply {
 impl Edge {
     /// The client that reaches `upstream`, one of the settings' own.
     fn client(&self, upstream: &Upstream) -> &reqwest::Client {
+        &self.clients[self.at(upstream)]
+    }
+
+    /// The place of `upstream`, one of the settings' own.
+    fn at(&self, upstream: &Upstream) -> usize {
         let at = self.settings.upstreams.iter().position(|u| std::ptr::eq(u, upstream));
-        &self.clients[at.expect("an upstream of these settings")]
+        at.expect("an upstream of these settings")
+    }
+
+    /// `request` sent to `upstream`: on a connection the door drives when
+    /// it reaches the upstream over plain HTTP, else through its client.
+    async fn exchange(
+        &self,
+        upstream: &Upstream,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Unanswered> {
+        match &self.driven[self.at(upstream)] {
+            Some(driven) => driven.execute(request.build()?).await,
+            None => Ok(request.send().await?),
+        }
     }
 
     /// `GET /v1/models`: the union of the upstreams' lists (each model
@@ -500,7 +524,7 @@ impl Edge {
         let body = match whole(response).await {
             Whole::Read(body) => body,
             Whole::Longer(head, rest) => return spans.ended(observer, longer(status, &headers, head, rest), &[]),
-            Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err), &[]),
+            Whole::Failed(err) => return spans.ended(observer, unreachable_upstream(upstream, &err.into()), &[]),
         };
         let declared = declared.filter(|_| status.is_success());
         let (answer, made_tries) = match (&declared, second) {
@@ -550,18 +574,18 @@ impl Edge {
         request: impl Fn(&Upstream) -> reqwest::RequestBuilder,
         observer: &Observer,
         spans: Option<&Spans>,
-    ) -> (&'u Upstream, reqwest::Result<reqwest::Response>) {
+    ) -> (&'u Upstream, Result<reqwest::Response, Unanswered>) {
         let mut at = 0;
         loop {
             let upstream = upstreams[at];
-            let sent = request(upstream).send().await;
+            let sent = self.exchange(upstream, request(upstream)).await;
             let Some(next) = upstreams.get(at + 1) else { return (upstream, sent) };
             let reason = match &sent {
                 Ok(response) if response.status() == StatusCode::TOO_MANY_REQUESTS => "status 429".to_owned(),
                 Ok(response) if response.status().is_server_error() => format!("status {}", response.status().as_u16()),
                 Ok(_) => return (upstream, sent),
                 Err(err) if err.is_timeout() => "no answer within its timeout".to_owned(),
-                Err(err) => format!("could not be reached: {}", cause(err)),
+                Err(err) => format!("could not be reached: {}", err.cause()),
             };
             tracing::warn!(door = NAME, from = upstream.name, to = next.name, "failing over: {reason}");
             observer.metrics.failover(&upstream.name, &next.name);
@@ -975,25 +999,16 @@ fn streamed(
 
 /// 502 for an upstream that could not be reached or answered nothing
 /// readable (504 when it took too long), in OpenAI's error shape.
-fn unreachable_upstream(upstream: &Upstream, err: &reqwest::Error) -> Reply {
+fn unreachable_upstream(upstream: &Upstream, err: &Unanswered) -> Reply {
     let (status, what) = match err.is_timeout() {
         true => (
             StatusCode::GATEWAY_TIMEOUT,
             format!("did not answer within {}", humantime::format_duration(upstream.timeout)),
         ),
-        false => (StatusCode::BAD_GATEWAY, format!("could not be reached: {}", cause(err))),
+        false => (StatusCode::BAD_GATEWAY, format!("could not be reached: {}", err.cause())),
     };
     tracing::warn!(door = NAME, upstream = upstream.name, "the model server {what}");
     error(status, &format!("the model server '{}' {what}", upstream.name), "upstream_error")
-}
-
-/// The innermost cause of an error, for a message.
-fn cause(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut inner = err;
-    while let Some(source) = inner.source() {
-        inner = source;
-    }
-    inner.to_string()
 }
 
 /// A refusal at the gate, in OpenAI's error shape: 401, or 429 with

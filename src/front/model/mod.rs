@@ -17,6 +17,7 @@
 //! - [`first_text`]: the first text of a Responses or Messages stream, judged as it arrives.
 //! - [`sse`]: server-sent events framed as they pass (CR, LF, CRLF).
 
+mod driven;
 mod first_text;
 pub(crate) mod http;
 mod observe;

@@ -1,0 +1,307 @@
+//! The door's own connections to a model server it reaches over plain
+//! HTTP/1.1 with no proxy (a `base_url` of `http://…`, `proxy: none`, the
+//! usual local vLLM, SGLang or Ollama): each idle connection kept in a
+//! pool, and driven by the request that uses it, in that request's task,
+//! through hyper's connection API. A pooled client (reqwest's) gives each
+//! connection a task of its own and hands every request and answer over
+//! between the two; on a busy door that hand-over cost about a quarter of
+//! the requests a second (docs/benchmarks.md, "The model door"). Every
+//! other upstream (`https://`, a proxy) is reached through reqwest.
+//!
+//! The answer is handed on as a [`reqwest::Response`] whose body drives
+//! the connection as it is read, so what reads answers reads both alike; a
+//! connection goes back to the pool when its answer was read to the end,
+//! and is closed when the answer is dropped before (the request that
+//! stopped reading owns it). A pooled connection the model server closed
+//! while idle is noticed before it is used; a request a pooled connection
+//! could not carry (closed before the request was written, or before any
+//! of an answer came: the model server's keep-alive timeout met it) is sent
+//! again on a new connection, once; a new connection's failure is the
+//! answer.
+
+use std::{
+    future::Future,
+    io,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use bytes::Bytes;
+use futures::{FutureExt, Stream};
+use http_body::Body as _;
+use hyper::{
+    body::Incoming,
+    client::conn::http1::{handshake, Connection, SendRequest},
+    header, Request,
+};
+use hyper_util::rt::TokioIo;
+use tokio::{net::TcpStream, time::Sleep};
+
+use crate::config::{Upstream, UpstreamProxy};
+
+/// The most idle connections kept for one model server; past them, a
+/// connection whose answer ends is closed.
+const MOST_IDLE: usize = 256;
+
+/// How long a connection is kept idle (as reqwest's pool keeps one).
+const IDLE_FOR: Duration = Duration::from_secs(90);
+
+/// One connection to the model server, idle.
+struct Idle {
+    send: SendRequest<reqwest::Body>,
+    connection: Pin<Box<Connection<TokioIo<TcpStream>, reqwest::Body>>>,
+    /// When its last answer ended.
+    since: std::time::Instant,
+}
+
+/// The connections to one model server reached over plain HTTP.
+pub(super) struct Driven {
+    /// `host:port`, as the door connects.
+    authority: String,
+    idle: Mutex<Vec<Idle>>,
+}
+
+/// Why no answer came: reqwest's error, or a driven connection's.
+pub(super) enum Unanswered {
+    Client(reqwest::Error),
+    Driven(io::Error),
+}
+
+impl Unanswered {
+    /// Whether the model server did not answer within the upstream's
+    /// timeout.
+    pub(super) fn is_timeout(&self) -> bool {
+        match self {
+            Unanswered::Client(err) => err.is_timeout(),
+            Unanswered::Driven(err) => err.kind() == io::ErrorKind::TimedOut,
+        }
+    }
+
+    /// The innermost cause, for a message.
+    pub(super) fn cause(&self) -> String {
+        let mut inner: &(dyn std::error::Error + 'static) = match self {
+            Unanswered::Client(err) => err,
+            Unanswered::Driven(err) => err,
+        };
+        while let Some(source) = inner.source() {
+            inner = source;
+        }
+        inner.to_string()
+    }
+}
+
+impl From<reqwest::Error> for Unanswered {
+    fn from(err: reqwest::Error) -> Self {
+        Unanswered::Client(err)
+    }
+}
+
+impl Driven {
+    /// The driven connections of `upstream`, when it is reached over plain
+    /// HTTP without a proxy.
+    pub(super) fn of(upstream: &Upstream) -> Option<Arc<Self>> {
+        if upstream.proxy != UpstreamProxy::None {
+            return None;
+        }
+        let url = reqwest::Url::parse(&upstream.base_url).ok()?;
+        if url.scheme() != "http" {
+            return None;
+        }
+        let authority = format!("{}:{}", url.host_str()?, url.port_or_known_default()?);
+        Some(Arc::new(Self { authority, idle: Mutex::new(Vec::new()) }))
+    }
+
+    /// `request` (built by reqwest, its body in memory) sent on an idle
+    /// connection or a new one, within the request's timeout; the answer's
+    /// head, its body read as the caller reads it.
+    pub(super) async fn execute(self: &Arc<Self>, request: reqwest::Request) -> Result<reqwest::Response, Unanswered> {
+        let timeout = request.timeout().copied().unwrap_or(Duration::from_secs(600));
+        // One timer for the whole exchange, the answer's body included.
+        let mut deadline = Box::pin(tokio::time::sleep(timeout));
+        // Kept for a second try (a body in memory is shared, not copied).
+        let mut spare = request.try_clone();
+        let mut request = to_hyper(request)?;
+        let mut pooled = true;
+        loop {
+            let taken = if pooled { self.take() } else { None };
+            let reused = taken.is_some();
+            let mut idle = match taken {
+                Some(idle) => idle,
+                None => self.connect(deadline.as_mut(), timeout).await?,
+            };
+            let mut sending = std::pin::pin!(idle.send.try_send_request(request));
+            // The connection first: what it reads settles the sending in
+            // the same poll, with no wake-up in between.
+            let first = tokio::select! {
+                biased;
+                _ = idle.connection.as_mut() => None,
+                answer = &mut sending => Some(answer),
+                () = deadline.as_mut() => return Err(timed_out(timeout)),
+            };
+            let (answer, idle) = match first {
+                Some(answer) => (answer, Some(idle)),
+                // The connection ended: closed, it settles the request
+                // (sent or not) as it goes.
+                None => {
+                    drop(idle);
+                    tokio::select! {
+                        answer = &mut sending => (answer, None),
+                        () = deadline.as_mut() => return Err(timed_out(timeout)),
+                    }
+                }
+            };
+            let mut failed = match answer {
+                Ok(answer) => return Ok(self.answer(answer, idle, deadline, timeout)),
+                Err(failed) => failed,
+            };
+            // A pooled connection that could not carry the request (the
+            // model server closed it as it idled: before the request was
+            // written, or before any of an answer came) is left for a new
+            // connection, once.
+            let again = match failed.take_message() {
+                Some(unsent) => Some(unsent),
+                None if failed.error().is_incomplete_message() => spare.take().map(to_hyper).transpose()?,
+                None => None,
+            };
+            match again {
+                Some(again) if reused => {
+                    request = again;
+                    pooled = false;
+                }
+                _ => return Err(Unanswered::Driven(io::Error::other(failed.into_error()))),
+            }
+        }
+    }
+
+    /// An idle connection still open, if one is kept.
+    fn take(&self) -> Option<Idle> {
+        loop {
+            let mut idle = crate::lock::lock(&self.idle).pop()?;
+            // Polled once: a close the model server sent while it idled
+            // ends it now, before a request is written to it.
+            if idle.connection.as_mut().now_or_never().is_none() && !idle.send.is_closed() {
+                return Some(idle);
+            }
+        }
+    }
+
+    async fn connect(&self, deadline: Pin<&mut Sleep>, timeout: Duration) -> Result<Idle, Unanswered> {
+        let connecting = async {
+            let stream = TcpStream::connect(&self.authority).await?;
+            stream.set_nodelay(true)?;
+            let (send, connection) = handshake(TokioIo::new(stream)).await.map_err(io::Error::other)?;
+            Ok::<_, io::Error>(Idle { send, connection: Box::pin(connection), since: std::time::Instant::now() })
+        };
+        tokio::select! {
+            connected = connecting => connected.map_err(Unanswered::Driven),
+            () = deadline => Err(timed_out(timeout)),
+        }
+    }
+
+    /// The answer as reqwest's, its body driving `idle` as it is read.
+    fn answer(
+        self: &Arc<Self>,
+        answer: hyper::Response<Incoming>,
+        idle: Option<Idle>,
+        deadline: Pin<Box<Sleep>>,
+        timeout: Duration,
+    ) -> reqwest::Response {
+        let (parts, body) = answer.into_parts();
+        let body = Answer { body, idle, driven: Arc::clone(self), deadline, timeout };
+        reqwest::Response::from(hyper::Response::from_parts(parts, reqwest::Body::wrap_stream(body)))
+    }
+
+    /// `idle` kept for another request; those idle past [`IDLE_FOR`]
+    /// closed.
+    fn keep(&self, mut idle: Idle) {
+        let now = std::time::Instant::now();
+        idle.since = now;
+        let mut kept = crate::lock::lock(&self.idle);
+        // Kept in the order they went idle: the oldest first.
+        let stale = kept.iter().take_while(|old| now.duration_since(old.since) > IDLE_FOR).count();
+        kept.drain(..stale);
+        if kept.len() < MOST_IDLE {
+            kept.push(idle);
+        }
+    }
+}
+
+/// `request` as hyper sends it on a connection: its path and query, a
+/// `Host` header, its body as built.
+fn to_hyper(request: reqwest::Request) -> Result<Request<reqwest::Body>, Unanswered> {
+    let url = request.url();
+    let host = match url.port() {
+        Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
+        None => url.host_str().unwrap_or_default().to_owned(),
+    };
+    let target = match url.query() {
+        Some(query) => format!("{}?{query}", url.path()),
+        None => url.path().to_owned(),
+    };
+    let mut request: Request<reqwest::Body> = request.try_into()?;
+    *request.uri_mut() = target.parse().map_err(|err| Unanswered::Driven(io::Error::other(err)))?;
+    let headers = request.headers_mut();
+    headers.insert(
+        header::HOST,
+        header::HeaderValue::from_str(&host).map_err(io::Error::other).map_err(Unanswered::Driven)?,
+    );
+    headers.entry(header::ACCEPT).or_insert(header::HeaderValue::from_static("*/*"));
+    Ok(request)
+}
+
+fn timed_out(timeout: Duration) -> Unanswered {
+    let what = format!("no answer within {}", humantime::format_duration(timeout));
+    Unanswered::Driven(io::Error::new(io::ErrorKind::TimedOut, what))
+}
+
+/// An answer's body, read: each poll drives the connection first, then
+/// takes what it brought; the connection is kept for another request once
+/// the body ended, and closed with the body otherwise.
+struct Answer {
+    body: Incoming,
+    idle: Option<Idle>,
+    driven: Arc<Driven>,
+    deadline: Pin<Box<Sleep>>,
+    timeout: Duration,
+}
+
+impl Stream for Answer {
+    type Item = io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            this.idle = None;
+            let what = format!("no answer within {}", humantime::format_duration(this.timeout));
+            return Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, what))));
+        }
+        if let Some(idle) = &mut this.idle {
+            if idle.connection.as_mut().poll(cx).is_ready() {
+                // Closed: what it brought is still read from the body.
+                this.idle = None;
+            }
+        }
+        loop {
+            return match Pin::new(&mut this.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => Poll::Ready(Some(Ok(data))),
+                    // Trailers: nothing to pass.
+                    Err(_) => continue,
+                },
+                Poll::Ready(Some(Err(err))) => {
+                    this.idle = None;
+                    Poll::Ready(Some(Err(io::Error::other(err))))
+                }
+                Poll::Ready(None) => {
+                    if let Some(idle) = this.idle.take() {
+                        this.driven.keep(idle);
+                    }
+                    Poll::Ready(None)
+                }
+                Poll::Pending => Poll::Pending,
+            };
+        }
+    }
+}
