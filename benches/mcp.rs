@@ -458,15 +458,8 @@ impl Server {
 
     /// This binary's bare rmcp server.
     fn bare() -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .arg("--serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        Self { child: Some(child), url: format!("http://{}/mcp", line.trim()), name: "bare rmcp" }
+        let (child, address) = serve::this_binary(&["--serve"]);
+        Self { child: Some(child), url: format!("http://{address}/mcp"), name: "bare rmcp" }
     }
 
     /// mcp-proxy 0.6.0 in front of `upstream`, as its README configures it.

@@ -326,30 +326,16 @@ struct Process {
 
 impl Process {
     fn upstream() -> Self {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .arg("--serve")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        Self { child, url: format!("http://{}/v1", line.trim()) }
+        let (child, address) = serve::this_binary(&["--serve"]);
+        Self { child, url: format!("http://{address}/v1") }
     }
 
     /// The plain proxy in Rust (this binary in `--proxy` mode) in front of
     /// `upstream`.
     fn plain(upstream: &str) -> Self {
         let authority = upstream.trim_start_matches("http://").trim_end_matches("/v1");
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--proxy", authority])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        Self { child, url: format!("http://{}/v1", line.trim()) }
+        let (child, address) = serve::this_binary(&["--proxy", authority]);
+        Self { child, url: format!("http://{address}/v1") }
     }
 
     /// `toolgate serve` with the model door in front of `upstream`.

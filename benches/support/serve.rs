@@ -12,6 +12,22 @@ use std::{
 /// test-util, whose clock takes a mutex on every read).
 const TEST_UTIL: &[u8] = b"time is already frozen";
 
+/// This bench's own binary started with `args` (a mode of its own: a model
+/// server, a plain proxy, a bare MCP server), and the address it prints as
+/// its first line once it listens.
+#[allow(dead_code)] // each bench uses a part of this module
+pub fn this_binary(args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    (child, line.trim().to_owned())
+}
+
 /// The gateway as it ships: `TOOLGATE_BIN`, else built by `cargo build
 /// --release --locked` into `target/shipped`, a folder `cargo bench` never
 /// writes. Not `CARGO_BIN_EXE_toolgate`: `cargo bench` builds that with the
