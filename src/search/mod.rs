@@ -105,9 +105,7 @@ static SYNONYMS: LazyLock<HashMap<String, Vec<String>>> = LazyLock::new(|| {
 static ACTIONS: LazyLock<HashMap<String, u16>> = LazyLock::new(|| {
     let words = Words::default();
     let mut actions: HashMap<String, u16> = HashMap::new();
-    let kinds = include_str!("actions.txt").lines().filter(|line| !line.starts_with('#') && line.contains(':'));
-    for (bit, line) in kinds.enumerate() {
-        let (_, said) = line.split_once(':').unwrap_or_default();
+    for (bit, (_, said)) in kinds().enumerate() {
         for entry in said.split(',') {
             if let [word] = words.of(entry).as_slice() {
                 *actions.entry(word.clone()).or_default() |= 1 << bit;
@@ -117,11 +115,16 @@ static ACTIONS: LazyLock<HashMap<String, u16>> = LazyLock::new(|| {
     actions
 });
 
+/// The kinds of `actions.txt` in order (a bit each in [`ACTIONS`]): each
+/// one's name and the words that say it.
+fn kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
+    let lines = include_str!("actions.txt").lines().filter(|line| !line.starts_with('#'));
+    lines.filter_map(|line| line.split_once(':')).map(|(kind, said)| (kind.trim(), said))
+}
+
 /// The bit of `kind` (a line of `actions.txt`) in [`ACTIONS`].
 fn kind(kind: &str) -> u16 {
-    let kinds = include_str!("actions.txt").lines().filter(|line| !line.starts_with('#') && line.contains(':'));
-    let at = kinds.map(|line| line.split_once(':').unwrap_or_default().0.trim()).position(|k| k == kind);
-    1 << at.expect("a kind of actions.txt")
+    1 << kinds().position(|(name, _)| name == kind).expect("a kind of actions.txt")
 }
 
 /// Reading things named in the plural (the kind of such a name, read and
