@@ -24,15 +24,20 @@ pub(crate) type Reply = Response<BoxBody<Bytes, Infallible>>;
 /// A door's answer to each request: the request and who sent it (the
 /// peer's address, what its connection presented, its calls).
 pub(crate) trait HttpEdge: Send + Sync + 'static {
+    /// Whether its connections are served on the connection threads
+    /// ([`super::threads`]), each whole on one thread, rather than as
+    /// tasks of the shared runtime.
+    const ON_THREADS: bool = false;
+
     fn handle(&self, request: Request<Incoming>, connected: &Peer) -> impl Future<Output = Reply> + Send;
 }
 
 /// Serves every connection of `connections` with `edge` until `stopping`
 /// completes, then waits for the connections' requests in flight. `door`
 /// names the door in the log line of a connection that ended in error.
-pub(crate) async fn serve_http(
+pub(crate) async fn serve_http<E: HttpEdge>(
     door: &'static str,
-    edge: Arc<impl HttpEdge>,
+    edge: Arc<E>,
     mut connections: Connections,
     mut stopping: Stopping,
 ) {
@@ -54,9 +59,23 @@ pub(crate) async fn serve_http(
             let (edge, connected) = (Arc::clone(&edge), connected.clone());
             async move { Ok::<_, Infallible>(edge.handle(request, &connected).await) }
         });
-        let connection =
-            graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
-        tokio::spawn(async move {
+        if !E::ON_THREADS {
+            let connection =
+                graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
+            tokio::spawn(async move {
+                if let Err(err) = connection.await {
+                    tracing::debug!(door, peer = %peer, "connection ended: {err}");
+                }
+            });
+            continue;
+        }
+        let (builder, watcher, mut conn) = (builder.clone(), graceful.watcher(), conn);
+        super::threads::spawn(async move {
+            if let Err(err) = conn.rehome() {
+                tracing::debug!(door, peer = %peer, "connection ended: cannot move it to its thread: {err}");
+                return;
+            }
+            let connection = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service));
             if let Err(err) = connection.await {
                 tracing::debug!(door, peer = %peer, "connection ended: {err}");
             }

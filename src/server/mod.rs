@@ -13,6 +13,7 @@ mod handshake;
 pub(crate) mod http;
 mod per_principal;
 mod serve;
+pub(crate) mod threads;
 
 use std::time::Duration;
 

@@ -75,6 +75,17 @@ pub(crate) enum Accepted {
     Tls(Box<TlsConn>),
 }
 
+impl Accepted {
+    /// Moves the connection to the runtime this is called on
+    /// ([`Conn::rehome`]), under TLS too.
+    pub(crate) fn rehome(&mut self) -> io::Result<()> {
+        match self {
+            Accepted::Plain(conn) => conn.rehome(),
+            Accepted::Tls(conn) => conn.get_mut().get_mut().0.rehome(),
+        }
+    }
+}
+
 /// The accepted connections of one listener.
 pub(crate) type Connections = Pin<Box<dyn Stream<Item = io::Result<Accepted>> + Send>>;
 

@@ -934,6 +934,77 @@ fn completion_bytes(text: &str) -> Vec<u8> {
         .into_bytes()
 }
 
+/// Each of the door's connections is served whole on a connection thread
+/// (its socket moved there after the accept): over TLS too, and a stream in
+/// flight when the gateway is told to stop still ends whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_tls_and_through_a_stop_each_connection_is_served_whole() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let ca = crate::common::pki::Ca::new("server CA");
+    let server = ca.issue("toolgate", &["127.0.0.1", "localhost"]);
+    dir.file("certs/server.pem", &server.cert);
+    dir.file("certs/server.key", &server.key);
+    let tls = "tls: {cert: certs/server.pem, key: certs/server.key}\n";
+    let (gateway, url, log) = serve_with(&dir, &upstream.base_url(), "", tls, &[]);
+    assert!(url.starts_with("https://"), "{url}");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let root = reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap();
+    let client = reqwest::Client::builder().add_root_certificate(root).build().unwrap();
+    let post = |model: &str, stream: bool| {
+        let request = client.post(format!("{url}/chat/completions")).header("content-type", "application/json");
+        request.body(weather_request(model, stream)).send()
+    };
+    // Several requests on one kept-alive connection, then more on others.
+    for _ in 0..3 {
+        let answer: Value = post("drift", false).await.unwrap().json().await.unwrap();
+        let call = &answer["choices"][0]["message"]["tool_calls"][0]["function"];
+        assert_eq!(
+            (call["name"].as_str(), call["arguments"].as_str()),
+            (Some("get_weather"), Some(r#"{"city":"Paris"}"#))
+        );
+    }
+    let mut asked = Vec::new();
+    for _ in 0..8 {
+        let client = reqwest::Client::builder()
+            .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes()).unwrap())
+            .build()
+            .unwrap();
+        let url = url.clone();
+        asked.push(tokio::spawn(async move {
+            let request = client.post(format!("{url}/chat/completions")).header("content-type", "application/json");
+            let answer = request.body(weather_request("drift", true)).send().await.unwrap();
+            answer.text().await.unwrap()
+        }));
+    }
+    for asked in asked {
+        let text = asked.await.unwrap();
+        assert!(text.contains("get_weather") && text.ends_with("data: [DONE]\n\n"), "{text}");
+    }
+    // A stream in flight when the gateway is told to stop: its first chunk
+    // came; the door stops accepting; released, the stream ends whole.
+    let answer = post("hold", true).await.unwrap();
+    let mut body = answer.bytes_stream();
+    let first = futures::StreamExt::next(&mut body).await.unwrap().unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("assistant"), "{first:?}");
+    let pid = gateway.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let door = url.trim_start_matches("https://").trim_end_matches("/v1").to_owned();
+    while tokio::net::TcpStream::connect(&door).await.is_ok() {
+        tokio::task::yield_now().await;
+    }
+    upstream.seen.release.send_replace(true);
+    let mut rest = Vec::new();
+    while let Some(piece) = futures::StreamExt::next(&mut body).await {
+        rest.extend_from_slice(&piece.unwrap());
+    }
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(rest.contains("Done.") && rest.ends_with("data: [DONE]\n\n"), "{rest}");
+    let status = tokio::task::spawn_blocking(move || gateway.wait().unwrap()).await.unwrap();
+    assert!(status.success(), "{status:?}\n{}", log.text());
+    log.wait_for("toolgate stopped", 1).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_the_model_server_closed_while_it_idled_loses_no_request() {
     // Each connection answers one request and closes when the next comes,

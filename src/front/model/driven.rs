@@ -41,7 +41,10 @@ use hyper::{
 use hyper_util::rt::TokioIo;
 use tokio::{net::TcpStream, time::Sleep};
 
-use crate::config::{Upstream, UpstreamProxy};
+use crate::{
+    config::{Upstream, UpstreamProxy},
+    server::threads,
+};
 
 /// The most idle connections kept for one model server; past them, a
 /// connection whose answer ends is closed.
@@ -56,6 +59,10 @@ struct Idle {
     connection: Pin<Box<Connection<TokioIo<TcpStream>, reqwest::Body>>>,
     /// When its last answer ended.
     since: std::time::Instant,
+    /// The connection thread it was made on, whose runtime its socket is
+    /// registered with ([`threads::home`]): only a request on that thread
+    /// takes it, so its wake-ups stay there.
+    home: Option<usize>,
 }
 
 /// The connections to one model server reached over plain HTTP.
@@ -177,10 +184,15 @@ impl Driven {
         }
     }
 
-    /// An idle connection still open, if one is kept.
+    /// An idle connection of this thread still open, if one is kept.
     fn take(&self) -> Option<Idle> {
+        let home = threads::home();
         loop {
-            let mut idle = crate::lock::lock(&self.idle).pop()?;
+            let mut idle = {
+                let mut kept = crate::lock::lock(&self.idle);
+                let last = kept.iter().rposition(|idle| idle.home == home)?;
+                kept.remove(last)
+            };
             // Polled once: a close the model server sent while it idled
             // ends it now, before a request is written to it.
             if idle.connection.as_mut().now_or_never().is_none() && !idle.send.is_closed() {
@@ -194,7 +206,8 @@ impl Driven {
             let stream = TcpStream::connect(&self.authority).await?;
             stream.set_nodelay(true)?;
             let (send, connection) = handshake(TokioIo::new(stream)).await.map_err(io::Error::other)?;
-            Ok::<_, io::Error>(Idle { send, connection: Box::pin(connection), since: std::time::Instant::now() })
+            let (since, home) = (std::time::Instant::now(), threads::home());
+            Ok::<_, io::Error>(Idle { send, connection: Box::pin(connection), since, home })
         };
         tokio::select! {
             connected = connecting => connected.map_err(Unanswered::Driven),

@@ -152,6 +152,10 @@ impl Door for ModelDoor {
 }
 
 impl HttpEdge for Edge {
+    /// Each connection whole on one thread: a request, the connection it
+    /// drives to the model server and its answer never change threads.
+    const ON_THREADS: bool = true;
+
     /// The answer; on the Messages API's paths, the door's own errors in
     /// that API's shape.
     async fn handle(&self, request: Request<Body>, connected: &Peer) -> Reply {

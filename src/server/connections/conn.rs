@@ -151,6 +151,10 @@ impl<S> PrefaceWatch<S> {
     pub(crate) fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    pub(crate) fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
 }
 
 impl<S: Connected> Connected for PrefaceWatch<S> {
@@ -237,6 +241,20 @@ impl Conn {
             timer: Box::pin(tokio::time::sleep_until(deadline.into())),
             _permit: permit,
         }
+    }
+
+    /// Moves the socket and the connection's timer to the runtime this is
+    /// called on (a connection thread's, [`crate::server::threads`]): the
+    /// socket is registered there under a copy of its descriptor, and the
+    /// timer set there for the same instant. Nothing read or written is lost:
+    /// the socket itself stays open, and a registration reports what is
+    /// already waiting to be read.
+    pub(crate) fn rehome(&mut self) -> io::Result<()> {
+        let copy: std::net::TcpStream = socket2::SockRef::from(&self.io).try_clone()?.into();
+        copy.set_nonblocking(true)?;
+        drop(std::mem::replace(&mut self.io, TcpStream::from_std(copy)?));
+        self.timer = Box::pin(tokio::time::sleep_until(self.timer.deadline()));
+        Ok(())
     }
 
     /// The peer's address.

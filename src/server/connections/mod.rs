@@ -197,13 +197,14 @@ impl ConnectionSettings {
 }
 
 /// Three quarters of the descriptors the process has left under its soft
-/// limit (the limit less those open now: the log, listeners, the runtime's),
-/// between 16 and 10,000. The last quarter is for what calls open: a
-/// command tool's pipes, backend and store connections, files.
+/// limit (the limit less those open now: the log, listeners, the runtime's,
+/// and those the connection threads will hold), between 16 and 10,000. The
+/// last quarter is for what calls open: a command tool's pipes, backend and
+/// store connections, files.
 pub(crate) fn default_max_connections() -> usize {
     let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
     // Linux lists a process's descriptors in /proc; elsewhere none are
     // counted.
-    let open = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count);
+    let open = std::fs::read_dir("/proc/self/fd").map_or(0, Iterator::count) + super::threads::descriptors_to_come();
     limit.map_or(10_000, |n| ((n.min(1 << 20) as usize).saturating_sub(open) * 3 / 4).clamp(16, 10_000))
 }
