@@ -52,11 +52,16 @@ fn catalogue(servers: &[Server], copies: usize, dir: &Path) -> Catalog {
     catalogue_with(servers, copies, Vec::new(), dir)
 }
 
-/// [`catalogue`] with `more` tools (registry entries) after the servers'.
+/// [`catalogue`] with `more` tools (registry entries) beside the servers'.
+/// Each server's tools are a tool pack of its name, so that, as federated
+/// from their server, they are one group to the search.
 fn catalogue_with(servers: &[Server], copies: usize, more: Vec<Value>, dir: &Path) -> Catalog {
-    let mut tools = Vec::new();
-    for copy in 0..copies {
-        for server in servers {
+    let packs_dir = dir.join(format!("packs-{copies}-{}", more.len()));
+    std::fs::create_dir_all(&packs_dir).unwrap();
+    let mut packs = Vec::new();
+    for server in servers {
+        let mut tools = Vec::new();
+        for copy in 0..copies {
             for tool in &server.tools {
                 let suffix = if copy == 0 { String::new() } else { format!("_{copy}") };
                 let name = format!("{}_{}{suffix}", server.name, tool["name"].as_str().unwrap());
@@ -71,11 +76,13 @@ fn catalogue_with(servers: &[Server], copies: usize, more: Vec<Value>, dir: &Pat
                 }));
             }
         }
+        let pack = packs_dir.join(format!("{}.yaml", server.name));
+        std::fs::write(pack, serde_json::to_string(&json!({"tools": tools})).unwrap()).unwrap();
+        packs.push(server.name.clone());
     }
     let path = dir.join(format!("registry-{copies}-{}.yaml", more.len()));
-    tools.extend(more);
-    std::fs::write(&path, serde_json::to_string(&json!({"tools": tools})).unwrap()).unwrap();
-    let options = LoadOptions { registry: vec![path], ..LoadOptions::default() };
+    std::fs::write(&path, serde_json::to_string(&json!({"tools": more})).unwrap()).unwrap();
+    let options = LoadOptions { registry: vec![path], packs_dir, packs, ..LoadOptions::default() };
     let loaded = catalog::load(&options, &Env::default()).unwrap_or_else(|e| panic!("{:?}", e.problems));
     for warning in &loaded.warnings {
         eprintln!("warning: {warning:?}");

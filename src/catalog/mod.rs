@@ -323,9 +323,14 @@ fn index_of(tools: &[Arc<Tool>]) -> Arc<SearchIndex> {
     Arc::new(SearchIndex::build(tools.iter().zip(&parameters).map(|(tool, parameters)| document(tool, parameters))))
 }
 
-/// What the search reads of `tool`.
+/// What the search reads of `tool`; its group is its MCP server or tool
+/// pack (the operator's registry and the built-in tools are no one group).
 fn document<'t>(tool: &'t Tool, parameters: &'t [(String, String)]) -> Document<'t> {
-    Document { name: &tool.name, aliases: &tool.aliases, description: &tool.description, parameters }
+    let group = match &tool.source {
+        Source::Mcp(group) | Source::Pack(group) => Some(group.as_str()),
+        Source::Builtin | Source::Registry => None,
+    };
+    Document { name: &tool.name, aliases: &tool.aliases, description: &tool.description, parameters, group }
 }
 
 impl Catalog {

@@ -22,6 +22,13 @@
 //! `which` or `what` and names things in the plural within its next three
 //! words ("which phone numbers do we own", "what statuses can it move to")
 //! asks for a list or a search, whatever verb follows.
+//! Then the group: the tools of one MCP server or tool pack, their words
+//! pooled, are read as one document too, each word for the share of the
+//! group's tools that use it and for how few groups do; the group the
+//! task's own words (no stop words, no synonyms) fit best gives each of its
+//! tools `GROUP_FIT` (4), the others in proportion. A task in a server's
+//! vocabulary ("a MongoDB collection") then favours that server's tools
+//! over another's whose name happens to say more of it.
 //!
 //! The statistics BM25 needs (how many tools, how long a tool is on
 //! average, how many tools hold a word) are those of the tools searched
@@ -65,6 +72,12 @@ const NAME_COVERAGE: f32 = 8.0;
 const ACTION_MATCH: f32 = 1.0;
 /// The share of its score a tool keeps whose name says only other kinds.
 const ACTION_OTHER: f32 = 0.9;
+/// What a tool gains when its group (its MCP server or tool pack) is the
+/// one whose tools' words fit the task best; the others in proportion.
+const GROUP_FIT: f32 = 4.0;
+/// How quickly a word's share of a group's tools saturates: a word most of
+/// a group's tools use says it about as much as one a fifth use.
+const GROUP_SATURATION: f32 = 0.1;
 /// How many sets of searched tools keep their view.
 const VIEWS: usize = 16;
 
@@ -151,13 +164,17 @@ pub struct Document<'d> {
     pub description: &'d str,
     /// Each parameter's name and description.
     pub parameters: &'d [(String, String)],
+    /// Where the tool comes from, when that is a whole set of tools: its
+    /// MCP server or tool pack. A group's tools' words, pooled, say what the
+    /// group is about ("a bot" and "a channel" for a chat server's tools).
+    pub group: Option<&'d str>,
 }
 
 impl Document<'_> {
     /// A hash of everything searched: equal for a tool that did not change.
     pub fn fingerprint(&self) -> u64 {
         let mut hasher = std::hash::DefaultHasher::new();
-        (self.name, self.aliases, self.description, self.parameters).hash(&mut hasher);
+        (self.name, self.aliases, self.description, self.parameters, self.group).hash(&mut hasher);
         hasher.finish()
     }
 }
@@ -170,6 +187,10 @@ struct Entry {
     names: Box<[Box<[u32]>]>,
     /// The kinds of thing its name and aliases say it does ([`ACTIONS`]).
     actions: u16,
+    /// Its group, by number, and the words it adds to the group's pool: of
+    /// its name, aliases, description and parameter names, each once.
+    group: Option<u32>,
+    pooled: Box<[u32]>,
 }
 
 /// The words of every document of one catalogue, by document.
@@ -208,11 +229,22 @@ struct View {
     named: Box<[(u32, u32, f32)]>,
     /// Each word's [`View::idf`], by number.
     idfs: Box<[f32]>,
+    /// Where each word's group postings start in `grouped`.
+    group_offsets: Box<[u32]>,
+    /// Each word's groups (of the view's documents) whose tools use it:
+    /// the group and what the word says of it (how rare the word is among
+    /// the groups, times its saturated share of the group's tools).
+    grouped: Box<[(u32, f32)]>,
+    /// How many groups there are (numbers below it).
+    groups: usize,
 }
 
-/// Lays out, for each word, the items `each` gives it: the offsets where
-/// each word's start (one more than `words`) and the items, word by word.
-fn lay_out<T: Copy + Default>(words: usize, each: impl Fn(&mut dyn FnMut(u32, T))) -> (Box<[u32]>, Box<[T]>) {
+/// Where each word's items start (one more than words), and the items,
+/// word by word.
+type Laid<T> = (Box<[u32]>, Box<[T]>);
+
+/// Lays out, for each word, the items `each` gives it.
+fn lay_out<T: Copy + Default>(words: usize, each: impl Fn(&mut dyn FnMut(u32, T))) -> Laid<T> {
     let mut offsets = vec![0u32; words + 1];
     each(&mut |term, _| offsets[term as usize + 1] += 1);
     for i in 1..offsets.len() {
@@ -268,7 +300,44 @@ impl View {
                 }
             }
         });
-        Self { among, offsets, postings, name_offsets, named, idfs }
+        let ((group_offsets, grouped), groups) = Self::groups(entries, words, &among);
+        Self { among, offsets, postings, name_offsets, named, idfs, group_offsets, grouped, groups }
+    }
+
+    /// The groups' pooled words among the documents `among`: for each word,
+    /// the groups whose tools use it and what it says of each.
+    fn groups(entries: &[Entry], words: usize, among: &[u32]) -> (Laid<(u32, f32)>, usize) {
+        let mut tools: Vec<u32> = Vec::new();
+        let mut using: HashMap<(u32, u32), u32> = HashMap::new();
+        for entry in among.iter().map(|&document| &entries[document as usize]) {
+            let Some(group) = entry.group else { continue };
+            if tools.len() <= group as usize {
+                tools.resize(group as usize + 1, 0);
+            }
+            tools[group as usize] += 1;
+            for &term in entry.pooled.iter() {
+                *using.entry((term, group)).or_default() += 1;
+            }
+        }
+        let present = tools.iter().filter(|&&n| n > 0).count() as f32;
+        let mut holding = vec![0u32; words];
+        for &(term, _) in using.keys() {
+            holding[term as usize] += 1;
+        }
+        let (offsets, grouped) = lay_out(words, |add: &mut dyn FnMut(u32, _)| {
+            for (&(term, group), &count) in &using {
+                let held = holding[term as usize] as f32;
+                let rare = (1.0 + (present - held + 0.5) / (held + 0.5)).ln();
+                let share = count as f32 / tools[group as usize] as f32;
+                add(term, (group, rare * share / (share + GROUP_SATURATION)));
+            }
+        });
+        ((offsets, grouped), tools.len())
+    }
+
+    fn grouped(&self, term: u32) -> &[(u32, f32)] {
+        let (start, end) = (self.group_offsets[term as usize], self.group_offsets[term as usize + 1]);
+        &self.grouped[start as usize..end as usize]
     }
 
     fn postings(&self, term: u32) -> &[(u32, f32)] {
@@ -288,8 +357,8 @@ impl View {
     }
 
     fn bytes(&self) -> usize {
-        let words = self.offsets.len() * 4 + self.name_offsets.len() * 4 + self.idfs.len() * 4;
-        self.among.len() * 4 + words + self.postings.len() * 8 + self.named.len() * 12
+        let words = (self.offsets.len() + self.name_offsets.len() + self.idfs.len() + self.group_offsets.len()) * 4;
+        self.among.len() * 4 + words + self.postings.len() * 8 + self.named.len() * 12 + self.grouped.len() * 8
     }
 }
 
@@ -302,12 +371,14 @@ impl SearchIndex {
         let mut entries = Vec::new();
         let mut fingerprints = HashMap::new();
         let mut counts: HashMap<u32, f32> = HashMap::new();
+        let mut groups: HashMap<String, u32> = HashMap::new();
         let mut number = |stem: &Arc<str>| {
             let next = vocabulary.len() as u32;
             *vocabulary.entry(Arc::clone(stem)).or_insert(next)
         };
         for (position, document) in documents.into_iter().enumerate() {
             counts.clear();
+            let mut pooled: Vec<u32> = Vec::new();
             let mut names: Vec<Box<[u32]>> = Vec::new();
             let mut actions = 0;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
@@ -326,23 +397,35 @@ impl SearchIndex {
                     does |= PLURAL.lists;
                 }
                 actions |= does;
+                pooled.extend_from_slice(&words);
                 // An alias that says the name again adds nothing to cover.
                 if !names.iter().any(|known| known[..] == words[..]) {
                     names.push(words.into_boxed_slice());
                 }
             }
-            let mut add =
-                |text: &str, weight: f32| stems.each(text, |stem| *counts.entry(number(stem)).or_default() += weight);
-            add(document.description, 1.0);
+            let mut add = |text: &str, weight: f32, pool: bool| {
+                stems.each(text, |stem| {
+                    let term = number(stem);
+                    *counts.entry(term).or_default() += weight;
+                    if pool {
+                        pooled.push(term);
+                    }
+                });
+            };
+            add(document.description, 1.0, true);
             for (name, description) in document.parameters {
-                add(name, PARAMETER_WEIGHT);
-                add(description, PARAMETER_WEIGHT);
+                add(name, PARAMETER_WEIGHT, true);
+                add(description, PARAMETER_WEIGHT, false);
             }
+            pooled.sort_unstable();
+            pooled.dedup();
+            let next = groups.len() as u32;
+            let group = document.group.map(|group| *groups.entry(group.to_owned()).or_insert(next));
             let position = u32::try_from(position).expect("fewer than 2^32 tools");
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();
             terms.sort_unstable_by_key(|&(term, _)| term);
-            entries.push(Entry { terms: terms.into(), names: names.into(), actions });
+            entries.push(Entry { terms: terms.into(), names: names.into(), actions, group, pooled: pooled.into() });
         }
         drop(stems);
         Self { words, vocabulary, entries, fingerprints, views: Mutex::new(Vec::new()) }
@@ -355,7 +438,9 @@ impl SearchIndex {
         let entries: usize = self
             .entries
             .iter()
-            .map(|e| e.terms.len() * 8 + e.names.iter().map(|n| n.len() * 4 + 16).sum::<usize>() + 32)
+            .map(|e| {
+                e.terms.len() * 8 + e.pooled.len() * 4 + e.names.iter().map(|n| n.len() * 4 + 16).sum::<usize>() + 48
+            })
             .sum();
         let views: usize = crate::lock::lock(&self.views).iter().map(|view| view.bytes()).sum();
         words + entries + self.fingerprints.len() * 16 + views
@@ -397,9 +482,10 @@ impl SearchIndex {
 
     /// The query's words (by number, those some document holds) with how
     /// much each counts (a stop word less), then their near-synonyms that
-    /// the query does not say itself; and the kinds of thing its first word
-    /// of a kind asks for ([`ACTIONS`]; 0: none).
-    fn query(&self, query: &str) -> (Vec<(u32, f32)>, u16) {
+    /// the query does not say itself; of those, the query's own words that
+    /// are no stop words; and the kinds of thing its first word of a kind
+    /// asks for ([`ACTIONS`]; 0: none).
+    fn query(&self, query: &str) -> (Vec<(u32, f32)>, Vec<u32>, u16) {
         let mut weighed: Vec<(String, f32)> = Vec::new();
         let unstemmed = self.words.unstemmed(query);
         let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
@@ -415,6 +501,11 @@ impl SearchIndex {
                 None => weighed.push((word, weight)),
             }
         }
+        let said: Vec<u32> = weighed
+            .iter()
+            .filter(|(word, _)| !STOP.contains(word))
+            .filter_map(|(word, _)| self.vocabulary.get(word.as_str()).copied())
+            .collect();
         for i in 0..weighed.len() {
             let weight = weighed[i].1 * SYNONYM_WEIGHT;
             for synonym in SYNONYMS.get(&weighed[i].0).into_iter().flatten() {
@@ -427,7 +518,7 @@ impl SearchIndex {
             .into_iter()
             .filter_map(|(word, weight)| Some((*self.vocabulary.get(word.as_str())?, weight)))
             .collect();
-        (terms, asked)
+        (terms, said, asked)
     }
 
     /// The `limit` documents among `among` (positions, each once) that fit
@@ -439,7 +530,7 @@ impl SearchIndex {
         if view.among.is_empty() {
             return Vec::new();
         }
-        let (terms, asked) = self.query(query);
+        let (terms, said, asked) = self.query(query);
         let mut scores = vec![0.0f32; view.among.len()];
         let mut scored = Vec::new();
         for &(term, weight) in &terms {
@@ -477,6 +568,22 @@ impl SearchIndex {
                 match does & asked != 0 {
                     true => *score += ACTION_MATCH,
                     false => *score *= ACTION_OTHER,
+                }
+            }
+        }
+        // The group whose tools' words fit the task best, and the others in
+        // proportion: a tool of it gains up to `GROUP_FIT`.
+        let mut fits = vec![0.0f32; view.groups];
+        for &term in &said {
+            for &(group, says) in view.grouped(term) {
+                fits[group as usize] += says;
+            }
+        }
+        let best = fits.iter().copied().fold(0.0f32, f32::max);
+        if best > 0.0 {
+            for &place in &scored {
+                if let Some(group) = self.entries[view.among[place as usize] as usize].group {
+                    scores[place as usize] += GROUP_FIT * fits[group as usize] / best;
                 }
             }
         }
@@ -565,6 +672,37 @@ mod tests {
         assert_eq!(names(&index, "Which countries can we get Twilio numbers in?", &all)[0], 2);
         // A name that gets things in the plural lists them.
         assert_eq!(names(&index, "Browse the issues in Linear", &all)[0], 4);
+    }
+
+    #[test]
+    fn the_group_whose_tools_speak_of_the_task_counts() {
+        // The committed pairs' catalogue (tests/data/tool_search: 36 real
+        // servers' tools as listed), each server a group or none.
+        let mut tools = Vec::new();
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tool_search/catalog");
+        for file in std::fs::read_dir(folder).unwrap() {
+            let listing: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(file.unwrap().path()).unwrap()).unwrap();
+            let server = listing["server"].as_str().unwrap().to_owned();
+            for tool in listing["tools"].as_array().unwrap() {
+                let name = format!("{server}_{}", tool["name"].as_str().unwrap());
+                tools.push((server.clone(), name, tool["description"].as_str().unwrap_or_default().to_owned()));
+            }
+        }
+        let index = |grouped: bool| {
+            SearchIndex::build(tools.iter().map(|(group, name, description)| Document {
+                group: grouped.then_some(group.as_str()),
+                ..document(name, description)
+            }))
+        };
+        let (with, without) = (index(true), index(false));
+        let all: Vec<u32> = (0..tools.len() as u32).collect();
+        let first = |index: &SearchIndex, task: &str| tools[names(index, task, &all)[0] as usize].1.clone();
+        // MongoDB's tools speak of collections throughout; without groups
+        // the other server's tool whose name says more of the task came first.
+        let task = "Describe the schema of a MongoDB collection";
+        assert_eq!(first(&with, task), "mongodb_collection-schema");
+        assert_eq!(first(&without, task), "neon_describe_table_schema");
     }
 
     #[test]
