@@ -169,17 +169,28 @@ impl App {
                 }
             }
         };
-        // The relay never ends: the gateway's door does.
+        // The relay never ends: the gateway's door does. It relays on while
+        // the other doors drain (a second signal ends their drain too), and
+        // their stop lives until they end: a door whose drain outlasts the
+        // gateway's is not told to close at once.
+        tokio::pin!(relay);
         let served = tokio::select! {
             served = served => served,
-            never = relay => match never {},
+            never = &mut relay => match never {},
         };
         fanned.end_unless_stopping();
-        for other in others {
-            if let Ok(Err(err)) = other.await {
-                tracing::warn!("a door failed: {err}");
+        let others = async {
+            for other in others {
+                if let Ok(Err(err)) = other.await {
+                    tracing::warn!("a door failed: {err}");
+                }
             }
+        };
+        tokio::select! {
+            () = others => {}
+            never = relay => match never {},
         }
+        drop(fanned);
         served
     }
 }
@@ -232,7 +243,7 @@ impl Fanned {
 
     /// The gRPC door ended: if it was not told to, the others stop too,
     /// at once; if it was, they finish their drain.
-    fn end_unless_stopping(self) {
+    fn end_unless_stopping(&self) {
         if !*self.shutdown.borrow() {
             self.shutdown.send_replace(true);
             self.now.send_replace(true);

@@ -44,7 +44,7 @@ pub(crate) async fn serve_http<E: HttpEdge>(
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
     let builder = Builder::new(TokioExecutor::new());
     loop {
-        let conn = tokio::select! {
+        let mut conn = tokio::select! {
             next = connections.next() => match next {
                 Some(Ok(conn)) => conn,
                 Some(Err(_)) => continue,
@@ -59,28 +59,29 @@ pub(crate) async fn serve_http<E: HttpEdge>(
             let (edge, connected) = (Arc::clone(&edge), connected.clone());
             async move { Ok::<_, Infallible>(edge.handle(request, &connected).await) }
         });
-        if !E::ON_THREADS {
-            let connection =
-                graceful.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service).into_owned());
-            tokio::spawn(async move {
-                if let Err(err) = connection.await {
-                    tracing::debug!(door, peer = %peer, "connection ended: {err}");
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        let serving = async move {
+            if E::ON_THREADS {
+                if let Err(err) = conn.rehome() {
+                    tracing::debug!(door, peer = %peer, "connection ended: cannot move it to its thread: {err}");
+                    return;
                 }
-            });
-            continue;
-        }
-        let (builder, watcher, mut conn) = (builder.clone(), graceful.watcher(), conn);
-        super::threads::spawn(async move {
-            if let Err(err) = conn.rehome() {
-                tracing::debug!(door, peer = %peer, "connection ended: cannot move it to its thread: {err}");
-                return;
             }
             let connection = watcher.watch(builder.serve_connection_with_upgrades(TokioIo::new(conn), service));
             if let Err(err) = connection.await {
                 tracing::debug!(door, peer = %peer, "connection ended: {err}");
             }
-        });
+        };
+        match E::ON_THREADS {
+            true => super::threads::spawn(serving),
+            false => {
+                tokio::spawn(serving);
+            }
+        }
     }
+    // Told to stop: the listener closes (a new client is refused, not left
+    // in the listen queue) while the connections finish.
+    drop(connections);
     graceful.shutdown().await;
 }
 

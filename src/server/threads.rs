@@ -82,7 +82,9 @@ fn threads() -> &'static [Thread] {
 }
 
 fn start(at: usize) -> std::io::Result<Thread> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    // Sockets and timers only: no signal or process driver (the process
+    // has one, on its shared runtime; a second saw one SIGTERM twice).
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
     let handle = runtime.handle().clone();
     std::thread::Builder::new().name(format!("toolgate-conn-{at}")).spawn(move || {
         HOME.with(|home| home.set(Some(at)));

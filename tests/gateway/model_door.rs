@@ -996,7 +996,7 @@ async fn over_tls_and_through_a_stop_each_connection_is_served_whole() {
     upstream.seen.release.send_replace(true);
     let mut rest = Vec::new();
     while let Some(piece) = futures::StreamExt::next(&mut body).await {
-        rest.extend_from_slice(&piece.unwrap());
+        rest.extend_from_slice(&piece.unwrap_or_else(|err| panic!("the stream was cut: {err:?}\n{}", log.text())));
     }
     let rest = String::from_utf8_lossy(&rest);
     assert!(rest.contains("Done.") && rest.ends_with("data: [DONE]\n\n"), "{rest}");
