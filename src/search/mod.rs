@@ -75,8 +75,9 @@ const ACTION_OTHER: f32 = 0.9;
 /// What a tool gains when its group (its MCP server or tool pack) is the
 /// one whose tools' words fit the task best; the others in proportion.
 const GROUP_FIT: f32 = 4.0;
-/// How quickly a word's share of a group's tools saturates: a word most of
-/// a group's tools use says it about as much as one a fifth use.
+/// How quickly a word's share of a group's tools saturates: a word a fifth
+/// of a group's tools use says three quarters of what one they all use
+/// says.
 const GROUP_SATURATION: f32 = 0.1;
 /// How many sets of searched tools keep their view.
 const VIEWS: usize = 16;
