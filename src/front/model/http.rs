@@ -486,11 +486,10 @@ impl Edge {
         };
         let (upstream, sent) = self.send(&upstreams, request, observer, Some(&spans)).await;
         spans.answered_by(&upstream.name);
-        let (url, sending) = (url_of(upstream), sending_to(upstream));
         let asker = (tries > 0).then(|| Asker {
             client: self.client(upstream).clone(),
-            url: url.clone(),
-            headers: sending.clone(),
+            url: url_of(upstream),
+            headers: sending_to(upstream),
             api,
             lifting_on: lifting.on,
             // The tries share the upstream's timeout.
