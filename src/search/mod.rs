@@ -372,7 +372,7 @@ impl SearchIndex {
         let mut entries = Vec::new();
         let mut fingerprints = HashMap::new();
         let mut counts: HashMap<u32, f32> = HashMap::new();
-        let mut groups: HashMap<String, u32> = HashMap::new();
+        let mut groups: HashMap<&'d str, u32> = HashMap::new();
         let mut number = |stem: &Arc<str>| {
             let next = vocabulary.len() as u32;
             *vocabulary.entry(Arc::clone(stem)).or_insert(next)
@@ -421,7 +421,7 @@ impl SearchIndex {
             pooled.sort_unstable();
             pooled.dedup();
             let next = groups.len() as u32;
-            let group = document.group.map(|group| *groups.entry(group.to_owned()).or_insert(next));
+            let group = document.group.map(|group| *groups.entry(group).or_insert(next));
             let position = u32::try_from(position).expect("fewer than 2^32 tools");
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();

@@ -10,9 +10,8 @@
 //! two workers: on a 2-core machine, at 1 request in flight, the model door
 //! spent about 225 µs of CPU and 4.3 context switches a request; on a
 //! connection thread, 86 µs and 2.0, about what a plain proxy that reads
-//! nothing spends
-//! (docs/benchmarks.md, "The model door"). The gRPC and MCP doors stay on
-//! the shared runtime.
+//! nothing spends (docs/benchmarks.md, "The model door"). The gRPC and MCP
+//! doors stay on the shared runtime.
 //!
 //! A thread takes the next connection when it holds the fewest open ones.
 //! The threads last as long as the process; a connection on one ends as it
@@ -23,7 +22,7 @@ use std::{
     future::Future,
     sync::{
         atomic::{AtomicUsize, Ordering},
-        Arc, OnceLock,
+        OnceLock,
     },
 };
 
@@ -33,7 +32,7 @@ use tokio::runtime::Handle;
 /// connections it serves.
 struct Thread {
     runtime: Handle,
-    open: Arc<AtomicUsize>,
+    open: AtomicUsize,
 }
 
 static THREADS: OnceLock<Vec<Thread>> = OnceLock::new();
@@ -82,15 +81,15 @@ fn threads() -> &'static [Thread] {
 }
 
 fn start(at: usize) -> std::io::Result<Thread> {
-    // Sockets and timers only: no signal or process driver (the process
-    // has one, on its shared runtime; a second saw one SIGTERM twice).
+    // Sockets and timers only: what is served here starts no process and
+    // waits for no signal (the shared runtime's drivers do both).
     let runtime = tokio::runtime::Builder::new_current_thread().enable_io().enable_time().build()?;
     let handle = runtime.handle().clone();
     std::thread::Builder::new().name(format!("toolgate-conn-{at}")).spawn(move || {
         HOME.with(|home| home.set(Some(at)));
         runtime.block_on(std::future::pending::<()>());
     })?;
-    Ok(Thread { runtime: handle, open: Arc::new(AtomicUsize::new(0)) })
+    Ok(Thread { runtime: handle, open: AtomicUsize::new(0) })
 }
 
 /// Runs `connection` on the connection thread that serves the fewest open
@@ -110,12 +109,12 @@ pub(crate) fn spawn(connection: impl Future<Output = ()> + Send + 'static) {
 }
 
 /// A connection counted open on its thread until dropped.
-struct Open(Arc<AtomicUsize>);
+struct Open(&'static AtomicUsize);
 
 impl Open {
-    fn count(open: &Arc<AtomicUsize>) -> Self {
+    fn count(open: &'static AtomicUsize) -> Self {
         open.fetch_add(1, Ordering::Relaxed);
-        Self(Arc::clone(open))
+        Self(open)
     }
 }
 

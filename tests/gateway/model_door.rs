@@ -876,14 +876,18 @@ impl Scripted {
                     for n in 0.. {
                         // One request: its head, then as many bytes as its
                         // Content-Length says.
+                        let whole = |buffer: &[u8]| {
+                            let end = buffer.windows(4).position(|w| w == b"\r\n\r\n")?;
+                            let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
+                            let length = head
+                                .lines()
+                                .find_map(|l| l.strip_prefix("content-length:"))
+                                .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                            Some(end + 4 + length).filter(|&whole| buffer.len() >= whole)
+                        };
                         let length = loop {
-                            if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-                                let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
-                                let length = head
-                                    .lines()
-                                    .find_map(|l| l.strip_prefix("content-length:"))
-                                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
-                                break end + 4 + length;
+                            if let Some(length) = whole(&buffer) {
+                                break length;
                             }
                             let mut chunk = [0u8; 4096];
                             match socket.read(&mut chunk).await {
@@ -891,13 +895,6 @@ impl Scripted {
                                 Ok(got) => buffer.extend_from_slice(&chunk[..got]),
                             }
                         };
-                        while buffer.len() < length {
-                            let mut chunk = [0u8; 4096];
-                            match socket.read(&mut chunk).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(got) => buffer.extend_from_slice(&chunk[..got]),
-                            }
-                        }
                         buffer.drain(..length);
                         read.fetch_add(1, Ordering::SeqCst);
                         match answers(n) {

@@ -267,8 +267,13 @@ fn to_hyper(request: reqwest::Request) -> Result<Request<reqwest::Body>, Unanswe
 }
 
 fn timed_out(timeout: Duration) -> Unanswered {
+    Unanswered::Driven(no_answer(timeout))
+}
+
+/// The error of an exchange that outlasted `timeout`.
+fn no_answer(timeout: Duration) -> io::Error {
     let what = format!("no answer within {}", humantime::format_duration(timeout));
-    Unanswered::Driven(io::Error::new(io::ErrorKind::TimedOut, what))
+    io::Error::new(io::ErrorKind::TimedOut, what)
 }
 
 /// An answer's body, read: each poll drives the connection first, then
@@ -289,8 +294,7 @@ impl Stream for Answer {
         let this = &mut *self;
         if this.deadline.as_mut().poll(cx).is_ready() {
             this.idle = None;
-            let what = format!("no answer within {}", humantime::format_duration(this.timeout));
-            return Poll::Ready(Some(Err(io::Error::new(io::ErrorKind::TimedOut, what))));
+            return Poll::Ready(Some(Err(no_answer(this.timeout))));
         }
         if let Some(idle) = &mut this.idle {
             if idle.connection.as_mut().poll(cx).is_ready() {
