@@ -69,7 +69,26 @@ struct Idle {
 pub(super) struct Driven {
     /// `host:port`, as the door connects.
     authority: String,
+    /// The `Host` header its requests carry.
+    host: header::HeaderValue,
+    /// The path of its `base_url` (`/v1`), which a request's path follows.
+    base_path: String,
     idle: Mutex<Vec<Idle>>,
+}
+
+/// A request to an upstream, as the door sends it on either path (a
+/// driven connection, or reqwest's client).
+#[derive(Clone)]
+pub(super) struct Outgoing {
+    pub(super) method: hyper::Method,
+    /// The path and query under the upstream's `base_url`
+    /// (`/chat/completions?…`).
+    pub(super) path: String,
+    pub(super) headers: header::HeaderMap,
+    /// Sent when not empty.
+    pub(super) body: Bytes,
+    /// For the whole exchange, the answer's body included.
+    pub(super) timeout: Duration,
 }
 
 /// Why no answer came: reqwest's error, or a driven connection's.
@@ -119,19 +138,24 @@ impl Driven {
             return None;
         }
         let authority = format!("{}:{}", url.host_str()?, url.port_or_known_default()?);
-        Some(Arc::new(Self { authority, idle: Mutex::new(Vec::new()) }))
+        let host = match url.port() {
+            Some(port) => format!("{}:{port}", url.host_str()?),
+            None => url.host_str()?.to_owned(),
+        };
+        let host = header::HeaderValue::from_str(&host).ok()?;
+        let base_path = url.path().trim_end_matches('/').to_owned();
+        Some(Arc::new(Self { authority, host, base_path, idle: Mutex::new(Vec::new()) }))
     }
 
-    /// `request` (built by reqwest, its body in memory) sent on an idle
-    /// connection or a new one, within the request's timeout; the answer's
-    /// head, its body read as the caller reads it.
-    pub(super) async fn execute(self: &Arc<Self>, request: reqwest::Request) -> Result<reqwest::Response, Unanswered> {
-        let timeout = request.timeout().copied().unwrap_or(Duration::from_secs(600));
+    /// `outgoing` sent on an idle connection or a new one, within its
+    /// timeout; the answer's head, its body read as the caller reads it.
+    pub(super) async fn execute(self: &Arc<Self>, outgoing: Outgoing) -> Result<reqwest::Response, Unanswered> {
+        let timeout = outgoing.timeout;
         // One timer for the whole exchange, the answer's body included.
         let mut deadline = Box::pin(tokio::time::sleep(timeout));
-        // Kept for a second try (a body in memory is shared, not copied).
-        let mut spare = request.try_clone();
-        let mut request = to_hyper(request)?;
+        let mut request = self.request(&outgoing)?;
+        // Kept for a second try (the body is shared, not copied).
+        let mut spare = Some(outgoing);
         let mut pooled = true;
         loop {
             let taken = if pooled { self.take() } else { None };
@@ -171,7 +195,7 @@ impl Driven {
             // connection, once.
             let again = match failed.take_message() {
                 Some(unsent) => Some(unsent),
-                None if failed.error().is_incomplete_message() => spare.take().map(to_hyper).transpose()?,
+                None if failed.error().is_incomplete_message() => spare.take().map(|o| self.request(&o)).transpose()?,
                 None => None,
             };
             match again {
@@ -243,27 +267,24 @@ impl Driven {
     }
 }
 
-/// `request` as hyper sends it on a connection: its path and query, a
-/// `Host` header, its body as built.
-fn to_hyper(request: reqwest::Request) -> Result<Request<reqwest::Body>, Unanswered> {
-    let url = request.url();
-    let host = match url.port() {
-        Some(port) => format!("{}:{port}", url.host_str().unwrap_or_default()),
-        None => url.host_str().unwrap_or_default().to_owned(),
-    };
-    let target = match url.query() {
-        Some(query) => format!("{}?{query}", url.path()),
-        None => url.path().to_owned(),
-    };
-    let mut request: Request<reqwest::Body> = request.try_into()?;
-    *request.uri_mut() = target.parse().map_err(|err| Unanswered::Driven(io::Error::other(err)))?;
-    let headers = request.headers_mut();
-    headers.insert(
-        header::HOST,
-        header::HeaderValue::from_str(&host).map_err(io::Error::other).map_err(Unanswered::Driven)?,
-    );
-    headers.entry(header::ACCEPT).or_insert(header::HeaderValue::from_static("*/*"));
-    Ok(request)
+impl Driven {
+    /// `outgoing` as hyper sends it on a connection: the base URL's path
+    /// and the request's, a `Host` header, `Accept: */*` unless it says
+    /// otherwise, its body (none when empty).
+    fn request(&self, outgoing: &Outgoing) -> Result<Request<reqwest::Body>, Unanswered> {
+        let target = format!("{}{}", self.base_path, outgoing.path);
+        let mut request = Request::new(match outgoing.body.is_empty() {
+            true => reqwest::Body::from(Bytes::new()),
+            false => reqwest::Body::from(outgoing.body.clone()),
+        });
+        *request.method_mut() = outgoing.method.clone();
+        *request.uri_mut() = target.parse().map_err(|err| Unanswered::Driven(io::Error::other(err)))?;
+        let headers = request.headers_mut();
+        headers.clone_from(&outgoing.headers);
+        headers.insert(header::HOST, self.host.clone());
+        headers.entry(header::ACCEPT).or_insert(header::HeaderValue::from_static("*/*"));
+        Ok(request)
+    }
 }
 
 fn timed_out(timeout: Duration) -> Unanswered {

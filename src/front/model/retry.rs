@@ -194,7 +194,7 @@ pub(super) fn asked_again(request: &[u8], answer: &Value, corrective: Vec<Value>
         }
     }
     object.insert("stream".to_owned(), false.into());
-    Some(Bytes::from(body.to_string()))
+    Some(super::http::json_bytes(&body))
 }
 
 /// `usage` added to `total`: each token count summed, at every depth
