@@ -19,7 +19,10 @@ use super::{
     driven::{Driven, Outgoing, Unanswered},
     observe::Spans,
     request::Asked,
-    response::{header as repairs_header, repair_completion, repair_message, repair_response, Lifting, Made},
+    response::{
+        header as repairs_header, repair_completion, repair_completion_text, repair_message, repair_response, Lifting,
+        Made,
+    },
     retry, route,
     stream::{relay, Choices, Rules},
     stream_messages::MessageEvents,
@@ -721,6 +724,15 @@ fn repaired(
     spans: &Spans,
     api: Api,
 ) -> (Reply, Vec<Made>) {
+    // A chat completion read where its calls lie, when nothing needs its
+    // tree (no span or metric reads it).
+    if let (Answer::AsCame(body), Some(declared), Api::Chat, false) = (&answer, declared, api, spans.reading()) {
+        if let Some((written, made)) = repair_completion_text(body, declared, lifting) {
+            let repairs = (!made.is_empty()).then(|| repairs_header(&made, MAX_REPAIRS_HEADER));
+            let body = written.map_or_else(|| body.clone(), Bytes::from);
+            return (passed(status, headers, body, repairs), made);
+        }
+    }
     let (body, parsed, already) = match answer {
         Answer::AsCame(body) => match declared.is_some() || spans.reading() {
             true => {

@@ -7,8 +7,8 @@
 //! was; a content holding anything else (words after a call, a call inside
 //! prose) stays text. No call is ever invented, merged or dropped.
 
-use serde::Serialize;
-use serde_json::{json, Map, Value};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, value::RawValue, Map, Value};
 
 use crate::exec::{
     declared::{Declared, Prepared},
@@ -195,6 +195,114 @@ pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: 
     made
 }
 
+/// A whole chat completion as [`repair_completion`] repairs it, read
+/// where its calls lie in its text instead of as a tree: each call's `name`
+/// and `arguments` found in place, every other member skipped by the
+/// parser. When nothing is repaired the answer is its bytes as they came;
+/// when calls are, the repaired `name` and `arguments` are written over
+/// theirs and every other byte stays as the model server wrote it.
+/// `None` (the caller then repairs the tree) for whatever this reading
+/// does not take whole: a completion of another shape, a member named
+/// twice, an `arguments` that is an object or missing from a repaired
+/// call, and a choice whose text holds calls to lift.
+pub(super) fn repair_completion_text(
+    body: &[u8],
+    declared: &Declared,
+    lifting: Lifting,
+) -> Option<(Option<Vec<u8>>, Vec<Made>)> {
+    let completion: CompletionText = serde_json::from_slice(body).ok()?;
+    let (mut made, mut written) = (Vec::new(), Vec::new());
+    for (at, choice) in completion.choices.iter().enumerate() {
+        let index = choice.index.unwrap_or(at as u64);
+        let Some(message) = &choice.message else { continue };
+        let calls = message.tool_calls.as_ref().filter(|c| !c.is_empty());
+        if let Some(calls) = calls {
+            for (i, call) in calls.iter().enumerate() {
+                let Some(function) = &call.function else { continue };
+                let Some(name) = function.name.and_then(string) else { continue };
+                let arguments = match function.arguments {
+                    Some(raw) if raw.get().starts_with('"') => string(raw)?,
+                    Some(raw) if raw.get().starts_with('{') => return None,
+                    _ => String::new(),
+                };
+                let Some(prepared) = repair_call(&name, &arguments, declared) else { continue };
+                made.extend(self::made(index, i, &prepared, None));
+                let (name_at, arguments_at) = (function.name?, function.arguments?);
+                written.push((span(body, name_at), serde_json::to_string(&prepared.name).ok()?));
+                written.push((span(body, arguments_at), serde_json::to_string(&prepared.arguments_json).ok()?));
+            }
+            continue;
+        }
+        let natural = choice.finish_reason.and_then(string).as_deref() == Some("stop");
+        let content = message.content.and_then(string).filter(|c| !c.trim().is_empty());
+        if natural && content.is_some_and(|content| lift(&content, declared, lifting, index, false, false).is_some()) {
+            return None;
+        }
+    }
+    if written.is_empty() {
+        return Some((None, made));
+    }
+    written.sort_by_key(|(at, _)| at.start);
+    let mut out = Vec::with_capacity(body.len() + 64);
+    let mut from = 0;
+    for (at, text) in written {
+        out.extend_from_slice(&body[from..at.start]);
+        out.extend_from_slice(text.as_bytes());
+        from = at.end;
+    }
+    out.extend_from_slice(&body[from..]);
+    Some((Some(out), made))
+}
+
+/// Where `raw` (read from `body`, borrowed) lies in it.
+fn span(body: &[u8], raw: &RawValue) -> std::ops::Range<usize> {
+    let start = raw.get().as_ptr() as usize - body.as_ptr() as usize;
+    start..start + raw.get().len()
+}
+
+/// `raw` as a string, when it is one.
+fn string(raw: &RawValue) -> Option<String> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// A chat completion's choices, as [`repair_completion_text`] reads them.
+#[derive(Deserialize)]
+struct CompletionText<'a> {
+    #[serde(borrow)]
+    choices: Vec<ChoiceText<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ChoiceText<'a> {
+    index: Option<u64>,
+    #[serde(borrow)]
+    finish_reason: Option<&'a RawValue>,
+    #[serde(borrow)]
+    message: Option<MessageText<'a>>,
+}
+
+#[derive(Deserialize)]
+struct MessageText<'a> {
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    tool_calls: Option<Vec<CallText<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct CallText<'a> {
+    #[serde(borrow)]
+    function: Option<FunctionText<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionText<'a> {
+    #[serde(borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
 /// A `function` object's call repaired, if it was.
 fn repaired_function(function: &Map<String, Value>, declared: &Declared) -> Option<Prepared> {
     let name = function.get("name")?.as_str()?;
@@ -370,4 +478,94 @@ pub(super) fn repair_message(body: &mut Value, declared: &Declared, lifting: Lif
     content.extend(blocks);
     body["stop_reason"] = "tool_use".into();
     made
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tools() -> Declared {
+        let weather = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+        let grep = json!({"type": "object", "properties": {"pattern": {"type": "string"}}, "required": ["pattern"]});
+        let tools = vec![
+            crate::exec::declared::declared("get_weather", Some(&weather), false),
+            crate::exec::declared::declared("grep", Some(&grep), false),
+        ];
+        Declared::new(tools, crate::exec::ExecLimits::default()).unwrap()
+    }
+
+    fn completion(choices: Value) -> String {
+        json!({"id": "c", "object": "chat.completion", "model": "m", "choices": choices,
+            "usage": {"total_tokens": 15}})
+        .to_string()
+    }
+
+    fn called(name: &str, arguments: &str) -> Value {
+        json!({"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": name, "arguments": arguments}}]}})
+    }
+
+    /// Read in place, the answer means what the tree's repair makes of it,
+    /// with the same repairs; the bytes stay as they came when nothing is
+    /// repaired.
+    #[test]
+    fn calls_read_in_place_are_repaired_as_the_tree_repairs_them() {
+        let lifting = Lifting { on: true, several: true };
+        let declared = tools();
+        let two = json!([called("GetWeather", "{'city': 'Paris',}"),
+            {"index": 1, "finish_reason": "tool_calls", "message": {"content": "", "tool_calls": [
+                {"function": {"name": "grep", "arguments": "{\"pattern\": \"TODO\"}"}},
+                {"function": {"name": "grep\u{e9}", "arguments": "{pattern: \"caf\\u00e9\"}"}}]}}]);
+        let prose = json!([{"index": 0, "finish_reason": "stop", "message": {"content": "It is sunny in Paris."}}]);
+        let cases = [
+            completion(json!([called("GetWeather", "{'city': 'Paris',}")])),
+            completion(json!([called("get_weather", "{\"city\": \"Paris\"}")])),
+            completion(two),
+            completion(prose),
+            // No arguments: nothing can be made ready.
+            completion(json!([{"message": {"tool_calls": [{"function": {"name": "GetWeather"}}]}}])),
+            // The upstream's own spacing and escapes are kept around a repair.
+            "{ \"choices\" : [ {\"message\": {\"tool_calls\": [ {\"function\": {\"arguments\": \"{city: 'Oslo'}\", \
+             \"name\": \"get-weather\"}} ], \"content\": \"\\u00e9\"}} ] , \"x\": 1.0e2 }"
+                .to_owned(),
+        ];
+        for body in cases {
+            let (written, made) = repair_completion_text(body.as_bytes(), &declared, lifting).expect("read in place");
+            let mut tree: Value = serde_json::from_str(&body).unwrap();
+            let made_in_tree = repair_completion(&mut tree, &declared, lifting);
+            assert_eq!(made, made_in_tree, "{body}");
+            match written {
+                None => assert!(made.is_empty(), "{body}"),
+                Some(written) => {
+                    assert_eq!(serde_json::from_slice::<Value>(&written).unwrap(), tree, "{body}");
+                    let text = String::from_utf8(written).unwrap();
+                    assert!(text.contains("\\u00e9") || !body.contains("\\u00e9"), "{text}");
+                }
+            }
+        }
+    }
+
+    /// What the reading in place does not take whole is left to the tree.
+    #[test]
+    fn what_is_not_read_whole_in_place_is_left_to_the_tree() {
+        let lifting = Lifting { on: true, several: true };
+        let declared = tools();
+        let lifted = json!([{"index": 0, "finish_reason": "stop",
+            "message": {"content": "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"}}]);
+        let object_arguments = json!([{"message": {"tool_calls": [
+            {"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]}}]);
+        let cases = [
+            completion(lifted),
+            completion(object_arguments),
+            // A member named twice: the tree reads the last.
+            "{\"choices\": [{\"message\": {\"tool_calls\": [{\"function\": {\"name\": \"grep\", \"name\": \"GetWeather\", \
+             \"arguments\": \"{}\"}}]}}]}"
+                .to_owned(),
+            "{\"choices\": {}}".to_owned(),
+            "[1, 2]".to_owned(),
+        ];
+        for body in cases {
+            assert!(repair_completion_text(body.as_bytes(), &declared, lifting).is_none(), "{body}");
+        }
+    }
 }
