@@ -20,8 +20,8 @@ use super::{
     observe::Spans,
     request::Asked,
     response::{
-        header as repairs_header, repair_completion, repair_completion_text, repair_message, repair_response, Lifting,
-        Made,
+        header as repairs_header, repair_completion, repair_completion_text, repair_message, repair_response, InPlace,
+        Lifting, Made,
     },
     retry, route,
     stream::{relay, Choices, Rules},
@@ -724,10 +724,11 @@ fn repaired(
     spans: &Spans,
     api: Api,
 ) -> (Reply, Vec<Made>) {
-    // A chat completion read where its calls lie, when nothing needs its
-    // tree (no span or metric reads it).
-    if let (Answer::AsCame(body), Some(declared), Api::Chat, false) = (&answer, declared, api, spans.reading()) {
-        if let Some((written, made)) = repair_completion_text(body, declared, lifting) {
+    // A chat completion read where its calls lie, without a tree.
+    if let (Answer::AsCame(body), Some(declared), Api::Chat) = (&answer, declared, api) {
+        if let Some(InPlace { written, made, said }) = repair_completion_text(body, declared, lifting, spans.reading())
+        {
+            spans.said(said);
             let repairs = (!made.is_empty()).then(|| repairs_header(&made, MAX_REPAIRS_HEADER));
             let body = written.map_or_else(|| body.clone(), Bytes::from);
             return (passed(status, headers, body, repairs), made);

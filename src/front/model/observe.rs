@@ -146,6 +146,15 @@ impl Spans {
         self.generation(completion.get("model").and_then(Value::as_str), reasons, completion.get("usage"));
     }
 
+    /// The same, of an answer read in place.
+    pub(super) fn said(&self, said: super::response::Generation) {
+        if !self.reading() {
+            return;
+        }
+        let reasons = said.reasons.into_iter().map(Into::into).collect();
+        self.generation(said.model.as_deref(), reasons, said.usage.as_ref());
+    }
+
     /// The generation's model, finish reasons and usage, as read.
     pub(super) fn generation(
         &self,

@@ -205,13 +205,24 @@ pub(super) fn repair_completion(body: &mut Value, declared: &Declared, lifting: 
 /// does not take whole: a completion of another shape, a member named
 /// twice, an `arguments` that is an object or missing from a repaired
 /// call, and a choice whose text holds calls to lift.
+/// What it says of the generation is read when `reading` (a span or a
+/// metric takes it).
 pub(super) fn repair_completion_text(
     body: &[u8],
     declared: &Declared,
     lifting: Lifting,
-) -> Option<(Option<Vec<u8>>, Vec<Made>)> {
+    reading: bool,
+) -> Option<InPlace> {
     let completion: CompletionText = serde_json::from_slice(body).ok()?;
     let (mut made, mut written) = (Vec::new(), Vec::new());
+    let said = match reading {
+        true => Generation {
+            model: completion.model.and_then(string),
+            reasons: completion.choices.iter().filter_map(|c| c.finish_reason.and_then(string)).collect(),
+            usage: completion.usage.and_then(|raw| serde_json::from_str(raw.get()).ok()),
+        },
+        false => Generation::default(),
+    };
     for (at, choice) in completion.choices.iter().enumerate() {
         let index = choice.index.unwrap_or(at as u64);
         let Some(message) = &choice.message else { continue };
@@ -240,7 +251,7 @@ pub(super) fn repair_completion_text(
         }
     }
     if written.is_empty() {
-        return Some((None, made));
+        return Some(InPlace { written: None, made, said });
     }
     written.sort_by_key(|(at, _)| at.start);
     let mut out = Vec::with_capacity(body.len() + 64);
@@ -251,7 +262,24 @@ pub(super) fn repair_completion_text(
         from = at.end;
     }
     out.extend_from_slice(&body[from..]);
-    Some((Some(out), made))
+    Some(InPlace { written: Some(out), made, said })
+}
+
+/// A completion repaired in place: its bytes when any were written over,
+/// what was made, and what it says of the generation.
+pub(super) struct InPlace {
+    pub(super) written: Option<Vec<u8>>,
+    pub(super) made: Vec<Made>,
+    pub(super) said: Generation,
+}
+
+/// What a whole answer says of the generation: its model, the choices'
+/// finish reasons, its usage.
+#[derive(Default)]
+pub(super) struct Generation {
+    pub(super) model: Option<String>,
+    pub(super) reasons: Vec<String>,
+    pub(super) usage: Option<Value>,
 }
 
 /// Where `raw` (read from `body`, borrowed) lies in it.
@@ -270,6 +298,10 @@ fn string(raw: &RawValue) -> Option<String> {
 struct CompletionText<'a> {
     #[serde(borrow)]
     choices: Vec<ChoiceText<'a>>,
+    #[serde(borrow)]
+    model: Option<&'a RawValue>,
+    #[serde(borrow)]
+    usage: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -530,7 +562,13 @@ mod tests {
                 .to_owned(),
         ];
         for body in cases {
-            let (written, made) = repair_completion_text(body.as_bytes(), &declared, lifting).expect("read in place");
+            let InPlace { written, made, said } =
+                repair_completion_text(body.as_bytes(), &declared, lifting, true).expect("read in place");
+            let read: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(said.model.as_deref(), read["model"].as_str(), "{body}");
+            assert_eq!(said.usage.as_ref(), read.get("usage"), "{body}");
+            let reasons = read["choices"].as_array().unwrap().iter().filter_map(|c| c["finish_reason"].as_str());
+            assert_eq!(said.reasons, reasons.collect::<Vec<_>>(), "{body}");
             let mut tree: Value = serde_json::from_str(&body).unwrap();
             let made_in_tree = repair_completion(&mut tree, &declared, lifting);
             assert_eq!(made, made_in_tree, "{body}");
@@ -565,7 +603,7 @@ mod tests {
             "[1, 2]".to_owned(),
         ];
         for body in cases {
-            assert!(repair_completion_text(body.as_bytes(), &declared, lifting).is_none(), "{body}");
+            assert!(repair_completion_text(body.as_bytes(), &declared, lifting, false).is_none(), "{body}");
         }
     }
 }
