@@ -85,7 +85,7 @@ pub(super) struct Outgoing {
     /// (`/chat/completions?…`).
     pub(super) path: String,
     pub(super) headers: header::HeaderMap,
-    /// Sent when not empty.
+    /// Empty for none (a `GET`).
     pub(super) body: Bytes,
     /// For the whole exchange, the answer's body included.
     pub(super) timeout: Duration,
@@ -208,6 +208,21 @@ impl Driven {
         }
     }
 
+    /// `outgoing` as hyper sends it on a connection: the base URL's path
+    /// and the request's, a `Host` header, `Accept: */*` unless it says
+    /// otherwise, its body.
+    fn request(&self, outgoing: &Outgoing) -> Result<Request<reqwest::Body>, Unanswered> {
+        let target = format!("{}{}", self.base_path, outgoing.path);
+        let mut request = Request::new(reqwest::Body::from(outgoing.body.clone()));
+        *request.method_mut() = outgoing.method.clone();
+        *request.uri_mut() = target.parse().map_err(|err| Unanswered::Driven(io::Error::other(err)))?;
+        let headers = request.headers_mut();
+        headers.clone_from(&outgoing.headers);
+        headers.insert(header::HOST, self.host.clone());
+        headers.entry(header::ACCEPT).or_insert(header::HeaderValue::from_static("*/*"));
+        Ok(request)
+    }
+
     /// An idle connection of this thread still open, if one is kept.
     fn take(&self) -> Option<Idle> {
         let home = threads::home();
@@ -264,26 +279,6 @@ impl Driven {
         if kept.len() < MOST_IDLE {
             kept.push(idle);
         }
-    }
-}
-
-impl Driven {
-    /// `outgoing` as hyper sends it on a connection: the base URL's path
-    /// and the request's, a `Host` header, `Accept: */*` unless it says
-    /// otherwise, its body (none when empty).
-    fn request(&self, outgoing: &Outgoing) -> Result<Request<reqwest::Body>, Unanswered> {
-        let target = format!("{}{}", self.base_path, outgoing.path);
-        let mut request = Request::new(match outgoing.body.is_empty() {
-            true => reqwest::Body::from(Bytes::new()),
-            false => reqwest::Body::from(outgoing.body.clone()),
-        });
-        *request.method_mut() = outgoing.method.clone();
-        *request.uri_mut() = target.parse().map_err(|err| Unanswered::Driven(io::Error::other(err)))?;
-        let headers = request.headers_mut();
-        headers.clone_from(&outgoing.headers);
-        headers.insert(header::HOST, self.host.clone());
-        headers.entry(header::ACCEPT).or_insert(header::HeaderValue::from_static("*/*"));
-        Ok(request)
     }
 }
 
