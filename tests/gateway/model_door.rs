@@ -507,6 +507,26 @@ async fn a_stream_whose_lines_end_in_cr_or_crlf_is_read_as_events() {
     }
 }
 
+/// A whole answer whose call is repaired reaches the client as the model
+/// server wrote it but for the repaired name and arguments: a number past
+/// 64 bits, an escape and the server's spacing are kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repaired_whole_answer_keeps_every_other_byte_of_the_model_servers() {
+    let upstream = model_server::start().await;
+    let dir = CatalogDir::new();
+    let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
+    let direct = chat(&upstream.base_url(), weather_request("drift-exact", false)).await.text().await.unwrap();
+    assert!(direct.contains("17330000000000000000001") && direct.contains(r"fp_caf\u00e9"), "{direct}");
+    let answer = chat(&url, weather_request("drift-exact", false)).await;
+    let repairs = answer.headers().get("x-toolgate-repairs").map(|v| v.to_str().unwrap().to_owned());
+    assert!(repairs.is_some_and(|r| r.contains("TOOL_NAME") && r.contains("ARGUMENTS_JSON")));
+    let expected = direct
+        .replace(r#""name":"GetWeather""#, r#""name":"get_weather""#)
+        .replace(r#""arguments":"{'city': 'Paris',}""#, r#""arguments":"{\"city\":\"Paris\"}""#);
+    assert_ne!(expected, direct);
+    assert_eq!(answer.text().await.unwrap(), expected);
+}
+
 /// Two calls streamed at one index, or without an index, stay two calls,
 /// each at an index of its own, never merged into one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
