@@ -729,6 +729,9 @@ fn repaired(
         if let Some(InPlace { written, made, said }) = repair_completion_text(body, declared, lifting, spans.reading())
         {
             spans.said(said);
+            if !made.is_empty() {
+                tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
+            }
             let repairs = (!made.is_empty()).then(|| repairs_header(&made, MAX_REPAIRS_HEADER));
             let body = written.map_or_else(|| body.clone(), Bytes::from);
             return (passed(status, headers, body, repairs), made);
