@@ -729,12 +729,8 @@ fn repaired(
         if let Some(InPlace { written, made, said }) = repair_completion_text(body, declared, lifting, spans.reading())
         {
             spans.said(said);
-            if !made.is_empty() {
-                tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
-            }
-            let repairs = (!made.is_empty()).then(|| repairs_header(&made, MAX_REPAIRS_HEADER));
             let body = written.map_or_else(|| body.clone(), Bytes::from);
-            return (passed(status, headers, body, repairs), made);
+            return (with_repairs(status, headers, body, &made), made);
         }
     }
     let (body, parsed, already) = match answer {
@@ -758,12 +754,21 @@ fn repaired(
         Some(made) => made,
         None => repair(api, &mut completion, declared, lifting),
     };
+    let body = match made.is_empty() {
+        true => body,
+        false => json_bytes(&completion),
+    };
+    (with_repairs(status, headers, body, &made), made)
+}
+
+/// A whole answer of `body`; when `made` holds repairs, logged and listed
+/// in `x-toolgate-repairs`.
+fn with_repairs(status: StatusCode, headers: &HeaderMap, body: Bytes, made: &[Made]) -> Reply {
     if made.is_empty() {
-        return (passed(status, headers, body, None), made);
+        return passed(status, headers, body, None);
     }
     tracing::debug!(door = NAME, repairs = made.len(), "repaired a completion");
-    let repaired = json_bytes(&completion);
-    (passed(status, headers, repaired, Some(repairs_header(&made, MAX_REPAIRS_HEADER))), made)
+    passed(status, headers, body, Some(repairs_header(made, MAX_REPAIRS_HEADER)))
 }
 
 /// A whole answer's bytes and how much of it was done before
