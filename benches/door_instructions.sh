@@ -7,7 +7,7 @@
 # first 3 s of warm-up (not counted), then 8 s counted; printed: the
 # instructions a request of the door's process, for a whole completion
 # whose call is repaired (`GetWeather`, `{'city': 'Paris',}`) and for one
-# whose call is well formed. Needs valgrind and wrk (Debian packages).
+# whose call is well formed. Needs valgrind and wrk (`scripts/bench-deps`).
 #   cargo build --release && cargo bench --bench model_door --no-run
 #   benches/door_instructions.sh target/release/toolgate [OTHER_BINARY ...]
 set -euo pipefail

@@ -8,7 +8,7 @@
 # instructions of the second run less the first, per call. Under valgrind the threads take
 # turns, so the exporter keeps up and every span is shipped (at saturation
 # in the real server about half are dropped); lock contention and cache
-# misses are not counted. Needs valgrind (apt install valgrind).
+# misses are not counted. Needs valgrind (`scripts/bench-deps`).
 #   cargo build --release && cargo bench --bench load --no-run
 #   benches/instructions.sh target/release/toolgate spans 20000
 #   callgrind_annotate --inclusive=yes $OUT/run.out   # where they go (OUT=dir keeps the files)

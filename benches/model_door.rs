@@ -29,8 +29,7 @@
 //! before any reading; whole answers only), the door reaching the model
 //! server through its pooled client (`proxy: env`: what driving its
 //! connections itself gains; whole answers only) and LiteLLM's proxy (when `.venv-bench/bin/litellm` exists:
-//! `python3 -m venv .venv-bench && .venv-bench/bin/pip install
-//! 'litellm[proxy]==1.108.7'`).
+//! `scripts/bench-deps` installs it, nginx and wrk).
 //! `cargo bench --bench model_door [-- --seconds 5 --rounds 3]`.
 
 // Benchmarks report what they measured and start the processes they measure.
