@@ -6,8 +6,9 @@
 //! index cost at 10,000 tools; and the time of one caller's searches with
 //! and without 3,000 tools it cannot see.
 //!
-//! `cargo bench --bench tool_search [-- --misses]`: with `--misses`, every
-//! task whose right tool is not in the first five, with what came first.
+//! `cargo bench --bench tool_search [-- --misses[=1]] [--recall]`: with
+//! `--misses`, every task whose right tool is not in the first five, with
+//! what came first (`--misses=1`: not first); with `--recall`, recall only.
 
 // Benchmarks report what they measured.
 #![allow(clippy::disallowed_methods, clippy::print_stdout, clippy::print_stderr)]
@@ -133,7 +134,7 @@ fn search(catalog: &Catalog, all: &[u32], task: &str, limit: usize) -> Vec<Strin
 
 /// Prints recall@1 and recall@5 of the search and of the baseline on
 /// `tasks` over `catalog`.
-fn recall(catalog: &Catalog, tasks: &[Task], title: &str, misses: bool) {
+fn recall(catalog: &Catalog, tasks: &[Task], title: &str, misses: Option<usize>) {
     let all: Vec<u32> = (0..catalog.tools().len() as u32).collect();
     println!("## Recall, {title}\n");
     println!("| ranking | recall@1 | recall@5 |\n|---|---:|---:|");
@@ -149,7 +150,7 @@ fn recall(catalog: &Catalog, tasks: &[Task], title: &str, misses: bool) {
             let hit = |k: usize| ranked.iter().take(k).any(|name| task.right.contains(name));
             first += usize::from(hit(1));
             five += usize::from(hit(5));
-            if misses && !hit(5) && name.starts_with("SearchTools") {
+            if misses.is_some_and(|at| !hit(at)) && name.starts_with("SearchTools") {
                 println!("miss: {} -> want {:?}, got {:?}", task.text, task.right, ranked);
             }
         }
@@ -160,7 +161,12 @@ fn recall(catalog: &Catalog, tasks: &[Task], title: &str, misses: bool) {
 }
 
 fn main() {
-    let misses = std::env::args().any(|a| a == "--misses");
+    let args: Vec<String> = std::env::args().collect();
+    let misses = args.iter().find_map(|a| match a.as_str() {
+        "--misses" => Some(5),
+        "--misses=1" => Some(1),
+        _ => None,
+    });
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let dir = tempfile::tempdir().unwrap();
     let servers = servers(&repo.join("tests/data/tool_search"));
@@ -190,6 +196,9 @@ fn main() {
         );
     }
 
+    if args.iter().any(|a| a == "--recall") {
+        return;
+    }
     // Latency and cost at 10,000 tools: the catalogue nine times over.
     let big = catalogue(&servers, 9, dir.path());
     let all: Vec<u32> = (0..big.tools().len() as u32).collect();

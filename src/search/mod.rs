@@ -405,13 +405,15 @@ impl SearchIndex {
                 }
             }
             let mut add = |text: &str, weight: f32, pool: bool| {
-                stems.each(text, |stem| {
+                let mut count = |stem: &Arc<str>| {
                     let term = number(stem);
                     *counts.entry(term).or_default() += weight;
                     if pool {
                         pooled.push(term);
                     }
-                });
+                };
+                stems.each(text, &mut count);
+                words::shapes(text, |shape| count(&Arc::from(shape)));
             };
             add(document.description, 1.0, true);
             for (name, description) in document.parameters {
@@ -492,7 +494,12 @@ impl SearchIndex {
         let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
             && unstemmed.iter().skip(1).take(3).any(|word| self.words.plural(word));
         let mut asked = if which { PLURAL.asks } else { 0 };
-        for word in self.words.of(query) {
+        let shapes = {
+            let mut shapes = Vec::new();
+            words::shapes(query, |shape| shapes.push(shape.to_owned()));
+            shapes
+        };
+        for word in self.words.of(query).into_iter().chain(shapes) {
             if asked == 0 {
                 asked = ACTIONS.get(&word).copied().unwrap_or(0);
             }
@@ -673,6 +680,30 @@ mod tests {
         assert_eq!(names(&index, "Which countries can we get Twilio numbers in?", &all)[0], 2);
         // A name that gets things in the plural lists them.
         assert_eq!(names(&index, "Browse the issues in Linear", &all)[0], 4);
+    }
+
+    #[test]
+    fn a_value_finds_the_tools_that_show_one_of_its_shape() {
+        // Real tools' parameters as listed (tests/data/tool_search_untuned:
+        // Linear's issue identifiers, Twilio's E.164 numbers).
+        let issue = [("issueId".to_owned(), "The ID or identifier of the issue (e.g., ABC-123)".to_owned())];
+        let to = [(
+            "To".to_owned(),
+            "The recipient's phone number in [E.164](https://www.twilio.com/docs/glossary/what-e164) format (for \
+             SMS/MMS) or [channel address](https://www.twilio.com/docs/messaging/channels), e.g. \
+             `whatsapp:+15552229999`."
+                .to_owned(),
+        )];
+        let index = SearchIndex::build([
+            document("linear_archiveProject", "Archive a project"),
+            Document { parameters: &issue, ..document("linear_archiveIssue", "Archive an issue") },
+            document("twilio_CreateAccount", "Create a new Twilio subaccount"),
+            Document { parameters: &to, ..document("twilio_CreateMessage", "Send a message") },
+        ]);
+        let all = [0, 1, 2, 3];
+        assert_eq!(names(&index, "Archive ENG-3, it's obsolete", &all)[0], 1);
+        assert_eq!(names(&index, "Archive the project", &all)[0], 0);
+        assert_eq!(names(&index, "Text +14155550100 that the order has shipped", &all)[0], 3);
     }
 
     #[test]

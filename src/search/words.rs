@@ -3,8 +3,19 @@
 //! (`createPullRequest`), lower-cased, and stemmed (Snowball's English
 //! stemmer, so `creates`, `created` and `creating` are one word). Single
 //! letters are left out.
+//!
+//! Beside the words, the shapes of the values a text holds: an issue key
+//! (`ENG-88`, `PROJ-123`), an email address, a URL, a phone number in
+//! E.164 form, an IPv4 address, a UUID. A task that says `ENG-88` asks for a
+//! tool whose description shows a value of that shape (`(e.g., ABC-123)`),
+//! whatever words either uses.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{
+    collections::HashMap,
+    sync::{Arc, LazyLock},
+};
+
+use regex::Regex;
 
 use rust_stemmers::{Algorithm, Stemmer};
 
@@ -39,6 +50,40 @@ impl Words {
     /// not a word that only ends in s (`status`, `access`, `news`).
     pub(crate) fn plural(&self, word: &str) -> bool {
         word.len() > 3 && word.ends_with('s') && !word.ends_with("ss") && self.stemmer.stem(word) != word
+    }
+}
+
+/// The shapes of values, each a capture group named for the term it gives.
+static SHAPES: LazyLock<Regex> = LazyLock::new(|| {
+    // ASCII word boundaries (`(?-u:\b)`): the lazy DFA takes those, not
+    // Unicode ones.
+    Regex::new(concat!(
+        r"(?P<url>(?-u:\b)https?://[^\s)]+)",
+        r"|(?P<email>(?-u:\b)[A-Za-z0-9_.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?-u:\b))",
+        r"|(?P<uuid>(?-u:\b)[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?-u:\b))",
+        r"|(?P<key>(?-u:\b)[A-Z][A-Z0-9]{1,9}-[0-9]+(?-u:\b))",
+        r"|(?P<phone>\+[0-9]{7,15}(?-u:\b))",
+        r"|(?P<ip>(?-u:\b)[0-9]{1,3}(?:\.[0-9]{1,3}){3}(?-u:\b))",
+    ))
+    .expect("the shapes' expression")
+});
+
+/// The term each shape gives: not a word (no word holds `<`).
+const SHAPE_TERMS: [(&str, &str); 6] = [
+    ("url", "<url>"),
+    ("email", "<email>"),
+    ("uuid", "<uuid>"),
+    ("key", "<key>"),
+    ("phone", "<phone>"),
+    ("ip", "<ip>"),
+];
+
+/// Calls `each` with the term of every value's shape in `text`, in order.
+pub(crate) fn shapes(text: &str, mut each: impl FnMut(&'static str)) {
+    for found in SHAPES.captures_iter(text) {
+        if let Some(&(_, term)) = SHAPE_TERMS.iter().find(|(group, _)| found.name(group).is_some()) {
+            each(term);
+        }
     }
 }
 
@@ -132,6 +177,15 @@ mod tests {
             assert!(!words.plural(word), "{word}");
         }
         assert_eq!(words.unstemmed("getIssueWatchers of PROJ"), ["get", "issue", "watchers", "of", "proj"]);
+    }
+
+    #[test]
+    fn values_give_their_shapes() {
+        let mut found = Vec::new();
+        let text = "Move ENG-88 (e.g., ABC-123) to bob@example.com at https://x.io/a, call +14155550100 \
+                    from 203.0.113.10 for 35f984c1-7dd8-4571-8606-459e31277d35; not 3-4 or a-1 or 1.2.3";
+        shapes(text, |term| found.push(term));
+        assert_eq!(found, ["<key>", "<key>", "<email>", "<url>", "<phone>", "<ip>", "<uuid>"]);
     }
 
     #[test]
