@@ -11,7 +11,8 @@
 //! fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
 //! kept as data) at `SYNONYM_WEIGHT` (0.3). Last, what the task asks to do
 //! (its first word of a kind in `actions.txt`: create, read, list, search,
-//! update, delete, start, stop) against what each tool's name says it does:
+//! update, delete, start, stop; a phrasal verb, "set up", "turn off", read
+//! whole) against what each tool's name says it does:
 //! a tool of that kind gains `ACTION_MATCH` (1), one whose name says only
 //! other kinds keeps `ACTION_OTHER` (0.9) of its score, so that among
 //! siblings on one server (`create_issue`, `get_issue`,
@@ -114,29 +115,58 @@ static SYNONYMS: LazyLock<HashMap<String, Vec<String>>> = LazyLock::new(|| {
     synonyms
 });
 
-/// The kinds of thing each stem says a tool does or a task asks (a bit
-/// each, by line of `actions.txt`).
-static ACTIONS: LazyLock<HashMap<String, u16>> = LazyLock::new(|| {
+/// The kinds of thing each stem, or pair of stems, says a tool does or a
+/// task asks (a bit each, by line of `actions.txt`).
+static ACTIONS: LazyLock<Actions> = LazyLock::new(|| {
     let words = Words::default();
-    let mut actions: HashMap<String, u16> = HashMap::new();
+    let mut actions = Actions::default();
     for (bit, (_, said)) in kinds().enumerate() {
         for entry in said.split(',') {
-            if let [word] = words.of(entry).as_slice() {
-                *actions.entry(word.clone()).or_default() |= 1 << bit;
+            match words.of(entry).as_slice() {
+                [word] => *actions.words.entry(word.clone()).or_default() |= 1 << bit,
+                [verb, particle] => {
+                    *actions.phrases.entry((verb.clone(), particle.clone())).or_default() |= 1 << bit;
+                }
+                _ => {}
             }
         }
     }
     actions
 });
 
-/// The kinds of `actions.txt` in order (a bit each in [`ACTIONS`]): each
+/// What words and phrasal verbs ("set up", "turn off") say of the kind of
+/// thing done.
+#[derive(Default)]
+struct Actions {
+    words: HashMap<String, u16>,
+    phrases: HashMap<(String, String), u16>,
+}
+
+impl Actions {
+    /// The kinds `stems` say, in order: a phrase for its two stems (its
+    /// verb alone may say another kind: "set" updates, "set up" creates),
+    /// each other stem for itself (0: none).
+    fn said<'s>(&'s self, stems: &'s [impl AsRef<str>]) -> impl Iterator<Item = u16> + 's {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let stem = stems.get(at)?.as_ref();
+            let phrase = stems
+                .get(at + 1)
+                .and_then(|next| self.phrases.get(&(stem.to_owned(), next.as_ref().to_owned())).copied());
+            at += if phrase.is_some() { 2 } else { 1 };
+            Some(phrase.unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)))
+        })
+    }
+}
+
+/// The kinds of `actions.txt` in order (a bit each in [`Actions`]): each
 /// one's name and the words that say it.
 fn kinds() -> impl Iterator<Item = (&'static str, &'static str)> {
     let lines = include_str!("actions.txt").lines().filter(|line| !line.starts_with('#'));
     lines.filter_map(|line| line.split_once(':')).map(|(kind, said)| (kind.trim(), said))
 }
 
-/// The bit of `kind` (a line of `actions.txt`) in [`ACTIONS`].
+/// The bit of `kind` (a line of `actions.txt`) in [`Actions`].
 fn kind(kind: &str) -> u16 {
     1 << kinds().position(|(name, _)| name == kind).expect("a kind of actions.txt")
 }
@@ -384,15 +414,16 @@ impl SearchIndex {
             let mut actions = 0;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
-                let mut does = 0;
+                let mut said = Vec::new();
                 stems.each(name, |stem| {
-                    does |= ACTIONS.get(&**stem).copied().unwrap_or(0);
+                    said.push(Arc::clone(stem));
                     let term = number(stem);
                     if !words.contains(&term) {
                         words.push(term);
                     }
                     *counts.entry(term).or_default() += NAME_WEIGHT;
                 });
+                let mut does = ACTIONS.said(&said).fold(0, |does, kind| does | kind);
                 let language = stems.words();
                 if does & PLURAL.reads != 0 && language.unstemmed(name).last().is_some_and(|w| language.plural(w)) {
                     does |= PLURAL.lists;
@@ -493,16 +524,17 @@ impl SearchIndex {
         let unstemmed = self.words.unstemmed(query);
         let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
             && unstemmed.iter().skip(1).take(3).any(|word| self.words.plural(word));
-        let mut asked = if which { PLURAL.asks } else { 0 };
+        let stems = self.words.of(query);
+        let asked = match which {
+            true => PLURAL.asks,
+            false => ACTIONS.said(&stems).find(|&kind| kind != 0).unwrap_or(0),
+        };
         let shapes = {
             let mut shapes = Vec::new();
             words::shapes(query, |shape| shapes.push(shape.to_owned()));
             shapes
         };
-        for word in self.words.of(query).into_iter().chain(shapes) {
-            if asked == 0 {
-                asked = ACTIONS.get(&word).copied().unwrap_or(0);
-            }
+        for word in stems.into_iter().chain(shapes) {
             let weight = if STOP.contains(&word) { STOP_WEIGHT } else { 1.0 };
             match weighed.iter_mut().find(|(known, _)| *known == word) {
                 Some((_, known)) => *known = known.max(weight),
@@ -660,6 +692,24 @@ mod tests {
         assert_eq!(names(&index, "Look up the value of a key in Redis", &all)[0], 2);
         // A name that says no kind keeps its score.
         assert_eq!(names(&index, "Information about Redis", &all)[0], 4);
+    }
+
+    #[test]
+    fn a_phrasal_verb_says_its_own_kind() {
+        // Real tool names (tests/data/tool_search), described alike.
+        let index = SearchIndex::build([
+            document("postman_getMonitor", "A monitor"),
+            document("postman_createMonitor", "A monitor"),
+            document("digitalocean_power-on-droplet", "A Droplet"),
+            document("digitalocean_power-off-droplet", "A Droplet"),
+        ]);
+        let all = [0, 1, 2, 3];
+        // "set" alone asks to update (neither); "set up" to create.
+        assert_eq!(names(&index, "Set up a monitor", &all)[0], 1);
+        assert_eq!(names(&index, "Look at the monitor", &all)[0], 0);
+        // In a name as in a task.
+        assert_eq!(names(&index, "Shut down droplet 42", &all)[0], 3);
+        assert_eq!(names(&index, "Boot up droplet 42", &all)[0], 2);
     }
 
     #[test]
