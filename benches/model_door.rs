@@ -72,6 +72,7 @@ fn main() {
     let plain = Process::plain(&upstream.url);
     let mut targets = vec![("direct", upstream.url.clone()), ("door", door.url.clone())];
     targets.extend(nginx.as_ref().map(|p| ("nginx", p.url.clone())));
+    targets.extend(litellm.as_ref().map(|p| ("LiteLLM", p.url.clone())));
     // Whole answers only: the plain proxy reads each answer to its end.
     let mut whole_targets = targets.clone();
     whole_targets.push(("plain Rust proxy", plain.url.clone()));
@@ -81,7 +82,6 @@ fn main() {
     let pooled = tempfile::tempdir().unwrap();
     let through_client = Process::door_with(pooled.path(), &upstream.url, "", "      proxy: env\n");
     whole_targets.push(("door, pooled client", through_client.url.clone()));
-    targets.extend(litellm.as_ref().map(|p| ("LiteLLM", p.url.clone())));
 
     if runs("whole") {
         println!("## Whole completions with a tool call the door repairs\n");
@@ -432,7 +432,11 @@ impl Process {
             .spawn()
             .ok()?;
         let process = Self { child, url: format!("http://127.0.0.1:{port}/v1") };
-        process.ready().then_some(process)
+        let ready = process.ready();
+        if !ready {
+            eprintln!("LiteLLM's proxy did not answer a chat completion within a minute: its rows are left out");
+        }
+        ready.then_some(process)
     }
 
     /// Whether it answers a chat completion within a minute.

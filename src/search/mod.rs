@@ -124,9 +124,7 @@ static ACTIONS: LazyLock<Actions> = LazyLock::new(|| {
         for entry in said.split(',') {
             match words.of(entry).as_slice() {
                 [word] => *actions.words.entry(word.clone()).or_default() |= 1 << bit,
-                [verb, particle] => {
-                    *actions.phrases.entry((verb.clone(), particle.clone())).or_default() |= 1 << bit;
-                }
+                [verb, particle] => actions.phrases.entry(verb.clone()).or_default().push((particle.clone(), 1 << bit)),
                 _ => {}
             }
         }
@@ -139,7 +137,8 @@ static ACTIONS: LazyLock<Actions> = LazyLock::new(|| {
 #[derive(Default)]
 struct Actions {
     words: HashMap<String, u16>,
-    phrases: HashMap<(String, String), u16>,
+    /// By verb, each particle with the phrase's kind.
+    phrases: HashMap<String, Vec<(String, u16)>>,
 }
 
 impl Actions {
@@ -150,9 +149,10 @@ impl Actions {
         let mut at = 0;
         std::iter::from_fn(move || {
             let stem = stems.get(at)?.as_ref();
-            let phrase = stems
-                .get(at + 1)
-                .and_then(|next| self.phrases.get(&(stem.to_owned(), next.as_ref().to_owned())).copied());
+            let phrase = stems.get(at + 1).and_then(|next| {
+                let particles = self.phrases.get(stem)?;
+                particles.iter().find(|(particle, _)| particle == next.as_ref()).map(|&(_, kind)| kind)
+            });
             at += if phrase.is_some() { 2 } else { 1 };
             Some(phrase.unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)))
         })
