@@ -23,6 +23,11 @@
 //! `which` or `what` and names things in the plural within its next three
 //! words ("which phone numbers do we own", "what statuses can it move to")
 //! asks for a list or a search, whatever verb follows.
+//! And what the task does it to (the words after its verb, past stop
+//! words, up to the next stop word: "leave a comment on the issue") against
+//! what a name does it to (its last word that says no kind, before any stop
+//! word: `add_issue_comment`, `create-index-for-model`): a tool that does
+//! the kind asked to that thing gains `HEAD_MATCH` (2).
 //! Then the group: the tools of one MCP server or tool pack, their words
 //! pooled, are read as one document too, each word for the share of the
 //! group's tools that use it and for how few groups do; the group the
@@ -73,6 +78,10 @@ const NAME_COVERAGE: f32 = 8.0;
 const ACTION_MATCH: f32 = 1.0;
 /// The share of its score a tool keeps whose name says only other kinds.
 const ACTION_OTHER: f32 = 0.9;
+/// What a tool gains whose name does it to what the task does it to
+/// ([`Actions::object`], [`Actions::head`]), when it does the kind asked
+/// (or its name says no kind).
+const HEAD_MATCH: f32 = 2.0;
 /// What a tool gains when its group (its MCP server or tool pack) is the
 /// one whose tools' words fit the task best; the others in proportion.
 const GROUP_FIT: f32 = 4.0;
@@ -157,6 +166,48 @@ impl Actions {
             Some(phrase.unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)))
         })
     }
+
+    /// Whether `stem` alone says a kind.
+    fn says(&self, stem: &str) -> bool {
+        self.words.contains_key(stem) || self.phrases.contains_key(stem)
+    }
+
+    /// What `stems` do it to: the words after their first word of a kind
+    /// (a phrasal verb's two), past stop words and words of a kind ("a
+    /// new"), up to the next stop word or word of a kind, three at most:
+    /// "leave a comment on the issue" does it to a comment.
+    fn object<'s>(&self, stems: &'s [String]) -> &'s [String] {
+        let mut at = 0;
+        let mut found = None;
+        for kind in self.said(stems) {
+            let step = match stems.get(at + 1) {
+                Some(next) if self.phrases.get(&stems[at]).is_some_and(|p| p.iter().any(|(w, _)| w == next)) => 2,
+                _ => 1,
+            };
+            at += step;
+            if kind != 0 {
+                found = Some(at);
+                break;
+            }
+        }
+        let Some(mut start) = found else { return &[] };
+        while start < stems.len() && (STOP.contains(&stems[start]) || self.says(&stems[start])) {
+            start += 1;
+        }
+        let mut end = start;
+        while end < stems.len() && end < start + 3 && !STOP.contains(&stems[end]) && !self.says(&stems[end]) {
+            end += 1;
+        }
+        &stems[start..end]
+    }
+
+    /// What a name says its tool does it to: its last word before any stop
+    /// word ("for", "from") that says no kind (`add_issue_comment`: a
+    /// comment; `create-index-for-model`: an index).
+    fn head<'s>(&self, stems: &'s [Arc<str>]) -> Option<&'s Arc<str>> {
+        let before = stems.iter().position(|stem| STOP.contains(stem.as_ref())).unwrap_or(stems.len());
+        stems[..before].iter().rev().find(|stem| !self.says(stem))
+    }
 }
 
 /// The kinds of `actions.txt` in order (a bit each in [`Actions`]): each
@@ -218,6 +269,8 @@ struct Entry {
     names: Box<[Box<[u32]>]>,
     /// The kinds of thing its name and aliases say it does ([`ACTIONS`]).
     actions: u16,
+    /// What its name and aliases say it does it to ([`Actions::head`]).
+    heads: Box<[u32]>,
     /// Its group, by number, and the words it adds to the group's pool: of
     /// its name, aliases, description and parameter names, each once.
     group: Option<u32>,
@@ -242,6 +295,21 @@ impl std::fmt::Debug for SearchIndex {
             .field("words", &self.vocabulary.len())
             .finish()
     }
+}
+
+/// What is searched of a query, its words by number (those some document
+/// holds).
+struct Query {
+    /// Its words with how much each counts (a stop word less), then their
+    /// near-synonyms that the query does not say itself.
+    terms: Vec<(u32, f32)>,
+    /// Its own words that are no stop words.
+    said: Vec<u32>,
+    /// The kinds of thing its first word of a kind asks for ([`ACTIONS`];
+    /// 0: none).
+    asked: u16,
+    /// What it asks to do it to ([`Actions::object`]).
+    object: Vec<u32>,
 }
 
 /// The postings of one set of documents: each word's documents (by their
@@ -412,6 +480,7 @@ impl SearchIndex {
             let mut pooled: Vec<u32> = Vec::new();
             let mut names: Vec<Box<[u32]>> = Vec::new();
             let mut actions = 0;
+            let mut heads = Vec::new();
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
                 let mut said = Vec::new();
@@ -424,6 +493,12 @@ impl SearchIndex {
                     *counts.entry(term).or_default() += NAME_WEIGHT;
                 });
                 let mut does = ACTIONS.said(&said).fold(0, |does, kind| does | kind);
+                if let Some(head) = ACTIONS.head(&said) {
+                    let head = number(head);
+                    if !heads.contains(&head) {
+                        heads.push(head);
+                    }
+                }
                 let language = stems.words();
                 if does & PLURAL.reads != 0 && language.unstemmed(name).last().is_some_and(|w| language.plural(w)) {
                     does |= PLURAL.lists;
@@ -459,7 +534,14 @@ impl SearchIndex {
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();
             terms.sort_unstable_by_key(|&(term, _)| term);
-            entries.push(Entry { terms: terms.into(), names: names.into(), actions, group, pooled: pooled.into() });
+            entries.push(Entry {
+                terms: terms.into(),
+                names: names.into(),
+                actions,
+                heads: heads.into(),
+                group,
+                pooled: pooled.into(),
+            });
         }
         drop(stems);
         Self { words, vocabulary, entries, fingerprints, views: Mutex::new(Vec::new()) }
@@ -514,12 +596,8 @@ impl SearchIndex {
         view
     }
 
-    /// The query's words (by number, those some document holds) with how
-    /// much each counts (a stop word less), then their near-synonyms that
-    /// the query does not say itself; of those, the query's own words that
-    /// are no stop words; and the kinds of thing its first word of a kind
-    /// asks for ([`ACTIONS`]; 0: none).
-    fn query(&self, query: &str) -> (Vec<(u32, f32)>, Vec<u32>, u16) {
+    /// What is searched of `query` ([`Query`]).
+    fn query(&self, query: &str) -> Query {
         let mut weighed: Vec<(String, f32)> = Vec::new();
         let unstemmed = self.words.unstemmed(query);
         let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
@@ -529,6 +607,8 @@ impl SearchIndex {
             true => PLURAL.asks,
             false => ACTIONS.said(&stems).find(|&kind| kind != 0).unwrap_or(0),
         };
+        let object: Vec<u32> =
+            ACTIONS.object(&stems).iter().filter_map(|stem| self.vocabulary.get(stem.as_str()).copied()).collect();
         let shapes = {
             let mut shapes = Vec::new();
             words::shapes(query, |shape| shapes.push(shape.to_owned()));
@@ -558,7 +638,7 @@ impl SearchIndex {
             .into_iter()
             .filter_map(|(word, weight)| Some((*self.vocabulary.get(word.as_str())?, weight)))
             .collect();
-        (terms, said, asked)
+        Query { terms, said, asked, object }
     }
 
     /// The `limit` documents among `among` (positions, each once) that fit
@@ -570,7 +650,7 @@ impl SearchIndex {
         if view.among.is_empty() {
             return Vec::new();
         }
-        let (terms, said, asked) = self.query(query);
+        let Query { terms, said, asked, object } = self.query(query);
         let mut scores = vec![0.0f32; view.among.len()];
         let mut scored = Vec::new();
         for &(term, weight) in &terms {
@@ -603,12 +683,19 @@ impl SearchIndex {
             let score = &mut scores[place as usize];
             *score += NAME_COVERAGE * shares[place as usize];
             // What the task asks to do against what the name says it does.
-            let does = self.entries[view.among[place as usize] as usize].actions;
+            let entry = &self.entries[view.among[place as usize] as usize];
+            let does = entry.actions;
             if asked != 0 && does != 0 {
                 match does & asked != 0 {
                     true => *score += ACTION_MATCH,
                     false => *score *= ACTION_OTHER,
                 }
+            }
+            // What the task does it to against what the name does it to,
+            // for a tool that does what is asked.
+            let fits = does == 0 || does & asked != 0;
+            if fits && entry.heads.iter().any(|head| object.contains(head)) {
+                *score += HEAD_MATCH;
             }
         }
         // The group whose tools' words fit the task best, and the others in
@@ -692,6 +779,22 @@ mod tests {
         assert_eq!(names(&index, "Look up the value of a key in Redis", &all)[0], 2);
         // A name that says no kind keeps its score.
         assert_eq!(names(&index, "Information about Redis", &all)[0], 4);
+    }
+
+    #[test]
+    fn among_siblings_the_one_done_to_what_the_task_names_comes_first() {
+        // Real tools as listed (tests/data/tool_search).
+        let index = SearchIndex::build([
+            document("github_create_issue", "Create a new issue in a GitHub repository"),
+            document("github_add_issue_comment", "Add a comment to an existing issue"),
+            document("monday_create_board", "Create a monday.com board"),
+            document("monday_create_item", "Create a new item with provided values"),
+        ]);
+        let all = [0, 1, 2, 3];
+        assert_eq!(names(&index, "Leave a comment on GitHub issue 42 saying the fix is deployed", &all)[0], 1);
+        assert_eq!(names(&index, "Create an item on the monday.com board", &all)[0], 3);
+        // What the task does it to is read after its verb, not before.
+        assert_eq!(names(&index, "On the GitHub issue, create a new issue", &all)[0], 0);
     }
 
     #[test]
