@@ -155,6 +155,11 @@ impl Actions {
     /// verb alone may say another kind: "set" updates, "set up" creates),
     /// each other stem for itself (0: none).
     fn said<'s>(&'s self, stems: &'s [impl AsRef<str>]) -> impl Iterator<Item = u16> + 's {
+        self.steps(stems).map(|(kind, _)| kind)
+    }
+
+    /// [`Actions::said`], each kind with where the words after it start.
+    fn steps<'s>(&'s self, stems: &'s [impl AsRef<str>]) -> impl Iterator<Item = (u16, usize)> + 's {
         let mut at = 0;
         std::iter::from_fn(move || {
             let stem = stems.get(at)?.as_ref();
@@ -163,7 +168,7 @@ impl Actions {
                 particles.iter().find(|(particle, _)| particle == next.as_ref()).map(|&(_, kind)| kind)
             });
             at += if phrase.is_some() { 2 } else { 1 };
-            Some(phrase.unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)))
+            Some((phrase.unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)), at))
         })
     }
 
@@ -177,20 +182,7 @@ impl Actions {
     /// new"), up to the next stop word or word of a kind, three at most:
     /// "leave a comment on the issue" does it to a comment.
     fn object<'s>(&self, stems: &'s [String]) -> &'s [String] {
-        let mut at = 0;
-        let mut found = None;
-        for kind in self.said(stems) {
-            let step = match stems.get(at + 1) {
-                Some(next) if self.phrases.get(&stems[at]).is_some_and(|p| p.iter().any(|(w, _)| w == next)) => 2,
-                _ => 1,
-            };
-            at += step;
-            if kind != 0 {
-                found = Some(at);
-                break;
-            }
-        }
-        let Some(mut start) = found else { return &[] };
+        let Some((_, mut start)) = self.steps(stems).find(|&(kind, _)| kind != 0) else { return &[] };
         while start < stems.len() && (STOP.contains(&stems[start]) || self.says(&stems[start])) {
             start += 1;
         }
