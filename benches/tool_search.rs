@@ -204,21 +204,49 @@ fn recall(catalog: &Catalog, plain: &PlainBm25, tasks: &[Task], title: &str, mis
         ("baseline: plain BM25 (the `bm25` crate)", &ranked_plain),
         ("baseline: words in the name", &ranked_baseline),
     ];
+    // Each ranking's hits at 1 and at 5, task by task.
+    let mut hits: Vec<Vec<[bool; 2]>> = Vec::new();
     for (name, rank) in rankers {
         let (mut first, mut five) = (0, 0);
+        let mut its = Vec::new();
         for task in tasks {
             let ranked = rank(&task.text);
             let hit = |k: usize| ranked.iter().take(k).any(|name| task.right.contains(name));
             first += usize::from(hit(1));
             five += usize::from(hit(5));
+            its.push([hit(1), hit(5)]);
             if misses.is_some_and(|at| !hit(at)) && name.starts_with("SearchTools") {
                 println!("miss: {} -> want {:?}, got {:?}", task.text, task.right, ranked);
             }
         }
         let n = tasks.len() as f64;
         println!("| {name} | {:.3} | {:.3} |", first as f64 / n, five as f64 / n);
+        hits.push(its);
     }
     println!();
+    for (at, k) in [(0, 1), (1, 5)] {
+        let only = |a: &[[bool; 2]], b: &[[bool; 2]]| a.iter().zip(b).filter(|(a, b)| a[at] && !b[at]).count();
+        let (ours, theirs) = (only(&hits[0], &hits[1]), only(&hits[1], &hits[0]));
+        println!(
+            "Against plain BM25 at {k}, task by task: {ours} tasks only SearchTools gets right, {theirs} only BM25 \
+             (exact McNemar p = {:.2e}).",
+            mcnemar(ours, theirs)
+        );
+    }
+    println!();
+}
+
+/// The exact (binomial) two-sided McNemar p-value of `b` against `c`
+/// discordant pairs.
+fn mcnemar(b: usize, c: usize) -> f64 {
+    let n = b + c;
+    if n == 0 {
+        return 1.0;
+    }
+    // ln C(n, k) - n ln 2, summed over the tail at or below min(b, c).
+    let ln_choose = |k: usize| (1..=k).map(|i| ((n - k + i) as f64 / i as f64).ln()).sum::<f64>();
+    let tail: f64 = (0..=b.min(c)).map(|k| (ln_choose(k) - n as f64 * 2f64.ln()).exp()).sum();
+    (2.0 * tail).min(1.0)
 }
 
 fn main() {
