@@ -178,9 +178,13 @@ impl PlainBm25 {
         Self { engine, names }
     }
 
+    /// The first `limit`, equal scores in catalogue order (the crate
+    /// leaves their order to a hash map's, which changes from run to run).
     fn search(&self, task: &str, limit: usize) -> Vec<String> {
-        let found = self.engine.search(task, limit);
-        found.into_iter().map(|hit| self.names[hit.document.id as usize].clone()).collect()
+        let mut found: Vec<(f32, u32)> =
+            self.engine.search(task, None).into_iter().map(|hit| (hit.score, hit.document.id)).collect();
+        found.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        found.into_iter().take(limit).map(|(_, id)| self.names[id as usize].clone()).collect()
     }
 }
 
