@@ -547,7 +547,8 @@ impl SearchIndex {
             .entries
             .iter()
             .map(|e| {
-                e.terms.len() * 8 + e.pooled.len() * 4 + e.names.iter().map(|n| n.len() * 4 + 16).sum::<usize>() + 48
+                let names: usize = e.names.iter().map(|n| n.len() * 4 + 16).sum();
+                e.terms.len() * 8 + e.pooled.len() * 4 + e.heads.len() * 4 + names + 64
             })
             .sum();
         let views: usize = crate::lock::lock(&self.views).iter().map(|view| view.bytes()).sum();
