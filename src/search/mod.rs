@@ -177,12 +177,19 @@ impl Actions {
         self.words.contains_key(stem) || self.phrases.contains_key(stem)
     }
 
+    /// The first kind `stems` say ([`Actions::steps`]), with where the
+    /// words after it start.
+    fn first(&self, stems: &[impl AsRef<str>]) -> Option<(u16, usize)> {
+        self.steps(stems).find(|&(kind, _)| kind != 0)
+    }
+
     /// What `stems` do it to: the words after their first word of a kind
-    /// (a phrasal verb's two), past stop words and words of a kind ("a
-    /// new"), up to the next stop word or word of a kind, three at most:
-    /// "leave a comment on the issue" does it to a comment.
-    fn object<'s>(&self, stems: &'s [String]) -> &'s [String] {
-        let Some((_, mut start)) = self.steps(stems).find(|&(kind, _)| kind != 0) else { return &[] };
+    /// (a phrasal verb's two; `after`, from [`Actions::first`]), past stop
+    /// words and words of a kind ("a new"), up to the next stop word or
+    /// word of a kind, three at most: "leave a comment on the issue" does it
+    /// to a comment.
+    fn object<'s>(&self, stems: &'s [String], after: Option<usize>) -> &'s [String] {
+        let Some(mut start) = after else { return &[] };
         while start < stems.len() && (STOP.contains(&stems[start]) || self.says(&stems[start])) {
             start += 1;
         }
@@ -596,12 +603,13 @@ impl SearchIndex {
         let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
             && unstemmed.iter().skip(1).take(3).any(|word| self.words.plural(word));
         let stems = self.words.of(query);
+        let first = ACTIONS.first(&stems);
         let asked = match which {
             true => PLURAL.asks,
-            false => ACTIONS.said(&stems).find(|&kind| kind != 0).unwrap_or(0),
+            false => first.map_or(0, |(kind, _)| kind),
         };
-        let object: Vec<u32> =
-            ACTIONS.object(&stems).iter().filter_map(|stem| self.vocabulary.get(stem.as_str()).copied()).collect();
+        let object = ACTIONS.object(&stems, first.map(|(_, after)| after));
+        let object: Vec<u32> = object.iter().filter_map(|stem| self.vocabulary.get(stem.as_str())).copied().collect();
         let shapes = {
             let mut shapes = Vec::new();
             words::shapes(query, |shape| shapes.push(shape.to_owned()));
