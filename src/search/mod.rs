@@ -16,7 +16,11 @@
 //! a tool of that kind gains `ACTION_MATCH` (1), one whose name says only
 //! other kinds keeps `ACTION_OTHER` (0.9) of its score, so that among
 //! siblings on one server (`create_issue`, `get_issue`,
-//! `add_issue_comment`) the one that does what was asked comes first.
+//! `add_issue_comment`) the one that does what was asked comes first;
+//! when a sibling (a tool of its group whose name does it to the same
+//! thing, below) does the kind asked, it keeps `SIBLING_OTHER` (0.9) of
+//! that again: "revoke the Spaces access key" finds `spaces-key-delete`
+//! though the create tool's description says more of keys.
 //! Two kinds are read from number as well as verbs: a name that reads
 //! (`get`, `fetch`…) things named in the plural (`getIssues`,
 //! `get_issue_watchers`) lists them, and a question that opens with
@@ -24,9 +28,10 @@
 //! words ("which phone numbers do we own", "what statuses can it move to")
 //! asks for a list or a search, whatever verb follows.
 //! And what the task does it to (the words after its verb, past stop
-//! words, up to the next stop word: "leave a comment on the issue") against
-//! what a name does it to (its last word that says no kind, before any stop
-//! word: `add_issue_comment`, `create-index-for-model`): a tool that does
+//! words and particles, up to the next stop word: "leave a comment on the
+//! issue", "tear down the peering") against what a name does it to (its
+//! last word that says no kind, before any stop word: `add_issue_comment`,
+//! `create-index-for-model`): a tool that does
 //! the kind asked to that thing gains `HEAD_MATCH` (2).
 //! Then the group: the tools of one MCP server or tool pack, their words
 //! pooled, are read as one document too, each word for the share of the
@@ -78,6 +83,12 @@ const NAME_COVERAGE: f32 = 8.0;
 const ACTION_MATCH: f32 = 1.0;
 /// The share of its score a tool keeps whose name says only other kinds.
 const ACTION_OTHER: f32 = 0.9;
+/// The share of its score a tool keeps, again, whose name says only other
+/// kinds when a sibling (a tool of its group doing it to the same thing,
+/// [`Actions::head`]) does the kind asked: among `spaces-key-create` and
+/// `spaces-key-delete`, the verb decides whatever else the create tool's
+/// description says (0.8 gave the same figures, 0.7 fewer).
+const SIBLING_OTHER: f32 = 0.9;
 /// What a tool gains whose name does it to what the task does it to
 /// ([`Actions::object`], [`Actions::head`]), when it does the kind asked
 /// (or its name says no kind).
@@ -133,7 +144,10 @@ static ACTIONS: LazyLock<Actions> = LazyLock::new(|| {
         for entry in said.split(',') {
             match words.of(entry).as_slice() {
                 [word] => *actions.words.entry(word.clone()).or_default() |= 1 << bit,
-                [verb, particle] => actions.phrases.entry(verb.clone()).or_default().push((particle.clone(), 1 << bit)),
+                [verb, particle] => {
+                    actions.phrases.entry(verb.clone()).or_default().push((particle.clone(), 1 << bit));
+                    actions.particles.insert(particle.clone());
+                }
                 _ => {}
             }
         }
@@ -148,6 +162,10 @@ struct Actions {
     words: HashMap<String, u16>,
     /// By verb, each particle with the phrase's kind.
     phrases: HashMap<String, Vec<(String, u16)>>,
+    /// The phrases' particles ("up", "down", "off"): after a verb, a
+    /// particle is part of it, never what it is done to ("tear down the
+    /// peering").
+    particles: HashSet<String>,
 }
 
 impl Actions {
@@ -185,12 +203,14 @@ impl Actions {
 
     /// What `stems` do it to: the words after their first word of a kind
     /// (a phrasal verb's two; `after`, from [`Actions::first`]), past stop
-    /// words and words of a kind ("a new"), up to the next stop word or
+    /// words, words of a kind ("a new") and particles ("tear down the
+    /// peering": a verb no phrase names), up to the next stop word or
     /// word of a kind, three at most: "leave a comment on the issue" does it
     /// to a comment.
     fn object<'s>(&self, stems: &'s [String], after: Option<usize>) -> &'s [String] {
         let Some(mut start) = after else { return &[] };
-        while start < stems.len() && (STOP.contains(&stems[start]) || self.says(&stems[start])) {
+        let passed = |stem: &String| STOP.contains(stem) || self.says(stem) || self.particles.contains(stem);
+        while start < stems.len() && passed(&stems[start]) {
             start += 1;
         }
         let mut end = start;
@@ -335,6 +355,9 @@ struct View {
     grouped: Box<[(u32, f32)]>,
     /// How many groups there are (numbers below it).
     groups: usize,
+    /// By place, the kinds its siblings do: the tools of its group (of the
+    /// view's documents) doing it to the same thing ([`Entry::heads`]).
+    siblings: Box<[u16]>,
 }
 
 /// Where each word's items start (one more than words), and the items,
@@ -399,7 +422,8 @@ impl View {
             }
         });
         let ((group_offsets, grouped), groups) = Self::groups(entries, words, &among);
-        Self { among, offsets, postings, name_offsets, named, idfs, group_offsets, grouped, groups }
+        let siblings = Self::siblings(entries, &among);
+        Self { among, offsets, postings, name_offsets, named, idfs, group_offsets, grouped, groups, siblings }
     }
 
     /// The groups' pooled words among the documents `among`: for each word,
@@ -433,6 +457,20 @@ impl View {
         ((offsets, grouped), tools.len())
     }
 
+    /// By place in `among`, the kinds the tools of its group (tools of no
+    /// group together) whose names do it to one of the same things do.
+    fn siblings(entries: &[Entry], among: &[u32]) -> Box<[u16]> {
+        let entries = || among.iter().map(|&document| &entries[document as usize]);
+        let mut doing: HashMap<(Option<u32>, u32), u16> = HashMap::new();
+        for entry in entries() {
+            for &head in entry.heads.iter() {
+                *doing.entry((entry.group, head)).or_default() |= entry.actions;
+            }
+        }
+        let kinds = |entry: &Entry| entry.heads.iter().fold(0, |kinds, &head| kinds | doing[&(entry.group, head)]);
+        entries().map(kinds).collect()
+    }
+
     fn grouped(&self, term: u32) -> &[(u32, f32)] {
         let (start, end) = (self.group_offsets[term as usize], self.group_offsets[term as usize + 1]);
         &self.grouped[start as usize..end as usize]
@@ -456,7 +494,8 @@ impl View {
 
     fn bytes(&self) -> usize {
         let words = (self.offsets.len() + self.name_offsets.len() + self.idfs.len() + self.group_offsets.len()) * 4;
-        self.among.len() * 4 + words + self.postings.len() * 8 + self.named.len() * 12 + self.grouped.len() * 8
+        let places = self.among.len() * 4 + self.siblings.len() * 2;
+        places + words + self.postings.len() * 8 + self.named.len() * 12 + self.grouped.len() * 8
     }
 }
 
@@ -689,6 +728,8 @@ impl SearchIndex {
             if asked != 0 && does != 0 {
                 match does & asked != 0 {
                     true => *score += ACTION_MATCH,
+                    // A sibling does what is asked: `SIBLING_OTHER` again.
+                    false if view.siblings[place as usize] & asked != 0 => *score *= ACTION_OTHER * SIBLING_OTHER,
                     false => *score *= ACTION_OTHER,
                 }
             }
@@ -799,6 +840,41 @@ mod tests {
     }
 
     #[test]
+    fn among_siblings_on_one_thing_the_verb_decides() {
+        // The pairs' catalogue, each server a group: the create tools'
+        // descriptions say more of the task's other words than the delete
+        // tools' do ("secret key… committed to source control").
+        let tools = pairs_catalogue();
+        let index = SearchIndex::build(
+            tools
+                .iter()
+                .map(|(group, name, description)| Document { group: Some(group), ..document(name, description) }),
+        );
+        let all: Vec<u32> = (0..tools.len() as u32).collect();
+        let first = |task: &str, among: &[u32]| tools[names(&index, task, among)[0] as usize].1.clone();
+        let task = "Revoke the Spaces access key that leaked in the repo";
+        assert_eq!(first(task, &all), "digitalocean_spaces-key-delete");
+        assert_eq!(first("Delete the duplicate Invoice #42 item from the board", &all), "monday_delete_item");
+        // Without the sibling that does what is asked, the words decide.
+        let without: Vec<u32> =
+            all.iter().copied().filter(|&i| tools[i as usize].1 != "digitalocean_spaces-key-delete").collect();
+        assert_eq!(first(task, &without), "digitalocean_spaces-key-create");
+    }
+
+    #[test]
+    fn a_particle_after_a_verb_is_not_what_it_is_done_to() {
+        let words = Words::default();
+        let object = |task: &str| {
+            let stems = words.of(task);
+            let first = ACTIONS.first(&stems);
+            ACTIONS.object(&stems, first.map(|(_, after)| after)).to_vec()
+        };
+        // "tear" deletes, and no phrase names "tear down".
+        assert_eq!(object("Tear down the VPC peering between prod and staging"), ["vpc", "peer", "between"]);
+        assert_eq!(object("Check off the 'submit expenses' task"), ["submit", "expens", "task"]);
+    }
+
+    #[test]
     fn a_phrasal_verb_says_its_own_kind() {
         // Real tool names (tests/data/tool_search), described alike.
         let index = SearchIndex::build([
@@ -860,10 +936,9 @@ mod tests {
         assert_eq!(names(&index, "Text +14155550100 that the order has shipped", &all)[0], 3);
     }
 
-    #[test]
-    fn the_group_whose_tools_speak_of_the_task_counts() {
-        // The committed pairs' catalogue (tests/data/tool_search: 36 real
-        // servers' tools as listed), each server a group or none.
+    /// The committed pairs' catalogue (tests/data/tool_search: 36 real
+    /// servers' tools as listed): each tool's server, name and description.
+    fn pairs_catalogue() -> Vec<(String, String, String)> {
         let mut tools = Vec::new();
         let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/tool_search/catalog");
         for file in std::fs::read_dir(folder).unwrap() {
@@ -875,6 +950,13 @@ mod tests {
                 tools.push((server.clone(), name, tool["description"].as_str().unwrap_or_default().to_owned()));
             }
         }
+        tools
+    }
+
+    #[test]
+    fn the_group_whose_tools_speak_of_the_task_counts() {
+        // The pairs' catalogue, each server a group or none.
+        let tools = pairs_catalogue();
         let index = |grouped: bool| {
             SearchIndex::build(tools.iter().map(|(group, name, description)| Document {
                 group: grouped.then_some(group.as_str()),
