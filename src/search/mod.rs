@@ -26,7 +26,9 @@
 //! `get_issue_watchers`) lists them, and a question that opens with
 //! `which` or `what` and names things in the plural within its next three
 //! words ("which phone numbers do we own", "what statuses can it move to")
-//! asks for a list or a search, whatever verb follows.
+//! asks for a list or a search, whatever verb follows; any other question
+//! ("who changed the estimate", "when does it renew": [`ASKING`]) asks to
+//! read, list or search.
 //! And what the task does it to (the words after its verb, past stop
 //! words and particles, up to the next stop word: "leave a comment on the
 //! issue", "tear down the peering") against what a name does it to (its
@@ -242,20 +244,35 @@ fn kind(kind: &str) -> u16 {
 }
 
 /// Reading things named in the plural (the kind of such a name, read and
-/// the kind it says too, list), and what a question asking "which" things
-/// asks for (list or search).
-static PLURAL: LazyLock<Plural> =
-    LazyLock::new(|| Plural { reads: kind("read"), lists: kind("list"), asks: kind("list") | kind("search") });
+/// the kind it says too, list), what a question asking "which" things
+/// asks for (list or search), and what any other question asks for (read,
+/// list or search).
+static PLURAL: LazyLock<Plural> = LazyLock::new(|| Plural {
+    reads: kind("read"),
+    lists: kind("list"),
+    asks: kind("list") | kind("search"),
+    knows: kind("read") | kind("list") | kind("search"),
+});
 
 struct Plural {
     reads: u16,
     lists: u16,
     asks: u16,
+    knows: u16,
 }
 
 /// The words that open a question asking for several things when a plural
 /// follows ("which projects…", "what statuses…").
 const ASKING_WHICH: [&str; 2] = ["which", "what"];
+
+/// The words that open a question: it asks to know (read, list or search),
+/// whatever verb follows ("who changed the estimate", "when does the
+/// subscription renew", "did the webhook accept the deliveries"). Not the
+/// words that open a request ("can you", "would you", "will you": they ask
+/// for what their verb says), nor "do" and "have", which open commands as
+/// well ("have the bot post…").
+const ASKING: [&str; 14] =
+    ["who", "what", "when", "where", "which", "why", "how", "is", "are", "was", "were", "does", "did", "has"];
 
 /// What is searched of one tool.
 #[derive(Clone, Copy, Debug, Default)]
@@ -643,9 +660,11 @@ impl SearchIndex {
             && unstemmed.iter().skip(1).take(3).any(|word| self.words.plural(word));
         let stems = self.words.of(query);
         let first = ACTIONS.first(&stems);
-        let asked = match which {
-            true => PLURAL.asks,
-            false => first.map_or(0, |(kind, _)| kind),
+        let question = unstemmed.first().is_some_and(|first| ASKING.contains(&first.as_str()));
+        let asked = match (which, question) {
+            (true, _) => PLURAL.asks,
+            (false, true) => PLURAL.knows,
+            (false, false) => first.map_or(0, |(kind, _)| kind),
         };
         let object = ACTIONS.object(&stems, first.map(|(_, after)| after));
         let object: Vec<u32> = object.iter().filter_map(|stem| self.vocabulary.get(stem.as_str())).copied().collect();
@@ -859,6 +878,22 @@ mod tests {
         let without: Vec<u32> =
             all.iter().copied().filter(|&i| tools[i as usize].1 != "digitalocean_spaces-key-delete").collect();
         assert_eq!(first(task, &without), "digitalocean_spaces-key-create");
+    }
+
+    #[test]
+    fn a_question_asks_to_know_whatever_verb_follows() {
+        // The pairs' catalogue, each server a group: "renew" and "changed"
+        // would not ask to read.
+        let tools = pairs_catalogue();
+        let index = SearchIndex::build(
+            tools
+                .iter()
+                .map(|(group, name, description)| Document { group: Some(group), ..document(name, description) }),
+        );
+        let all: Vec<u32> = (0..tools.len() as u32).collect();
+        let first = |task: &str| tools[names(&index, task, &all)[0] as usize].1.clone();
+        assert_eq!(first("When does subscription sub_01h9 renew next"), "paddle_get_subscription");
+        assert_eq!(first("What changed on the board in the last week and who changed it"), "monday_get_board_activity");
     }
 
     #[test]
