@@ -145,7 +145,14 @@ static ACTIONS: LazyLock<Actions> = LazyLock::new(|| {
     for (bit, (_, said)) in kinds().enumerate() {
         for entry in said.split(',') {
             match words.of(entry).as_slice() {
-                [word] => *actions.words.entry(word.clone()).or_default() |= 1 << bit,
+                [word] => {
+                    *actions.words.entry(word.clone()).or_default() |= 1 << bit;
+                    for form in inflected(entry.trim()) {
+                        if let [stem] = words.of(&form).as_slice() {
+                            *actions.words.entry(stem.clone()).or_default() |= 1 << bit;
+                        }
+                    }
+                }
                 [verb, particle] => {
                     actions.phrases.entry(verb.clone()).or_default().push((particle.clone(), 1 << bit));
                     actions.particles.insert(particle.clone());
@@ -156,6 +163,23 @@ static ACTIONS: LazyLock<Actions> = LazyLock::new(|| {
     }
     actions
 });
+
+/// A verb's `-ing` and `-ed` forms when they are spelled by adding the
+/// ending alone (not a verb ending in e or y, nor one whose last consonant
+/// doubles: "set", "stop"): the stemmer may not take them back to the
+/// verb's own stem ("adding" and "added" give "ad", as it undoes a doubled
+/// consonant it cannot tell from "add"'s own).
+fn inflected(verb: &str) -> Vec<String> {
+    let vowel = |c: u8| b"aeiou".contains(&c);
+    let doubles = match verb.as_bytes() {
+        [.., a, b, c] => !vowel(*a) && vowel(*b) && !vowel(*c) && !b"wxy".contains(c),
+        _ => true,
+    };
+    match verb.ends_with(['e', 'y']) || doubles || !verb.bytes().all(|c| c.is_ascii_lowercase()) {
+        true => Vec::new(),
+        false => vec![format!("{verb}ing"), format!("{verb}ed")],
+    }
+}
 
 /// What words and phrasal verbs ("set up", "turn off") say of the kind of
 /// thing done.
@@ -894,6 +918,18 @@ mod tests {
         let first = |task: &str| tools[names(&index, task, &all)[0] as usize].1.clone();
         assert_eq!(first("When does subscription sub_01h9 renew next"), "paddle_get_subscription");
         assert_eq!(first("What changed on the board in the last week and who changed it"), "monday_get_board_activity");
+    }
+
+    #[test]
+    fn a_verb_says_its_kind_in_its_forms() {
+        let words = Words::default();
+        let asked = |task: &str| ACTIONS.first(&words.of(task)).map(|(kind, _)| kind);
+        // The stemmer gives "ad" for "adding" and "added", "add" for "add".
+        assert_eq!(words.of("adding added add"), ["ad", "ad", "add"]);
+        let create = Some(kind("create"));
+        assert_eq!(asked("Remember it by adding an observation to the graph"), create);
+        assert_eq!(asked("The user added an observation"), create);
+        assert_eq!(asked("Setting the title"), Some(kind("update")));
     }
 
     #[test]
