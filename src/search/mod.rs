@@ -27,7 +27,7 @@
 //! `which` or `what` and names things in the plural within its next three
 //! words ("which phone numbers do we own", "what statuses can it move to")
 //! asks for a list or a search, whatever verb follows; any other question
-//! ("who changed the estimate", "when does it renew": [`ASKING`]) asks to
+//! ("who changed the estimate", "when does it renew": `ASKING`) asks to
 //! read, list or search.
 //! And what the task does it to (the words after its verb, past stop
 //! words and particles, up to the next stop word: "leave a comment on the
@@ -888,11 +888,7 @@ mod tests {
         // descriptions say more of the task's other words than the delete
         // tools' do ("secret key… committed to source control").
         let tools = pairs_catalogue();
-        let index = SearchIndex::build(
-            tools
-                .iter()
-                .map(|(group, name, description)| Document { group: Some(group), ..document(name, description) }),
-        );
+        let index = pairs_index(&tools, true);
         let all: Vec<u32> = (0..tools.len() as u32).collect();
         let first = |task: &str, among: &[u32]| tools[names(&index, task, among)[0] as usize].1.clone();
         let task = "Revoke the Spaces access key that leaked in the repo";
@@ -909,11 +905,7 @@ mod tests {
         // The pairs' catalogue, each server a group: "renew" and "changed"
         // would not ask to read.
         let tools = pairs_catalogue();
-        let index = SearchIndex::build(
-            tools
-                .iter()
-                .map(|(group, name, description)| Document { group: Some(group), ..document(name, description) }),
-        );
+        let index = pairs_index(&tools, true);
         let all: Vec<u32> = (0..tools.len() as u32).collect();
         let first = |task: &str| tools[names(&index, task, &all)[0] as usize].1.clone();
         assert_eq!(first("When does subscription sub_01h9 renew next"), "paddle_get_subscription");
@@ -1024,17 +1016,20 @@ mod tests {
         tools
     }
 
+    /// The index of [`pairs_catalogue`]'s tools, each server a group or
+    /// none.
+    fn pairs_index(tools: &[(String, String, String)], grouped: bool) -> SearchIndex {
+        SearchIndex::build(tools.iter().map(|(group, name, description)| Document {
+            group: grouped.then_some(group.as_str()),
+            ..document(name, description)
+        }))
+    }
+
     #[test]
     fn the_group_whose_tools_speak_of_the_task_counts() {
         // The pairs' catalogue, each server a group or none.
         let tools = pairs_catalogue();
-        let index = |grouped: bool| {
-            SearchIndex::build(tools.iter().map(|(group, name, description)| Document {
-                group: grouped.then_some(group.as_str()),
-                ..document(name, description)
-            }))
-        };
-        let (with, without) = (index(true), index(false));
+        let (with, without) = (pairs_index(&tools, true), pairs_index(&tools, false));
         let all: Vec<u32> = (0..tools.len() as u32).collect();
         let first = |index: &SearchIndex, task: &str| tools[names(index, task, &all)[0] as usize].1.clone();
         // MongoDB's tools speak of collections throughout; without groups
