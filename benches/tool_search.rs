@@ -216,9 +216,10 @@ fn recall(catalog: &Catalog, plain: &PlainBm25, tasks: &[Task], title: &str, mis
         for task in tasks {
             let ranked = rank(&task.text);
             let hit = |k: usize| ranked.iter().take(k).any(|name| task.right.contains(name));
-            first += usize::from(hit(1));
-            five += usize::from(hit(5));
-            its.push([hit(1), hit(5)]);
+            let [at_1, at_5] = [hit(1), hit(5)];
+            first += usize::from(at_1);
+            five += usize::from(at_5);
+            its.push([at_1, at_5]);
             if misses.is_some_and(|at| !hit(at)) && name.starts_with("SearchTools") {
                 println!("miss: {} -> want {:?}, got {:?}", task.text, task.right, ranked);
             }

@@ -211,23 +211,19 @@ impl Actions {
         let mut at = 0;
         std::iter::from_fn(move || {
             let stem = stems.get(at)?.as_ref();
-            let phrase = stems.get(at + 1).and_then(|next| {
-                let particles = self.phrases.get(stem)?;
-                particles.iter().find(|(particle, _)| particle == next.as_ref()).map(|&(_, kind)| kind)
+            // The phrase's particle next, or split from its verb by what it
+            // is done to ("turn the droplet back on") within the `SPLIT`
+            // words after the next; the words between are still read as
+            // what it is done to.
+            let phrase = self.phrases.get(stem).and_then(|particles| {
+                stems.iter().skip(at + 1).take(1 + SPLIT).enumerate().find_map(|(away, later)| {
+                    let found = particles.iter().find(|(particle, _)| particle == later.as_ref());
+                    found.map(|&(_, kind)| (away, kind))
+                })
             });
-            // Split by what it is done to ("turn the droplet back on"): its
-            // particle within the `SPLIT` words after the next; the words
-            // between are still read as what it is done to.
-            let split = match phrase {
-                Some(_) => None,
-                None => self.phrases.get(stem).and_then(|particles| {
-                    stems.iter().skip(at + 2).take(SPLIT).find_map(|later| {
-                        particles.iter().find(|(particle, _)| particle == later.as_ref()).map(|&(_, kind)| kind)
-                    })
-                }),
-            };
-            at += if phrase.is_some() { 2 } else { 1 };
-            Some((phrase.or(split).unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)), at))
+            at += if phrase.is_some_and(|(away, _)| away == 0) { 2 } else { 1 };
+            let kind = phrase.map(|(_, kind)| kind);
+            Some((kind.unwrap_or_else(|| self.words.get(stem).copied().unwrap_or(0)), at))
         })
     }
 
