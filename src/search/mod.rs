@@ -41,7 +41,10 @@
 //! task's own words (no stop words, no synonyms) fit best gives each of its
 //! tools `GROUP_FIT` (4), the others in proportion. A task in a server's
 //! vocabulary ("a MongoDB collection") then favours that server's tools
-//! over another's whose name happens to say more of it.
+//! over another's whose name happens to say more of it. A word of the
+//! task split by case ("GitHub", "HubSpot") that, lower-cased, is the name
+//! of one of those groups is read whole (`github`): the user names the
+//! server, not "git" and "hub".
 //!
 //! The statistics BM25 needs (how many tools, how long a tool is on
 //! average, how many tools hold a word) are those of the tools searched
@@ -353,6 +356,9 @@ pub struct SearchIndex {
     words: Words,
     vocabulary: HashMap<Arc<str>, u32>,
     entries: Vec<Entry>,
+    /// By group number, the word its name is when it is one word
+    /// (`github`, `hubspot`).
+    group_names: Box<[Option<u32>]>,
     /// Each document's position by its [`Document::fingerprint`].
     fingerprints: HashMap<u64, u32>,
     /// The last sets searched, most recent first.
@@ -407,6 +413,9 @@ struct View {
     grouped: Box<[(u32, f32)]>,
     /// How many groups there are (numbers below it).
     groups: usize,
+    /// The words that are whole names of its groups (`github`) and that its
+    /// documents hold, sorted.
+    named_groups: Box<[u32]>,
     /// By place, the kinds its siblings do: the tools of its group (of the
     /// view's documents) doing it to the same thing ([`Entry::heads`]).
     siblings: Box<[u16]>,
@@ -434,7 +443,7 @@ fn lay_out<T: Copy + Default>(words: usize, each: impl Fn(&mut dyn FnMut(u32, T)
 }
 
 impl View {
-    fn build(entries: &[Entry], words: usize, among: Box<[u32]>) -> Self {
+    fn build(entries: &[Entry], group_names: &[Option<u32>], words: usize, among: Box<[u32]>) -> Self {
         let documents =
             || among.iter().enumerate().map(|(place, &document)| (place as u32, &entries[document as usize]));
         let (offsets, postings) = lay_out(words, |add: &mut dyn FnMut(u32, _)| {
@@ -475,7 +484,29 @@ impl View {
         });
         let ((group_offsets, grouped), groups) = Self::groups(entries, words, &among);
         let siblings = Self::siblings(entries, &among);
-        Self { among, offsets, postings, name_offsets, named, idfs, group_offsets, grouped, groups, siblings }
+        // A group's name counts when a tool of the view says it (a federated
+        // tool's name carries its server's).
+        let mut named_groups: Vec<u32> = among
+            .iter()
+            .filter_map(|&document| group_names[entries[document as usize].group? as usize])
+            .filter(|&term| offsets[term as usize + 1] > offsets[term as usize])
+            .collect();
+        named_groups.sort_unstable();
+        named_groups.dedup();
+        let named_groups = named_groups.into();
+        Self {
+            among,
+            offsets,
+            postings,
+            name_offsets,
+            named,
+            idfs,
+            group_offsets,
+            grouped,
+            groups,
+            siblings,
+            named_groups,
+        }
     }
 
     /// The groups' pooled words among the documents `among`: for each word,
@@ -561,6 +592,7 @@ impl SearchIndex {
         let mut fingerprints = HashMap::new();
         let mut counts: HashMap<u32, f32> = HashMap::new();
         let mut groups: HashMap<&'d str, u32> = HashMap::new();
+        let mut group_names = Vec::new();
         let mut number = |stem: &Arc<str>| {
             let next = vocabulary.len() as u32;
             *vocabulary.entry(Arc::clone(stem)).or_insert(next)
@@ -620,6 +652,14 @@ impl SearchIndex {
             pooled.dedup();
             let next = groups.len() as u32;
             let group = document.group.map(|group| *groups.entry(group).or_insert(next));
+            if let Some(group) = document.group.filter(|_| group == Some(next)) {
+                let mut whole = Vec::new();
+                stems.each(group, |stem| whole.push(Arc::clone(stem)));
+                group_names.push(match whole.as_slice() {
+                    [word] => Some(number(word)),
+                    _ => None,
+                });
+            }
             let position = u32::try_from(position).expect("fewer than 2^32 tools");
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();
@@ -634,7 +674,8 @@ impl SearchIndex {
             });
         }
         drop(stems);
-        Self { words, vocabulary, entries, fingerprints, views: Mutex::new(Vec::new()) }
+        let group_names = group_names.into();
+        Self { words, vocabulary, entries, group_names, fingerprints, views: Mutex::new(Vec::new()) }
     }
 
     /// The bytes the index holds: its words, each document's, and the views
@@ -680,7 +721,7 @@ impl SearchIndex {
                 return view;
             }
         }
-        let view = Arc::new(View::build(&self.entries, self.vocabulary.len(), among));
+        let view = Arc::new(View::build(&self.entries, &self.group_names, self.vocabulary.len(), among));
         let mut views = crate::lock::lock(&self.views);
         views.insert(0, Arc::clone(&view));
         views.truncate(VIEWS);
@@ -688,7 +729,11 @@ impl SearchIndex {
     }
 
     /// What is searched of `query` ([`Query`]).
-    fn query(&self, query: &str) -> Query {
+    fn query(&self, query: &str, view: &View) -> Query {
+        let query = &*words::whole(query, |word| {
+            let [stem] = self.words.of(word).try_into().unwrap_or_default();
+            self.vocabulary.get(stem.as_str()).is_some_and(|term| view.named_groups.binary_search(term).is_ok())
+        });
         let mut weighed: Vec<(String, f32)> = Vec::new();
         let unstemmed = self.words.unstemmed(query);
         let which = unstemmed.first().is_some_and(|first| ASKING_WHICH.contains(&first.as_str()))
@@ -744,7 +789,7 @@ impl SearchIndex {
         if view.among.is_empty() {
             return Vec::new();
         }
-        let Query { terms, said, asked, object } = self.query(query);
+        let Query { terms, said, asked, object } = self.query(query, &view);
         let mut scores = vec![0.0f32; view.among.len()];
         let mut scored = Vec::new();
         for &(term, weight) in &terms {
@@ -1051,6 +1096,36 @@ mod tests {
         let task = "Describe the schema of a MongoDB collection";
         assert_eq!(first(&with, task), "mongodb_collection-schema");
         assert_eq!(first(&without, task), "neon_describe_table_schema");
+    }
+
+    #[test]
+    fn a_server_named_as_a_brand_is_one_word() {
+        // The pairs' catalogue, each server a group: "GitHub" read as "git"
+        // and "hub" found the git server's `git_pull`.
+        let tools = pairs_catalogue();
+        let index = pairs_index(&tools, true);
+        let all: Vec<u32> = (0..tools.len() as u32).collect();
+        let first = |task: &str, among: &[u32]| tools[names(&index, task, among)[0] as usize].1.clone();
+        let task = "See which files a GitHub pull request changed";
+        assert_eq!(first(task, &all), "github_get_pull_request_files");
+        assert_eq!(first("Create a new MongoDB collection called audit_logs", &all), "mongodb_create-collection");
+        // A server the caller cannot use reads nothing whole: without the
+        // GitHub server's tools, the task is read as an index without them
+        // reads it.
+        let without: Vec<u32> = all.iter().copied().filter(|&i| tools[i as usize].0 != "github").collect();
+        let alone = SearchIndex::build(without.iter().map(|&i| {
+            let (group, name, description) = &tools[i as usize];
+            Document { group: Some(group.as_str()), ..document(name, description) }
+        }));
+        let places: Vec<u32> = (0..without.len() as u32).collect();
+        let named = |found: Vec<(u32, f32)>, of: &dyn Fn(u32) -> usize| -> Vec<(String, f32)> {
+            found.into_iter().map(|(document, score)| (tools[of(document)].1.clone(), score)).collect()
+        };
+        assert_eq!(
+            named(index.search(task, &without, 5), &|document| document as usize),
+            named(alone.search(task, &places, 5), &|document| without[document as usize] as usize)
+        );
+        assert_eq!(first(task, &without), "git_git_pull");
     }
 
     #[test]

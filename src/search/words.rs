@@ -11,6 +11,7 @@
 //! whatever words either uses.
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     sync::{Arc, LazyLock},
 };
@@ -116,6 +117,26 @@ impl<'w> Stems<'w> {
     }
 }
 
+/// `text` with each run of letters and digits that [`parts`] would split
+/// (`GitHub`) lower-cased, so that it is one word, where `whole` says so of
+/// it lower-cased.
+pub(crate) fn whole(text: &str, whole: impl Fn(&str) -> bool) -> Cow<'_, str> {
+    let mut read = Cow::Borrowed(text);
+    for (start, run) in text.split(|c: char| !c.is_alphanumeric()).scan(0, |at, run| {
+        let start = *at;
+        *at += run.len() + text[*at + run.len()..].chars().next().map_or(0, char::len_utf8);
+        Some((start, run))
+    }) {
+        if parts(run).nth(1).is_some() && whole(&run.to_lowercase()) {
+            let lowered = run.to_lowercase();
+            if lowered.len() == run.len() {
+                read.to_mut().replace_range(start..start + run.len(), &lowered);
+            }
+        }
+    }
+    read
+}
+
 /// Calls `each` with every word of `text` of two characters or more,
 /// lower-cased.
 fn lowered(text: &str, mut each: impl FnMut(&str)) {
@@ -165,6 +186,16 @@ mod tests {
         assert_eq!(words.of("Creates the issues; creating issue"), ["creat", "the", "issu", "creat", "issu"]);
         assert_eq!(words.of("a b 7"), Vec::<String>::new());
         assert_eq!(words.of("Größe ändern"), ["größe", "ändern"]);
+    }
+
+    #[test]
+    fn a_run_split_by_case_can_be_read_whole() {
+        let known = |word: &str| ["github", "hubspot"].contains(&word);
+        let words = Words::default();
+        let read = whole("Ask GitHub, not HubSpot's JavaScript: Größe", known);
+        assert_eq!(read, "Ask github, not hubspot's JavaScript: Größe");
+        assert_eq!(words.of(&read), ["ask", "github", "not", "hubspot", "java", "script", "größe"]);
+        assert!(matches!(whole("github and git", known), Cow::Borrowed(_)));
     }
 
     #[test]
