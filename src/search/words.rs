@@ -196,6 +196,9 @@ mod tests {
         assert_eq!(read, "Ask github, not hubspot's JavaScript: Größe");
         assert_eq!(words.of(&read), ["ask", "github", "not", "hubspot", "java", "script", "größe"]);
         assert!(matches!(whole("github and git", known), Cow::Borrowed(_)));
+        // Separators of any width before and between runs.
+        let read = whole("«GitHub»—🚀HubSpot…İstanbulGitHub GitHub", known);
+        assert_eq!(read, "«github»—🚀hubspot…İstanbulGitHub github");
     }
 
     #[test]
