@@ -1032,15 +1032,20 @@ async fn a_connection_the_model_server_closed_while_it_idled_loses_no_request() 
     let (_gateway, url, _log) = serve(&dir, &upstream.base_url(), "");
     let client = http();
     let body = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
-    for _ in 0..3 {
+    for _ in 0..6 {
         let answer = client.post(format!("{url}/chat/completions")).json(&body).send().await.unwrap();
         assert_eq!(answer.status(), 200);
         let answer: Value = answer.json().await.unwrap();
         assert_eq!(answer["choices"][0]["message"]["content"], "hello");
     }
-    // The first request on a new connection; each after it met the closing
-    // one and was asked again on a new one.
-    assert_eq!(upstream.counted(), (3, 5));
+    // Each request was answered, on a connection of its own at last: those
+    // that met a connection the model server closed were asked again on a
+    // new one. (How many met one depends on whether the gateway's pool had
+    // the last connection back when the next request came: a request may
+    // go out on a new connection at once.)
+    let (connections, requests) = upstream.counted();
+    assert!(connections >= 6, "{connections} connections for six answers");
+    assert!(requests > 6, "no request met a closed connection: {requests} requests on {connections} connections");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
