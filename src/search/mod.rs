@@ -962,13 +962,12 @@ mod tests {
         // The pairs' catalogue, each server a group: the create tools'
         // descriptions say more of the task's other words than the delete
         // tools' do ("secret key… committed to source control").
-        let tools = pairs_catalogue();
-        let index = pairs_index(&tools, true);
-        let all: Vec<u32> = (0..tools.len() as u32).collect();
-        let first = |task: &str, among: &[u32]| tools[names(&index, task, among)[0] as usize].1.clone();
+        let pairs = Pairs::grouped();
+        let (tools, all) = (&pairs.tools, &pairs.all);
+        let first = |task: &str, among: &[u32]| pairs.first(task, among);
         let task = "Revoke the Spaces access key that leaked in the repo";
-        assert_eq!(first(task, &all), "digitalocean_spaces-key-delete");
-        assert_eq!(first("Delete the duplicate Invoice #42 item from the board", &all), "monday_delete_item");
+        assert_eq!(first(task, all), "digitalocean_spaces-key-delete");
+        assert_eq!(first("Delete the duplicate Invoice #42 item from the board", all), "monday_delete_item");
         // Without the sibling that does what is asked, the words decide.
         let without: Vec<u32> =
             all.iter().copied().filter(|&i| tools[i as usize].1 != "digitalocean_spaces-key-delete").collect();
@@ -979,10 +978,8 @@ mod tests {
     fn a_question_asks_to_know_whatever_verb_follows() {
         // The pairs' catalogue, each server a group: "renew" and "changed"
         // would not ask to read.
-        let tools = pairs_catalogue();
-        let index = pairs_index(&tools, true);
-        let all: Vec<u32> = (0..tools.len() as u32).collect();
-        let first = |task: &str| tools[names(&index, task, &all)[0] as usize].1.clone();
+        let pairs = Pairs::grouped();
+        let first = |task: &str| pairs.first(task, &pairs.all);
         assert_eq!(first("When does subscription sub_01h9 renew next"), "paddle_get_subscription");
         assert_eq!(first("What changed on the board in the last week and who changed it"), "monday_get_board_activity");
     }
@@ -1094,6 +1091,28 @@ mod tests {
         tools
     }
 
+    /// [`pairs_catalogue`]'s tools, their index with each server a group,
+    /// and all their positions.
+    struct Pairs {
+        tools: Vec<(String, String, String)>,
+        index: SearchIndex,
+        all: Vec<u32>,
+    }
+
+    impl Pairs {
+        fn grouped() -> Self {
+            let tools = pairs_catalogue();
+            let index = pairs_index(&tools, true);
+            let all = (0..tools.len() as u32).collect();
+            Self { tools, index, all }
+        }
+
+        /// The name of the tool ranked first for `task` among `among`.
+        fn first(&self, task: &str, among: &[u32]) -> String {
+            self.tools[names(&self.index, task, among)[0] as usize].1.clone()
+        }
+    }
+
     /// The index of [`pairs_catalogue`]'s tools, each server a group or
     /// none.
     fn pairs_index(tools: &[(String, String, String)], grouped: bool) -> SearchIndex {
@@ -1121,16 +1140,15 @@ mod tests {
     fn a_server_named_as_a_brand_is_one_word() {
         // The pairs' catalogue, each server a group: "GitHub" read as "git"
         // and "hub" found the git server's `git_pull`.
-        let tools = pairs_catalogue();
-        let index = pairs_index(&tools, true);
-        let all: Vec<u32> = (0..tools.len() as u32).collect();
-        let first = |task: &str, among: &[u32]| tools[names(&index, task, among)[0] as usize].1.clone();
+        let pairs = Pairs::grouped();
+        let (tools, index, all) = (&pairs.tools, &pairs.index, &pairs.all);
+        let first = |task: &str, among: &[u32]| pairs.first(task, among);
         let task = "See which files a GitHub pull request changed";
-        assert_eq!(first(task, &all), "github_get_pull_request_files");
-        assert_eq!(first("Create a new MongoDB collection called audit_logs", &all), "mongodb_create-collection");
+        assert_eq!(first(task, all), "github_get_pull_request_files");
+        assert_eq!(first("Create a new MongoDB collection called audit_logs", all), "mongodb_create-collection");
         // A server the caller cannot use reads nothing whole: without the
-        // GitHub server's tools, the task is read as an index without them
-        // reads it.
+        // GitHub server's tools, the task is read and scored as by an index
+        // that never had them.
         let without: Vec<u32> = all.iter().copied().filter(|&i| tools[i as usize].0 != "github").collect();
         let alone = SearchIndex::build(without.iter().map(|&i| {
             let (group, name, description) = &tools[i as usize];
@@ -1152,10 +1170,8 @@ mod tests {
         // The pairs' catalogue, each server a group: Neon's tools speak of
         // Postgres databases and tables more than the Postgres server's one
         // tool does.
-        let tools = pairs_catalogue();
-        let index = pairs_index(&tools, true);
-        let all: Vec<u32> = (0..tools.len() as u32).collect();
-        let first = |task: &str| tools[names(&index, task, &all)[0] as usize].1.clone();
+        let pairs = Pairs::grouped();
+        let first = |task: &str| pairs.first(task, &pairs.all);
         assert_eq!(first("Count yesterday's signups in the users table of our Postgres database"), "postgres_query");
         assert_eq!(
             first("Which Kubernetes versions and node sizes can I use on DigitalOcean"),
