@@ -561,6 +561,11 @@ impl View {
         entries().map(kinds).collect()
     }
 
+    /// Whether `term` is the whole name of one of its groups.
+    fn names_group(&self, term: u32) -> bool {
+        self.named_groups.binary_search(&term).is_ok()
+    }
+
     fn grouped(&self, term: u32) -> &[(u32, f32)] {
         let (start, end) = (self.group_offsets[term as usize], self.group_offsets[term as usize + 1]);
         &self.grouped[start as usize..end as usize]
@@ -658,15 +663,18 @@ impl SearchIndex {
             pooled.sort_unstable();
             pooled.dedup();
             let next = groups.len() as u32;
-            let group = document.group.map(|group| *groups.entry(group).or_insert(next));
-            if let Some(group) = document.group.filter(|_| group == Some(next)) {
-                let mut whole = Vec::new();
-                stems.each(group, |stem| whole.push(Arc::clone(stem)));
-                group_names.push(match whole.as_slice() {
-                    [word] => Some(number(word)),
-                    _ => None,
-                });
-            }
+            let group = document.group.map(|group| {
+                *groups.entry(group).or_insert_with(|| {
+                    // A new group: the word its name is, if one.
+                    let mut whole = Vec::new();
+                    stems.each(group, |stem| whole.push(Arc::clone(stem)));
+                    group_names.push(match whole.as_slice() {
+                        [word] => Some(number(word)),
+                        _ => None,
+                    });
+                    next
+                })
+            });
             let position = u32::try_from(position).expect("fewer than 2^32 tools");
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();
@@ -739,7 +747,7 @@ impl SearchIndex {
     fn query(&self, query: &str, view: &View) -> Query {
         let query = &*words::whole(query, |word| {
             let [stem] = self.words.of(word).try_into().unwrap_or_default();
-            self.vocabulary.get(stem.as_str()).is_some_and(|term| view.named_groups.binary_search(term).is_ok())
+            self.vocabulary.get(stem.as_str()).is_some_and(|&term| view.names_group(term))
         });
         let mut weighed: Vec<(String, f32)> = Vec::new();
         let unstemmed = self.words.unstemmed(query);
@@ -864,8 +872,7 @@ impl SearchIndex {
         }
         // A server the task names ("…on DigitalOcean"): the tools of no
         // server it names keep `NAMED_OTHER` of their score.
-        let named: Vec<u32> =
-            said.iter().copied().filter(|term| view.named_groups.binary_search(term).is_ok()).collect();
+        let named: Vec<u32> = said.iter().copied().filter(|&term| view.names_group(term)).collect();
         if !named.is_empty() {
             for &place in &scored {
                 let group = self.entries[view.among[place as usize] as usize].group;

@@ -122,17 +122,17 @@ impl<'w> Stems<'w> {
 /// it lower-cased.
 pub(crate) fn whole(text: &str, whole: impl Fn(&str) -> bool) -> Cow<'_, str> {
     let mut read = Cow::Borrowed(text);
-    for (start, run) in text.split(|c: char| !c.is_alphanumeric()).scan(0, |at, run| {
-        let start = *at;
-        *at += run.len() + text[*at + run.len()..].chars().next().map_or(0, char::len_utf8);
-        Some((start, run))
-    }) {
-        if parts(run).nth(1).is_some() && whole(&run.to_lowercase()) {
+    let mut at = 0;
+    // Each run with the one separator after it, if any.
+    for piece in text.split_inclusive(|c: char| !c.is_alphanumeric()) {
+        let run = piece.trim_end_matches(|c: char| !c.is_alphanumeric());
+        if parts(run).nth(1).is_some() {
             let lowered = run.to_lowercase();
-            if lowered.len() == run.len() {
-                read.to_mut().replace_range(start..start + run.len(), &lowered);
+            if lowered.len() == run.len() && whole(&lowered) {
+                read.to_mut().replace_range(at..at + run.len(), &lowered);
             }
         }
+        at += piece.len();
     }
     read
 }
