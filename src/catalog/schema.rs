@@ -91,9 +91,12 @@ impl Schema {
         self.validator.get().is_some()
     }
 
-    /// Required parameters, in the order of the schema's `required`.
-    /// Each top-level parameter's name and description (empty when it has
-    /// none), read from the schema's text.
+    /// Each top-level parameter's name and what the search reads of it:
+    /// its description (empty when it has none) and the words it takes, the
+    /// string values of its `enum` (or its items' `enum`) when it lists at
+    /// most [`SAID_VALUES`] of them ("Psychologist", "Family Counselor":
+    /// words a task says and no description may), read from the schema's
+    /// text.
     pub(crate) fn described(&self) -> Vec<(String, String)> {
         #[derive(serde::Deserialize)]
         struct Described {
@@ -101,11 +104,21 @@ impl Schema {
             properties: serde_json::Map<String, Value>,
         }
         let Ok(described) = serde_json::from_str::<Described>(self.text.get()) else { return Vec::new() };
-        let description =
-            |property: &Value| property.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
-        described.properties.iter().map(|(name, property)| (name.clone(), description(property))).collect()
+        let read = |property: &Value| {
+            let mut text = property.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
+            let values = property.get("enum").or_else(|| property.pointer("/items/enum")).and_then(Value::as_array);
+            if let Some(values) = values.filter(|values| values.len() <= SAID_VALUES) {
+                for value in values.iter().filter_map(Value::as_str) {
+                    text.push_str(". ");
+                    text.push_str(value);
+                }
+            }
+            text
+        };
+        described.properties.iter().map(|(name, property)| (name.clone(), read(property))).collect()
     }
 
+    /// Required parameters, in the order of the schema's `required`.
     pub(crate) fn required(&self) -> &[String] {
         &self.required
     }
@@ -398,6 +411,11 @@ fn dialect(json: &Value) -> Result<Option<jsonschema::Draft>, String> {
 /// other value that does not match).
 const BACKTRACK_LIMIT: usize = 100_000;
 
+/// The most values of an `enum` the search reads as words a parameter
+/// takes: a longer list (time zones, country codes) says no more of what the
+/// tool does and would outweigh its description.
+const SAID_VALUES: usize = 24;
+
 /// Compiles `json` with the options every schema is compiled with, read by
 /// `draft` when it is given.
 ///
@@ -616,6 +634,39 @@ mod tests {
         .unwrap();
         assert_eq!(schema.required(), ["query"]);
         assert_eq!(schema.optional(), ["limit", "lang"]);
+    }
+
+    #[test]
+    fn the_search_reads_the_values_a_parameter_takes() {
+        // A real function list's parameter (tests/data/tool_search_bfcl, s189).
+        let zones: Vec<String> = (0..=SAID_VALUES).map(|hour| format!("UTC+{hour}")).collect();
+        let schema = Schema::compile(serde_json::json!({
+            "type": "object",
+            "properties": {
+                "type": {"type": "string", "description": "The specialization of the therapist being sought.",
+                         "enum": ["Psychologist", "Family Counselor", "Psychiatrist"]},
+                "tags": {"type": "array", "items": {"type": "string", "enum": ["urgent", "later"]}},
+                "size": {"type": "integer", "enum": [1, 2, 3]},
+                "zone": {"type": "string", "description": "A time zone.", "enum": zones},
+                "city": {"type": "string"}
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            schema.described(),
+            [
+                (
+                    "type".to_owned(),
+                    "The specialization of the therapist being sought.. Psychologist. Family Counselor. Psychiatrist"
+                        .to_owned()
+                ),
+                ("tags".to_owned(), ". urgent. later".to_owned()),
+                ("size".to_owned(), String::new()),
+                // A list past SAID_VALUES says no more of what the tool does.
+                ("zone".to_owned(), "A time zone.".to_owned()),
+                ("city".to_owned(), String::new()),
+            ]
+        );
     }
 
     #[test]
