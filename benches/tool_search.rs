@@ -11,7 +11,9 @@
 //! whose misses are never listed. `tests/data/tool_search_bfcl` and
 //! `tool_search_bfcl_held` are requests people typed (BFCL live), each
 //! asked of its own few functions alone; the second half's misses are
-//! never listed.
+//! never listed. `tests/data/tool_search_metatool` and
+//! `tool_search_metatool_held` are 199 chat plugins (MetaTool) and requests
+//! for half of them each; the second half's misses are never listed.
 //!
 //! `cargo bench --bench tool_search [-- --misses[=1]] [--recall]`: with
 //! `--misses`, every task whose right tool is not in the first five, with
@@ -32,7 +34,8 @@ use toolgate::{
 
 /// The sets no ranking may be tuned on: their misses are never listed, so
 /// that reading them cannot tune the ranking to them.
-const HELD_OUT: [&str; 2] = ["tests/data/tool_search_fresh", "tests/data/tool_search_bfcl_held"];
+const HELD_OUT: [&str; 3] =
+    ["tests/data/tool_search_fresh", "tests/data/tool_search_bfcl_held", "tests/data/tool_search_metatool_held"];
 
 /// One server's listing, as the data keeps it.
 struct Server {
@@ -308,6 +311,8 @@ fn main() {
             HELD_OUT[1],
             "real requests (BFCL live), each asked of its own few tools (held out: its misses are never listed)",
         ),
+        ("tests/data/tool_search_metatool", "plugins (MetaTool), one server: requests for half the plugins"),
+        (HELD_OUT[2], "plugins (MetaTool), one server: requests for the other half (held out: misses never listed)"),
     ];
     for (data, what) in sets {
         if !repo.join(data).join("tasks.jsonl").exists() {
