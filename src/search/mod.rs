@@ -7,7 +7,10 @@
 //! tool whose name the query covers gains up to `NAME_COVERAGE` (8): the
 //! share of its name's words the query holds, each weighed by how rare it
 //! is, so one word of the task's content matching one word of a long name
-//! cannot win alone. A stop word of the query (`stop_words.txt`) counts a
+//! cannot win alone; and only when the query holds a word of the name that
+//! says no kind of action (the kind rule below counts those), unless the
+//! name, past its server's, is only such words (`git_pull`): "find me some
+//! songs" is not `FindMovies`' for its verb. A stop word of the query (`stop_words.txt`) counts a
 //! fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
 //! kept as data) at `SYNONYM_WEIGHT` (0.3). Last, what the task asks to do
 //! (its first word of a kind in `actions.txt`: create, read, list, search,
@@ -352,6 +355,9 @@ struct Entry {
     actions: u16,
     /// What its name and aliases say it does it to ([`Actions::head`]).
     heads: Box<[u32]>,
+    /// Whether its name, past its group's name, is only words of a kind
+    /// (`git_pull`, `search`): then those words alone cover it.
+    verbs_only: bool,
     /// Its group, by number, and the words it adds to the group's pool: of
     /// its name, aliases, description and parameter names, each once.
     group: Option<u32>,
@@ -362,6 +368,8 @@ struct Entry {
 pub struct SearchIndex {
     words: Words,
     vocabulary: HashMap<Arc<str>, u32>,
+    /// By word number, whether the word says a kind of action.
+    kinded: Box<[bool]>,
     entries: Vec<Entry>,
     /// By group number, the word its name is when it is one word
     /// (`github`, `hubspot`).
@@ -615,6 +623,11 @@ impl SearchIndex {
             let mut names: Vec<Box<[u32]>> = Vec::new();
             let mut actions = 0;
             let mut heads = Vec::new();
+            let mut group_words: Vec<Arc<str>> = Vec::new();
+            if let Some(group) = document.group {
+                stems.each(group, |stem| group_words.push(Arc::clone(stem)));
+            }
+            let mut verbs_only = None;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
                 let mut said = Vec::new();
@@ -626,6 +639,8 @@ impl SearchIndex {
                     }
                     *counts.entry(term).or_default() += NAME_WEIGHT;
                 });
+                verbs_only
+                    .get_or_insert_with(|| said.iter().all(|stem| group_words.contains(stem) || ACTIONS.says(stem)));
                 let mut does = ACTIONS.said(&said).fold(0, |does, kind| does | kind);
                 if let Some(head) = ACTIONS.head(&said) {
                     let head = number(head);
@@ -684,13 +699,19 @@ impl SearchIndex {
                 names: names.into(),
                 actions,
                 heads: heads.into(),
+                verbs_only: verbs_only.unwrap_or(false),
                 group,
                 pooled: pooled.into(),
             });
         }
         drop(stems);
         let group_names = group_names.into();
-        Self { words, vocabulary, entries, group_names, fingerprints, views: Mutex::new(Vec::new()) }
+        let mut kinded = vec![false; vocabulary.len()];
+        for (word, &term) in &vocabulary {
+            kinded[term as usize] = ACTIONS.says(word);
+        }
+        let kinded = kinded.into();
+        Self { words, vocabulary, kinded, entries, group_names, fingerprints, views: Mutex::new(Vec::new()) }
     }
 
     /// The bytes the index holds: its words, each document's, and the views
@@ -706,7 +727,7 @@ impl SearchIndex {
             })
             .sum();
         let views: usize = crate::lock::lock(&self.views).iter().map(|view| view.bytes()).sum();
-        words + entries + self.fingerprints.len() * 16 + views
+        words + self.kinded.len() + entries + self.fingerprints.len() * 16 + views
     }
 
     /// How many documents the index holds.
@@ -821,9 +842,13 @@ impl SearchIndex {
         // they are) the query holds, for the names holding one; a tool's best.
         let mut shares = vec![0.0f32; view.among.len()];
         let mut of_aliases: HashMap<(u32, u32), f32> = HashMap::new();
+        // Whether the query holds a word of the name that says no kind.
+        let mut held_plain = vec![false; view.among.len()];
         for &(term, weight) in &terms {
             let said = view.idf(term) * weight;
+            let kinded = self.kinded[term as usize];
             for &(place, name, whole) in view.named(term) {
+                held_plain[place as usize] |= !kinded;
                 match name {
                     0 => shares[place as usize] += said / whole,
                     _ => *of_aliases.entry((place, name)).or_default() += said / whole,
@@ -835,9 +860,11 @@ impl SearchIndex {
         }
         for &place in &scored {
             let score = &mut scores[place as usize];
-            *score += NAME_COVERAGE * shares[place as usize];
-            // What the task asks to do against what the name says it does.
             let entry = &self.entries[view.among[place as usize] as usize];
+            if held_plain[place as usize] || entry.verbs_only {
+                *score += NAME_COVERAGE * shares[place as usize];
+            }
+            // What the task asks to do against what the name says it does.
             let does = entry.actions;
             if asked != 0 && does != 0 {
                 match does & asked != 0 {
@@ -928,6 +955,77 @@ mod tests {
         assert_eq!(names(&index, "forecast for Paris", &all)[0], 4);
         assert!(names(&index, "quantum chromodynamics", &all).is_empty());
         assert!(index.search("issue", &all, 1).len() == 1);
+    }
+
+    #[test]
+    fn a_word_of_a_kind_alone_does_not_cover_a_name() {
+        // A real function list as listed (tests/data/tool_search_bfcl, s163).
+        let described = |pairs: &[(&str, &str)]| -> Vec<(String, String)> {
+            pairs.iter().map(|&(name, said)| (name.to_owned(), said.to_owned())).collect()
+        };
+        let movies = described(&[
+            ("genre", "The genre of the movie to search for."),
+            ("starring", "The name of a specific actor or actress the user wants to see in the movie."),
+        ]);
+        let music = described(&[
+            ("artist", "The name of the artist or band."),
+            ("album", "The title of the album."),
+            ("genre", "The musical genre of the songs."),
+            ("year", "The release year of the song."),
+        ]);
+        let stream = described(&[
+            ("title", "The title of the movie to be streamed."),
+            ("subtitle_language", "The preferred language for the movie's subtitles."),
+        ]);
+        let play = described(&[
+            ("track", "The title of the song to be played."),
+            ("artist", "The name of the artist performing the song. If unspecified, any artist is acceptable."),
+            ("device", "The media player device where the song will be played."),
+            ("album", "The album where the song is featured. If unspecified, any album is acceptable."),
+        ]);
+        let tool = |group, name, description, parameters| Document {
+            name,
+            description,
+            parameters,
+            group: Some(group),
+            ..Document::default()
+        };
+        let index = SearchIndex::build([
+            tool(
+                "s163",
+                "s163_Media_3_FindMovies",
+                "Search for movies that fit a user's preferences such as genre and starring actors.",
+                &movies,
+            ),
+            tool(
+                "s163",
+                "s163_Media_3_PlayMovie",
+                "Streams a selected movie online with the option to choose subtitles in various languages.",
+                &stream,
+            ),
+            tool(
+                "s163",
+                "s163_Music_3_PlayMedia",
+                "Plays a specified track on a designated media player device.",
+                &play,
+            ),
+            tool(
+                "s163",
+                "s163_Music_3_LookupMusic",
+                "Retrieve a list of songs that align with the user's musical preferences based on artist, album, \
+                 genre, and release year.",
+                &music,
+            ),
+        ]);
+        // "find" says what is asked (a search: both are), not which tool.
+        let all = [0, 1, 2, 3];
+        assert_eq!(names(&index, "Can you find me Metal songs by Jinjer?", &all)[0], 3);
+        // A name that is its verb, past its server's, is still covered by it.
+        let git = SearchIndex::build([
+            tool("git", "git_git_pull", "Fetch from and integrate with another repository or a local branch", &[]),
+            tool("git", "git_git_log", "Shows the commit logs of the changes from the remote", &[]),
+        ]);
+        assert_eq!(names(&git, "Pull the latest changes from the remote", &[0, 1])[0], 0);
     }
 
     #[test]
