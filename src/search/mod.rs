@@ -10,8 +10,8 @@
 //! cannot win alone; and only when the query holds a word of the name that
 //! says no kind of action (the kind rule below counts those), unless the
 //! name, past its server's, is only such words (`git_pull`): "find me some
-//! songs" is not `FindMovies`' for its verb. A stop word of the query (`stop_words.txt`) counts a
-//! fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
+//! songs" is not `FindMovies`' for its verb. A stop word of the query
+//! (`stop_words.txt`) counts a fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
 //! kept as data) at `SYNONYM_WEIGHT` (0.3). Last, what the task asks to do
 //! (its first word of a kind in `actions.txt`: create, read, list, search,
 //! update, delete, start, stop; a phrasal verb, "set up", "turn off", read
@@ -613,6 +613,8 @@ impl SearchIndex {
         let mut counts: HashMap<u32, f32> = HashMap::new();
         let mut groups: HashMap<&'d str, u32> = HashMap::new();
         let mut group_names = Vec::new();
+        // Each group's name's words, once.
+        let mut group_stems: HashMap<&'d str, Vec<Arc<str>>> = HashMap::new();
         let mut number = |stem: &Arc<str>| {
             let next = vocabulary.len() as u32;
             *vocabulary.entry(Arc::clone(stem)).or_insert(next)
@@ -623,10 +625,14 @@ impl SearchIndex {
             let mut names: Vec<Box<[u32]>> = Vec::new();
             let mut actions = 0;
             let mut heads = Vec::new();
-            let mut group_words: Vec<Arc<str>> = Vec::new();
-            if let Some(group) = document.group {
-                stems.each(group, |stem| group_words.push(Arc::clone(stem)));
-            }
+            let group_words: &[Arc<str>] = match document.group {
+                Some(group) => group_stems.entry(group).or_insert_with(|| {
+                    let mut words = Vec::new();
+                    stems.each(group, |stem| words.push(Arc::clone(stem)));
+                    words
+                }),
+                None => &[],
+            };
             let mut verbs_only = None;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
