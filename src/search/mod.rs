@@ -11,8 +11,9 @@
 //! says no kind of action (the kind rule below counts those), unless the
 //! name, past its server's, is only such words (`git_pull`): "find me some
 //! songs" is not `FindMovies`' for its verb. A stop word of the query
-//! (`stop_words.txt`) counts a fifth, and each word also asks for its near-synonyms (`synonyms.txt`,
-//! kept as data) at `SYNONYM_WEIGHT` (0.3). Last, what the task asks to do
+//! (`stop_words.txt`) counts a fifth, and each word also asks for its
+//! near-synonyms (`synonyms.txt`, kept as data) at `SYNONYM_WEIGHT` (0.3).
+//! Last, what the task asks to do
 //! (its first word of a kind in `actions.txt`: create, read, list, search,
 //! update, delete, start, stop; a phrasal verb, "set up", "turn off", read
 //! whole) against what each tool's name says it does:
@@ -612,9 +613,10 @@ impl SearchIndex {
         let mut fingerprints = HashMap::new();
         let mut counts: HashMap<u32, f32> = HashMap::new();
         let mut groups: HashMap<&'d str, u32> = HashMap::new();
+        // By group number, its name's words, and the word its name is when
+        // it is one.
+        let mut group_words: Vec<Box<[Arc<str>]>> = Vec::new();
         let mut group_names = Vec::new();
-        // Each group's name's words, once.
-        let mut group_stems: HashMap<&'d str, Vec<Arc<str>>> = HashMap::new();
         let mut number = |stem: &Arc<str>| {
             let next = vocabulary.len() as u32;
             *vocabulary.entry(Arc::clone(stem)).or_insert(next)
@@ -625,14 +627,21 @@ impl SearchIndex {
             let mut names: Vec<Box<[u32]>> = Vec::new();
             let mut actions = 0;
             let mut heads = Vec::new();
-            let group_words: &[Arc<str>] = match document.group {
-                Some(group) => group_stems.entry(group).or_insert_with(|| {
-                    let mut words = Vec::new();
-                    stems.each(group, |stem| words.push(Arc::clone(stem)));
-                    words
-                }),
-                None => &[],
-            };
+            let group = document.group.map(|group| {
+                let next = groups.len() as u32;
+                *groups.entry(group).or_insert_with(|| {
+                    // A new group: its name's words, and the word it is, if one.
+                    let mut whole = Vec::new();
+                    stems.each(group, |stem| whole.push(Arc::clone(stem)));
+                    group_names.push(match whole.as_slice() {
+                        [word] => Some(number(word)),
+                        _ => None,
+                    });
+                    group_words.push(whole.into());
+                    next
+                })
+            });
+            let own_group: &[Arc<str>] = group.map_or(&[], |group| &group_words[group as usize]);
             let mut verbs_only = None;
             for name in std::iter::once(document.name).chain(document.aliases.iter().map(String::as_str)) {
                 let mut words = Vec::new();
@@ -646,7 +655,7 @@ impl SearchIndex {
                     *counts.entry(term).or_default() += NAME_WEIGHT;
                 });
                 verbs_only
-                    .get_or_insert_with(|| said.iter().all(|stem| group_words.contains(stem) || ACTIONS.says(stem)));
+                    .get_or_insert_with(|| said.iter().all(|stem| own_group.contains(stem) || ACTIONS.says(stem)));
                 let mut does = ACTIONS.said(&said).fold(0, |does, kind| does | kind);
                 if let Some(head) = ACTIONS.head(&said) {
                     let head = number(head);
@@ -683,19 +692,6 @@ impl SearchIndex {
             }
             pooled.sort_unstable();
             pooled.dedup();
-            let next = groups.len() as u32;
-            let group = document.group.map(|group| {
-                *groups.entry(group).or_insert_with(|| {
-                    // A new group: the word its name is, if one.
-                    let mut whole = Vec::new();
-                    stems.each(group, |stem| whole.push(Arc::clone(stem)));
-                    group_names.push(match whole.as_slice() {
-                        [word] => Some(number(word)),
-                        _ => None,
-                    });
-                    next
-                })
-            });
             let position = u32::try_from(position).expect("fewer than 2^32 tools");
             fingerprints.entry(document.fingerprint()).or_insert(position);
             let mut terms: Vec<(u32, f32)> = counts.drain().collect();
